@@ -15,7 +15,11 @@ pub const EXIT_FALSE: u8 = 1;
 pub const EXIT_ERROR: u8 = 2;
 
 #[derive(Parser, Debug)]
-#[command(name = "mcjs", version, about = "MCJS: checkpointed, fault-tolerant ML jobs on niche GPUs, settled on Solana")]
+#[command(
+    name = "mcjs",
+    version,
+    about = "MCJS: checkpointed, fault-tolerant ML jobs on niche GPUs, settled on Solana"
+)]
 struct Cli {
     #[command(flatten)]
     global: GlobalArgs,

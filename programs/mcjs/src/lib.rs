@@ -1,9 +1,136 @@
+//! MCJS on-chain program: USDC bond escrow for checkpointed compute jobs,
+//! the job state machine with generation fencing, checkpoint attestations
+//! with a hash chain, settlement for checkpointed progress, and slashing.
+
+#![allow(unexpected_cfgs)]
+
 use anchor_lang::prelude::*;
-declare_id!("McjsJob1111111111111111111111111111111111111");
+
+pub mod errors;
+pub mod events;
+pub mod instructions;
+pub mod state;
+pub mod token;
+
+pub use instructions::*;
+
+declare_id!("AuhJzp4ahHy1c5roHmYBic35bHXpUk5B9L5TCxErDQLe");
+
 #[program]
 pub mod mcjs {
     use super::*;
-    pub fn noop(_ctx: Context<Noop>) -> Result<()> { Ok(()) }
+
+    /// Creates the program's Config (once).
+    pub fn initialize(ctx: Context<Initialize>, args: InitializeArgs) -> Result<()> {
+        Initialize::initialize(ctx, args)
+    }
+
+    /// Changes the Config; admin only, logged as old and new.
+    pub fn update_config(ctx: Context<UpdateConfig>, args: UpdateConfigArgs) -> Result<()> {
+        UpdateConfig::update_config(ctx, args)
+    }
+
+    /// Registers a provider and locks its first stake.
+    pub fn register_provider(
+        ctx: Context<RegisterProvider>,
+        args: RegisterProviderArgs,
+    ) -> Result<()> {
+        RegisterProvider::register_provider(ctx, args)
+    }
+
+    /// Adds to a provider's stake.
+    pub fn add_stake(ctx: Context<AddStake>, args: AddStakeArgs) -> Result<()> {
+        AddStake::add_stake(ctx, args)
+    }
+
+    /// Starts the cooldown of a stake withdrawal.
+    pub fn request_withdrawal(
+        ctx: Context<RequestWithdrawal>,
+        args: RequestWithdrawalArgs,
+    ) -> Result<()> {
+        RequestWithdrawal::request_withdrawal(ctx, args)
+    }
+
+    /// Withdraws stake after the cooldown, with no job assigned.
+    pub fn withdraw_stake(ctx: Context<WithdrawStake>) -> Result<()> {
+        WithdrawStake::withdraw_stake(ctx)
+    }
+
+    /// Registers a node with its measured hardware profile.
+    pub fn register_node(ctx: Context<RegisterNode>, args: RegisterNodeArgs) -> Result<()> {
+        RegisterNode::register_node(ctx, args)
+    }
+
+    /// Updates a node's profile, readiness or price.
+    pub fn update_node(ctx: Context<UpdateNode>, args: UpdateNodeArgs) -> Result<()> {
+        UpdateNode::update_node(ctx, args)
+    }
+
+    /// Takes an idle node offline or brings it back.
+    pub fn set_node_status(ctx: Context<SetNodeStatus>, args: SetNodeStatusArgs) -> Result<()> {
+        SetNodeStatus::set_node_status(ctx, args)
+    }
+
+    /// Submits a job and locks its bond.
+    pub fn submit_job(ctx: Context<SubmitJob>, args: SubmitJobArgs) -> Result<()> {
+        SubmitJob::submit_job(ctx, args)
+    }
+
+    /// Assigns a queued job to a node that meets its requirements (scheduler).
+    pub fn assign_job(ctx: Context<AssignJob>) -> Result<()> {
+        AssignJob::assign_job(ctx)
+    }
+
+    /// The assigned provider reports the job's container running.
+    pub fn start_job(ctx: Context<StartJob>, args: StartJobArgs) -> Result<()> {
+        StartJob::start_job(ctx, args)
+    }
+
+    /// The assigned provider attests a checkpoint; payment accrues.
+    pub fn attest_checkpoint(
+        ctx: Context<AttestCheckpoint>,
+        args: AttestCheckpointArgs,
+    ) -> Result<()> {
+        AttestCheckpoint::attest_checkpoint(ctx, args)
+    }
+
+    /// The assigned provider completes the job with its output hash; settles.
+    pub fn complete_job(ctx: Context<CompleteJob>, args: CompleteJobArgs) -> Result<()> {
+        CompleteJob::complete_job(ctx, args)
+    }
+
+    /// Reports a failed assignment (scheduler at once, anyone once stalled).
+    pub fn report_failure(ctx: Context<ReportFailure>, args: ReportFailureArgs) -> Result<()> {
+        ReportFailure::report_failure(ctx, args)
+    }
+
+    /// The owner pauses a job on a node.
+    pub fn pause_job(ctx: Context<PauseJob>) -> Result<()> {
+        PauseJob::pause_job(ctx)
+    }
+
+    /// The owner puts a paused job back in the queue.
+    pub fn resume_job(ctx: Context<ResumeJob>) -> Result<()> {
+        ResumeJob::resume_job(ctx)
+    }
+
+    /// The owner adds to a job's bond.
+    pub fn top_up(ctx: Context<TopUp>, args: TopUpArgs) -> Result<()> {
+        TopUp::top_up(ctx, args)
+    }
+
+    /// The owner cancels a job that is not on a node; full refund.
+    pub fn cancel_job(ctx: Context<CancelJob>) -> Result<()> {
+        CancelJob::cancel_job(ctx)
+    }
+
+    /// Anyone expires a queued job past its deadline; refund to the owner.
+    pub fn expire_job(ctx: Context<ExpireJob>) -> Result<()> {
+        ExpireJob::expire_job(ctx)
+    }
+
+    /// The owner closes a finished job; rent back to the owner.
+    pub fn close_job(ctx: Context<CloseJob>) -> Result<()> {
+        CloseJob::close_job(ctx)
+    }
 }
-#[derive(Accounts)]
-pub struct Noop {}

@@ -1,0 +1,112 @@
+use anchor_lang::prelude::*;
+
+#[error_code]
+pub enum McjsError {
+    // Authority and identity.
+    #[msg("the signer is not the config admin")]
+    NotAdmin,
+    #[msg("the signer is not the scheduler authority")]
+    NotScheduler,
+    #[msg("the signer is not the owner of this account")]
+    NotOwner,
+    #[msg("the signer is not the provider assigned to this job")]
+    NotAssignedProvider,
+    #[msg("the account does not belong to the given provider")]
+    WrongProvider,
+    #[msg("the node is not the one assigned to this job")]
+    WrongNode,
+    #[msg("the mint is not the configured USDC mint")]
+    WrongMint,
+    #[msg("the token account is not the expected one")]
+    WrongTokenAccount,
+    #[msg("the program is paused by its admin")]
+    ProgramPaused,
+
+    // Configuration.
+    #[msg("commission must be at most 10000 basis points")]
+    InvalidCommission,
+    #[msg("the liveness factor must be at least 1")]
+    InvalidLivenessFactor,
+
+    // Amounts.
+    #[msg("the amount must be greater than zero")]
+    ZeroAmount,
+    #[msg("arithmetic overflow")]
+    Overflow,
+    #[msg("the amount exceeds the stake")]
+    InsufficientStake,
+    #[msg("the provider's stake is below the minimum required")]
+    StakeBelowMinimum,
+    #[msg("no stake withdrawal has been requested")]
+    NoWithdrawalRequested,
+    #[msg("the stake withdrawal cooldown has not elapsed")]
+    CooldownNotElapsed,
+    #[msg("the provider still has jobs assigned")]
+    ActiveAssignments,
+    #[msg("the bond does not cover one checkpoint interval at the maximum price")]
+    BondTooSmall,
+
+    // Nodes.
+    #[msg("a GPU model name must be 1 to 32 bytes")]
+    InvalidGpuModel,
+    #[msg("the readiness score must be between 0 and 100")]
+    InvalidReadiness,
+    #[msg("the price per GPU-hour must be greater than zero")]
+    InvalidPrice,
+    #[msg("the node is not available")]
+    NodeNotAvailable,
+    #[msg("the node is busy with a job")]
+    NodeBusy,
+    #[msg("a node's status can be set to available or offline only")]
+    InvalidNodeStatus,
+    #[msg("the node has fewer GPUs than the job requires")]
+    NodeTooFewGpus,
+    #[msg("the node's GPUs have less memory than the job requires")]
+    NodeVramTooSmall,
+    #[msg("the node's GPU compute capability is below the job's minimum")]
+    NodeComputeCapabilityTooLow,
+    #[msg("the node's GPU model is not in the job's allow-list")]
+    NodeGpuModelNotAllowed,
+    #[msg("the node cannot write the job's checkpoints fast enough")]
+    NodeCheckpointBandwidthTooLow,
+    #[msg("the node's price exceeds the job's maximum price")]
+    NodePriceTooHigh,
+
+    // Job specification.
+    #[msg("a job needs at least one GPU")]
+    InvalidGpuCount,
+    #[msg("at most 4 GPU models may be allowed, each 1 to 32 bytes")]
+    InvalidGpuModelList,
+    #[msg("the checkpoint interval must be positive and at most the maximum duration")]
+    InvalidCheckpointInterval,
+    #[msg("the deadline is in the past")]
+    DeadlineInPast,
+    #[msg("the job's deadline has passed")]
+    DeadlinePassed,
+    #[msg("the job's deadline has not passed")]
+    DeadlineNotPassed,
+    #[msg("the maximum price must be greater than zero")]
+    InvalidMaxPrice,
+
+    // Job state machine.
+    #[msg("the job is not in a state that allows this")]
+    InvalidJobState,
+    #[msg("the job is not pending or recovering")]
+    JobNotQueued,
+    #[msg("the job is not assigned")]
+    JobNotAssigned,
+    #[msg("the job is not running")]
+    JobNotRunning,
+    #[msg("the job is not paused")]
+    JobNotPaused,
+    #[msg("the job has not reached a terminal state")]
+    JobNotFinished,
+    #[msg("the generation is stale: the job was reassigned and this node is fenced")]
+    StaleGeneration,
+    #[msg("a checkpoint must advance past the last attested epoch and step")]
+    CheckpointNotAdvancing,
+    #[msg("the job has not gone long enough without progress to be reported by anyone")]
+    JobNotStalled,
+    #[msg("only the scheduler authority may report a job error")]
+    JobErrorNeedsScheduler,
+}

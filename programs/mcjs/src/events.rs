@@ -1,0 +1,220 @@
+//! One event per transition. Auditors rebuild a job's history from these,
+//! as they appear in the transaction logs (`Program data: ...`).
+
+use anchor_lang::prelude::*;
+
+use crate::state::{
+    ConfigParams, ConfigSnapshot, FailureCause, HardwareProfile, NodeStatus, PauseReason,
+};
+
+#[event]
+pub struct ConfigInitialized {
+    pub admin: Pubkey,
+    pub scheduler: Pubkey,
+    pub usdc_mint: Pubkey,
+    pub treasury: Pubkey,
+    pub params: ConfigParams,
+}
+
+#[event]
+pub struct ConfigUpdated {
+    pub old: ConfigSnapshot,
+    pub new: ConfigSnapshot,
+}
+
+#[event]
+pub struct ProviderRegistered {
+    pub provider: Pubkey,
+    pub owner: Pubkey,
+    pub payout: Pubkey,
+    pub stake: u64,
+}
+
+#[event]
+pub struct StakeAdded {
+    pub provider: Pubkey,
+    pub amount: u64,
+    pub stake: u64,
+}
+
+#[event]
+pub struct WithdrawalRequested {
+    pub provider: Pubkey,
+    pub amount: u64,
+    pub available_at: i64,
+}
+
+#[event]
+pub struct StakeWithdrawn {
+    pub provider: Pubkey,
+    pub amount: u64,
+    pub stake: u64,
+}
+
+#[event]
+pub struct NodeRegistered {
+    pub node: Pubkey,
+    pub provider: Pubkey,
+    pub index: u32,
+    pub hardware: HardwareProfile,
+    pub readiness: u8,
+    pub price_per_gpu_hour: u64,
+}
+
+#[event]
+pub struct NodeUpdated {
+    pub node: Pubkey,
+    pub hardware: HardwareProfile,
+    pub readiness: u8,
+    pub price_per_gpu_hour: u64,
+}
+
+#[event]
+pub struct NodeStatusChanged {
+    pub node: Pubkey,
+    pub old: NodeStatus,
+    pub new: NodeStatus,
+}
+
+#[event]
+pub struct JobSubmitted {
+    pub job: Pubkey,
+    pub owner: Pubkey,
+    pub job_id: u64,
+    pub spec_hash: [u8; 32],
+    pub bond: u64,
+    pub at: i64,
+}
+
+#[event]
+pub struct JobAssigned {
+    pub job: Pubkey,
+    pub node: Pubkey,
+    pub provider: Pubkey,
+    pub generation: u32,
+    pub rate_per_hour: u64,
+    pub by: Pubkey,
+    pub at: i64,
+}
+
+#[event]
+pub struct JobStarted {
+    pub job: Pubkey,
+    pub node: Pubkey,
+    pub generation: u32,
+    pub by: Pubkey,
+    pub at: i64,
+}
+
+#[event]
+pub struct CheckpointAttested {
+    pub job: Pubkey,
+    pub node: Pubkey,
+    pub generation: u32,
+    pub epoch: u32,
+    pub step: u64,
+    pub checkpoint_hash: [u8; 32],
+    /// The hash chain after this attestation.
+    pub chain: [u8; 32],
+    pub accrued: u64,
+    pub by: Pubkey,
+    pub at: i64,
+}
+
+/// A job left a node and the node's provider was paid for attested progress.
+#[event]
+pub struct SegmentSettled {
+    pub job: Pubkey,
+    pub provider: Pubkey,
+    pub generation: u32,
+    pub provider_amount: u64,
+    pub commission: u64,
+}
+
+#[event]
+pub struct JobCompleted {
+    pub job: Pubkey,
+    pub node: Pubkey,
+    pub generation: u32,
+    pub output_hash: [u8; 32],
+    pub refund: u64,
+    pub by: Pubkey,
+    pub at: i64,
+}
+
+#[event]
+pub struct FailureReported {
+    pub job: Pubkey,
+    pub node: Pubkey,
+    pub provider: Pubkey,
+    /// The generation that failed; the job now carries the next one.
+    pub failed_generation: u32,
+    pub cause: FailureCause,
+    pub slashed: u64,
+    pub restarts_used: u8,
+    /// True when the restart budget was spent and the job ended Failed.
+    pub job_failed: bool,
+    pub refund: u64,
+    pub by: Pubkey,
+    pub at: i64,
+}
+
+#[event]
+pub struct JobPaused {
+    pub job: Pubkey,
+    pub generation: u32,
+    pub reason: PauseReason,
+    pub by: Pubkey,
+    pub at: i64,
+}
+
+#[event]
+pub struct JobResumed {
+    pub job: Pubkey,
+    pub by: Pubkey,
+    pub at: i64,
+}
+
+#[event]
+pub struct BondToppedUp {
+    pub job: Pubkey,
+    pub amount: u64,
+    pub bond: u64,
+    pub by: Pubkey,
+    pub at: i64,
+}
+
+#[event]
+pub struct JobCancelled {
+    pub job: Pubkey,
+    pub refund: u64,
+    pub by: Pubkey,
+    pub at: i64,
+}
+
+#[event]
+pub struct JobExpired {
+    pub job: Pubkey,
+    pub refund: u64,
+    pub by: Pubkey,
+    pub at: i64,
+}
+
+#[event]
+pub struct JobClosed {
+    pub job: Pubkey,
+    pub by: Pubkey,
+}
+
+/// Emits an event into the transaction log.
+///
+/// On SBF this is Anchor's `emit!`. Off chain (the native build that the
+/// tests and the local chain run), Anchor's log functions print to stdout,
+/// so the event goes through the syscall stubs, which the host routes into
+/// the transaction's log collector.
+pub fn emit_event<E: anchor_lang::Event>(event: E) {
+    #[cfg(target_os = "solana")]
+    anchor_lang::solana_program::log::sol_log_data(&[&event.data()]);
+    #[cfg(not(target_os = "solana"))]
+    anchor_lang::compat::solana_sysvar::program_stubs::sol_log_data(&[&event.data()]);
+}

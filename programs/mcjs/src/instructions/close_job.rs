@@ -1,0 +1,56 @@
+use anchor_lang::prelude::*;
+use anchor_spl::token::{Token, TokenAccount};
+
+use crate::errors::McjsError;
+use crate::events::{emit_event, JobClosed};
+use crate::job_signer_seeds;
+use crate::state::{seeds::*, Job};
+use crate::token::close_vault;
+
+#[derive(Accounts)]
+pub struct CloseJob<'info> {
+    #[account(mut)]
+    pub owner: Signer<'info>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, owner.key().as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
+        bump = job.bump,
+        has_one = owner @ McjsError::NotOwner,
+        close = owner,
+    )]
+    pub job: Box<Account<'info, Job>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VAULT],
+        bump = job.vault_bump,
+    )]
+    pub job_vault: Box<Account<'info, TokenAccount>>,
+    pub token_program: Program<'info, Token>,
+}
+
+impl CloseJob<'_> {
+    fn validate(&self) -> Result<()> {
+        require!(self.job.state.is_terminal(), McjsError::JobNotFinished);
+        Ok(())
+    }
+
+    /// Closes a finished job's vault and account, returning the rent to the owner.
+    #[access_control(ctx.accounts.validate())]
+    pub fn close_job(ctx: Context<Self>) -> Result<()> {
+        let accounts = ctx.accounts;
+        let (owner, id, bump);
+        let seeds = job_signer_seeds!(accounts.job, owner, id, bump);
+        close_vault(
+            &accounts.token_program,
+            &accounts.job_vault,
+            accounts.owner.to_account_info(),
+            accounts.job.to_account_info(),
+            &[&seeds],
+        )?;
+        emit_event(JobClosed {
+            job: accounts.job.key(),
+            by: accounts.owner.key(),
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,123 @@
+use anchor_lang::prelude::*;
+use anchor_spl::token::{Mint, Token, TokenAccount};
+
+use crate::errors::McjsError;
+use crate::events::{emit_event, JobCompleted};
+use crate::instructions::settlement::{refund_bond, settle_segment, SettlementAccounts};
+use crate::state::{seeds::*, Config, Job, Node, Provider};
+
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
+pub struct CompleteJobArgs {
+    pub generation: u32,
+    pub output_hash: [u8; 32],
+}
+
+#[derive(Accounts)]
+pub struct CompleteJob<'info> {
+    /// The wallet of the assigned node's provider.
+    pub authority: Signer<'info>,
+    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    pub config: Box<Account<'info, Config>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, authority.key().as_ref(), SEED_PROVIDER],
+        bump = provider.bump,
+        constraint = provider.owner == authority.key() @ McjsError::NotOwner,
+    )]
+    pub provider: Box<Account<'info, Provider>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_NODE, &node.index.to_le_bytes()],
+        bump = node.bump,
+        has_one = provider @ McjsError::WrongProvider,
+    )]
+    pub node: Box<Account<'info, Node>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.owner.as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
+        bump = job.bump,
+        constraint = job.provider == Some(provider.key()) @ McjsError::NotAssignedProvider,
+        constraint = job.node == Some(node.key()) @ McjsError::WrongNode,
+    )]
+    pub job: Box<Account<'info, Job>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VAULT],
+        bump = job.vault_bump,
+    )]
+    pub job_vault: Box<Account<'info, TokenAccount>>,
+    #[account(address = config.usdc_mint @ McjsError::WrongMint)]
+    pub usdc_mint: Box<Account<'info, Mint>>,
+    #[account(mut, address = provider.payout @ McjsError::WrongTokenAccount)]
+    pub provider_payout: Box<Account<'info, TokenAccount>>,
+    #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
+    pub treasury: Box<Account<'info, TokenAccount>>,
+    /// The job owner's token account, for the refund.
+    #[account(
+        mut,
+        constraint = owner_token.mint == usdc_mint.key() @ McjsError::WrongMint,
+        constraint = owner_token.owner == job.owner @ McjsError::WrongTokenAccount,
+    )]
+    pub owner_token: Box<Account<'info, TokenAccount>>,
+    pub token_program: Program<'info, Token>,
+}
+
+impl CompleteJob<'_> {
+    fn validate(&self, args: &CompleteJobArgs) -> Result<()> {
+        self.job.require_generation(args.generation)
+    }
+
+    /// The job finished with its output: the last segment is paid (the
+    /// output is the final progress mark) and the rest of the bond refunded.
+    #[access_control(ctx.accounts.validate(&args))]
+    pub fn complete_job(ctx: Context<Self>, args: CompleteJobArgs) -> Result<()> {
+        let now = Clock::get()?.unix_timestamp;
+        let accounts = ctx.accounts;
+        let job = &mut accounts.job;
+        require!(
+            matches!(job.state, crate::state::JobState::Running { .. }),
+            McjsError::JobNotRunning
+        );
+        job.accrue(now, accounts.config.params.liveness_factor)?;
+        let settlement = SettlementAccounts {
+            job_vault: &accounts.job_vault,
+            usdc_mint: &accounts.usdc_mint,
+            provider_payout: &accounts.provider_payout,
+            treasury: &accounts.treasury,
+            token_program: &accounts.token_program,
+        };
+        settle_segment(
+            job,
+            &settlement,
+            accounts.provider.key(),
+            accounts.config.params.commission_bps,
+        )?;
+        job.complete(args.output_hash, now)?;
+        let refund = refund_bond(
+            job,
+            &accounts.job_vault,
+            &accounts.usdc_mint,
+            &accounts.owner_token,
+            &accounts.token_program,
+        )?;
+        accounts.node.release(job.key(), true, now)?;
+        let provider = &mut accounts.provider;
+        provider.release_assignment()?;
+        provider.jobs_completed = provider
+            .jobs_completed
+            .checked_add(1)
+            .ok_or(McjsError::Overflow)?;
+        job.invariant()?;
+        accounts.node.invariant()?;
+        emit_event(JobCompleted {
+            job: job.key(),
+            node: accounts.node.key(),
+            generation: args.generation,
+            output_hash: args.output_hash,
+            refund,
+            by: accounts.authority.key(),
+            at: now,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,61 @@
+use anchor_lang::prelude::*;
+use anchor_spl::token::{Mint, Token, TokenAccount};
+
+use crate::errors::McjsError;
+use crate::events::{emit_event, JobExpired};
+use crate::instructions::settlement::refund_bond;
+use crate::state::{seeds::*, Config, Job};
+
+#[derive(Accounts)]
+pub struct ExpireJob<'info> {
+    /// Anyone.
+    pub caller: Signer<'info>,
+    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    pub config: Box<Account<'info, Config>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.owner.as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
+        bump = job.bump,
+    )]
+    pub job: Box<Account<'info, Job>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VAULT],
+        bump = job.vault_bump,
+    )]
+    pub job_vault: Box<Account<'info, TokenAccount>>,
+    #[account(address = config.usdc_mint @ McjsError::WrongMint)]
+    pub usdc_mint: Box<Account<'info, Mint>>,
+    /// The refund goes to the job owner, whoever calls.
+    #[account(
+        mut,
+        constraint = owner_token.mint == usdc_mint.key() @ McjsError::WrongMint,
+        constraint = owner_token.owner == job.owner @ McjsError::WrongTokenAccount,
+    )]
+    pub owner_token: Box<Account<'info, TokenAccount>>,
+    pub token_program: Program<'info, Token>,
+}
+
+impl ExpireJob<'_> {
+    /// Ends a queued job whose deadline passed and refunds its bond to its owner.
+    pub fn expire_job(ctx: Context<Self>) -> Result<()> {
+        let now = Clock::get()?.unix_timestamp;
+        let accounts = ctx.accounts;
+        accounts.job.expire(now)?;
+        let refund = refund_bond(
+            &mut accounts.job,
+            &accounts.job_vault,
+            &accounts.usdc_mint,
+            &accounts.owner_token,
+            &accounts.token_program,
+        )?;
+        accounts.job.invariant()?;
+        emit_event(JobExpired {
+            job: accounts.job.key(),
+            refund,
+            by: accounts.caller.key(),
+            at: now,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,91 @@
+use anchor_lang::prelude::*;
+use anchor_spl::token::{Mint, Token, TokenAccount};
+
+use crate::errors::McjsError;
+use crate::events::{emit_event, JobPaused};
+use crate::instructions::settlement::{settle_segment, SettlementAccounts};
+use crate::state::{seeds::*, Config, Job, Node, PauseReason, Provider};
+
+#[derive(Accounts)]
+pub struct PauseJob<'info> {
+    pub owner: Signer<'info>,
+    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    pub config: Box<Account<'info, Config>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, owner.key().as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
+        bump = job.bump,
+        has_one = owner @ McjsError::NotOwner,
+        constraint = job.provider == Some(provider.key()) @ McjsError::NotAssignedProvider,
+        constraint = job.node == Some(node.key()) @ McjsError::WrongNode,
+    )]
+    pub job: Box<Account<'info, Job>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_NODE, &node.index.to_le_bytes()],
+        bump = node.bump,
+        has_one = provider @ McjsError::WrongProvider,
+    )]
+    pub node: Box<Account<'info, Node>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, provider.owner.as_ref(), SEED_PROVIDER],
+        bump = provider.bump,
+    )]
+    pub provider: Box<Account<'info, Provider>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VAULT],
+        bump = job.vault_bump,
+    )]
+    pub job_vault: Box<Account<'info, TokenAccount>>,
+    #[account(address = config.usdc_mint @ McjsError::WrongMint)]
+    pub usdc_mint: Box<Account<'info, Mint>>,
+    #[account(mut, address = provider.payout @ McjsError::WrongTokenAccount)]
+    pub provider_payout: Box<Account<'info, TokenAccount>>,
+    #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
+    pub treasury: Box<Account<'info, TokenAccount>>,
+    pub token_program: Program<'info, Token>,
+}
+
+impl PauseJob<'_> {
+    fn validate(&self) -> Result<()> {
+        require!(self.job.state.is_on_node(), McjsError::JobNotRunning);
+        Ok(())
+    }
+
+    /// The owner takes a job off its node: attested progress is paid, the
+    /// node released and fenced; the job waits until resumed.
+    #[access_control(ctx.accounts.validate())]
+    pub fn pause_job(ctx: Context<Self>) -> Result<()> {
+        let now = Clock::get()?.unix_timestamp;
+        let accounts = ctx.accounts;
+        let settlement = SettlementAccounts {
+            job_vault: &accounts.job_vault,
+            usdc_mint: &accounts.usdc_mint,
+            provider_payout: &accounts.provider_payout,
+            treasury: &accounts.treasury,
+            token_program: &accounts.token_program,
+        };
+        settle_segment(
+            &mut accounts.job,
+            &settlement,
+            accounts.provider.key(),
+            accounts.config.params.commission_bps,
+        )?;
+        let job = &mut accounts.job;
+        job.pause(PauseReason::Owner, now)?;
+        accounts.node.release(job.key(), true, now)?;
+        accounts.provider.release_assignment()?;
+        job.invariant()?;
+        accounts.node.invariant()?;
+        emit_event(JobPaused {
+            job: job.key(),
+            generation: job.generation,
+            reason: PauseReason::Owner,
+            by: accounts.owner.key(),
+            at: now,
+        });
+        Ok(())
+    }
+}

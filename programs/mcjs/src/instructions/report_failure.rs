@@ -1,0 +1,186 @@
+use anchor_lang::prelude::*;
+use anchor_spl::token::{Mint, Token, TokenAccount};
+
+use crate::errors::McjsError;
+use crate::events::{emit_event, FailureReported};
+use crate::instructions::settlement::{refund_bond, settle_segment, SettlementAccounts};
+use crate::state::{seeds::*, Config, FailureCause, Job, JobState, Node, Provider};
+use crate::token::pay_out;
+
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
+pub struct ReportFailureArgs {
+    /// The generation the reporter saw fail; a report about an older
+    /// assignment is rejected, so it can never hit the job's new node.
+    pub generation: u32,
+    pub cause: FailureCause,
+}
+
+#[derive(Accounts)]
+pub struct ReportFailure<'info> {
+    /// The scheduler authority, or anyone once the job has stalled.
+    pub reporter: Signer<'info>,
+    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    pub config: Box<Account<'info, Config>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.owner.as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
+        bump = job.bump,
+        constraint = job.provider == Some(provider.key()) @ McjsError::NotAssignedProvider,
+        constraint = job.node == Some(node.key()) @ McjsError::WrongNode,
+    )]
+    pub job: Box<Account<'info, Job>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_NODE, &node.index.to_le_bytes()],
+        bump = node.bump,
+        has_one = provider @ McjsError::WrongProvider,
+    )]
+    pub node: Box<Account<'info, Node>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, provider.owner.as_ref(), SEED_PROVIDER],
+        bump = provider.bump,
+    )]
+    pub provider: Box<Account<'info, Provider>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_VAULT],
+        bump = provider.vault_bump,
+    )]
+    pub stake_vault: Box<Account<'info, TokenAccount>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VAULT],
+        bump = job.vault_bump,
+    )]
+    pub job_vault: Box<Account<'info, TokenAccount>>,
+    #[account(address = config.usdc_mint @ McjsError::WrongMint)]
+    pub usdc_mint: Box<Account<'info, Mint>>,
+    #[account(mut, address = provider.payout @ McjsError::WrongTokenAccount)]
+    pub provider_payout: Box<Account<'info, TokenAccount>>,
+    #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
+    pub treasury: Box<Account<'info, TokenAccount>>,
+    /// The job owner's token account: receives the slash and any refund.
+    #[account(
+        mut,
+        constraint = owner_token.mint == usdc_mint.key() @ McjsError::WrongMint,
+        constraint = owner_token.owner == job.owner @ McjsError::WrongTokenAccount,
+    )]
+    pub owner_token: Box<Account<'info, TokenAccount>>,
+    pub token_program: Program<'info, Token>,
+}
+
+impl ReportFailure<'_> {
+    fn validate(&self, args: &ReportFailureArgs, now: i64) -> Result<()> {
+        require!(self.job.state.is_on_node(), McjsError::InvalidJobState);
+        self.job.require_generation(args.generation)?;
+        if self.reporter.key() != self.config.scheduler {
+            require!(
+                args.cause.is_infrastructure(),
+                McjsError::JobErrorNeedsScheduler
+            );
+            let window = self
+                .job
+                .terms
+                .billing_window_secs(self.config.params.liveness_factor)?;
+            let last = self.job.last_progress().ok_or(McjsError::InvalidJobState)?;
+            let stalled_for = u64::try_from(now.saturating_sub(last)).unwrap_or(0);
+            require!(stalled_for >= window, McjsError::JobNotStalled);
+        }
+        Ok(())
+    }
+
+    /// Takes a job off a failed node: pays the node's provider for attested
+    /// progress only, slashes it for an infrastructure failure, fences the
+    /// node (new generation) and queues the job again — or ends it Failed,
+    /// refunding the rest, once the restart budget is spent.
+    #[access_control(ctx.accounts.validate(&args, Clock::get()?.unix_timestamp))]
+    pub fn report_failure(ctx: Context<Self>, args: ReportFailureArgs) -> Result<()> {
+        let now = Clock::get()?.unix_timestamp;
+        let accounts = ctx.accounts;
+        let commission_bps = accounts.config.params.commission_bps;
+        let provider_key = accounts.provider.key();
+        let settlement = SettlementAccounts {
+            job_vault: &accounts.job_vault,
+            usdc_mint: &accounts.usdc_mint,
+            provider_payout: &accounts.provider_payout,
+            treasury: &accounts.treasury,
+            token_program: &accounts.token_program,
+        };
+        settle_segment(&mut accounts.job, &settlement, provider_key, commission_bps)?;
+
+        let infrastructure = args.cause.is_infrastructure();
+        let slashed = if infrastructure {
+            accounts
+                .config
+                .params
+                .slash_amount
+                .min(accounts.provider.stake)
+        } else {
+            0
+        };
+        if slashed > 0 {
+            let owner = accounts.provider.owner;
+            let bump = [accounts.provider.bump];
+            let seeds: &[&[u8]] = &[SEED_PREFIX, owner.as_ref(), SEED_PROVIDER, &bump];
+            pay_out(
+                &accounts.token_program,
+                &accounts.stake_vault,
+                &accounts.usdc_mint,
+                &accounts.owner_token,
+                accounts.provider.to_account_info(),
+                &[seeds],
+                slashed,
+            )?;
+        }
+
+        let job = &mut accounts.job;
+        job.fail(now)?;
+        let job_failed = matches!(job.state, JobState::Failed { .. });
+        let refund = if job_failed {
+            refund_bond(
+                job,
+                &accounts.job_vault,
+                &accounts.usdc_mint,
+                &accounts.owner_token,
+                &accounts.token_program,
+            )?
+        } else {
+            0
+        };
+        accounts.node.release(job.key(), !infrastructure, now)?;
+        let provider = &mut accounts.provider;
+        provider.release_assignment()?;
+        provider.stake = provider
+            .stake
+            .checked_sub(slashed)
+            .ok_or(McjsError::Overflow)?;
+        provider.slashed_total = provider
+            .slashed_total
+            .checked_add(slashed)
+            .ok_or(McjsError::Overflow)?;
+        if infrastructure {
+            provider.failures = provider
+                .failures
+                .checked_add(1)
+                .ok_or(McjsError::Overflow)?;
+        }
+        job.invariant()?;
+        accounts.node.invariant()?;
+        provider.invariant()?;
+        emit_event(FailureReported {
+            job: job.key(),
+            node: accounts.node.key(),
+            provider: provider_key,
+            failed_generation: args.generation,
+            cause: args.cause,
+            slashed,
+            restarts_used: job.restarts_used,
+            job_failed,
+            refund,
+            by: accounts.reporter.key(),
+            at: now,
+        });
+        Ok(())
+    }
+}

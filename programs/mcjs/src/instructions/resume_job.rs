@@ -1,0 +1,41 @@
+use anchor_lang::prelude::*;
+
+use crate::errors::McjsError;
+use crate::events::{emit_event, JobResumed};
+use crate::state::{seeds::*, Config, Job};
+
+#[derive(Accounts)]
+pub struct ResumeJob<'info> {
+    pub owner: Signer<'info>,
+    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    pub config: Box<Account<'info, Config>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, owner.key().as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
+        bump = job.bump,
+        has_one = owner @ McjsError::NotOwner,
+    )]
+    pub job: Box<Account<'info, Job>>,
+}
+
+impl ResumeJob<'_> {
+    fn validate(&self) -> Result<()> {
+        require!(!self.config.paused, McjsError::ProgramPaused);
+        Ok(())
+    }
+
+    /// Puts a paused job back in the queue, to resume from its last checkpoint.
+    #[access_control(ctx.accounts.validate())]
+    pub fn resume_job(ctx: Context<Self>) -> Result<()> {
+        let now = Clock::get()?.unix_timestamp;
+        let job = &mut ctx.accounts.job;
+        job.resume(now)?;
+        job.invariant()?;
+        emit_event(JobResumed {
+            job: job.key(),
+            by: ctx.accounts.owner.key(),
+            at: now,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,99 @@
+//! Paying a job's segment and refunding its bond: the only ways tokens leave a job vault.
+
+use anchor_lang::prelude::*;
+use anchor_spl::token::{Mint, Token, TokenAccount};
+
+use crate::events::{emit_event, SegmentSettled};
+use crate::state::Job;
+use crate::token::{pay_out, split_commission};
+
+/// Signer seeds of a job PDA (the authority of its vault).
+#[macro_export]
+macro_rules! job_signer_seeds {
+    ($job:expr, $owner:ident, $id:ident, $bump:ident) => {{
+        $owner = $job.owner;
+        $id = $job.job_id.to_le_bytes();
+        $bump = [$job.bump];
+        [
+            $crate::state::seeds::SEED_PREFIX,
+            $owner.as_ref(),
+            $crate::state::seeds::SEED_JOB,
+            &$id,
+            &$bump,
+        ]
+    }};
+}
+
+pub struct SettlementAccounts<'a, 'info> {
+    pub job_vault: &'a Account<'info, TokenAccount>,
+    pub usdc_mint: &'a Account<'info, Mint>,
+    pub provider_payout: &'a Account<'info, TokenAccount>,
+    pub treasury: &'a Account<'info, TokenAccount>,
+    pub token_program: &'a Program<'info, Token>,
+}
+
+/// Pays what the current assignment accrued: the provider's share to its
+/// payout account, the commission to the treasury.
+pub fn settle_segment<'info>(
+    job: &mut Account<'info, Job>,
+    accounts: &SettlementAccounts<'_, 'info>,
+    provider: Pubkey,
+    commission_bps: u16,
+) -> Result<()> {
+    let amount = job.accrued;
+    let (provider_amount, commission) = split_commission(amount, commission_bps)?;
+    let (owner, id, bump);
+    let seeds = job_signer_seeds!(job, owner, id, bump);
+    let authority = job.to_account_info();
+    pay_out(
+        accounts.token_program,
+        accounts.job_vault,
+        accounts.usdc_mint,
+        accounts.provider_payout,
+        authority.clone(),
+        &[&seeds],
+        provider_amount,
+    )?;
+    pay_out(
+        accounts.token_program,
+        accounts.job_vault,
+        accounts.usdc_mint,
+        accounts.treasury,
+        authority,
+        &[&seeds],
+        commission,
+    )?;
+    job.settle_accrued()?;
+    emit_event(SegmentSettled {
+        job: job.key(),
+        provider,
+        generation: job.generation,
+        provider_amount,
+        commission,
+    });
+    Ok(())
+}
+
+/// Returns the whole remaining bond to the owner's token account.
+pub fn refund_bond<'info>(
+    job: &mut Account<'info, Job>,
+    job_vault: &Account<'info, TokenAccount>,
+    usdc_mint: &Account<'info, Mint>,
+    owner_token: &Account<'info, TokenAccount>,
+    token_program: &Program<'info, Token>,
+) -> Result<u64> {
+    let amount = job.bond;
+    let (owner, id, bump);
+    let seeds = job_signer_seeds!(job, owner, id, bump);
+    pay_out(
+        token_program,
+        job_vault,
+        usdc_mint,
+        owner_token,
+        job.to_account_info(),
+        &[&seeds],
+        amount,
+    )?;
+    job.bond = 0;
+    Ok(amount)
+}

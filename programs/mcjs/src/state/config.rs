@@ -1,0 +1,77 @@
+use anchor_lang::prelude::*;
+
+use crate::errors::McjsError;
+
+/// Basis points in one whole.
+pub const BPS_DENOMINATOR: u64 = 10_000;
+
+/// The program's single configuration account.
+#[account]
+#[derive(InitSpace, Debug)]
+pub struct Config {
+    pub admin: Pubkey,
+    /// The key the MCJS scheduler signs assignments and failure reports with.
+    pub scheduler: Pubkey,
+    pub usdc_mint: Pubkey,
+    pub usdc_decimals: u8,
+    /// Token account that receives the commission.
+    pub treasury: Pubkey,
+    pub params: ConfigParams,
+    /// While paused no job is submitted or assigned and no node registered;
+    /// every way out (cancel, withdraw, complete, report) still works.
+    pub paused: bool,
+    pub bump: u8,
+}
+
+/// The tunable economics of the program.
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
+pub struct ConfigParams {
+    /// The MCJS commission on every payment to a provider, in basis points.
+    pub commission_bps: u16,
+    /// Taken from a provider's stake to the job owner for each infrastructure failure.
+    pub slash_amount: u64,
+    /// The stake a provider must hold to register nodes and receive jobs.
+    pub min_provider_stake: u64,
+    /// How many checkpoint intervals without progress before anyone may
+    /// report a job as failed; also caps the time one attestation can bill.
+    pub liveness_factor: u8,
+    /// Seconds between a stake-withdrawal request and the withdrawal.
+    pub withdrawal_cooldown_secs: u32,
+}
+
+impl ConfigParams {
+    pub fn validate(&self) -> Result<()> {
+        require!(
+            u64::from(self.commission_bps) <= BPS_DENOMINATOR,
+            McjsError::InvalidCommission
+        );
+        require!(self.liveness_factor >= 1, McjsError::InvalidLivenessFactor);
+        Ok(())
+    }
+}
+
+/// What `update_config` logs as old and new.
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConfigSnapshot {
+    pub admin: Pubkey,
+    pub scheduler: Pubkey,
+    pub treasury: Pubkey,
+    pub params: ConfigParams,
+    pub paused: bool,
+}
+
+impl Config {
+    pub fn snapshot(&self) -> ConfigSnapshot {
+        ConfigSnapshot {
+            admin: self.admin,
+            scheduler: self.scheduler,
+            treasury: self.treasury,
+            params: self.params,
+            paused: self.paused,
+        }
+    }
+
+    pub fn invariant(&self) -> Result<()> {
+        self.params.validate()
+    }
+}

@@ -1,0 +1,523 @@
+use anchor_lang::prelude::*;
+
+use crate::errors::McjsError;
+use crate::state::node::{HardwareProfile, MAX_GPU_MODEL_LEN};
+
+pub const MAX_GPU_MODELS: usize = 4;
+pub const SECONDS_PER_HOUR: u64 = 3_600;
+
+/// A job: its declared requirements, its bond, and its life on chain.
+#[account]
+#[derive(InitSpace, Debug)]
+pub struct Job {
+    pub owner: Pubkey,
+    pub job_id: u64,
+    /// sha256 of the canonical (RFC 8785) Job Specification.
+    pub spec_hash: [u8; 32],
+    pub requirements: JobRequirements,
+    pub terms: JobTerms,
+    /// Tokens held in the job's vault.
+    pub bond: u64,
+    /// Tokens paid out of the bond so far (providers and commission).
+    pub paid: u64,
+    pub state: JobState,
+    /// The node and Provider account of the current assignment.
+    pub node: Option<Pubkey>,
+    pub provider: Option<Pubkey>,
+    /// Incremented by every (re)assignment and every removal from a node:
+    /// attestations and completion must carry the current one.
+    pub generation: u32,
+    /// USDC base units per hour of the current assignment (node price × GPUs).
+    pub rate_per_hour: u64,
+    pub last_checkpoint: Option<CheckpointRecord>,
+    /// `sha256(prev ‖ generation ‖ epoch ‖ step ‖ checkpoint_hash)` over every attestation.
+    pub checkpoint_chain: [u8; 32],
+    pub checkpoint_count: u32,
+    /// When billable progress was last recorded (start or attestation).
+    pub progress_mark: i64,
+    /// Owed to the current assignment's provider, not yet paid.
+    pub accrued: u64,
+    /// Seconds billed over the whole job, capped by the maximum duration.
+    pub billed_secs: u64,
+    pub restarts_used: u8,
+    pub output_hash: Option<[u8; 32]>,
+    pub submitted_at: i64,
+    pub first_running_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub bump: u8,
+    pub vault_bump: u8,
+}
+
+/// The compact hardware summary of a Job Specification that the program enforces.
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug, PartialEq, Eq, InitSpace)]
+pub struct JobRequirements {
+    pub gpu_count: u8,
+    pub min_vram_mib: u32,
+    /// major*10+minor.
+    pub min_compute_capability: u16,
+    /// Normalised model names; empty allows any model. An entry allows a
+    /// model equal to it or starting with it followed by `-`.
+    #[max_len(MAX_GPU_MODELS, MAX_GPU_MODEL_LEN)]
+    pub gpu_models: Vec<String>,
+    pub min_checkpoint_write_mibps: u32,
+}
+
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
+pub struct JobTerms {
+    pub checkpoint_interval_secs: u32,
+    pub max_duration_secs: u32,
+    pub deadline: Option<i64>,
+    /// USDC base units per GPU-hour.
+    pub max_price_per_gpu_hour: u64,
+    pub restart_budget: u8,
+}
+
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
+pub struct CheckpointRecord {
+    pub hash: [u8; 32],
+    pub epoch: u32,
+    pub step: u64,
+    pub time: i64,
+    pub generation: u32,
+}
+
+/// Where a job is; each variant carries the time it was entered.
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
+pub enum JobState {
+    Pending { since: i64 },
+    Assigned { since: i64 },
+    Running { since: i64 },
+    Paused { since: i64, reason: PauseReason },
+    Recovering { since: i64 },
+    Completed { at: i64 },
+    Failed { at: i64 },
+    Cancelled { at: i64 },
+    Expired { at: i64 },
+}
+
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
+pub enum PauseReason {
+    Owner,
+    InsufficientBond,
+}
+
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureCause {
+    /// The node stopped answering (missed heartbeats, partition, crash).
+    NodeLost,
+    /// The container died and was not restarted.
+    ContainerDied,
+    /// No checkpoint attested within the allowed time.
+    CheckpointOverdue,
+    /// The job's own error (a non-zero exit): uses the restart budget, no slash.
+    JobError,
+}
+
+impl FailureCause {
+    pub fn is_infrastructure(&self) -> bool {
+        !matches!(self, FailureCause::JobError)
+    }
+}
+
+impl JobState {
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            JobState::Completed { .. }
+                | JobState::Failed { .. }
+                | JobState::Cancelled { .. }
+                | JobState::Expired { .. }
+        )
+    }
+
+    pub fn is_on_node(&self) -> bool {
+        matches!(self, JobState::Assigned { .. } | JobState::Running { .. })
+    }
+
+    pub fn can_assign(&self) -> bool {
+        matches!(self, JobState::Pending { .. } | JobState::Recovering { .. })
+    }
+
+    pub fn can_cancel(&self) -> bool {
+        matches!(
+            self,
+            JobState::Pending { .. } | JobState::Recovering { .. } | JobState::Paused { .. }
+        )
+    }
+
+    pub fn can_top_up(&self) -> bool {
+        !self.is_terminal()
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            JobState::Pending { .. } => "pending",
+            JobState::Assigned { .. } => "assigned",
+            JobState::Running { .. } => "running",
+            JobState::Paused { .. } => "paused",
+            JobState::Recovering { .. } => "recovering",
+            JobState::Completed { .. } => "completed",
+            JobState::Failed { .. } => "failed",
+            JobState::Cancelled { .. } => "cancelled",
+            JobState::Expired { .. } => "expired",
+        }
+    }
+}
+
+impl JobRequirements {
+    pub fn validate(&self) -> Result<()> {
+        require!(self.gpu_count >= 1, McjsError::InvalidGpuCount);
+        require!(
+            self.gpu_models.len() <= MAX_GPU_MODELS
+                && self
+                    .gpu_models
+                    .iter()
+                    .all(|m| !m.is_empty() && m.len() <= MAX_GPU_MODEL_LEN),
+            McjsError::InvalidGpuModelList
+        );
+        Ok(())
+    }
+
+    /// Checks a node's registered hardware against these requirements.
+    pub fn check(&self, hw: &HardwareProfile) -> Result<()> {
+        require!(hw.gpu_count >= self.gpu_count, McjsError::NodeTooFewGpus);
+        require!(
+            hw.vram_per_gpu_mib >= self.min_vram_mib,
+            McjsError::NodeVramTooSmall
+        );
+        require!(
+            hw.compute_capability >= self.min_compute_capability,
+            McjsError::NodeComputeCapabilityTooLow
+        );
+        require!(
+            self.gpu_models.is_empty()
+                || self
+                    .gpu_models
+                    .iter()
+                    .any(|allowed| model_matches(allowed, &hw.gpu_model)),
+            McjsError::NodeGpuModelNotAllowed
+        );
+        require!(
+            hw.checkpoint_write_mibps >= self.min_checkpoint_write_mibps,
+            McjsError::NodeCheckpointBandwidthTooLow
+        );
+        Ok(())
+    }
+}
+
+/// `a100` allows `a100-sxm4-80gb`; `a100-80gb` does not.
+pub fn model_matches(allowed: &str, model: &str) -> bool {
+    model == allowed
+        || (model.len() > allowed.len()
+            && model.starts_with(allowed)
+            && model.as_bytes()[allowed.len()] == b'-')
+}
+
+impl JobTerms {
+    pub fn validate(&self, now: i64) -> Result<()> {
+        require!(
+            self.checkpoint_interval_secs > 0
+                && self.checkpoint_interval_secs <= self.max_duration_secs,
+            McjsError::InvalidCheckpointInterval
+        );
+        require!(self.max_price_per_gpu_hour > 0, McjsError::InvalidMaxPrice);
+        if let Some(deadline) = self.deadline {
+            require!(deadline > now, McjsError::DeadlineInPast);
+        }
+        Ok(())
+    }
+
+    /// Longest time one attestation may bill: the liveness window.
+    pub fn billing_window_secs(&self, liveness_factor: u8) -> Result<u64> {
+        u64::from(self.checkpoint_interval_secs)
+            .checked_mul(u64::from(liveness_factor))
+            .ok_or_else(|| error!(McjsError::Overflow))
+    }
+}
+
+/// `rate_per_hour × secs / 3600`, rounded down.
+pub fn cost_of(rate_per_hour: u64, secs: u64) -> Result<u64> {
+    let cost = u128::from(rate_per_hour)
+        .checked_mul(u128::from(secs))
+        .ok_or(McjsError::Overflow)?
+        / u128::from(SECONDS_PER_HOUR);
+    u64::try_from(cost).map_err(|_| error!(McjsError::Overflow))
+}
+
+/// The bond a job must hold to be queued: one checkpoint interval at its maximum price.
+pub fn minimum_bond(req: &JobRequirements, terms: &JobTerms) -> Result<u64> {
+    let rate = terms
+        .max_price_per_gpu_hour
+        .checked_mul(u64::from(req.gpu_count))
+        .ok_or(McjsError::Overflow)?;
+    Ok(cost_of(rate, u64::from(terms.checkpoint_interval_secs))?.max(1))
+}
+
+/// `sha256(prev ‖ generation ‖ epoch ‖ step ‖ checkpoint_hash)`, integers little-endian.
+pub fn extend_chain(
+    prev: &[u8; 32],
+    generation: u32,
+    epoch: u32,
+    step: u64,
+    checkpoint_hash: &[u8; 32],
+) -> [u8; 32] {
+    solana_sha256_hasher::hashv(&[
+        prev,
+        &generation.to_le_bytes(),
+        &epoch.to_le_bytes(),
+        &step.to_le_bytes(),
+        checkpoint_hash,
+    ])
+    .to_bytes()
+}
+
+/// What an accrual did to the bond.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Accrual {
+    pub billed_secs: u64,
+    pub amount: u64,
+    /// The bond could not cover the full amount.
+    pub bond_exhausted: bool,
+}
+
+impl Job {
+    pub fn require_generation(&self, generation: u32) -> Result<()> {
+        require!(generation == self.generation, McjsError::StaleGeneration);
+        Ok(())
+    }
+
+    pub fn bump_generation(&mut self) -> Result<()> {
+        self.generation = self.generation.checked_add(1).ok_or(McjsError::Overflow)?;
+        Ok(())
+    }
+
+    /// The bond not yet owed to anyone.
+    pub fn unencumbered_bond(&self) -> u64 {
+        self.bond.saturating_sub(self.accrued)
+    }
+
+    /// Pending/Recovering → Assigned.
+    pub fn assign(&mut self, node: Pubkey, provider: Pubkey, rate: u64, now: i64) -> Result<()> {
+        match self.state {
+            JobState::Pending { .. } | JobState::Recovering { .. } => {
+                if let Some(deadline) = self.terms.deadline {
+                    require!(now <= deadline, McjsError::DeadlinePassed);
+                }
+                self.bump_generation()?;
+                self.node = Some(node);
+                self.provider = Some(provider);
+                self.rate_per_hour = rate;
+                self.accrued = 0;
+                self.state = JobState::Assigned { since: now };
+                Ok(())
+            }
+            _ => err!(McjsError::JobNotQueued),
+        }
+    }
+
+    /// Assigned → Running: billing starts now, staging was never billed.
+    pub fn start(&mut self, now: i64) -> Result<()> {
+        match self.state {
+            JobState::Assigned { .. } => {
+                self.state = JobState::Running { since: now };
+                self.progress_mark = now;
+                self.first_running_at.get_or_insert(now);
+                Ok(())
+            }
+            _ => err!(McjsError::JobNotAssigned),
+        }
+    }
+
+    /// Bills the time since the last progress mark, capped by the billing
+    /// window, the maximum duration and the bond.
+    pub fn accrue(&mut self, now: i64, liveness_factor: u8) -> Result<Accrual> {
+        let elapsed = u64::try_from(now.saturating_sub(self.progress_mark)).unwrap_or(0);
+        let remaining = u64::from(self.terms.max_duration_secs).saturating_sub(self.billed_secs);
+        let secs = elapsed
+            .min(self.terms.billing_window_secs(liveness_factor)?)
+            .min(remaining);
+        let due = cost_of(self.rate_per_hour, secs)?;
+        let available = self.unencumbered_bond();
+        let amount = due.min(available);
+        self.accrued = self
+            .accrued
+            .checked_add(amount)
+            .ok_or(McjsError::Overflow)?;
+        self.billed_secs = self
+            .billed_secs
+            .checked_add(secs)
+            .ok_or(McjsError::Overflow)?;
+        self.progress_mark = now;
+        Ok(Accrual {
+            billed_secs: secs,
+            amount,
+            bond_exhausted: due > available,
+        })
+    }
+
+    /// Records an attested checkpoint and extends the hash chain.
+    pub fn record_checkpoint(
+        &mut self,
+        epoch: u32,
+        step: u64,
+        hash: [u8; 32],
+        now: i64,
+    ) -> Result<()> {
+        match self.state {
+            JobState::Running { .. } => {}
+            _ => return err!(McjsError::JobNotRunning),
+        }
+        if let Some(last) = self.last_checkpoint {
+            require!(
+                (epoch, step) > (last.epoch, last.step),
+                McjsError::CheckpointNotAdvancing
+            );
+        }
+        self.checkpoint_chain =
+            extend_chain(&self.checkpoint_chain, self.generation, epoch, step, &hash);
+        self.last_checkpoint = Some(CheckpointRecord {
+            hash,
+            epoch,
+            step,
+            time: now,
+            generation: self.generation,
+        });
+        self.checkpoint_count = self
+            .checkpoint_count
+            .checked_add(1)
+            .ok_or(McjsError::Overflow)?;
+        Ok(())
+    }
+
+    /// Marks the accrued amount as paid out of the bond.
+    pub fn settle_accrued(&mut self) -> Result<u64> {
+        let amount = self.accrued;
+        self.bond = self.bond.checked_sub(amount).ok_or(McjsError::Overflow)?;
+        self.paid = self.paid.checked_add(amount).ok_or(McjsError::Overflow)?;
+        self.accrued = 0;
+        Ok(amount)
+    }
+
+    /// Takes the job off its node: the node is fenced by the new generation.
+    fn leave_node(&mut self) -> Result<()> {
+        require!(self.accrued == 0, McjsError::InvalidJobState);
+        self.node = None;
+        self.provider = None;
+        self.rate_per_hour = 0;
+        self.bump_generation()
+    }
+
+    /// Running → Completed.
+    pub fn complete(&mut self, output_hash: [u8; 32], now: i64) -> Result<()> {
+        match self.state {
+            JobState::Running { .. } => {
+                self.leave_node()?;
+                self.output_hash = Some(output_hash);
+                self.state = JobState::Completed { at: now };
+                self.finished_at = Some(now);
+                Ok(())
+            }
+            _ => err!(McjsError::JobNotRunning),
+        }
+    }
+
+    /// Assigned/Running → Recovering, or Failed once the restart budget is spent.
+    pub fn fail(&mut self, now: i64) -> Result<()> {
+        match self.state {
+            JobState::Assigned { .. } | JobState::Running { .. } => {
+                self.leave_node()?;
+                if self.restarts_used >= self.terms.restart_budget {
+                    self.state = JobState::Failed { at: now };
+                    self.finished_at = Some(now);
+                } else {
+                    self.restarts_used += 1;
+                    self.state = JobState::Recovering { since: now };
+                }
+                Ok(())
+            }
+            _ => err!(McjsError::InvalidJobState),
+        }
+    }
+
+    /// Assigned/Running → Paused.
+    pub fn pause(&mut self, reason: PauseReason, now: i64) -> Result<()> {
+        match self.state {
+            JobState::Assigned { .. } | JobState::Running { .. } => {
+                self.leave_node()?;
+                self.state = JobState::Paused { since: now, reason };
+                Ok(())
+            }
+            _ => err!(McjsError::JobNotRunning),
+        }
+    }
+
+    /// Paused → Recovering, when the bond covers at least one interval.
+    pub fn resume(&mut self, now: i64) -> Result<()> {
+        match self.state {
+            JobState::Paused { .. } => {
+                require!(
+                    self.bond >= minimum_bond(&self.requirements, &self.terms)?,
+                    McjsError::BondTooSmall
+                );
+                self.state = JobState::Recovering { since: now };
+                Ok(())
+            }
+            _ => err!(McjsError::JobNotPaused),
+        }
+    }
+
+    /// Pending/Recovering/Paused → Cancelled.
+    pub fn cancel(&mut self, now: i64) -> Result<()> {
+        match self.state {
+            JobState::Pending { .. } | JobState::Recovering { .. } | JobState::Paused { .. } => {
+                self.state = JobState::Cancelled { at: now };
+                self.finished_at = Some(now);
+                Ok(())
+            }
+            _ => err!(McjsError::InvalidJobState),
+        }
+    }
+
+    /// Pending/Recovering past the deadline → Expired.
+    pub fn expire(&mut self, now: i64) -> Result<()> {
+        match self.state {
+            JobState::Pending { .. } | JobState::Recovering { .. } => {
+                let deadline = self.terms.deadline.ok_or(McjsError::DeadlineNotPassed)?;
+                require!(now > deadline, McjsError::DeadlineNotPassed);
+                self.state = JobState::Expired { at: now };
+                self.finished_at = Some(now);
+                Ok(())
+            }
+            _ => err!(McjsError::JobNotQueued),
+        }
+    }
+
+    /// When the job last showed progress: used for the anyone-may-report rule.
+    pub fn last_progress(&self) -> Option<i64> {
+        match self.state {
+            JobState::Assigned { since } => Some(since),
+            JobState::Running { .. } => Some(self.progress_mark),
+            _ => None,
+        }
+    }
+
+    pub fn invariant(&self) -> Result<()> {
+        require!(self.accrued <= self.bond, McjsError::InvalidJobState);
+        require!(
+            self.state.is_on_node() == (self.node.is_some() && self.provider.is_some()),
+            McjsError::InvalidJobState
+        );
+        require!(
+            self.state.is_on_node() || self.accrued == 0,
+            McjsError::InvalidJobState
+        );
+        if self.state.is_terminal() {
+            require!(self.bond == 0, McjsError::InvalidJobState);
+        }
+        require!(
+            self.restarts_used <= self.terms.restart_budget,
+            McjsError::InvalidJobState
+        );
+        Ok(())
+    }
+}

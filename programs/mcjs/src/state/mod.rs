@@ -1,0 +1,10 @@
+pub mod config;
+pub mod job;
+pub mod node;
+pub mod provider;
+pub mod seeds;
+
+pub use config::*;
+pub use job::*;
+pub use node::*;
+pub use provider::*;

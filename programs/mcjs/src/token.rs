@@ -1,0 +1,90 @@
+//! Token movements: `transfer_checked` only, and only these paths.
+
+use anchor_lang::prelude::*;
+use anchor_spl::token::{self, CloseAccount, Mint, Token, TokenAccount, TransferChecked};
+
+use crate::errors::McjsError;
+use crate::state::BPS_DENOMINATOR;
+
+/// Tokens from a wallet-owned account, signed by the wallet.
+pub fn deposit<'info>(
+    token_program: &Program<'info, Token>,
+    from: &Account<'info, TokenAccount>,
+    mint: &Account<'info, Mint>,
+    to: &Account<'info, TokenAccount>,
+    authority: &Signer<'info>,
+    amount: u64,
+) -> Result<()> {
+    require!(amount > 0, McjsError::ZeroAmount);
+    token::transfer_checked(
+        CpiContext::new(
+            token_program.key(),
+            TransferChecked {
+                from: from.to_account_info(),
+                mint: mint.to_account_info(),
+                to: to.to_account_info(),
+                authority: authority.to_account_info(),
+            },
+        ),
+        amount,
+        mint.decimals,
+    )
+}
+
+/// Tokens out of a PDA-owned vault, signed by the PDA. Zero moves nothing.
+pub fn pay_out<'info>(
+    token_program: &Program<'info, Token>,
+    vault: &Account<'info, TokenAccount>,
+    mint: &Account<'info, Mint>,
+    to: &Account<'info, TokenAccount>,
+    vault_authority: AccountInfo<'info>,
+    signer_seeds: &[&[&[u8]]],
+    amount: u64,
+) -> Result<()> {
+    if amount == 0 {
+        return Ok(());
+    }
+    token::transfer_checked(
+        CpiContext::new_with_signer(
+            token_program.key(),
+            TransferChecked {
+                from: vault.to_account_info(),
+                mint: mint.to_account_info(),
+                to: to.to_account_info(),
+                authority: vault_authority,
+            },
+            signer_seeds,
+        ),
+        amount,
+        mint.decimals,
+    )
+}
+
+pub fn close_vault<'info>(
+    token_program: &Program<'info, Token>,
+    vault: &Account<'info, TokenAccount>,
+    destination: AccountInfo<'info>,
+    vault_authority: AccountInfo<'info>,
+    signer_seeds: &[&[&[u8]]],
+) -> Result<()> {
+    token::close_account(CpiContext::new_with_signer(
+        token_program.key(),
+        CloseAccount {
+            account: vault.to_account_info(),
+            destination,
+            authority: vault_authority,
+        },
+        signer_seeds,
+    ))
+}
+
+/// `(provider share, commission)` of a payment.
+pub fn split_commission(amount: u64, commission_bps: u16) -> Result<(u64, u64)> {
+    let commission = u128::from(amount)
+        .checked_mul(u128::from(commission_bps))
+        .ok_or(McjsError::Overflow)?
+        / u128::from(BPS_DENOMINATOR);
+    let commission = u64::try_from(commission).map_err(|_| error!(McjsError::Overflow))?;
+    let provider = amount.checked_sub(commission).ok_or(McjsError::Overflow)?;
+    Ok((provider, commission))
+}
