@@ -17,3 +17,39 @@ pub const SEED_PROVIDER: &[u8] = b"provider";
 pub const SEED_NODE: &[u8] = b"node";
 pub const SEED_JOB: &[u8] = b"job";
 pub const SEED_VAULT: &[u8] = b"vault";
+
+/// PDA derivations for clients (off chain only).
+#[cfg(not(target_os = "solana"))]
+pub mod pda {
+    use super::*;
+    use anchor_lang::prelude::Pubkey;
+
+    pub fn config() -> Pubkey {
+        Pubkey::find_program_address(&[SEED_PREFIX, SEED_CONFIG], &crate::ID).0
+    }
+
+    pub fn provider(owner: &Pubkey) -> Pubkey {
+        Pubkey::find_program_address(&[SEED_PREFIX, owner.as_ref(), SEED_PROVIDER], &crate::ID).0
+    }
+
+    /// The token vault of a Provider or Job account.
+    pub fn vault(parent: &Pubkey) -> Pubkey {
+        Pubkey::find_program_address(&[SEED_PREFIX, parent.as_ref(), SEED_VAULT], &crate::ID).0
+    }
+
+    pub fn node(provider: &Pubkey, index: u32) -> Pubkey {
+        Pubkey::find_program_address(
+            &[SEED_PREFIX, provider.as_ref(), SEED_NODE, &index.to_le_bytes()],
+            &crate::ID,
+        )
+        .0
+    }
+
+    pub fn job(owner: &Pubkey, job_id: u64) -> Pubkey {
+        Pubkey::find_program_address(
+            &[SEED_PREFIX, owner.as_ref(), SEED_JOB, &job_id.to_le_bytes()],
+            &crate::ID,
+        )
+        .0
+    }
+}

@@ -1,0 +1,60 @@
+//! Decoding the program's accounts from raw account data.
+
+use anchor_lang::{AccountDeserialize, Discriminator};
+use mcjs::state::{Config, Job, Node, Provider};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("account data is not a {expected} account of the MCJS program")]
+    WrongType { expected: &'static str },
+    #[error("account data of a {kind} account is malformed: {source}")]
+    Malformed {
+        kind: &'static str,
+        source: anchor_lang::error::Error,
+    },
+}
+
+fn decode<T: AccountDeserialize + Discriminator>(
+    kind: &'static str,
+    data: &[u8],
+) -> Result<T, DecodeError> {
+    if !data.starts_with(T::DISCRIMINATOR) {
+        return Err(DecodeError::WrongType { expected: kind });
+    }
+    let mut slice = data;
+    T::try_deserialize(&mut slice).map_err(|source| DecodeError::Malformed { kind, source })
+}
+
+pub fn config(data: &[u8]) -> Result<Config, DecodeError> {
+    decode("Config", data)
+}
+
+pub fn provider(data: &[u8]) -> Result<Provider, DecodeError> {
+    decode("Provider", data)
+}
+
+pub fn node(data: &[u8]) -> Result<Node, DecodeError> {
+    decode("Node", data)
+}
+
+pub fn job(data: &[u8]) -> Result<Job, DecodeError> {
+    decode("Job", data)
+}
+
+/// The discriminators, for `getProgramAccounts` memcmp filters.
+pub fn discriminator_of(kind: AccountKind) -> &'static [u8] {
+    match kind {
+        AccountKind::Config => Config::DISCRIMINATOR,
+        AccountKind::Provider => Provider::DISCRIMINATOR,
+        AccountKind::Node => Node::DISCRIMINATOR,
+        AccountKind::Job => Job::DISCRIMINATOR,
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccountKind {
+    Config,
+    Provider,
+    Node,
+    Job,
+}

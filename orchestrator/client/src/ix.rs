@@ -1,0 +1,427 @@
+//! Instruction builders, one per program instruction.
+//!
+//! Accounts that follow from others (PDAs, vaults, the config) are derived
+//! here; the caller passes what only it knows (wallets, token accounts, the
+//! config's treasury and mint).
+
+use anchor_lang::prelude::{AccountMeta, Pubkey};
+use anchor_lang::solana_program::instruction::Instruction;
+use anchor_lang::{InstructionData, ToAccountMetas};
+use anchor_spl::token::spl_token;
+use mcjs::{accounts as acc, instruction as data, instructions as args, state::seeds::pda};
+
+const SYSTEM_PROGRAM: Pubkey = anchor_lang::solana_program::system_program::ID;
+const TOKEN_PROGRAM: Pubkey = spl_token::ID;
+
+fn build(accounts: impl ToAccountMetas, data: impl InstructionData) -> Instruction {
+    Instruction {
+        program_id: mcjs::ID,
+        accounts: accounts.to_account_metas(None),
+        data: data.data(),
+    }
+}
+
+/// What every token-moving job instruction needs to know about the deployment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deployment {
+    pub usdc_mint: Pubkey,
+    pub treasury: Pubkey,
+}
+
+pub fn initialize(
+    admin: &Pubkey,
+    usdc_mint: &Pubkey,
+    treasury: &Pubkey,
+    args: args::InitializeArgs,
+) -> Instruction {
+    build(
+        acc::Initialize {
+            admin: *admin,
+            config: pda::config(),
+            usdc_mint: *usdc_mint,
+            treasury: *treasury,
+            system_program: SYSTEM_PROGRAM,
+        },
+        data::Initialize { args },
+    )
+}
+
+pub fn update_config(
+    admin: &Pubkey,
+    new_treasury: Option<Pubkey>,
+    args: args::UpdateConfigArgs,
+) -> Instruction {
+    build(
+        acc::UpdateConfig {
+            admin: *admin,
+            config: pda::config(),
+            new_treasury,
+        },
+        data::UpdateConfig { args },
+    )
+}
+
+pub fn register_provider(
+    owner: &Pubkey,
+    owner_token: &Pubkey,
+    payout: &Pubkey,
+    usdc_mint: &Pubkey,
+    stake: u64,
+) -> Instruction {
+    let provider = pda::provider(owner);
+    build(
+        acc::RegisterProvider {
+            owner: *owner,
+            config: pda::config(),
+            provider,
+            stake_vault: pda::vault(&provider),
+            usdc_mint: *usdc_mint,
+            owner_token: *owner_token,
+            payout: *payout,
+            token_program: TOKEN_PROGRAM,
+            system_program: SYSTEM_PROGRAM,
+        },
+        data::RegisterProvider {
+            args: args::RegisterProviderArgs { stake },
+        },
+    )
+}
+
+pub fn add_stake(owner: &Pubkey, owner_token: &Pubkey, usdc_mint: &Pubkey, amount: u64) -> Instruction {
+    let provider = pda::provider(owner);
+    build(
+        acc::AddStake {
+            owner: *owner,
+            config: pda::config(),
+            provider,
+            stake_vault: pda::vault(&provider),
+            usdc_mint: *usdc_mint,
+            owner_token: *owner_token,
+            token_program: TOKEN_PROGRAM,
+        },
+        data::AddStake {
+            args: args::AddStakeArgs { amount },
+        },
+    )
+}
+
+pub fn request_withdrawal(owner: &Pubkey, amount: u64) -> Instruction {
+    build(
+        acc::RequestWithdrawal {
+            owner: *owner,
+            config: pda::config(),
+            provider: pda::provider(owner),
+        },
+        data::RequestWithdrawal {
+            args: args::RequestWithdrawalArgs { amount },
+        },
+    )
+}
+
+pub fn withdraw_stake(owner: &Pubkey, destination: &Pubkey, usdc_mint: &Pubkey) -> Instruction {
+    let provider = pda::provider(owner);
+    build(
+        acc::WithdrawStake {
+            owner: *owner,
+            config: pda::config(),
+            provider,
+            stake_vault: pda::vault(&provider),
+            usdc_mint: *usdc_mint,
+            destination: *destination,
+            token_program: TOKEN_PROGRAM,
+        },
+        data::WithdrawStake {},
+    )
+}
+
+pub fn register_node(owner: &Pubkey, args: args::RegisterNodeArgs) -> Instruction {
+    let provider = pda::provider(owner);
+    build(
+        acc::RegisterNode {
+            owner: *owner,
+            config: pda::config(),
+            provider,
+            node: pda::node(&provider, args.index),
+            system_program: SYSTEM_PROGRAM,
+        },
+        data::RegisterNode { args },
+    )
+}
+
+pub fn update_node(owner: &Pubkey, index: u32, args: args::UpdateNodeArgs) -> Instruction {
+    let provider = pda::provider(owner);
+    build(
+        acc::UpdateNode {
+            owner: *owner,
+            provider,
+            node: pda::node(&provider, index),
+        },
+        data::UpdateNode { args },
+    )
+}
+
+pub fn set_node_status(owner: &Pubkey, index: u32, status: mcjs::state::NodeStatus) -> Instruction {
+    let provider = pda::provider(owner);
+    build(
+        acc::SetNodeStatus {
+            owner: *owner,
+            provider,
+            node: pda::node(&provider, index),
+        },
+        data::SetNodeStatus {
+            args: args::SetNodeStatusArgs { status },
+        },
+    )
+}
+
+pub fn submit_job(
+    owner: &Pubkey,
+    owner_token: &Pubkey,
+    usdc_mint: &Pubkey,
+    args: args::SubmitJobArgs,
+) -> Instruction {
+    let job = pda::job(owner, args.job_id);
+    build(
+        acc::SubmitJob {
+            owner: *owner,
+            config: pda::config(),
+            job,
+            job_vault: pda::vault(&job),
+            usdc_mint: *usdc_mint,
+            owner_token: *owner_token,
+            token_program: TOKEN_PROGRAM,
+            system_program: SYSTEM_PROGRAM,
+        },
+        data::SubmitJob { args },
+    )
+}
+
+/// `provider` is the Provider account (not its owner's wallet).
+pub fn assign_job(scheduler: &Pubkey, job: &Pubkey, node: &Pubkey, provider: &Pubkey) -> Instruction {
+    build(
+        acc::AssignJob {
+            scheduler: *scheduler,
+            config: pda::config(),
+            job: *job,
+            node: *node,
+            provider: *provider,
+        },
+        data::AssignJob {},
+    )
+}
+
+/// `authority` is the provider's wallet.
+pub fn start_job(authority: &Pubkey, job: &Pubkey, node: &Pubkey, generation: u32) -> Instruction {
+    build(
+        acc::StartJob {
+            authority: *authority,
+            provider: pda::provider(authority),
+            node: *node,
+            job: *job,
+        },
+        data::StartJob {
+            args: args::StartJobArgs { generation },
+        },
+    )
+}
+
+pub fn attest_checkpoint(
+    authority: &Pubkey,
+    job: &Pubkey,
+    node: &Pubkey,
+    provider_payout: &Pubkey,
+    deployment: &Deployment,
+    args: args::AttestCheckpointArgs,
+) -> Instruction {
+    build(
+        acc::AttestCheckpoint {
+            authority: *authority,
+            config: pda::config(),
+            provider: pda::provider(authority),
+            node: *node,
+            job: *job,
+            job_vault: pda::vault(job),
+            usdc_mint: deployment.usdc_mint,
+            provider_payout: *provider_payout,
+            treasury: deployment.treasury,
+            token_program: TOKEN_PROGRAM,
+        },
+        data::AttestCheckpoint { args },
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn complete_job(
+    authority: &Pubkey,
+    job: &Pubkey,
+    node: &Pubkey,
+    provider_payout: &Pubkey,
+    owner_token: &Pubkey,
+    deployment: &Deployment,
+    args: args::CompleteJobArgs,
+) -> Instruction {
+    build(
+        acc::CompleteJob {
+            authority: *authority,
+            config: pda::config(),
+            provider: pda::provider(authority),
+            node: *node,
+            job: *job,
+            job_vault: pda::vault(job),
+            usdc_mint: deployment.usdc_mint,
+            provider_payout: *provider_payout,
+            treasury: deployment.treasury,
+            owner_token: *owner_token,
+            token_program: TOKEN_PROGRAM,
+        },
+        data::CompleteJob { args },
+    )
+}
+
+/// `provider` is the Provider account of the failed assignment.
+#[allow(clippy::too_many_arguments)]
+pub fn report_failure(
+    reporter: &Pubkey,
+    job: &Pubkey,
+    node: &Pubkey,
+    provider: &Pubkey,
+    provider_payout: &Pubkey,
+    owner_token: &Pubkey,
+    deployment: &Deployment,
+    args: args::ReportFailureArgs,
+) -> Instruction {
+    build(
+        acc::ReportFailure {
+            reporter: *reporter,
+            config: pda::config(),
+            job: *job,
+            node: *node,
+            provider: *provider,
+            stake_vault: pda::vault(provider),
+            job_vault: pda::vault(job),
+            usdc_mint: deployment.usdc_mint,
+            provider_payout: *provider_payout,
+            treasury: deployment.treasury,
+            owner_token: *owner_token,
+            token_program: TOKEN_PROGRAM,
+        },
+        data::ReportFailure { args },
+    )
+}
+
+pub fn pause_job(
+    owner: &Pubkey,
+    job: &Pubkey,
+    node: &Pubkey,
+    provider: &Pubkey,
+    provider_payout: &Pubkey,
+    deployment: &Deployment,
+) -> Instruction {
+    build(
+        acc::PauseJob {
+            owner: *owner,
+            config: pda::config(),
+            job: *job,
+            node: *node,
+            provider: *provider,
+            job_vault: pda::vault(job),
+            usdc_mint: deployment.usdc_mint,
+            provider_payout: *provider_payout,
+            treasury: deployment.treasury,
+            token_program: TOKEN_PROGRAM,
+        },
+        data::PauseJob {},
+    )
+}
+
+pub fn resume_job(owner: &Pubkey, job: &Pubkey) -> Instruction {
+    build(
+        acc::ResumeJob {
+            owner: *owner,
+            config: pda::config(),
+            job: *job,
+        },
+        data::ResumeJob {},
+    )
+}
+
+pub fn top_up(owner: &Pubkey, job: &Pubkey, owner_token: &Pubkey, usdc_mint: &Pubkey, amount: u64) -> Instruction {
+    build(
+        acc::TopUp {
+            owner: *owner,
+            config: pda::config(),
+            job: *job,
+            job_vault: pda::vault(job),
+            usdc_mint: *usdc_mint,
+            owner_token: *owner_token,
+            token_program: TOKEN_PROGRAM,
+        },
+        data::TopUp {
+            args: args::TopUpArgs { amount },
+        },
+    )
+}
+
+pub fn cancel_job(owner: &Pubkey, job: &Pubkey, owner_token: &Pubkey, usdc_mint: &Pubkey) -> Instruction {
+    build(
+        acc::CancelJob {
+            owner: *owner,
+            config: pda::config(),
+            job: *job,
+            job_vault: pda::vault(job),
+            usdc_mint: *usdc_mint,
+            owner_token: *owner_token,
+            token_program: TOKEN_PROGRAM,
+        },
+        data::CancelJob {},
+    )
+}
+
+pub fn expire_job(caller: &Pubkey, job: &Pubkey, owner_token: &Pubkey, usdc_mint: &Pubkey) -> Instruction {
+    build(
+        acc::ExpireJob {
+            caller: *caller,
+            config: pda::config(),
+            job: *job,
+            job_vault: pda::vault(job),
+            usdc_mint: *usdc_mint,
+            owner_token: *owner_token,
+            token_program: TOKEN_PROGRAM,
+        },
+        data::ExpireJob {},
+    )
+}
+
+pub fn close_job(owner: &Pubkey, job: &Pubkey) -> Instruction {
+    build(
+        acc::CloseJob {
+            owner: *owner,
+            job: *job,
+            job_vault: pda::vault(job),
+            token_program: TOKEN_PROGRAM,
+        },
+        data::CloseJob {},
+    )
+}
+
+/// Replaces every occurrence of `from` among an instruction's accounts.
+/// Returns how many were replaced.
+pub fn substitute_account(ix: &mut Instruction, from: &Pubkey, to: &Pubkey) -> usize {
+    let mut replaced = 0;
+    for meta in ix.accounts.iter_mut().filter(|m| m.pubkey == *from) {
+        meta.pubkey = *to;
+        replaced += 1;
+    }
+    replaced
+}
+
+/// Clears the signer flag of an account, as a transaction without its signature would.
+pub fn unsign(ix: &mut Instruction, key: &Pubkey) {
+    for meta in ix.accounts.iter_mut().filter(|m| m.pubkey == *key) {
+        *meta = if meta.is_writable {
+            AccountMeta::new(meta.pubkey, false)
+        } else {
+            AccountMeta::new_readonly(meta.pubkey, false)
+        };
+    }
+}

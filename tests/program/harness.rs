@@ -1,0 +1,662 @@
+//! A small world for the program: a mint, a treasury, wallets, providers
+//! with nodes, jobs; plus the checks every test ends with.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use anchor_lang::{AccountDeserialize, Discriminator};
+use anchor_spl::token::{spl_token, TokenAccount};
+use litesvm::LiteSVM;
+use mcjs::errors::McjsError;
+use mcjs::instructions::*;
+use mcjs::state::*;
+use mcjs_client::{decode, errors as names, ix, pda, Pubkey};
+use solana_account::Account;
+use solana_clock::Clock;
+use solana_keypair::Keypair;
+use solana_signer::Signer;
+use solana_transaction::Transaction;
+use solana_transaction_error::TransactionError;
+
+use anchor_lang::solana_program::instruction::Instruction;
+use solana_instruction_error::InstructionError;
+use anchor_lang::solana_program::system_instruction;
+
+pub const USDC: u64 = 1_000_000;
+pub const START_TIME: i64 = 1_800_000_000;
+pub const HOUR: i64 = 3_600;
+
+pub fn default_params() -> ConfigParams {
+    ConfigParams {
+        commission_bps: 500,
+        slash_amount: 5 * USDC,
+        min_provider_stake: 100 * USDC,
+        liveness_factor: 3,
+        withdrawal_cooldown_secs: 86_400,
+    }
+}
+
+pub fn a100_80gb() -> HardwareProfile {
+    HardwareProfile {
+        gpu_model: "a100-sxm4-80gb".into(),
+        gpu_count: 4,
+        vram_per_gpu_mib: 81_920,
+        compute_capability: 80,
+        cpu_cores: 64,
+        ram_mib: 512 * 1024,
+        disk_gib: 4_000,
+        checkpoint_write_mibps: 1_500,
+    }
+}
+
+pub fn k80() -> HardwareProfile {
+    HardwareProfile {
+        gpu_model: "k80".into(),
+        gpu_count: 2,
+        vram_per_gpu_mib: 12_288,
+        compute_capability: 37,
+        cpu_cores: 16,
+        ram_mib: 64 * 1024,
+        disk_gib: 500,
+        checkpoint_write_mibps: 200,
+    }
+}
+
+/// 4× A100 80 GB, 15-minute checkpoints, 2 USDC per GPU-hour at most.
+pub fn job_args(job_id: u64, bond: u64) -> SubmitJobArgs {
+    SubmitJobArgs {
+        job_id,
+        spec_hash: [job_id as u8; 32],
+        requirements: JobRequirements {
+            gpu_count: 4,
+            min_vram_mib: 80_000,
+            min_compute_capability: 80,
+            gpu_models: vec!["a100".into()],
+            min_checkpoint_write_mibps: 60,
+        },
+        terms: JobTerms {
+            checkpoint_interval_secs: 900,
+            max_duration_secs: 48 * 3_600,
+            deadline: None,
+            max_price_per_gpu_hour: 2 * USDC,
+            restart_budget: 2,
+        },
+        bond,
+    }
+}
+
+pub struct Wallet {
+    pub kp: Keypair,
+    /// Its USDC token account.
+    pub token: Pubkey,
+}
+
+impl Wallet {
+    pub fn key(&self) -> Pubkey {
+        self.kp.pubkey()
+    }
+}
+
+pub struct ProviderActor {
+    pub wallet: Wallet,
+    pub payout: Pubkey,
+    /// The Provider account.
+    pub pda: Pubkey,
+    pub nodes: Vec<Pubkey>,
+}
+
+impl ProviderActor {
+    pub fn key(&self) -> Pubkey {
+        self.wallet.key()
+    }
+}
+
+/// A failed transaction: its error and its logs.
+#[derive(Debug)]
+pub struct Failure {
+    pub err: TransactionError,
+    pub logs: Vec<String>,
+}
+
+impl Failure {
+    pub fn custom_code(&self) -> Option<u32> {
+        match &self.err {
+            TransactionError::InstructionError(_, InstructionError::Custom(code)) => Some(*code),
+            _ => None,
+        }
+    }
+
+    pub fn name(&self) -> String {
+        self.custom_code()
+            .and_then(names::describe)
+            .map(|(name, _)| name)
+            .unwrap_or_else(|| format!("{:?}", self.err))
+    }
+}
+
+pub type Outcome = Result<Vec<String>, Failure>;
+
+#[track_caller]
+pub fn expect_error(outcome: Outcome, expected: McjsError) {
+    match outcome {
+        Ok(_) => panic!("expected {expected:?}, but the transaction succeeded"),
+        Err(failure) => assert_eq!(
+            failure.custom_code(),
+            Some(names::code_of(expected)),
+            "expected {expected:?}, got {} (logs: {:#?})",
+            failure.name(),
+            failure.logs
+        ),
+    }
+}
+
+#[track_caller]
+pub fn expect_anchor_error(outcome: Outcome, expected: anchor_lang::error::ErrorCode) {
+    match outcome {
+        Ok(_) => panic!("expected {expected:?}, but the transaction succeeded"),
+        Err(failure) => assert_eq!(
+            failure.custom_code(),
+            Some(expected as u32),
+            "expected {expected:?}, got {}",
+            failure.name()
+        ),
+    }
+}
+
+#[track_caller]
+pub fn expect_failure(outcome: Outcome) -> Failure {
+    match outcome {
+        Ok(_) => panic!("expected the transaction to fail, but it succeeded"),
+        Err(failure) => failure,
+    }
+}
+
+/// Everything that must not change when a transaction is refused.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    balances: BTreeMap<Pubkey, u64>,
+    program_accounts: BTreeMap<Pubkey, Vec<u8>>,
+}
+
+pub struct Env {
+    pub svm: LiteSVM,
+    pub admin: Keypair,
+    pub scheduler: Keypair,
+    pub mint_authority: Keypair,
+    pub mint: Pubkey,
+    pub treasury: Pubkey,
+    /// Every token account of the USDC mint this world knows about.
+    pub token_accounts: Vec<Pubkey>,
+    pub jobs: Vec<Pubkey>,
+    pub providers: Vec<Pubkey>,
+    pub minted: u64,
+}
+
+impl Env {
+    /// A chain with the program initialised with [`default_params`].
+    pub fn new() -> Self {
+        Self::with_params(default_params())
+    }
+
+    pub fn with_params(params: ConfigParams) -> Self {
+        let mut env = Self::uninitialised();
+        let ix = ix::initialize(
+            &env.admin.pubkey(),
+            &env.mint,
+            &env.treasury,
+            InitializeArgs {
+                scheduler: env.scheduler.pubkey(),
+                params,
+            },
+        );
+        let admin = env.admin.insecure_clone();
+        env.send(&[ix], &[&admin]).expect("initialize");
+        env
+    }
+
+    /// A chain with the mint and treasury but no Config.
+    pub fn uninitialised() -> Self {
+        let mut svm = LiteSVM::new();
+        mcjs_svm::add_mcjs_program(&mut svm);
+        let admin = Keypair::new();
+        let scheduler = Keypair::new();
+        let mint_authority = Keypair::new();
+        for kp in [&admin, &scheduler, &mint_authority] {
+            svm.airdrop(&kp.pubkey(), 100_000_000_000).unwrap();
+        }
+        let mut env = Self {
+            svm,
+            admin,
+            scheduler,
+            mint_authority,
+            mint: Pubkey::default(),
+            treasury: Pubkey::default(),
+            token_accounts: Vec::new(),
+            jobs: Vec::new(),
+            providers: Vec::new(),
+            minted: 0,
+        };
+        env.set_time(START_TIME);
+        env.mint = env.create_mint(6);
+        let admin_key = env.admin.pubkey();
+        env.treasury = env.token_account(&env.mint.clone(), &admin_key);
+        env
+    }
+
+    pub fn deployment(&self) -> ix::Deployment {
+        ix::Deployment {
+            usdc_mint: self.mint,
+            treasury: self.treasury,
+        }
+    }
+
+    // ----- clock -----
+
+    pub fn now(&self) -> i64 {
+        self.svm.get_sysvar::<Clock>().unix_timestamp
+    }
+
+    pub fn set_time(&mut self, unix_timestamp: i64) {
+        let mut clock = self.svm.get_sysvar::<Clock>();
+        clock.unix_timestamp = unix_timestamp;
+        clock.slot += 1;
+        self.svm.set_sysvar(&clock);
+    }
+
+    pub fn warp(&mut self, secs: i64) {
+        self.set_time(self.now() + secs);
+    }
+
+    // ----- transactions -----
+
+    pub fn send(&mut self, ixs: &[Instruction], signers: &[&Keypair]) -> Outcome {
+        let payer = signers[0].pubkey();
+        let tx = Transaction::new_signed_with_payer(
+            ixs,
+            Some(&payer),
+            signers,
+            self.svm.latest_blockhash(),
+        );
+        let result = self.svm.send_transaction(tx);
+        self.svm.expire_blockhash();
+        match result {
+            Ok(meta) => Ok(meta.logs),
+            Err(failed) => Err(Failure {
+                err: failed.err,
+                logs: failed.meta.logs,
+            }),
+        }
+    }
+
+    // ----- tokens -----
+
+    pub fn create_mint(&mut self, decimals: u8) -> Pubkey {
+        let mint = Keypair::new();
+        let authority = self.mint_authority.insecure_clone();
+        let rent = self.svm.minimum_balance_for_rent_exemption(82);
+        let ixs = [
+            system_instruction::create_account(
+                &authority.pubkey(),
+                &mint.pubkey(),
+                rent,
+                82,
+                &spl_token::ID,
+            ),
+            spl_token::instruction::initialize_mint2(
+                &spl_token::ID,
+                &mint.pubkey(),
+                &authority.pubkey(),
+                None,
+                decimals,
+            )
+            .unwrap(),
+        ];
+        self.send(&ixs, &[&authority, &mint]).expect("create mint");
+        mint.pubkey()
+    }
+
+    /// A new token account of `mint` whose authority is `owner`.
+    pub fn token_account(&mut self, mint: &Pubkey, owner: &Pubkey) -> Pubkey {
+        let account = Keypair::new();
+        let payer = self.mint_authority.insecure_clone();
+        let rent = self.svm.minimum_balance_for_rent_exemption(165);
+        let ixs = [
+            system_instruction::create_account(
+                &payer.pubkey(),
+                &account.pubkey(),
+                rent,
+                165,
+                &spl_token::ID,
+            ),
+            spl_token::instruction::initialize_account3(
+                &spl_token::ID,
+                &account.pubkey(),
+                mint,
+                owner,
+            )
+            .unwrap(),
+        ];
+        self.send(&ixs, &[&payer, &account])
+            .expect("create token account");
+        if *mint == self.mint {
+            self.token_accounts.push(account.pubkey());
+        }
+        account.pubkey()
+    }
+
+    pub fn mint_to(&mut self, mint: &Pubkey, account: &Pubkey, amount: u64) {
+        let authority = self.mint_authority.insecure_clone();
+        let ix = spl_token::instruction::mint_to(
+            &spl_token::ID,
+            mint,
+            account,
+            &authority.pubkey(),
+            &[],
+            amount,
+        )
+        .unwrap();
+        self.send(&[ix], &[&authority]).expect("mint");
+        if *mint == self.mint {
+            self.minted += amount;
+        }
+    }
+
+    /// A funded wallet (SOL for fees and rent) with `usdc` base units.
+    pub fn wallet(&mut self, usdc: u64) -> Wallet {
+        let kp = Keypair::new();
+        self.svm.airdrop(&kp.pubkey(), 10_000_000_000).unwrap();
+        let mint = self.mint;
+        let token = self.token_account(&mint, &kp.pubkey());
+        if usdc > 0 {
+            self.mint_to(&mint, &token, usdc);
+        }
+        Wallet { kp, token }
+    }
+
+    pub fn balance(&self, token_account: &Pubkey) -> u64 {
+        match self.svm.get_account(token_account) {
+            Some(account) if account.owner == spl_token::ID && !account.data.is_empty() => {
+                TokenAccount::try_deserialize_unchecked(&mut &account.data[..])
+                    .map(|t| t.amount)
+                    .unwrap_or(0)
+            }
+            _ => 0,
+        }
+    }
+
+    // ----- program accounts -----
+
+    pub fn account(&self, key: &Pubkey) -> Option<Account> {
+        self.svm.get_account(key).filter(|a| a.lamports > 0)
+    }
+
+    pub fn config(&self) -> Config {
+        decode::config(&self.account(&pda::config()).unwrap().data).unwrap()
+    }
+
+    pub fn job(&self, key: &Pubkey) -> Job {
+        decode::job(&self.account(key).expect("job account").data).unwrap()
+    }
+
+    pub fn try_job(&self, key: &Pubkey) -> Option<Job> {
+        self.account(key)
+            .filter(|a| a.owner == mcjs::ID)
+            .and_then(|a| decode::job(&a.data).ok())
+    }
+
+    pub fn provider(&self, key: &Pubkey) -> Provider {
+        decode::provider(&self.account(key).expect("provider account").data).unwrap()
+    }
+
+    pub fn node(&self, key: &Pubkey) -> Node {
+        decode::node(&self.account(key).expect("node account").data).unwrap()
+    }
+
+    // ----- actors -----
+
+    /// A registered provider with `stake` and one node per profile
+    /// (indices 0, 1, …), each priced at `price` per GPU-hour.
+    pub fn provider_with_nodes(
+        &mut self,
+        stake: u64,
+        nodes: &[HardwareProfile],
+        price: u64,
+    ) -> ProviderActor {
+        let wallet = self.wallet(stake + 50 * USDC);
+        let mint = self.mint;
+        let payout = self.token_account(&mint, &wallet.key());
+        let ix = ix::register_provider(&wallet.key(), &wallet.token, &payout, &mint, stake);
+        self.send(&[ix], &[&wallet.kp]).expect("register provider");
+        let pda = pda::provider(&wallet.key());
+        self.providers.push(pda);
+        let mut actor = ProviderActor {
+            wallet,
+            payout,
+            pda,
+            nodes: Vec::new(),
+        };
+        for (index, hardware) in nodes.iter().enumerate() {
+            let ix = ix::register_node(
+                &actor.key(),
+                RegisterNodeArgs {
+                    index: index as u32,
+                    hardware: hardware.clone(),
+                    readiness: 90,
+                    price_per_gpu_hour: price,
+                },
+            );
+            self.send(&[ix], &[&actor.wallet.kp]).expect("register node");
+            actor.nodes.push(pda::node(&pda, index as u32));
+        }
+        actor
+    }
+
+    pub fn submit(&mut self, owner: &Wallet, args: SubmitJobArgs) -> Result<Pubkey, Failure> {
+        let job = pda::job(&owner.key(), args.job_id);
+        let ix = ix::submit_job(&owner.key(), &owner.token, &self.mint, args);
+        self.send(&[ix], &[&owner.kp])?;
+        self.jobs.push(job);
+        Ok(job)
+    }
+
+    pub fn assign(&mut self, job: &Pubkey, provider: &ProviderActor, node: usize) -> Outcome {
+        let ix = ix::assign_job(
+            &self.scheduler.pubkey(),
+            job,
+            &provider.nodes[node],
+            &provider.pda,
+        );
+        let scheduler = self.scheduler.insecure_clone();
+        self.send(&[ix], &[&scheduler])
+    }
+
+    pub fn start(&mut self, job: &Pubkey, provider: &ProviderActor, node: usize) -> Outcome {
+        let generation = self.job(job).generation;
+        let ix = ix::start_job(&provider.key(), job, &provider.nodes[node], generation);
+        self.send(&[ix], &[&provider.wallet.kp])
+    }
+
+    pub fn attest(
+        &mut self,
+        job: &Pubkey,
+        provider: &ProviderActor,
+        node: usize,
+        generation: u32,
+        epoch: u32,
+        step: u64,
+    ) -> Outcome {
+        let ix = ix::attest_checkpoint(
+            &provider.key(),
+            job,
+            &provider.nodes[node],
+            &provider.payout,
+            &self.deployment(),
+            AttestCheckpointArgs {
+                generation,
+                epoch,
+                step,
+                checkpoint_hash: checkpoint_hash(epoch, step),
+            },
+        );
+        self.send(&[ix], &[&provider.wallet.kp])
+    }
+
+    pub fn complete(
+        &mut self,
+        job: &Pubkey,
+        owner_token: &Pubkey,
+        provider: &ProviderActor,
+        node: usize,
+        generation: u32,
+    ) -> Outcome {
+        let ix = ix::complete_job(
+            &provider.key(),
+            job,
+            &provider.nodes[node],
+            &provider.payout,
+            owner_token,
+            &self.deployment(),
+            CompleteJobArgs {
+                generation,
+                output_hash: [0xee; 32],
+            },
+        );
+        self.send(&[ix], &[&provider.wallet.kp])
+    }
+
+    pub fn report(
+        &mut self,
+        reporter: &Keypair,
+        job: &Pubkey,
+        owner_token: &Pubkey,
+        provider: &ProviderActor,
+        node: usize,
+        cause: FailureCause,
+    ) -> Outcome {
+        let generation = self.job(job).generation;
+        let ix = ix::report_failure(
+            &reporter.pubkey(),
+            job,
+            &provider.nodes[node],
+            &provider.pda,
+            &provider.payout,
+            owner_token,
+            &self.deployment(),
+            ReportFailureArgs { generation, cause },
+        );
+        self.send(&[ix], &[reporter])
+    }
+
+    /// Submit, assign to `provider`'s node 0 and start.
+    pub fn running_job(&mut self, owner: &Wallet, provider: &ProviderActor, job_id: u64) -> Pubkey {
+        let job = self.submit(owner, job_args(job_id, 100 * USDC)).expect("submit");
+        self.assign(&job, provider, 0).expect("assign");
+        self.start(&job, provider, 0).expect("start");
+        job
+    }
+
+    // ----- the checks every test ends with -----
+
+    pub fn snapshot(&self) -> Snapshot {
+        let mut balances = BTreeMap::new();
+        for key in self.all_token_accounts() {
+            balances.insert(key, self.balance(&key));
+        }
+        let mut program_accounts = BTreeMap::new();
+        let keys = self
+            .jobs
+            .iter()
+            .chain(self.providers.iter())
+            .copied()
+            .chain(std::iter::once(pda::config()));
+        for key in keys {
+            if let Some(account) = self.account(&key) {
+                program_accounts.insert(key, account.data);
+            }
+        }
+        for provider in &self.providers {
+            for index in 0..8 {
+                let node = pda::node(provider, index);
+                if let Some(account) = self.account(&node) {
+                    program_accounts.insert(node, account.data);
+                }
+            }
+        }
+        Snapshot {
+            balances,
+            program_accounts,
+        }
+    }
+
+    fn all_token_accounts(&self) -> Vec<Pubkey> {
+        let mut all = self.token_accounts.clone();
+        all.extend(self.jobs.iter().map(pda::vault));
+        all.extend(self.providers.iter().map(pda::vault));
+        all.sort();
+        all.dedup();
+        all
+    }
+
+    /// Tokens are conserved and every vault holds what its account says.
+    #[track_caller]
+    pub fn assert_invariants(&self) {
+        let total: u64 = self
+            .all_token_accounts()
+            .iter()
+            .map(|k| self.balance(k))
+            .sum();
+        assert_eq!(total, self.minted, "tokens were created or destroyed");
+        for job_key in &self.jobs {
+            if let Some(job) = self.try_job(job_key) {
+                assert_eq!(
+                    self.balance(&pda::vault(job_key)),
+                    job.bond,
+                    "job vault differs from the job's bond"
+                );
+                job.invariant().expect("job invariant");
+            } else {
+                assert_eq!(self.balance(&pda::vault(job_key)), 0);
+            }
+        }
+        for provider_key in &self.providers {
+            let provider = self.provider(provider_key);
+            assert_eq!(
+                self.balance(&pda::vault(provider_key)),
+                provider.stake,
+                "stake vault differs from the provider's stake"
+            );
+        }
+    }
+}
+
+pub fn checkpoint_hash(epoch: u32, step: u64) -> [u8; 32] {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(epoch.to_le_bytes());
+    h.update(step.to_le_bytes());
+    h.finalize().into()
+}
+
+/// The hash chain as an auditor recomputes it.
+pub fn chain_of(records: &[(u32, u32, u64, [u8; 32])]) -> [u8; 32] {
+    use sha2::Digest;
+    let mut chain = [0u8; 32];
+    for (generation, epoch, step, hash) in records {
+        let mut h = sha2::Sha256::new();
+        h.update(chain);
+        h.update(generation.to_le_bytes());
+        h.update(epoch.to_le_bytes());
+        h.update(step.to_le_bytes());
+        h.update(hash);
+        chain = h.finalize().into();
+    }
+    chain
+}
+
+pub fn events<E>(logs: &[String]) -> Vec<E>
+where
+    E: anchor_lang::Event + anchor_lang::AnchorDeserialize + Discriminator,
+{
+    mcjs_client::events::of_type::<E>(logs)
+}
