@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 
 use anchor_lang::{AccountDeserialize, Discriminator};
-use anchor_spl::token::{spl_token, TokenAccount};
+use anchor_spl::token::{TokenAccount, spl_token};
 use litesvm::LiteSVM;
 use mcjs::errors::McjsError;
 use mcjs::instructions::*;
 use mcjs::state::*;
-use mcjs_client::{decode, errors as names, ix, pda, Pubkey};
+use mcjs_client::{Pubkey, decode, errors as names, ix, pda};
 use solana_account::Account;
 use solana_clock::Clock;
 use solana_keypair::Keypair;
@@ -20,8 +20,8 @@ use solana_transaction::Transaction;
 use solana_transaction_error::TransactionError;
 
 use anchor_lang::solana_program::instruction::Instruction;
-use solana_instruction_error::InstructionError;
 use anchor_lang::solana_program::system_instruction;
+use solana_instruction_error::InstructionError;
 
 pub const USDC: u64 = 1_000_000;
 pub const START_TIME: i64 = 1_800_000_000;
@@ -446,7 +446,8 @@ impl Env {
                     price_per_gpu_hour: price,
                 },
             );
-            self.send(&[ix], &[&actor.wallet.kp]).expect("register node");
+            self.send(&[ix], &[&actor.wallet.kp])
+                .expect("register node");
             actor.nodes.push(pda::node(&pda, index as u32));
         }
         actor
@@ -550,7 +551,9 @@ impl Env {
 
     /// Submit, assign to `provider`'s node 0 and start.
     pub fn running_job(&mut self, owner: &Wallet, provider: &ProviderActor, job_id: u64) -> Pubkey {
-        let job = self.submit(owner, job_args(job_id, 100 * USDC)).expect("submit");
+        let job = self
+            .submit(owner, job_args(job_id, 100 * USDC))
+            .expect("submit");
         self.assign(&job, provider, 0).expect("assign");
         self.start(&job, provider, 0).expect("start");
         job
@@ -587,6 +590,31 @@ impl Env {
             balances,
             program_accounts,
         }
+    }
+
+    /// Nothing that existed at `before` changed: balances and account data.
+    #[track_caller]
+    pub fn assert_unchanged(&self, before: &Snapshot) {
+        let now = self.snapshot();
+        for (key, balance) in &before.balances {
+            assert_eq!(
+                now.balances.get(key),
+                Some(balance),
+                "balance of {key} changed"
+            );
+        }
+        for (key, data) in &before.program_accounts {
+            assert_eq!(
+                now.program_accounts.get(key),
+                Some(data),
+                "account {key} changed"
+            );
+        }
+        assert_eq!(
+            now.program_accounts.len(),
+            before.program_accounts.len(),
+            "a program account appeared or vanished"
+        );
     }
 
     fn all_token_accounts(&self) -> Vec<Pubkey> {

@@ -87,7 +87,12 @@ pub fn register_provider(
     )
 }
 
-pub fn add_stake(owner: &Pubkey, owner_token: &Pubkey, usdc_mint: &Pubkey, amount: u64) -> Instruction {
+pub fn add_stake(
+    owner: &Pubkey,
+    owner_token: &Pubkey,
+    usdc_mint: &Pubkey,
+    amount: u64,
+) -> Instruction {
     let provider = pda::provider(owner);
     build(
         acc::AddStake {
@@ -197,7 +202,12 @@ pub fn submit_job(
 }
 
 /// `provider` is the Provider account (not its owner's wallet).
-pub fn assign_job(scheduler: &Pubkey, job: &Pubkey, node: &Pubkey, provider: &Pubkey) -> Instruction {
+pub fn assign_job(
+    scheduler: &Pubkey,
+    job: &Pubkey,
+    node: &Pubkey,
+    provider: &Pubkey,
+) -> Instruction {
     build(
         acc::AssignJob {
             scheduler: *scheduler,
@@ -345,7 +355,13 @@ pub fn resume_job(owner: &Pubkey, job: &Pubkey) -> Instruction {
     )
 }
 
-pub fn top_up(owner: &Pubkey, job: &Pubkey, owner_token: &Pubkey, usdc_mint: &Pubkey, amount: u64) -> Instruction {
+pub fn top_up(
+    owner: &Pubkey,
+    job: &Pubkey,
+    owner_token: &Pubkey,
+    usdc_mint: &Pubkey,
+    amount: u64,
+) -> Instruction {
     build(
         acc::TopUp {
             owner: *owner,
@@ -362,7 +378,12 @@ pub fn top_up(owner: &Pubkey, job: &Pubkey, owner_token: &Pubkey, usdc_mint: &Pu
     )
 }
 
-pub fn cancel_job(owner: &Pubkey, job: &Pubkey, owner_token: &Pubkey, usdc_mint: &Pubkey) -> Instruction {
+pub fn cancel_job(
+    owner: &Pubkey,
+    job: &Pubkey,
+    owner_token: &Pubkey,
+    usdc_mint: &Pubkey,
+) -> Instruction {
     build(
         acc::CancelJob {
             owner: *owner,
@@ -377,7 +398,12 @@ pub fn cancel_job(owner: &Pubkey, job: &Pubkey, owner_token: &Pubkey, usdc_mint:
     )
 }
 
-pub fn expire_job(caller: &Pubkey, job: &Pubkey, owner_token: &Pubkey, usdc_mint: &Pubkey) -> Instruction {
+pub fn expire_job(
+    caller: &Pubkey,
+    job: &Pubkey,
+    owner_token: &Pubkey,
+    usdc_mint: &Pubkey,
+) -> Instruction {
     build(
         acc::ExpireJob {
             caller: *caller,

@@ -105,11 +105,7 @@ fn invoke_native(
         Ok(result) => result.map_err(|err| InstructionError::from(u64::from(err))),
         Err(_) => Err(InstructionError::ProgramFailedToComplete),
     };
-    if let Err(err) = result {
-        stable_log::program_failure(&log_collector, program_id, &err);
-        return Err(Box::new(err));
-    }
-    stable_log::program_success(&log_collector, program_id);
+    result?;
 
     let by_key: HashMap<_, _> = account_infos.into_iter().map(|a| (a.key, a)).collect();
     // A CPI may have replaced the stored context; look it up again.
@@ -229,18 +225,11 @@ impl solana_sysvar_v3::program_stubs::SyscallStubs for HostSyscalls {
         signers_seeds: &[&[&[u8]]],
     ) -> ProgramResult {
         let invoke_context = invoke_context();
-        let log_collector = invoke_context.get_log_collector();
         let caller = invoke_context
             .transaction_context
             .get_current_instruction_context()
             .and_then(|ctx| ctx.get_program_key().copied())
             .map_err(|_| ProgramError::InvalidArgument)?;
-
-        stable_log::program_invoke(
-            &log_collector,
-            &instruction.program_id,
-            invoke_context.get_stack_height(),
-        );
 
         let signers = signers_seeds
             .iter()
@@ -336,7 +325,6 @@ impl solana_sysvar_v3::program_stubs::SyscallStubs for HostSyscalls {
             info.try_borrow_mut_data()?.clone_from_slice(new_data);
         }
 
-        stable_log::program_success(&log_collector, &instruction.program_id);
         Ok(())
     }
 

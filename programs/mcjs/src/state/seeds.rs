@@ -39,7 +39,12 @@ pub mod pda {
 
     pub fn node(provider: &Pubkey, index: u32) -> Pubkey {
         Pubkey::find_program_address(
-            &[SEED_PREFIX, provider.as_ref(), SEED_NODE, &index.to_le_bytes()],
+            &[
+                SEED_PREFIX,
+                provider.as_ref(),
+                SEED_NODE,
+                &index.to_le_bytes(),
+            ],
             &crate::ID,
         )
         .0
