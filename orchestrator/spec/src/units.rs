@@ -140,7 +140,7 @@ impl fmt::Display for ByteSize {
         // The unit that divides exactly and gives the shortest number: 10GB stays "10GB".
         let (name, multiplier) = BYTE_UNITS
             .iter()
-            .filter(|(_, m)| self.0 % m == 0)
+            .filter(|(_, m)| self.0.is_multiple_of(*m))
             .max_by_key(|(_, m)| *m)
             .expect("every size is a multiple of 1 byte");
         write!(f, "{}{}", self.0 / multiplier, name)
