@@ -14,13 +14,20 @@ pub struct SpecError {
 
 impl SpecError {
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        SpecError { path: path.into(), message: message.into() }
+        SpecError {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 }
 
 impl fmt::Display for SpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let path = if self.path.is_empty() { "(document)" } else { &self.path };
+        let path = if self.path.is_empty() {
+            "(document)"
+        } else {
+            &self.path
+        };
         write!(f, "{path}: {}", self.message)
     }
 }
@@ -45,7 +52,9 @@ impl SpecErrors {
 
     /// Whether some error sits at `path` and mentions `fragment`.
     pub fn contains(&self, path: &str, fragment: &str) -> bool {
-        self.0.iter().any(|e| e.path == path && e.message.contains(fragment))
+        self.0
+            .iter()
+            .any(|e| e.path == path && e.message.contains(fragment))
     }
 
     pub(crate) fn into_result(self) -> Result<(), SpecErrors> {

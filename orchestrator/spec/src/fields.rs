@@ -62,7 +62,8 @@ macro_rules! string_field {
 }
 
 fn is_lower_hex(s: &str) -> bool {
-    s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn parse_sha256_hex(s: &str, what: &str) -> Result<[u8; 32], FieldError> {
@@ -72,7 +73,9 @@ fn parse_sha256_hex(s: &str, what: &str) -> Result<[u8; 32], FieldError> {
         ));
     }
     if !is_lower_hex(s) {
-        return refuse(format!("{what} {s:?} has uppercase hex digits; write them in lowercase"));
+        return refuse(format!(
+            "{what} {s:?} has uppercase hex digits; write them in lowercase"
+        ));
     }
     let mut out = [0u8; 32];
     hex::decode_to_slice(s, &mut out).map_err(|e| FieldError(format!("{what} {s:?}: {e}")))?;
@@ -96,7 +99,11 @@ impl fmt::Display for Sha256Digest {
     }
 }
 
-string_field!(Sha256Digest, Some("^[0-9a-f]{64}$"), "A sha256 digest: 64 lowercase hex digits.");
+string_field!(
+    Sha256Digest,
+    Some("^[0-9a-f]{64}$"),
+    "A sha256 digest: 64 lowercase hex digits."
+);
 
 /// A container image pinned by digest: `name@sha256:<64 hex>`. A tag may precede the digest
 /// (`name:tag@sha256:..`) but only the digest decides what runs.
@@ -126,13 +133,20 @@ impl FromStr for ImageRef {
             return refuse(format!("image {s:?} is not pinned by digest; {IMAGE_HINT}"));
         };
         let Some(hex) = digest.strip_prefix("sha256:") else {
-            return refuse(format!("image {s:?} has digest {digest:?}, which is not sha256; {IMAGE_HINT}"));
+            return refuse(format!(
+                "image {s:?} has digest {digest:?}, which is not sha256; {IMAGE_HINT}"
+            ));
         };
         let digest = parse_sha256_hex(hex, "image digest")?;
         let name_ok = !name.is_empty()
-            && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && name
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
             && name.bytes().all(|b| {
-                b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-' | b'/' | b':')
+                b.is_ascii_lowercase()
+                    || b.is_ascii_digit()
+                    || matches!(b, b'.' | b'_' | b'-' | b'/' | b':')
             })
             && !name.ends_with(['/', ':', '.', '-']);
         if !name_ok {
@@ -140,7 +154,10 @@ impl FromStr for ImageRef {
                 "image name {name:?} is not a valid repository name: use lowercase letters, digits and . _ - / : (registry/path[:tag]); {IMAGE_HINT}"
             ));
         }
-        Ok(ImageRef { name: name.to_string(), digest: Sha256Digest(digest) })
+        Ok(ImageRef {
+            name: name.to_string(),
+            digest: Sha256Digest(digest),
+        })
     }
 }
 
@@ -190,7 +207,9 @@ impl FromStr for DataUri {
     type Err = FieldError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return refuse(format!("uri {s:?} contains whitespace or control characters; percent-encode them"));
+            return refuse(format!(
+                "uri {s:?} contains whitespace or control characters; percent-encode them"
+            ));
         }
         let scheme = if let Some(path) = s.strip_prefix("file://") {
             if !path.starts_with('/') || path.len() < 2 {
@@ -199,13 +218,17 @@ impl FromStr for DataUri {
                 ));
             }
             if path_has_dot_segments(path) {
-                return refuse(format!("uri {s:?} has '.' or '..' segments; write the resolved absolute path"));
+                return refuse(format!(
+                    "uri {s:?} has '.' or '..' segments; write the resolved absolute path"
+                ));
             }
             UriScheme::File
         } else if let Some(rest) = s.strip_prefix("s3://") {
             let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
             let bucket_ok = (3..=63).contains(&bucket.len())
-                && bucket.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+                && bucket.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-'
+                });
             if !bucket_ok {
                 return refuse(format!(
                     "uri {s:?} has an invalid bucket {bucket:?}; s3 buckets are 3 to 63 lowercase letters, digits, '.' or '-'"
@@ -222,11 +245,18 @@ impl FromStr for DataUri {
             }
             UriScheme::Https
         } else if s.starts_with("http://") {
-            return refuse(format!("uri {s:?} uses plain http; use https:// so the transfer is authenticated"));
+            return refuse(format!(
+                "uri {s:?} uses plain http; use https:// so the transfer is authenticated"
+            ));
         } else {
-            return refuse(format!("uri {s:?} has an unsupported scheme; use file://, s3:// or https://"));
+            return refuse(format!(
+                "uri {s:?} has an unsupported scheme; use file://, s3:// or https://"
+            ));
         };
-        Ok(DataUri { text: s.to_string(), scheme })
+        Ok(DataUri {
+            text: s.to_string(),
+            scheme,
+        })
     }
 }
 
@@ -256,8 +286,12 @@ impl FromStr for InputName {
     type Err = FieldError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let ok = (1..=64).contains(&s.len())
-            && s.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'));
+            && s.bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && s.bytes().all(|b| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+            });
         if !ok {
             return refuse(format!(
                 "name {s:?} is not valid: use 1 to 64 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit"
@@ -297,9 +331,14 @@ impl FromStr for GpuModel {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let normalized = normalize_model(s);
         if normalized.is_empty() {
-            return refuse("gpu model is empty; name a model such as \"a100\" or \"a100-sxm4-80gb\"");
+            return refuse(
+                "gpu model is empty; name a model such as \"a100\" or \"a100-sxm4-80gb\"",
+            );
         }
-        if !normalized.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.') {
+        if !normalized
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        {
             return refuse(format!(
                 "gpu model {s:?} normalises to {normalized:?}, which has characters other than letters, digits, '-' and '.'"
             ));
@@ -355,14 +394,22 @@ impl FromStr for DottedVersion {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let parts: Vec<&str> = s.split('.').collect();
         let ok = (1..=4).contains(&parts.len())
-            && parts.iter().all(|p| (1..=6).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
+            && parts
+                .iter()
+                .all(|p| (1..=6).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
         if !ok {
             return refuse(format!(
                 "version {s:?} is not understood; write 1 to 4 dot-separated numbers, e.g. \"535.104.05\" or \"12.2\""
             ));
         }
-        let components = parts.iter().map(|p| p.parse().expect("at most 6 digits")).collect();
-        Ok(DottedVersion { text: s.to_string(), components })
+        let components = parts
+            .iter()
+            .map(|p| p.parse().expect("at most 6 digits"))
+            .collect();
+        Ok(DottedVersion {
+            text: s.to_string(),
+            components,
+        })
     }
 }
 
@@ -392,12 +439,19 @@ impl FromStr for RelativePath {
     type Err = FieldError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if s.is_empty() || s.len() > 1024 {
-            return refuse("artifact path must be 1 to 1024 bytes, relative to the output directory, e.g. \"model/final.safetensors\"");
+            return refuse(
+                "artifact path must be 1 to 1024 bytes, relative to the output directory, e.g. \"model/final.safetensors\"",
+            );
         }
         if s.starts_with('/') {
-            return refuse(format!("artifact path {s:?} is absolute; write it relative to output.dir"));
+            return refuse(format!(
+                "artifact path {s:?} is absolute; write it relative to output.dir"
+            ));
         }
-        if s.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") || s.contains(['\\', '\0']) {
+        if s.split('/')
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+            || s.contains(['\\', '\0'])
+        {
             return refuse(format!(
                 "artifact path {s:?} has an empty, '.' or '..' segment or a backslash; write a plain relative path such as \"model/final.safetensors\""
             ));
@@ -429,7 +483,11 @@ impl ContainerPath {
 
     /// Whether `self` is `other` or lies inside it.
     pub fn is_within(&self, other: &str) -> bool {
-        self.0 == other || self.0.strip_prefix(other).is_some_and(|rest| rest.starts_with('/'))
+        self.0 == other
+            || self
+                .0
+                .strip_prefix(other)
+                .is_some_and(|rest| rest.starts_with('/'))
     }
 }
 
@@ -437,12 +495,20 @@ impl FromStr for ContainerPath {
     type Err = FieldError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let Some(rest) = s.strip_prefix('/') else {
-            return refuse(format!("container path {s:?} is not absolute; write it from '/', e.g. \"/mcjs/output\""));
+            return refuse(format!(
+                "container path {s:?} is not absolute; write it from '/', e.g. \"/mcjs/output\""
+            ));
         };
         if rest.is_empty() || s.len() > 1024 {
-            return refuse(format!("container path {s:?} must name a directory below '/', e.g. \"/mcjs/output\""));
+            return refuse(format!(
+                "container path {s:?} must name a directory below '/', e.g. \"/mcjs/output\""
+            ));
         }
-        if rest.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") || s.contains(['\\', '\0']) {
+        if rest
+            .split('/')
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+            || s.contains(['\\', '\0'])
+        {
             return refuse(format!(
                 "container path {s:?} has an empty, '.' or '..' segment, a trailing '/' or a backslash; write it resolved, e.g. \"/mcjs/output\""
             ));
@@ -457,7 +523,11 @@ impl fmt::Display for ContainerPath {
     }
 }
 
-string_field!(ContainerPath, Some("^(/[^/]+)+$"), "An absolute directory path inside the container.");
+string_field!(
+    ContainerPath,
+    Some("^(/[^/]+)+$"),
+    "An absolute directory path inside the container."
+);
 
 /// A point in time written in RFC 3339 with whole seconds; carried as unix seconds and printed
 /// in UTC ("2025-07-01T18:00:00Z"), so every offset spelling of one instant hashes the same.
@@ -485,7 +555,9 @@ impl FromStr for Timestamp {
             ))
         })?;
         if t.nanosecond() != 0 {
-            return refuse(format!("time {s:?} has fractions of a second; write whole seconds"));
+            return refuse(format!(
+                "time {s:?} has fractions of a second; write whole seconds"
+            ));
         }
         Ok(Timestamp(t.unix_timestamp()))
     }
@@ -513,32 +585,87 @@ mod tests {
 
     #[test]
     fn images_must_be_pinned_by_a_lowercase_sha256_digest() {
-        let image: ImageRef = format!("ghcr.io/lab/trainer:1.2@sha256:{HEX}").parse().unwrap();
+        let image: ImageRef = format!("ghcr.io/lab/trainer:1.2@sha256:{HEX}")
+            .parse()
+            .unwrap();
         assert_eq!(image.name(), "ghcr.io/lab/trainer:1.2");
-        assert_eq!(image.to_string(), format!("ghcr.io/lab/trainer:1.2@sha256:{HEX}"));
-        let unpinned = "ghcr.io/lab/trainer:latest".parse::<ImageRef>().unwrap_err().0;
+        assert_eq!(
+            image.to_string(),
+            format!("ghcr.io/lab/trainer:1.2@sha256:{HEX}")
+        );
+        let unpinned = "ghcr.io/lab/trainer:latest"
+            .parse::<ImageRef>()
+            .unwrap_err()
+            .0;
         assert!(unpinned.contains("not pinned by digest"), "{unpinned}");
         assert!(format!("lab/t@sha512:{HEX}").parse::<ImageRef>().is_err());
-        assert!(format!("lab/t@sha256:{}", &HEX[1..]).parse::<ImageRef>().is_err());
+        assert!(
+            format!("lab/t@sha256:{}", &HEX[1..])
+                .parse::<ImageRef>()
+                .is_err()
+        );
         assert!(format!("Lab/T@sha256:{HEX}").parse::<ImageRef>().is_err());
-        let upper = format!("lab/t@sha256:{}", HEX.to_uppercase()).parse::<ImageRef>().unwrap_err().0;
+        let upper = format!("lab/t@sha256:{}", HEX.to_uppercase())
+            .parse::<ImageRef>()
+            .unwrap_err()
+            .0;
         assert!(upper.contains("lowercase"), "{upper}");
     }
 
     #[test]
     fn data_uris_accept_three_schemes_only() {
-        assert_eq!("file:///srv/data/a.tar".parse::<DataUri>().unwrap().scheme(), UriScheme::File);
-        assert_eq!("s3://my-bucket/x/y.parquet".parse::<DataUri>().unwrap().scheme(), UriScheme::S3);
-        assert_eq!("https://example.org/a.bin".parse::<DataUri>().unwrap().scheme(), UriScheme::Https);
-        for bad in ["http://example.org/a", "ftp://x/y", "file://relative/x", "file:///a/../b", "s3://b/", "s3://AB/x", "https:///x", "s3://bucket/a b", ""] {
+        assert_eq!(
+            "file:///srv/data/a.tar"
+                .parse::<DataUri>()
+                .unwrap()
+                .scheme(),
+            UriScheme::File
+        );
+        assert_eq!(
+            "s3://my-bucket/x/y.parquet"
+                .parse::<DataUri>()
+                .unwrap()
+                .scheme(),
+            UriScheme::S3
+        );
+        assert_eq!(
+            "https://example.org/a.bin"
+                .parse::<DataUri>()
+                .unwrap()
+                .scheme(),
+            UriScheme::Https
+        );
+        for bad in [
+            "http://example.org/a",
+            "ftp://x/y",
+            "file://relative/x",
+            "file:///a/../b",
+            "s3://b/",
+            "s3://AB/x",
+            "https:///x",
+            "s3://bucket/a b",
+            "",
+        ] {
             assert!(bad.parse::<DataUri>().is_err(), "{bad:?} should be refused");
         }
-        assert!("http://x/y".parse::<DataUri>().unwrap_err().0.contains("https"));
+        assert!(
+            "http://x/y"
+                .parse::<DataUri>()
+                .unwrap_err()
+                .0
+                .contains("https")
+        );
     }
 
     #[test]
     fn gpu_models_are_stored_normalised_and_limited_to_32_bytes() {
-        assert_eq!("NVIDIA A100-SXM4-80GB".parse::<GpuModel>().unwrap().as_str(), "a100-sxm4-80gb");
+        assert_eq!(
+            "NVIDIA A100-SXM4-80GB"
+                .parse::<GpuModel>()
+                .unwrap()
+                .as_str(),
+            "a100-sxm4-80gb"
+        );
         assert!("a".repeat(33).parse::<GpuModel>().is_err());
         assert!("a".repeat(32).parse::<GpuModel>().is_ok());
         assert!("".parse::<GpuModel>().is_err());

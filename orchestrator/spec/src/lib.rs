@@ -102,7 +102,9 @@ pub fn spec_hash(spec: &JobSpec) -> [u8; 32] {
 
 /// The JSON Schema of v1 specs, generated from the types.
 pub fn json_schema() -> serde_json::Value {
-    let schema = schemars::generate::SchemaSettings::draft2020_12().into_generator().into_root_schema_for::<JobSpec>();
+    let schema = schemars::generate::SchemaSettings::draft2020_12()
+        .into_generator()
+        .into_root_schema_for::<JobSpec>();
     let mut value = serde_json::to_value(schema).expect("a schema serialises");
     if let Some(map) = value.as_object_mut() {
         map.insert(

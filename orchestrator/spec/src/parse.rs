@@ -13,8 +13,8 @@ use serde_json::{Map, Value};
 
 use crate::error::{SpecError, pointer_token};
 use crate::spec::{
-    Checkpoint, CheckpointSignal, DEFAULT_KEEP, DataInput, DataRole, DurationRequest, Hardware, JobSpec,
-    Output, OutputKind, Request, Work, WorkKind, default_output_dir,
+    Checkpoint, CheckpointSignal, DEFAULT_KEEP, DataInput, DataRole, DurationRequest, Hardware,
+    JobSpec, Output, OutputKind, Request, Work, WorkKind, default_output_dir,
 };
 
 /// Kinds that name interactive or latency-bound work, refused with a pointer to local
@@ -45,7 +45,9 @@ pub(crate) fn parse_json(text: &str) -> (Option<JobSpec>, Vec<SpecError>) {
             None,
             vec![SpecError::new(
                 "",
-                format!("not valid JSON: {e}; fix the syntax (keys quoted, no trailing commas, each key once)"),
+                format!(
+                    "not valid JSON: {e}; fix the syntax (keys quoted, no trailing commas, each key once)"
+                ),
             )],
         ),
     }
@@ -86,7 +88,9 @@ impl<'de> Visitor<'de> for StrictVisitor {
         Ok(StrictValue(Value::from(v)))
     }
     fn visit_f64<E>(self, v: f64) -> Result<StrictValue, E> {
-        Ok(StrictValue(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)))
+        Ok(StrictValue(
+            serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
+        ))
     }
     fn visit_str<E>(self, v: &str) -> Result<StrictValue, E> {
         Ok(StrictValue(Value::String(v.to_string())))
@@ -177,32 +181,59 @@ impl Reader {
     }
 
     /// Opens an object, reporting every key outside `known`.
-    fn object<'v>(&mut self, v: &'v Value, path: &str, what: &str, known: &[&str]) -> Option<Fields<'v>> {
+    fn object<'v>(
+        &mut self,
+        v: &'v Value,
+        path: &str,
+        what: &str,
+        known: &[&str],
+    ) -> Option<Fields<'v>> {
         let Value::Object(map) = v else {
-            self.error(path, format!("expected {what} (a JSON object), found {}", describe(v)));
+            self.error(
+                path,
+                format!("expected {what} (a JSON object), found {}", describe(v)),
+            );
             return None;
         };
         for key in map.keys() {
             if known.contains(&key.as_str()) {
                 continue;
             }
-            let close = known.iter().copied().filter(|k| edit_distance(k, key) <= 2).min_by_key(|k| edit_distance(k, key));
+            let close = known
+                .iter()
+                .copied()
+                .filter(|k| edit_distance(k, key) <= 2)
+                .min_by_key(|k| edit_distance(k, key));
             let hint = match close {
                 Some(k) => format!("did you mean \"{k}\"? "),
                 None => String::new(),
             };
             self.error(
                 &child(path, key),
-                format!("unknown field \"{key}\" in {what}; {hint}the fields are: {}", known.join(", ")),
+                format!(
+                    "unknown field \"{key}\" in {what}; {hint}the fields are: {}",
+                    known.join(", ")
+                ),
             );
         }
-        Some(Fields { map, path: path.to_string() })
+        Some(Fields {
+            map,
+            path: path.to_string(),
+        })
     }
 
-    fn required<'v>(&mut self, fields: &Fields<'v>, key: &str, hint: &str) -> Option<(&'v Value, String)> {
+    fn required<'v>(
+        &mut self,
+        fields: &Fields<'v>,
+        key: &str,
+        hint: &str,
+    ) -> Option<(&'v Value, String)> {
         let found = fields.get(key);
         if found.is_none() {
-            self.error(&child(&fields.path, key), format!("missing required field \"{key}\": {hint}"));
+            self.error(
+                &child(&fields.path, key),
+                format!("missing required field \"{key}\": {hint}"),
+            );
         }
         found
     }
@@ -211,7 +242,10 @@ impl Reader {
         match v {
             Value::String(s) => Some(s.clone()),
             other => {
-                self.error(path, format!("expected a string, found {}", describe(other)));
+                self.error(
+                    path,
+                    format!("expected a string, found {}", describe(other)),
+                );
                 None
             }
         }
@@ -236,7 +270,12 @@ impl Reader {
         let n = match v {
             Value::Number(n) => n.as_u64(),
             Value::String(s) if s.parse::<u64>().is_ok() => {
-                self.error(path, format!("expected a whole number, found the string {s:?}; write it without quotes"));
+                self.error(
+                    path,
+                    format!(
+                        "expected a whole number, found the string {s:?}; write it without quotes"
+                    ),
+                );
                 return None;
             }
             _ => None,
@@ -244,7 +283,10 @@ impl Reader {
         match n.filter(|n| *n <= max).and_then(|n| T::try_from(n).ok()) {
             Some(t) => Some(t),
             None => {
-                self.error(path, format!("expected a whole number from 0 to {max}, found {}", show(v)));
+                self.error(
+                    path,
+                    format!("expected a whole number from 0 to {max}, found {}", show(v)),
+                );
                 None
             }
         }
@@ -254,25 +296,39 @@ impl Reader {
         match v {
             Value::Bool(b) => Some(*b),
             other => {
-                self.error(path, format!("expected true or false, found {}", show(other)));
+                self.error(
+                    path,
+                    format!("expected true or false, found {}", show(other)),
+                );
                 None
             }
         }
     }
 
-    fn array<T>(&mut self, v: &Value, path: &str, mut item: impl FnMut(&mut Self, &Value, &str) -> Option<T>) -> Option<Vec<T>> {
+    fn array<T>(
+        &mut self,
+        v: &Value,
+        path: &str,
+        mut item: impl FnMut(&mut Self, &Value, &str) -> Option<T>,
+    ) -> Option<Vec<T>> {
         let Value::Array(items) = v else {
             self.error(path, format!("expected an array, found {}", describe(v)));
             return None;
         };
-        let read: Vec<Option<T>> =
-            items.iter().enumerate().map(|(i, v)| item(self, v, &format!("{path}/{i}"))).collect();
+        let read: Vec<Option<T>> = items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| item(self, v, &format!("{path}/{i}")))
+            .collect();
         read.into_iter().collect()
     }
 
     fn string_map(&mut self, v: &Value, path: &str) -> Option<BTreeMap<String, String>> {
         let Value::Object(map) = v else {
-            self.error(path, format!("expected an object of strings, found {}", describe(v)));
+            self.error(
+                path,
+                format!("expected an object of strings, found {}", describe(v)),
+            );
             return None;
         };
         let mut out = BTreeMap::new();
@@ -289,39 +345,80 @@ impl Reader {
     }
 
     /// Reads a string naming one of `choices`.
-    fn choice<T: Copy>(&mut self, v: &Value, path: &str, what: &str, choices: &[(&str, T)]) -> Option<T> {
+    fn choice<T: Copy>(
+        &mut self,
+        v: &Value,
+        path: &str,
+        what: &str,
+        choices: &[(&str, T)],
+    ) -> Option<T> {
         let s = self.string(v, path)?;
         match choices.iter().find(|(name, _)| *name == s) {
             Some((_, t)) => Some(*t),
             None => {
                 let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
-                self.error(path, format!("unknown {what} \"{s}\"; use one of {}", names.join(", ")));
+                self.error(
+                    path,
+                    format!("unknown {what} \"{s}\"; use one of {}", names.join(", ")),
+                );
                 None
             }
         }
     }
 
     fn job_spec(&mut self, v: &Value) -> Option<JobSpec> {
-        let f = self.object(v, "", "the job spec", &["version", "work", "data", "request", "output", "checkpoint"])?;
+        let f = self.object(
+            v,
+            "",
+            "the job spec",
+            &["version", "work", "data", "request", "output", "checkpoint"],
+        )?;
         let version = self
             .required(&f, "version", "add \"version\": 1")
             .and_then(|(v, p)| self.uint::<u32>(v, &p, u64::from(u32::MAX)));
         let work = self
-            .required(&f, "work", "declare what runs (kind, model_id, image, command, queue_tolerant)")
+            .required(
+                &f,
+                "work",
+                "declare what runs (kind, model_id, image, command, queue_tolerant)",
+            )
             .and_then(|(v, p)| self.work(v, &p));
         let data = self
-            .required(&f, "data", "list every input the work reads, or [] when it reads none")
+            .required(
+                &f,
+                "data",
+                "list every input the work reads, or [] when it reads none",
+            )
             .and_then(|(v, p)| self.array(v, &p, Self::data_input));
         let request = self
-            .required(&f, "request", "declare hardware, duration and max_price_per_gpu_hour")
+            .required(
+                &f,
+                "request",
+                "declare hardware, duration and max_price_per_gpu_hour",
+            )
             .and_then(|(v, p)| self.request(v, &p));
         let output = self
-            .required(&f, "output", "declare produces, destination and required_artifacts")
+            .required(
+                &f,
+                "output",
+                "declare produces, destination and required_artifacts",
+            )
             .and_then(|(v, p)| self.output(v, &p));
         let checkpoint = self
-            .required(&f, "checkpoint", "declare interval, max_size and restart_budget")
+            .required(
+                &f,
+                "checkpoint",
+                "declare interval, max_size and restart_budget",
+            )
             .and_then(|(v, p)| self.checkpoint(v, &p));
-        Some(JobSpec { version: version?, work: work?, data: data?, request: request?, output: output?, checkpoint: checkpoint? })
+        Some(JobSpec {
+            version: version?,
+            work: work?,
+            data: data?,
+            request: request?,
+            output: output?,
+            checkpoint: checkpoint?,
+        })
     }
 
     fn work(&mut self, v: &Value, path: &str) -> Option<Work> {
@@ -329,19 +426,45 @@ impl Reader {
             v,
             path,
             "work",
-            &["kind", "model_id", "image", "command", "args", "env", "target_epochs", "target_steps", "queue_tolerant"],
+            &[
+                "kind",
+                "model_id",
+                "image",
+                "command",
+                "args",
+                "env",
+                "target_epochs",
+                "target_steps",
+                "queue_tolerant",
+            ],
         )?;
         let kind = self
-            .required(&f, "kind", "one of training, batch_inference, processing, simulation_sweep")
+            .required(
+                &f,
+                "kind",
+                "one of training, batch_inference, processing, simulation_sweep",
+            )
             .and_then(|(v, p)| self.work_kind(v, &p));
         let model_id = self
-            .required(&f, "model_id", "name the model the work trains or runs, e.g. \"meta-llama/Llama-3.1-8B\"")
+            .required(
+                &f,
+                "model_id",
+                "name the model the work trains or runs, e.g. \"meta-llama/Llama-3.1-8B\"",
+            )
             .and_then(|(v, p)| self.string(v, &p));
         let image = self
-            .required(&f, "image", "the container image pinned by digest, name@sha256:<64 hex>")
+            .required(
+                &f,
+                "image",
+                "the container image pinned by digest, name@sha256:<64 hex>",
+            )
             .and_then(|(v, p)| self.parsed(v, &p));
         let command = self
-            .required(&f, "command", "the entrypoint as an array, e.g. [\"python\", \"train.py\"]")
+            .required(
+                &f,
+                "command",
+                "the entrypoint as an array, e.g. [\"python\", \"train.py\"]",
+            )
             .and_then(|(v, p)| self.array(v, &p, Self::string));
         let args = match f.get("args") {
             Some((v, p)) => self.array(v, &p, Self::string),
@@ -351,10 +474,17 @@ impl Reader {
             Some((v, p)) => self.string_map(v, &p),
             None => Some(BTreeMap::new()),
         };
-        let target_epochs = self.optional(&f, "target_epochs", |r, v, p| r.uint::<u32>(v, p, u64::from(u32::MAX)));
-        let target_steps = self.optional(&f, "target_steps", |r, v, p| r.uint::<u64>(v, p, u64::MAX));
+        let target_epochs = self.optional(&f, "target_epochs", |r, v, p| {
+            r.uint::<u32>(v, p, u64::from(u32::MAX))
+        });
+        let target_steps =
+            self.optional(&f, "target_steps", |r, v, p| r.uint::<u64>(v, p, u64::MAX));
         let queue_tolerant = self
-            .required(&f, "queue_tolerant", "true when the work can wait in a queue and be resumed from a checkpoint")
+            .required(
+                &f,
+                "queue_tolerant",
+                "true when the work can wait in a queue and be resumed from a checkpoint",
+            )
             .and_then(|(v, p)| self.boolean(v, &p));
         Some(Work {
             kind: kind?,
@@ -370,7 +500,12 @@ impl Reader {
     }
 
     /// Absent or null: Some(None); present and well-formed: Some(Some(t)); malformed: None.
-    fn optional<T>(&mut self, f: &Fields<'_>, key: &str, read: impl FnOnce(&mut Self, &Value, &str) -> Option<T>) -> Option<Option<T>> {
+    fn optional<T>(
+        &mut self,
+        f: &Fields<'_>,
+        key: &str,
+        read: impl FnOnce(&mut Self, &Value, &str) -> Option<T>,
+    ) -> Option<Option<T>> {
         match f.get(key) {
             None => Some(None),
             Some((v, p)) => read(self, v, &p).map(Some),
@@ -383,34 +518,79 @@ impl Reader {
             return Some(kind);
         }
         if LATENCY_BOUND_KINDS.contains(&s.to_ascii_lowercase().replace('-', "_").as_str()) {
-            self.error(path, format!("kind \"{s}\" is refused: {LOCAL_INFRASTRUCTURE}"));
+            self.error(
+                path,
+                format!("kind \"{s}\" is refused: {LOCAL_INFRASTRUCTURE}"),
+            );
         } else {
             let names: Vec<&str> = WorkKind::ALL.iter().map(|k| k.as_str()).collect();
-            self.error(path, format!("unknown kind \"{s}\"; use one of {}", names.join(", ")));
+            self.error(
+                path,
+                format!("unknown kind \"{s}\"; use one of {}", names.join(", ")),
+            );
         }
         None
     }
 
     fn data_input(&mut self, v: &Value, path: &str) -> Option<DataInput> {
-        let f = self.object(v, path, "a data input", &["name", "role", "uri", "sha256", "size"])?;
+        let f = self.object(
+            v,
+            path,
+            "a data input",
+            &["name", "role", "uri", "sha256", "size"],
+        )?;
         let name = self
-            .required(&f, "name", "a short name; the input is mounted at /mcjs/data/<name>")
+            .required(
+                &f,
+                "name",
+                "a short name; the input is mounted at /mcjs/data/<name>",
+            )
             .and_then(|(v, p)| self.parsed(v, &p));
-        let role = self.required(&f, "role", "one of dataset, base_model, input").and_then(|(v, p)| {
-            self.choice(v, &p, "role", &[("dataset", DataRole::Dataset), ("base_model", DataRole::BaseModel), ("input", DataRole::Input)])
-        });
+        let role = self
+            .required(&f, "role", "one of dataset, base_model, input")
+            .and_then(|(v, p)| {
+                self.choice(
+                    v,
+                    &p,
+                    "role",
+                    &[
+                        ("dataset", DataRole::Dataset),
+                        ("base_model", DataRole::BaseModel),
+                        ("input", DataRole::Input),
+                    ],
+                )
+            });
         let uri = self
-            .required(&f, "uri", "where the input lives: file:///…, s3://bucket/key or https://…")
+            .required(
+                &f,
+                "uri",
+                "where the input lives: file:///…, s3://bucket/key or https://…",
+            )
             .and_then(|(v, p)| self.parsed(v, &p));
         let sha256 = self
-            .required(&f, "sha256", "the sha256 of the input's bytes, 64 lowercase hex digits")
+            .required(
+                &f,
+                "sha256",
+                "the sha256 of the input's bytes, 64 lowercase hex digits",
+            )
             .and_then(|(v, p)| self.parsed(v, &p));
         let size = self.optional(&f, "size", |r, v, p| r.parsed(v, p));
-        Some(DataInput { name: name?, role: role?, uri: uri?, sha256: sha256?, size: size? })
+        Some(DataInput {
+            name: name?,
+            role: role?,
+            uri: uri?,
+            sha256: sha256?,
+            size: size?,
+        })
     }
 
     fn request(&mut self, v: &Value, path: &str) -> Option<Request> {
-        let f = self.object(v, path, "request", &["hardware", "duration", "deadline", "max_price_per_gpu_hour"])?;
+        let f = self.object(
+            v,
+            path,
+            "request",
+            &["hardware", "duration", "deadline", "max_price_per_gpu_hour"],
+        )?;
         let hardware = self
             .required(&f, "hardware", "declare gpu_count, cpu_cores, ram and disk")
             .and_then(|(v, p)| self.hardware(v, &p));
@@ -419,14 +599,28 @@ impl Reader {
             .and_then(|(v, p)| self.duration(v, &p));
         let deadline = self.optional(&f, "deadline", |r, v, p| r.parsed(v, p));
         let price = self
-            .required(&f, "max_price_per_gpu_hour", "the most you pay per GPU-hour in USDC, as a string, e.g. \"2.50\"")
+            .required(
+                &f,
+                "max_price_per_gpu_hour",
+                "the most you pay per GPU-hour in USDC, as a string, e.g. \"2.50\"",
+            )
             .and_then(|(v, p)| self.usdc(v, &p));
-        Some(Request { hardware: hardware?, duration: duration?, deadline: deadline?, max_price_per_gpu_hour: price? })
+        Some(Request {
+            hardware: hardware?,
+            duration: duration?,
+            deadline: deadline?,
+            max_price_per_gpu_hour: price?,
+        })
     }
 
     fn usdc(&mut self, v: &Value, path: &str) -> Option<crate::units::Usdc> {
         if let Value::Number(n) = v {
-            self.error(path, format!("money is never a JSON number: write the USDC amount as a string, e.g. \"{n}\""));
+            self.error(
+                path,
+                format!(
+                    "money is never a JSON number: write the USDC amount as a string, e.g. \"{n}\""
+                ),
+            );
             return None;
         }
         self.parsed(v, path)
@@ -463,9 +657,15 @@ impl Reader {
         let cpu_cores = self
             .required(&f, "cpu_cores", "the CPU cores the job needs, e.g. 16")
             .and_then(|(v, p)| self.uint::<u16>(v, &p, u64::from(u16::MAX)));
-        let ram = self.required(&f, "ram", "the memory the job needs, e.g. \"64GiB\"").and_then(|(v, p)| self.parsed(v, &p));
+        let ram = self
+            .required(&f, "ram", "the memory the job needs, e.g. \"64GiB\"")
+            .and_then(|(v, p)| self.parsed(v, &p));
         let disk = self
-            .required(&f, "disk", "node-local disk for data, checkpoints and output, e.g. \"500GiB\"")
+            .required(
+                &f,
+                "disk",
+                "node-local disk for data, checkpoints and output, e.g. \"500GiB\"",
+            )
             .and_then(|(v, p)| self.parsed(v, &p));
         Some(Hardware {
             gpu_count: gpu_count?,
@@ -496,12 +696,19 @@ impl Reader {
             Some("until_done") => {
                 let f = self.object(v, path, "an until-done duration", &["mode", "limit"])?;
                 let limit = self
-                    .required(&f, "limit", "the longest the job may run before it is stopped, e.g. \"72h\"")
+                    .required(
+                        &f,
+                        "limit",
+                        "the longest the job may run before it is stopped, e.g. \"72h\"",
+                    )
                     .and_then(|(v, p)| self.parsed(v, &p))?;
                 Some(DurationRequest::UntilDone { limit })
             }
             Some(other) => {
-                self.error(&child(path, "mode"), format!("unknown duration mode \"{other}\"; use \"fixed\" or \"until_done\""));
+                self.error(
+                    &child(path, "mode"),
+                    format!("unknown duration mode \"{other}\"; use \"fixed\" or \"until_done\""),
+                );
                 None
             }
             None => {
@@ -518,7 +725,10 @@ impl Reader {
                         ),
                     }
                 } else {
-                    self.error(path, format!("expected a duration object, found {}", describe(v)));
+                    self.error(
+                        path,
+                        format!("expected a duration object, found {}", describe(v)),
+                    );
                 }
                 None
             }
@@ -526,9 +736,24 @@ impl Reader {
     }
 
     fn output(&mut self, v: &Value, path: &str) -> Option<Output> {
-        let f = self.object(v, path, "output", &["produces", "dir", "destination", "required_artifacts", "return_partial"])?;
+        let f = self.object(
+            v,
+            path,
+            "output",
+            &[
+                "produces",
+                "dir",
+                "destination",
+                "required_artifacts",
+                "return_partial",
+            ],
+        )?;
         let produces = self
-            .required(&f, "produces", "what comes back: any of model, results, processed_files, report")
+            .required(
+                &f,
+                "produces",
+                "what comes back: any of model, results, processed_files, report",
+            )
             .and_then(|(v, p)| {
                 self.array(v, &p, |r, v, p| {
                     r.choice(
@@ -549,10 +774,18 @@ impl Reader {
             None => Some(default_output_dir()),
         };
         let destination = self
-            .required(&f, "destination", "where the output is delivered: file:///… or s3://bucket/prefix")
+            .required(
+                &f,
+                "destination",
+                "where the output is delivered: file:///… or s3://bucket/prefix",
+            )
             .and_then(|(v, p)| self.parsed(v, &p));
         let required_artifacts = self
-            .required(&f, "required_artifacts", "paths under output.dir that must exist for the work to count as finished")
+            .required(
+                &f,
+                "required_artifacts",
+                "paths under output.dir that must exist for the work to count as finished",
+            )
             .and_then(|(v, p)| self.array(v, &p, Self::parsed));
         let return_partial = match f.get("return_partial") {
             Some((v, p)) => self.boolean(v, &p),
@@ -568,12 +801,25 @@ impl Reader {
     }
 
     fn checkpoint(&mut self, v: &Value, path: &str) -> Option<Checkpoint> {
-        let f = self.object(v, path, "checkpoint", &["interval", "max_size", "keep", "signal", "restart_budget"])?;
+        let f = self.object(
+            v,
+            path,
+            "checkpoint",
+            &["interval", "max_size", "keep", "signal", "restart_budget"],
+        )?;
         let interval = self
-            .required(&f, "interval", "how often the job checkpoints, e.g. \"15m\"")
+            .required(
+                &f,
+                "interval",
+                "how often the job checkpoints, e.g. \"15m\"",
+            )
             .and_then(|(v, p)| self.parsed(v, &p));
         let max_size = self
-            .required(&f, "max_size", "the largest checkpoint the job writes, e.g. \"10GiB\"")
+            .required(
+                &f,
+                "max_size",
+                "the largest checkpoint the job writes, e.g. \"10GiB\"",
+            )
             .and_then(|(v, p)| self.parsed(v, &p));
         let keep = match f.get("keep") {
             Some((v, p)) => self.uint::<u8>(v, &p, u64::from(u8::MAX)),
@@ -581,15 +827,28 @@ impl Reader {
         };
         let signal = match f.get("signal") {
             Some((v, p)) => {
-                let choices: Vec<(&str, CheckpointSignal)> = CheckpointSignal::ALL.iter().map(|s| (s.as_str(), *s)).collect();
+                let choices: Vec<(&str, CheckpointSignal)> = CheckpointSignal::ALL
+                    .iter()
+                    .map(|s| (s.as_str(), *s))
+                    .collect();
                 self.choice(v, &p, "checkpoint signal", &choices)
             }
             None => Some(CheckpointSignal::default()),
         };
         let restart_budget = self
-            .required(&f, "restart_budget", "how many restarts from a checkpoint the job may use, 0 to 255, e.g. 5")
+            .required(
+                &f,
+                "restart_budget",
+                "how many restarts from a checkpoint the job may use, 0 to 255, e.g. 5",
+            )
             .and_then(|(v, p)| self.uint::<u8>(v, &p, u64::from(u8::MAX)));
-        Some(Checkpoint { interval: interval?, max_size: max_size?, keep: keep?, signal: signal?, restart_budget: restart_budget? })
+        Some(Checkpoint {
+            interval: interval?,
+            max_size: max_size?,
+            keep: keep?,
+            signal: signal?,
+            restart_budget: restart_budget?,
+        })
     }
 }
 

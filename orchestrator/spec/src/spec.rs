@@ -8,8 +8,8 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::fields::{
-    ContainerPath, DataUri, DottedVersion, GpuModel, ImageRef, InputName, RelativePath, Sha256Digest,
-    Timestamp,
+    ContainerPath, DataUri, DottedVersion, GpuModel, ImageRef, InputName, RelativePath,
+    Sha256Digest, Timestamp,
 };
 use crate::gpu::ComputeCapability;
 use crate::units::{ByteSize, HumanDuration, Usdc};
@@ -86,8 +86,12 @@ pub enum WorkKind {
 }
 
 impl WorkKind {
-    pub const ALL: [WorkKind; 4] =
-        [WorkKind::Training, WorkKind::BatchInference, WorkKind::Processing, WorkKind::SimulationSweep];
+    pub const ALL: [WorkKind; 4] = [
+        WorkKind::Training,
+        WorkKind::BatchInference,
+        WorkKind::Processing,
+        WorkKind::SimulationSweep,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -210,7 +214,9 @@ pub struct Output {
 }
 
 pub(crate) fn default_output_dir() -> ContainerPath {
-    DEFAULT_OUTPUT_DIR.parse().expect("the default output dir is a valid container path")
+    DEFAULT_OUTPUT_DIR
+        .parse()
+        .expect("the default output dir is a valid container path")
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
@@ -262,7 +268,11 @@ pub enum CheckpointSignal {
 }
 
 impl CheckpointSignal {
-    pub const ALL: [CheckpointSignal; 3] = [CheckpointSignal::Usr1, CheckpointSignal::Usr2, CheckpointSignal::Hup];
+    pub const ALL: [CheckpointSignal; 3] = [
+        CheckpointSignal::Usr1,
+        CheckpointSignal::Usr2,
+        CheckpointSignal::Hup,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {

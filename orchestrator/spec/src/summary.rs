@@ -66,7 +66,10 @@ impl JobSpec {
             min_vram_mib: h.min_vram_per_gpu.map_or(0, |v| clamp_u32(v.mib_ceil())),
             min_compute_capability: h.min_compute_capability.map_or(0, |c| c.sm()),
             gpu_models: h.gpu_models.iter().map(|m| m.to_string()).collect(),
-            min_checkpoint_write_mibps: clamp_u32(min_write_mibps(self.checkpoint.max_size, self.checkpoint.interval)),
+            min_checkpoint_write_mibps: clamp_u32(min_write_mibps(
+                self.checkpoint.max_size,
+                self.checkpoint.interval,
+            )),
         }
     }
 

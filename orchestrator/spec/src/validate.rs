@@ -51,7 +51,10 @@ pub(crate) fn check_time(spec: &JobSpec, now_unix: i64) -> Vec<SpecError> {
         let max = spec.request.duration.max();
         let left = i128::from(deadline.unix()) - i128::from(now_unix);
         if left <= 0 {
-            e.at("/request/deadline", format!("deadline {deadline} is in the past; set a later deadline or remove it"));
+            e.at(
+                "/request/deadline",
+                format!("deadline {deadline} is in the past; set a later deadline or remove it"),
+            );
         } else if left < i128::from(max.secs()) {
             e.at(
                 "/request/deadline",
@@ -68,9 +71,16 @@ pub(crate) fn check_time(spec: &JobSpec, now_unix: i64) -> Vec<SpecError> {
 fn check_work(spec: &JobSpec, e: &mut Errors) {
     let w = &spec.work;
     if !w.queue_tolerant {
-        e.at("/work/queue_tolerant", format!("work that is not queue-tolerant is refused: {LOCAL_INFRASTRUCTURE}"));
+        e.at(
+            "/work/queue_tolerant",
+            format!("work that is not queue-tolerant is refused: {LOCAL_INFRASTRUCTURE}"),
+        );
     }
-    if w.model_id.is_empty() || w.model_id.len() > MAX_MODEL_ID_BYTES || w.model_id.chars().any(|c| c.is_whitespace() || c.is_control())
+    if w.model_id.is_empty()
+        || w.model_id.len() > MAX_MODEL_ID_BYTES
+        || w.model_id
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
     {
         e.at(
             "/work/model_id",
@@ -78,23 +88,38 @@ fn check_work(spec: &JobSpec, e: &mut Errors) {
         );
     }
     match w.command.first() {
-        None => e.at("/work/command", "command is empty; give the entrypoint, e.g. [\"python\", \"train.py\"]"),
-        Some(first) if first.is_empty() => e.at("/work/command/0", "the entrypoint is an empty string; name the program to run"),
+        None => e.at(
+            "/work/command",
+            "command is empty; give the entrypoint, e.g. [\"python\", \"train.py\"]",
+        ),
+        Some(first) if first.is_empty() => e.at(
+            "/work/command/0",
+            "the entrypoint is an empty string; name the program to run",
+        ),
         Some(_) => {}
     }
     for (i, arg) in w.command.iter().enumerate() {
         if arg.contains('\0') {
-            e.at(format!("/work/command/{i}"), "contains a NUL character, which no process argument can hold");
+            e.at(
+                format!("/work/command/{i}"),
+                "contains a NUL character, which no process argument can hold",
+            );
         }
     }
     for (i, arg) in w.args.iter().enumerate() {
         if arg.contains('\0') {
-            e.at(format!("/work/args/{i}"), "contains a NUL character, which no process argument can hold");
+            e.at(
+                format!("/work/args/{i}"),
+                "contains a NUL character, which no process argument can hold",
+            );
         }
     }
     for (key, value) in &w.env {
         let path = format!("/work/env/{}", pointer_token(key));
-        let valid_name = key.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        let valid_name = key
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
             && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
         if !valid_name {
             e.at(&path, format!("environment name {key:?} is not valid: use letters, digits and '_', not starting with a digit"));
@@ -102,7 +127,10 @@ fn check_work(spec: &JobSpec, e: &mut Errors) {
             e.at(&path, format!("environment name {key:?} is reserved: MCJS_ variables carry the agent's checkpoint contract; rename it"));
         }
         if value.contains('\0') {
-            e.at(&path, "the value contains a NUL character, which no environment variable can hold");
+            e.at(
+                &path,
+                "the value contains a NUL character, which no environment variable can hold",
+            );
         }
     }
     if let Some(epochs) = w.target_epochs {
@@ -112,11 +140,17 @@ fn check_work(spec: &JobSpec, e: &mut Errors) {
                 format!("target_epochs applies to training only, not {}; use target_steps as a progress hint", w.kind.as_str()),
             );
         } else if epochs == 0 {
-            e.at("/work/target_epochs", "target_epochs must be at least 1, or left out when unknown");
+            e.at(
+                "/work/target_epochs",
+                "target_epochs must be at least 1, or left out when unknown",
+            );
         }
     }
     if w.target_steps == Some(0) {
-        e.at("/work/target_steps", "target_steps must be at least 1, or left out when unknown");
+        e.at(
+            "/work/target_steps",
+            "target_steps must be at least 1, or left out when unknown",
+        );
     }
 }
 
@@ -144,7 +178,10 @@ fn check_hardware(spec: &JobSpec, e: &mut Errors) {
     let h = &spec.request.hardware;
     const P: &str = "/request/hardware";
     if h.gpu_count == 0 {
-        e.at(format!("{P}/gpu_count"), format!("gpu_count is 0: MCJS schedules GPU work; request 1 to {MAX_GPU_COUNT} GPUs"));
+        e.at(
+            format!("{P}/gpu_count"),
+            format!("gpu_count is 0: MCJS schedules GPU work; request 1 to {MAX_GPU_COUNT} GPUs"),
+        );
         if h.min_vram_per_gpu.is_some() {
             e.at(format!("{P}/min_vram_per_gpu"), "a minimum VRAM per GPU with 0 GPUs is impossible; request at least 1 GPU or remove it");
         }
@@ -154,7 +191,10 @@ fn check_hardware(spec: &JobSpec, e: &mut Errors) {
     } else if h.gpu_count > MAX_GPU_COUNT {
         e.at(
             format!("{P}/gpu_count"),
-            format!("gpu_count {} is more than one node holds; request 1 to {MAX_GPU_COUNT} GPUs", h.gpu_count),
+            format!(
+                "gpu_count {} is more than one node holds; request 1 to {MAX_GPU_COUNT} GPUs",
+                h.gpu_count
+            ),
         );
     }
     if h.gpu_models.len() > MAX_GPU_MODELS {
@@ -169,21 +209,36 @@ fn check_hardware(spec: &JobSpec, e: &mut Errors) {
     let mut seen = BTreeSet::new();
     for (i, model) in h.gpu_models.iter().enumerate() {
         if !seen.insert(model.as_str()) {
-            e.at(format!("{P}/gpu_models/{i}"), format!("gpu model \"{model}\" is listed twice (after normalisation); remove one"));
+            e.at(
+                format!("{P}/gpu_models/{i}"),
+                format!("gpu model \"{model}\" is listed twice (after normalisation); remove one"),
+            );
         }
     }
     if let Some(vram) = h.min_vram_per_gpu {
         if vram.0 == 0 {
-            e.at(format!("{P}/min_vram_per_gpu"), "min_vram_per_gpu is 0; leave it out when any amount will do");
+            e.at(
+                format!("{P}/min_vram_per_gpu"),
+                "min_vram_per_gpu is 0; leave it out when any amount will do",
+            );
         } else if vram.mib_ceil() > u64::from(u32::MAX) {
-            e.at(format!("{P}/min_vram_per_gpu"), format!("min_vram_per_gpu {vram} is beyond any GPU"));
+            e.at(
+                format!("{P}/min_vram_per_gpu"),
+                format!("min_vram_per_gpu {vram} is beyond any GPU"),
+            );
         } else {
-            let stated: Option<Vec<(String, u64)>> =
-                h.gpu_models.iter().map(|m| stated_vram_gib(m.as_str()).map(|g| (m.to_string(), g))).collect();
+            let stated: Option<Vec<(String, u64)>> = h
+                .gpu_models
+                .iter()
+                .map(|m| stated_vram_gib(m.as_str()).map(|g| (m.to_string(), g)))
+                .collect();
             if let Some(stated) = stated.filter(|s| !s.is_empty())
                 && stated.iter().all(|(_, gib)| gib * 1024 < vram.mib_ceil())
             {
-                let listed: Vec<String> = stated.iter().map(|(m, g)| format!("{m} has {g}GB")).collect();
+                let listed: Vec<String> = stated
+                    .iter()
+                    .map(|(m, g)| format!("{m} has {g}GB"))
+                    .collect();
                 e.at(
                     format!("{P}/min_vram_per_gpu"),
                     format!(
@@ -195,17 +250,32 @@ fn check_hardware(spec: &JobSpec, e: &mut Errors) {
         }
     }
     if h.cpu_cores == 0 {
-        e.at(format!("{P}/cpu_cores"), "cpu_cores is 0; request at least 1 core");
+        e.at(
+            format!("{P}/cpu_cores"),
+            "cpu_cores is 0; request at least 1 core",
+        );
     }
     if h.ram.0 == 0 {
-        e.at(format!("{P}/ram"), "ram is 0; request the memory the job needs, e.g. \"64GiB\"");
+        e.at(
+            format!("{P}/ram"),
+            "ram is 0; request the memory the job needs, e.g. \"64GiB\"",
+        );
     } else if h.ram.mib_ceil() > u64::from(u32::MAX) {
-        e.at(format!("{P}/ram"), format!("ram {} is more than 4PiB; no node has it", h.ram));
+        e.at(
+            format!("{P}/ram"),
+            format!("ram {} is more than 4PiB; no node has it", h.ram),
+        );
     }
     if h.disk.0 == 0 {
-        e.at(format!("{P}/disk"), "disk is 0; request room for staged data, checkpoints and output, e.g. \"500GiB\"");
+        e.at(
+            format!("{P}/disk"),
+            "disk is 0; request room for staged data, checkpoints and output, e.g. \"500GiB\"",
+        );
     } else if h.disk.gib_ceil() > u64::from(u32::MAX) {
-        e.at(format!("{P}/disk"), format!("disk {} is more than 4EiB; no node has it", h.disk));
+        e.at(
+            format!("{P}/disk"),
+            format!("disk {} is more than 4EiB; no node has it", h.disk),
+        );
     }
 }
 
@@ -216,9 +286,18 @@ fn check_duration_and_price(spec: &JobSpec, e: &mut Errors) {
         crate::spec::DurationRequest::UntilDone { .. } => "/request/duration/limit",
     };
     if max.secs() == 0 {
-        e.at(field, "the duration is 0; give the time the job needs, e.g. \"48h\"");
+        e.at(
+            field,
+            "the duration is 0; give the time the job needs, e.g. \"48h\"",
+        );
     } else if max.secs() > u64::from(u32::MAX) {
-        e.at(field, format!("the duration {max} is too long; at most {}", HumanDuration(u64::from(u32::MAX))));
+        e.at(
+            field,
+            format!(
+                "the duration {max} is too long; at most {}",
+                HumanDuration(u64::from(u32::MAX))
+            ),
+        );
     }
     if spec.request.max_price_per_gpu_hour.0 == 0 {
         e.at("/request/max_price_per_gpu_hour", "max_price_per_gpu_hour is 0; no provider runs work for free: offer a price, e.g. \"2.50\"");
@@ -231,7 +310,11 @@ fn check_checkpoint(spec: &JobSpec, e: &mut Errors) {
     if c.interval.secs() < MIN_CHECKPOINT_INTERVAL_SECS {
         e.at(
             "/checkpoint/interval",
-            format!("checkpoint interval {} is shorter than {}; checkpoint less often", c.interval, HumanDuration(MIN_CHECKPOINT_INTERVAL_SECS)),
+            format!(
+                "checkpoint interval {} is shorter than {}; checkpoint less often",
+                c.interval,
+                HumanDuration(MIN_CHECKPOINT_INTERVAL_SECS)
+            ),
         );
     } else if max.secs() > 0 && c.interval > max {
         e.at(
@@ -243,7 +326,10 @@ fn check_checkpoint(spec: &JobSpec, e: &mut Errors) {
         );
     }
     if c.max_size.0 == 0 {
-        e.at("/checkpoint/max_size", "max_size is 0; give the size of the largest checkpoint, e.g. \"10GiB\"");
+        e.at(
+            "/checkpoint/max_size",
+            "max_size is 0; give the size of the largest checkpoint, e.g. \"10GiB\"",
+        );
     } else if c.interval.secs() >= MIN_CHECKPOINT_INTERVAL_SECS {
         let mibps = min_write_mibps(c.max_size, c.interval);
         if mibps > MAX_CHECKPOINT_WRITE_MIBPS {
@@ -257,7 +343,10 @@ fn check_checkpoint(spec: &JobSpec, e: &mut Errors) {
         }
     }
     if c.keep == 0 {
-        e.at("/checkpoint/keep", "keep is 0: with no checkpoint kept the job cannot be resumed; keep at least 1");
+        e.at(
+            "/checkpoint/keep",
+            "keep is 0: with no checkpoint kept the job cannot be resumed; keep at least 1",
+        );
     }
     let disk = u128::from(spec.request.hardware.disk.0);
     let on_disk = u128::from(c.max_size.0) * (u128::from(c.keep) + 1);
@@ -275,7 +364,12 @@ fn check_checkpoint(spec: &JobSpec, e: &mut Errors) {
                 ),
             );
         } else {
-            let data: u128 = spec.data.iter().filter_map(|d| d.size).map(|s| u128::from(s.0)).sum();
+            let data: u128 = spec
+                .data
+                .iter()
+                .filter_map(|d| d.size)
+                .map(|s| u128::from(s.0))
+                .sum();
             if data > 0 && on_disk + data > disk {
                 e.at(
                     "/request/hardware/disk",
@@ -312,16 +406,23 @@ pub(crate) fn min_write_mibps(size: ByteSize, interval: HumanDuration) -> u64 {
 fn check_output(spec: &JobSpec, e: &mut Errors) {
     let o = &spec.output;
     if o.produces.is_empty() {
-        e.at("/output/produces", "produces is empty; name what comes back: model, results, processed_files or report");
+        e.at(
+            "/output/produces",
+            "produces is empty; name what comes back: model, results, processed_files or report",
+        );
     }
     let mut seen = BTreeSet::new();
     for (i, kind) in o.produces.iter().enumerate() {
         if !seen.insert(*kind as u8) {
-            e.at(format!("/output/produces/{i}"), "listed twice; remove the repeat");
+            e.at(
+                format!("/output/produces/{i}"),
+                "listed twice; remove the repeat",
+            );
         }
     }
     for reserved in [DATA_ROOT, CHECKPOINT_DIR] {
-        let reserved_path: crate::fields::ContainerPath = reserved.parse().expect("reserved paths are valid");
+        let reserved_path: crate::fields::ContainerPath =
+            reserved.parse().expect("reserved paths are valid");
         if o.dir.is_within(reserved) || reserved_path.is_within(o.dir.as_str()) {
             e.at(
                 "/output/dir",
@@ -330,7 +431,10 @@ fn check_output(spec: &JobSpec, e: &mut Errors) {
         }
     }
     if o.destination.scheme() == UriScheme::Https {
-        e.at("/output/destination", "output cannot be delivered to an https:// uri; use s3://bucket/prefix or file:///path");
+        e.at(
+            "/output/destination",
+            "output cannot be delivered to an https:// uri; use s3://bucket/prefix or file:///path",
+        );
     }
     if o.required_artifacts.is_empty() {
         e.at(
@@ -341,7 +445,10 @@ fn check_output(spec: &JobSpec, e: &mut Errors) {
     let mut seen = BTreeSet::new();
     for (i, artifact) in o.required_artifacts.iter().enumerate() {
         if !seen.insert(artifact.as_str()) {
-            e.at(format!("/output/required_artifacts/{i}"), format!("artifact \"{artifact}\" is listed twice; remove the repeat"));
+            e.at(
+                format!("/output/required_artifacts/{i}"),
+                format!("artifact \"{artifact}\" is listed twice; remove the repeat"),
+            );
         }
     }
 }
