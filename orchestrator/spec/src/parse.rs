@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::error::{SpecError, pointer_token};
 use crate::spec::{
     Checkpoint, CheckpointSignal, DEFAULT_KEEP, DataInput, DataRole, DurationRequest, Hardware,
-    JobSpec, Output, OutputKind, Request, Work, WorkKind, default_output_dir,
+    JobSpec, Output, OutputKind, Request, SPEC_VERSION, Work, WorkKind, default_output_dir,
 };
 
 /// Kinds that name interactive or latency-bound work, refused with a pointer to local
@@ -375,7 +375,15 @@ impl Reader {
         )?;
         let version = self
             .required(&f, "version", "add \"version\": 1")
-            .and_then(|(v, p)| self.uint::<u32>(v, &p, u64::from(u32::MAX)));
+            .and_then(|(v, p)| self.uint::<u32>(v, &p, u64::from(u32::MAX)).map(|n| (n, p)))
+            .and_then(|(n, p)| {
+                // Another version's fields mean other things: nothing else can be trusted.
+                if n != SPEC_VERSION {
+                    self.error(&p, format!("unsupported version {n}; this build reads version {SPEC_VERSION}: set \"version\": 1"));
+                    return None;
+                }
+                Some(n)
+            });
         let work = self
             .required(
                 &f,

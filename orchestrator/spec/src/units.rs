@@ -170,6 +170,11 @@ impl FromStr for HumanDuration {
         if s.starts_with('-') {
             return err(format!("duration {s:?} is negative; {DURATION_HINT}"));
         }
+        if s.contains('.') {
+            return err(format!(
+                "duration {s:?} has a fraction; write whole units, e.g. \"1d12h\" rather than \"1.5d\""
+            ));
+        }
         let mut total: u64 = 0;
         let mut rest = s;
         // Each unit at most once and largest first, so "30m1h" or "1h1h" cannot mean two things.
