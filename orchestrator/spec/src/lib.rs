@@ -29,7 +29,8 @@ pub use crate::error::{SpecError, SpecErrors};
 pub use crate::spec::*;
 pub use crate::summary::{HardwareRequest, JobTerms, RequirementSummary};
 pub use crate::validate::{
-    MAX_CHECKPOINT_WRITE_MIBPS, MAX_GPU_COUNT, MAX_GPU_MODELS, MIN_CHECKPOINT_INTERVAL_SECS,
+    MAX_CHECKPOINT_WRITE_MIBPS, MAX_CHECKPOINTS_KEPT, MAX_GPU_COUNT, MAX_GPU_MODELS,
+    MIN_CHECKPOINT_INTERVAL_SECS,
 };
 
 impl JobSpec {

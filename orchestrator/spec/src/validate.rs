@@ -12,6 +12,7 @@ use crate::units::{ByteSize, HumanDuration, MIB};
 pub const MAX_GPU_COUNT: u8 = 16;
 pub const MAX_GPU_MODELS: usize = 4;
 pub const MAX_MODEL_ID_BYTES: usize = 128;
+pub const MAX_CHECKPOINTS_KEPT: u8 = 16;
 /// Below this a node would spend its life checkpointing and the chain attesting.
 pub const MIN_CHECKPOINT_INTERVAL_SECS: u64 = 60;
 /// Above this sustained fsync'd write rate (about 20 GiB/s) no node storage keeps up.
@@ -346,6 +347,11 @@ fn check_checkpoint(spec: &JobSpec, e: &mut Errors) {
         e.at(
             "/checkpoint/keep",
             "keep is 0: with no checkpoint kept the job cannot be resumed; keep at least 1",
+        );
+    } else if c.keep > MAX_CHECKPOINTS_KEPT {
+        e.at(
+            "/checkpoint/keep",
+            format!("keep is {}; at most {MAX_CHECKPOINTS_KEPT} checkpoints are kept on a node (older ones stay attested on chain)", c.keep),
         );
     }
     let disk = u128::from(spec.request.hardware.disk.0);
