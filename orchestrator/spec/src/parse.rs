@@ -485,8 +485,9 @@ impl Reader {
         let target_epochs = self.optional(&f, "target_epochs", |r, v, p| {
             r.uint::<u32>(v, p, u64::from(u32::MAX))
         });
-        let target_steps =
-            self.optional(&f, "target_steps", |r, v, p| r.uint::<u64>(v, p, u64::MAX));
+        let target_steps = self.optional(&f, "target_steps", |r, v, p| {
+            r.uint::<u64>(v, p, crate::validate::MAX_SAFE_INTEGER)
+        });
         let queue_tolerant = self
             .required(
                 &f,

@@ -68,7 +68,7 @@ pub struct Work {
     /// Any kind: the number of steps (batches, files, simulations) the run aims for; a
     /// progress hint for work whose duration is unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 9_007_199_254_740_991u64))]
     pub target_steps: Option<u64>,
     /// Must be true: the work can wait in a queue and be stopped and resumed from a
     /// checkpoint. Interactive or latency-bound work belongs on local infrastructure.

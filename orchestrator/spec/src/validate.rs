@@ -13,6 +13,9 @@ pub const MAX_GPU_COUNT: u8 = 16;
 pub const MAX_GPU_MODELS: usize = 4;
 pub const MAX_MODEL_ID_BYTES: usize = 128;
 pub const MAX_CHECKPOINTS_KEPT: u8 = 16;
+/// RFC 8785 writes numbers as IEEE doubles: integers above 2^53 - 1 would not survive
+/// canonicalisation exactly.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// Below this a node would spend its life checkpointing and the chain attesting.
 pub const MIN_CHECKPOINT_INTERVAL_SECS: u64 = 60;
 /// Above this sustained fsync'd write rate (about 20 GiB/s) no node storage keeps up.
@@ -147,11 +150,13 @@ fn check_work(spec: &JobSpec, e: &mut Errors) {
             );
         }
     }
-    if w.target_steps == Some(0) {
-        e.at(
+    match w.target_steps {
+        Some(0) => e.at("/work/target_steps", "target_steps must be at least 1, or left out when unknown"),
+        Some(n) if n > MAX_SAFE_INTEGER => e.at(
             "/work/target_steps",
-            "target_steps must be at least 1, or left out when unknown",
-        );
+            format!("target_steps {n} is above {MAX_SAFE_INTEGER}, the largest integer JSON carries exactly"),
+        ),
+        _ => {}
     }
 }
 
