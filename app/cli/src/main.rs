@@ -36,11 +36,19 @@ pub struct GlobalArgs {
 }
 
 #[derive(Subcommand, Debug)]
-enum Command {}
+enum Command {
+    /// Job specifications: validate, hash, schema.
+    Spec {
+        #[command(subcommand)]
+        cmd: cmd::spec::SpecCommand,
+    },
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: anyhow::Result<u8> = match cli.command {};
+    let result: anyhow::Result<u8> = match cli.command {
+        Command::Spec { cmd } => cmd::spec::run(cmd, &cli.global),
+    };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
