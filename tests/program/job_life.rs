@@ -5,7 +5,6 @@ use mcjs::events::*;
 use mcjs::instructions::*;
 use mcjs::state::*;
 use mcjs_client::ix;
-use solana_signer::Signer;
 
 use crate::harness::*;
 

@@ -81,13 +81,7 @@ fn invoke_native(
         (0..instruction_context.get_number_of_instruction_accounts()).collect();
 
     invoke_context.compute_meter.consume_checked(1)?;
-    let log_collector = invoke_context.get_log_collector();
-    let program_id = instruction_context.get_program_key()?;
-    stable_log::program_invoke(
-        &log_collector,
-        program_id,
-        invoke_context.get_stack_height(),
-    );
+    // The runtime logs the invocation, its success and its failure itself.
 
     let direct_pointers = invoke_context
         .get_feature_set()
