@@ -1,17 +1,8 @@
 //! Turning vendor and OS strings into stable identity fields.
 
-/// Normalised GPU model name, by the project-wide convention.
+/// Normalised GPU model name, by the project-wide convention of `mcjs_spec::gpu`.
 pub fn gpu_model(raw: &str) -> String {
-    normalize_gpu_model(raw)
-}
-
-fn normalize_gpu_model(raw: &str) -> String {
-    let lower = raw.trim().to_lowercase();
-    let without_vendor = lower.strip_prefix("nvidia ").unwrap_or(&lower).trim_start();
-    let without_brand = without_vendor
-        .strip_prefix("tesla ")
-        .unwrap_or(without_vendor);
-    collapse_separators(without_brand)
+    mcjs_spec::gpu::normalize_model(raw)
 }
 
 /// Lowercase words joined by single '-', whatever mix of spaces, underscores or dashes
