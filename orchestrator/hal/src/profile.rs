@@ -181,10 +181,7 @@ impl BandwidthSamples {
     /// Builds the summary from per-sample durations of equally sized samples.
     pub fn from_durations(bytes_per_sample: u64, secs: &[f64]) -> Self {
         let mib = bytes_per_sample as f64 / MIB;
-        let samples_mibps: Vec<f64> = secs
-            .iter()
-            .map(|s| mib / s.max(f64::MIN_POSITIVE))
-            .collect();
+        let samples_mibps: Vec<f64> = secs.iter().map(|s| mib / s.max(1e-9)).collect();
         let total_secs: f64 = secs.iter().sum();
         let mean_mibps = if total_secs > 0.0 {
             mib * secs.len() as f64 / total_secs
