@@ -80,3 +80,120 @@ ecc_uncorrected_volatile 0
 ecc_uncorrected_aggregate 0
 ecc_corrected_volatile 0
 ";
+
+use mcjs_hal::NodeProfile;
+use mcjs_hal::probe::{GpuObservation, GpuProbeReport, HostObservation, assemble};
+use mcjs_hal::profile::{BandwidthSamples, ContainerRuntime, GpuVendor, StorageMeasurement};
+
+/// A node fixture built through the same normalisation as a probe.
+pub struct NodeBuilder {
+    gpus: Vec<GpuObservation>,
+    storage: Option<StorageMeasurement>,
+    docker: bool,
+}
+
+pub fn node() -> NodeBuilder {
+    NodeBuilder {
+        gpus: Vec::new(),
+        storage: None,
+        docker: true,
+    }
+}
+
+pub fn a100(pci: &str) -> GpuObservation {
+    GpuObservation {
+        raw_name: "NVIDIA A100-SXM4-80GB".into(),
+        uuid: Some(format!("GPU-{pci}")),
+        vram_total_bytes: 81920 << 20,
+        compute_capability: Some((8, 0)),
+        pci_bus_id: pci.into(),
+        temperature_celsius: Some(40),
+        power_limit_milliwatts: Some(400_000),
+        ecc_enabled: Some(true),
+        ecc_uncorrected_volatile: Some(0),
+        ecc_uncorrected_aggregate: Some(0),
+        ecc_corrected_volatile: Some(0),
+        mig_enabled: Some(false),
+    }
+}
+
+impl NodeBuilder {
+    pub fn with_gpu(mut self, gpu: GpuObservation) -> Self {
+        self.gpus.push(gpu);
+        self
+    }
+
+    /// Storage measured at `mibps` over `samples` equal samples (spread to give `cov`), `free_gib` free.
+    pub fn with_storage(mut self, mibps: f64, samples: usize, cov: f64, free_bytes: u64) -> Self {
+        // Half the samples at mean*(1+cov), half at mean*(1-cov): population CoV = cov.
+        let samples_mibps: Vec<f64> = (0..samples)
+            .map(|i| {
+                if samples < 2 {
+                    mibps
+                } else if i % 2 == 0 {
+                    mibps * (1.0 + cov)
+                } else {
+                    mibps * (1.0 - cov)
+                }
+            })
+            .collect();
+        let bw = BandwidthSamples {
+            bytes_per_sample: 16 << 20,
+            samples_mibps,
+            mean_mibps: mibps,
+            cov,
+        };
+        self.storage = Some(StorageMeasurement {
+            path: "/var/lib/mcjs/checkpoints".into(),
+            filesystem: "ext4".into(),
+            total_bytes: free_bytes.saturating_mul(2),
+            free_bytes,
+            write: bw.clone(),
+            read: bw,
+            read_method: "sequential read after posix_fadvise(DONTNEED)".into(),
+        });
+        self
+    }
+
+    pub fn without_docker(mut self) -> Self {
+        self.docker = false;
+        self
+    }
+
+    pub fn build(self) -> NodeProfile {
+        let host = HostObservation {
+            cpu_model_raw: "AMD EPYC 7763 64-Core Processor".into(),
+            cpu_cores: 64,
+            ram_bytes: 512 << 30,
+            os_name: "Ubuntu".into(),
+            os_version: "22.04".into(),
+            kernel: "5.15.0-105-generic".into(),
+            arch: "x86_64".into(),
+        };
+        let report = GpuProbeReport {
+            vendor: GpuVendor::Nvidia,
+            driver_version: Some("550.54.15".into()),
+            cuda_version: Some("12.4".into()),
+            gpus: self.gpus,
+            notes: vec![],
+        };
+        let runtime = ContainerRuntime {
+            endpoint: "unix:///var/run/docker.sock".into(),
+            reachable: self.docker,
+            version: self.docker.then(|| "27.3.1".to_string()),
+            api_version: self.docker.then(|| "1.47".to_string()),
+            error: (!self.docker).then(|| "connection refused".to_string()),
+        };
+        assemble(
+            host,
+            vec![report],
+            runtime,
+            self.storage,
+            vec![],
+            1_700_000_000,
+            vec![],
+        )
+    }
+}
+
+pub const GIB: u64 = 1 << 30;
