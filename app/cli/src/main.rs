@@ -15,7 +15,11 @@ pub const EXIT_FALSE: u8 = 1;
 pub const EXIT_ERROR: u8 = 2;
 
 #[derive(Parser, Debug)]
-#[command(name = "mcjs", version, about = "MCJS: checkpointed, fault-tolerant ML jobs on niche GPUs, settled on Solana")]
+#[command(
+    name = "mcjs",
+    version,
+    about = "MCJS: checkpointed, fault-tolerant ML jobs on niche GPUs, settled on Solana"
+)]
 struct Cli {
     #[command(flatten)]
     global: GlobalArgs,
@@ -32,11 +36,19 @@ pub struct GlobalArgs {
 }
 
 #[derive(Subcommand, Debug)]
-enum Command {}
+enum Command {
+    /// Hardware abstraction layer: probe this node, check its checkpoint capability, serve the HAL API.
+    Hal {
+        #[command(subcommand)]
+        cmd: cmd::hal::HalCommand,
+    },
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: anyhow::Result<u8> = match cli.command {};
+    let result: anyhow::Result<u8> = match cli.command {
+        Command::Hal { cmd } => cmd::hal::run(cmd, &cli.global),
+    };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
