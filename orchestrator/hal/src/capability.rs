@@ -126,7 +126,7 @@ pub fn checkpoint_capability(
             reasons.push(format!(
                 "only {n} write bandwidth sample(s); at least {MIN_STABILITY_SAMPLES} are needed to judge stability"
             ));
-        } else if !(s.write.cov <= MAX_WRITE_COV) {
+        } else if s.write.cov.is_nan() || s.write.cov > MAX_WRITE_COV {
             reasons.push(format!(
                 "write bandwidth is unstable: coefficient of variation {:.3} exceeds {MAX_WRITE_COV}",
                 s.write.cov
