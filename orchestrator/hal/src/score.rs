@@ -192,3 +192,34 @@ impl fmt::Display for Readiness {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn health(temp: Option<u32>, volatile: Option<u64>, aggregate: Option<u64>) -> GpuHealth {
+        GpuHealth {
+            pci_bus_id: "0000:01:00.0".into(),
+            temperature_celsius: temp,
+            ecc_uncorrected_volatile: volatile,
+            ecc_uncorrected_aggregate: aggregate,
+            ecc_corrected_volatile: None,
+        }
+    }
+
+    #[test]
+    fn uncorrected_errors_since_boot_zero_a_gpu_and_lifetime_ones_halve_it() {
+        assert_eq!(gpu_health_value(&health(Some(40), Some(0), Some(0))), 1.0);
+        assert_eq!(gpu_health_value(&health(Some(40), Some(1), Some(1))), 0.0);
+        assert_eq!(gpu_health_value(&health(Some(40), Some(0), Some(3))), 0.5);
+        assert_eq!(gpu_health_value(&health(None, None, None)), 1.0);
+    }
+
+    #[test]
+    fn heat_costs_linearly_from_80_to_95_celsius() {
+        assert_eq!(gpu_health_value(&health(Some(80), None, None)), 1.0);
+        assert!((gpu_health_value(&health(Some(87), None, None)) - 8.0 / 15.0).abs() < 1e-12);
+        assert_eq!(gpu_health_value(&health(Some(95), None, None)), 0.0);
+        assert_eq!(gpu_health_value(&health(Some(110), Some(0), Some(2))), 0.0);
+    }
+}
