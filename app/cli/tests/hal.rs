@@ -300,3 +300,46 @@ fn openapi_prints_the_committed_document() {
     .unwrap();
     assert_eq!(out.stdout, committed);
 }
+
+#[test]
+fn serve_answers_over_http_until_stopped() {
+    use std::io::{BufRead, BufReader, Read, Write};
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcjs"))
+        .args(["hal", "serve", "--listen", "127.0.0.1:0", "--no-storage"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = line.trim().rsplit("http://").next().unwrap().to_string();
+    assert!(
+        line.starts_with("serving the HAL API on http://127.0.0.1:"),
+        "{line}"
+    );
+
+    let get = |path: &str| {
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+    };
+    let health = get("/healthz");
+    assert!(health.starts_with("HTTP/1.0 200"), "{health}");
+    assert!(health.ends_with("{\"status\":\"ok\"}"));
+    let capability = get("/v1/capability?size=1GiB&every=15m");
+    assert!(
+        capability.contains("\"capable\":false") && capability.contains("not measured"),
+        "{capability}"
+    );
+    let bad = get("/v1/capability?size=huge&every=15m");
+    assert!(
+        bad.starts_with("HTTP/1.0 400") && bad.contains("\"error\":\"size:"),
+        "{bad}"
+    );
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
