@@ -42,12 +42,18 @@ enum Command {
         #[command(subcommand)]
         cmd: cmd::spec::SpecCommand,
     },
+    /// Hardware abstraction layer: probe this node, check its checkpoint capability, serve the HAL API.
+    Hal {
+        #[command(subcommand)]
+        cmd: cmd::hal::HalCommand,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: anyhow::Result<u8> = match cli.command {
         Command::Spec { cmd } => cmd::spec::run(cmd, &cli.global),
+        Command::Hal { cmd } => cmd::hal::run(cmd, &cli.global),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,3 +1,4 @@
 //! One module per subcommand.
 
+pub mod hal;
 pub mod spec;
