@@ -108,16 +108,16 @@ fn job_kind(
 pub fn standard_job_kinds() -> Vec<JobKind> {
     vec![
         // Runs on almost anything with 16 GB: consumer cards, V100, A100, niche cards.
-        job_kind("any-16g", 1, 16, 70, &[], (1.0, 36.0), 4),
-        job_kind("ampere-24g", 1, 24, 80, &[], (1.0, 48.0), 8),
-        job_kind("multi-4x24g", 4, 24, 70, &[], (2.0, 48.0), 20),
-        job_kind("single-40g", 1, 40, 80, &[], (2.0, 48.0), 15),
-        job_kind("single-48g", 1, 48, 75, &[], (2.0, 48.0), 20),
+        job_kind("any-16g", 1, 16, 70, &[], (2.0, 36.0), 4),
+        job_kind("ampere-24g", 1, 24, 80, &[], (2.0, 36.0), 8),
+        job_kind("multi-4x24g", 4, 24, 70, &[], (2.0, 36.0), 20),
+        job_kind("single-40g", 1, 40, 80, &[], (2.0, 36.0), 15),
+        job_kind("single-48g", 1, 48, 75, &[], (2.0, 36.0), 20),
         // Only the 80 GB cards.
-        job_kind("single-80g", 1, 80, 80, &[], (2.0, 48.0), 30),
-        job_kind("node-8x80g", 8, 80, 80, &[], (4.0, 72.0), 120),
+        job_kind("single-80g", 1, 80, 80, &[], (2.0, 36.0), 30),
+        job_kind("node-8x80g", 8, 80, 80, &[], (2.0, 36.0), 120),
         // Legacy CUDA stacks pinned to K80.
-        job_kind("legacy-k80", 2, 12, 37, &["k80"], (2.0, 48.0), 4),
+        job_kind("legacy-k80", 2, 12, 37, &["k80"], (2.0, 36.0), 4),
     ]
 }
 
@@ -145,37 +145,41 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// Each hardware group about 75% busy with the jobs that need it.
     pub fn balanced() -> Self {
         Self {
             name: "balanced",
             mix: vec![
-                ("any-16g", 40.0),
-                ("ampere-24g", 20.0),
-                ("multi-4x24g", 5.0),
-                ("single-40g", 12.0),
-                ("single-48g", 5.0),
-                ("single-80g", 7.0),
-                ("node-8x80g", 1.0),
-                ("legacy-k80", 3.0),
+                ("any-16g", 42.0),
+                ("ampere-24g", 22.0),
+                ("multi-4x24g", 9.0),
+                ("single-40g", 8.0),
+                ("single-48g", 4.5),
+                ("single-80g", 4.0),
+                ("node-8x80g", 1.5),
+                ("legacy-k80", 2.5),
             ],
             arrivals: Arrivals::Steady { load: 0.8 },
             deadline_fraction: 0.3,
         }
     }
 
+    /// Scarce hardware about 90% busy with jobs that only it can run, while flexible jobs
+    /// overflow the common cards and would spill onto scarce ones.
     pub fn scarce_heavy() -> Self {
         Self {
             name: "scarce-heavy",
             mix: vec![
-                ("any-16g", 40.0),
-                ("ampere-24g", 10.0),
-                ("single-40g", 8.0),
-                ("single-48g", 8.0),
-                ("single-80g", 20.0),
-                ("node-8x80g", 3.0),
-                ("legacy-k80", 8.0),
+                ("any-16g", 52.0),
+                ("ampere-24g", 18.0),
+                ("multi-4x24g", 7.0),
+                ("single-40g", 6.0),
+                ("single-48g", 5.0),
+                ("single-80g", 4.5),
+                ("node-8x80g", 1.3),
+                ("legacy-k80", 2.6),
             ],
-            arrivals: Arrivals::Steady { load: 0.95 },
+            arrivals: Arrivals::Steady { load: 1.05 },
             deadline_fraction: 0.3,
         }
     }
@@ -474,7 +478,7 @@ impl World {
                 let kind = &job_kinds[k];
                 let work_secs = (log_uniform(&mut rng, kind.min_hours, kind.max_hours) * HOUR as f64) as i64;
                 let deadline = (rng.random::<f64>() < workload.deadline_fraction).then(|| {
-                    at + (work_secs as f64 * rng.random_range(1.5..4.0)) as i64 + HOUR
+                    at + (work_secs as f64 * rng.random_range(1.2..2.5)) as i64 + HOUR
                 });
                 // Most owners accept the going rate of capable hardware; some bid low.
                 let max_price = if rng.random::<f64>() < 0.05 {
