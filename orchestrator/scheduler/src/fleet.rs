@@ -82,7 +82,19 @@ impl FleetIndex {
             if fleet.slot_of.contains_key(&node.id) {
                 return Err(FleetError::DuplicateNode(node.id.0));
             }
-            fleet.upsert(node)?;
+            validate(&node)?;
+            let slot = fleet.nodes.len() as u32;
+            fleet.slot_of.insert(node.id, slot);
+            fleet.nodes.push(node);
+            fleet.node_class.push(0);
+            fleet.attach_unsorted(slot);
+        }
+        // One sort per class instead of a sorted insert per node.
+        let nodes = &fleet.nodes;
+        for class in &mut fleet.classes {
+            class
+                .available
+                .sort_by_key(|&s| order_key(&nodes[s as usize]));
         }
         Ok(fleet)
     }
@@ -136,6 +148,14 @@ impl FleetIndex {
     }
 
     fn attach(&mut self, slot: u32) {
+        self.attach_at(slot, true)
+    }
+
+    fn attach_unsorted(&mut self, slot: u32) {
+        self.attach_at(slot, false)
+    }
+
+    fn attach_at(&mut self, slot: u32, keep_sorted: bool) {
         let node = &self.nodes[slot as usize];
         let profile = HardwareClass::of(node);
         let class = match self.class_of.get(&profile) {
@@ -168,9 +188,13 @@ impl FleetIndex {
             NodeStatus::Available => {
                 entry.online += 1;
                 let nodes = &self.nodes;
-                let pos = entry
-                    .available
-                    .partition_point(|&s| order_key(&nodes[s as usize]) < key);
+                let pos = if keep_sorted {
+                    entry
+                        .available
+                        .partition_point(|&s| order_key(&nodes[s as usize]) < key)
+                } else {
+                    entry.available.len()
+                };
                 entry.available.insert(pos, slot);
                 if has_failures {
                     entry.with_failures.push(slot);

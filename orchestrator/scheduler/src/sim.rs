@@ -36,8 +36,8 @@ pub struct NodeKind {
 /// Mostly consumer 24 GB cards, fewer V100 / A100 40 GB, few 80 GB cards, a handful of niche
 /// and old ones.
 pub fn standard_kinds() -> Vec<NodeKind> {
-    let k = |model, gpu_count, vram_gib, cc, driver, share, price_cents: u64, mtbf_days, bw| {
-        NodeKind {
+    let k =
+        |model, gpu_count, vram_gib, cc, driver, share, price_cents: u64, mtbf_days, bw| NodeKind {
             model,
             gpu_count,
             vram_gib,
@@ -47,8 +47,7 @@ pub fn standard_kinds() -> Vec<NodeKind> {
             price_per_gpu_hour: price_cents * USDC / 100,
             mtbf_days,
             write_mibps: bw,
-        }
-    };
+        };
     vec![
         k("geforce-rtx-3090", 1, 24, 86, (550, 0), 0.33, 25, 5.0, 600),
         k("geforce-rtx-4090", 1, 24, 89, (550, 0), 0.22, 40, 6.0, 900),
@@ -57,8 +56,28 @@ pub fn standard_kinds() -> Vec<NodeKind> {
         k("a100-pcie-40gb", 1, 40, 80, (535, 0), 0.07, 110, 20.0, 1500),
         k("a100-sxm4-40gb", 8, 40, 80, (535, 0), 0.03, 120, 20.0, 3000),
         k("a100-sxm4-80gb", 1, 80, 80, (550, 0), 0.03, 180, 20.0, 2000),
-        k("a100-sxm4-80gb", 8, 80, 80, (550, 0), 0.015, 190, 20.0, 4000),
-        k("h100-sxm5-80gb", 8, 80, 90, (550, 0), 0.015, 300, 25.0, 5000),
+        k(
+            "a100-sxm4-80gb",
+            8,
+            80,
+            80,
+            (550, 0),
+            0.015,
+            190,
+            20.0,
+            4000,
+        ),
+        k(
+            "h100-sxm5-80gb",
+            8,
+            80,
+            90,
+            (550, 0),
+            0.015,
+            300,
+            25.0,
+            5000,
+        ),
         k("quadro-rtx-8000", 2, 48, 75, (535, 0), 0.03, 70, 8.0, 700),
         k("rtx-a6000", 1, 48, 86, (550, 0), 0.03, 80, 10.0, 900),
         k("k80", 4, 12, 37, (470, 0), 0.03, 5, 3.0, 300),
@@ -406,7 +425,10 @@ impl World {
             }
             let mut t = T0 as f64;
             loop {
-                t += exp(&mut rng, DAY as f64 / config.partitions_per_node_day.max(1e-9));
+                t += exp(
+                    &mut rng,
+                    DAY as f64 / config.partitions_per_node_day.max(1e-9),
+                );
                 if t >= end as f64 {
                     break;
                 }
@@ -436,7 +458,9 @@ impl World {
         let mean_hours: f64 = job_kinds
             .iter()
             .zip(&weights)
-            .map(|(k, w)| w / total_w * (k.max_hours - k.min_hours) / (k.max_hours / k.min_hours).ln())
+            .map(|(k, w)| {
+                w / total_w * (k.max_hours - k.min_hours) / (k.max_hours / k.min_hours).ln()
+            })
             .sum();
         let (load, steady, burst_every) = match workload.arrivals {
             Arrivals::Steady { load } => (load, 1.0, f64::INFINITY),
@@ -468,7 +492,10 @@ impl World {
         }
         arrival_times.sort_unstable();
 
-        let fleet = FleetIndex::new(nodes.clone()).expect("generated fleet is valid");
+        let mut class_sizes: HashMap<HardwareClass, u64> = HashMap::new();
+        for n in &nodes {
+            *class_sizes.entry(HardwareClass::of(n)).or_default() += 1;
+        }
         let scarce_limit = (config.scarce_fraction * nodes.len() as f64) as u64;
         let jobs = arrival_times
             .iter()
@@ -476,10 +503,10 @@ impl World {
             .map(|(i, &at)| {
                 let k = pick_weighted(&mut rng, &weights);
                 let kind = &job_kinds[k];
-                let work_secs = (log_uniform(&mut rng, kind.min_hours, kind.max_hours) * HOUR as f64) as i64;
-                let deadline = (rng.random::<f64>() < workload.deadline_fraction).then(|| {
-                    at + (work_secs as f64 * rng.random_range(1.2..2.5)) as i64 + HOUR
-                });
+                let work_secs =
+                    (log_uniform(&mut rng, kind.min_hours, kind.max_hours) * HOUR as f64) as i64;
+                let deadline = (rng.random::<f64>() < workload.deadline_fraction)
+                    .then(|| at + (work_secs as f64 * rng.random_range(1.2..2.5)) as i64 + HOUR);
                 // Most owners accept the going rate of capable hardware; some bid low.
                 let max_price = if rng.random::<f64>() < 0.05 {
                     rng.random_range(5..=40) * USDC / 100
@@ -501,7 +528,7 @@ impl World {
                         recovering_from: None,
                     },
                 };
-                let scarce = capable_nodes(&fleet, &job) <= scarce_limit;
+                let scarce = capable_nodes(&class_sizes, &job) <= scarce_limit;
                 SimJobSpec {
                     job,
                     kind: k,
@@ -521,15 +548,11 @@ impl World {
     }
 }
 
-fn capable_nodes(fleet: &FleetIndex, job: &Job) -> u64 {
+fn capable_nodes(class_sizes: &HashMap<HardwareClass, u64>, job: &Job) -> u64 {
     let Ok(needs) = Needs::of(&job.hardware, &job.checkpoint) else {
         return 0;
     };
-    let mut by_class: HashMap<HardwareClass, u64> = HashMap::new();
-    for n in fleet.nodes() {
-        *by_class.entry(HardwareClass::of(n)).or_default() += 1;
-    }
-    by_class
+    class_sizes
         .iter()
         .filter(|(c, _)| needs.unmet(c) == 0)
         .map(|(_, n)| n)
@@ -539,16 +562,29 @@ fn capable_nodes(fleet: &FleetIndex, job: &Job) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     /// Ordered before arrivals at the same second so that freed nodes are seen first.
-    JobDone { job: usize, generation: u32 },
-    NodeUp { node: usize, generation: u32 },
-    FailureDetected { job: usize, generation: u32, node: usize },
+    JobDone {
+        job: usize,
+        generation: u32,
+    },
+    NodeUp {
+        node: usize,
+        generation: u32,
+    },
+    FailureDetected {
+        job: usize,
+        generation: u32,
+        node: usize,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum JobState {
     NotYetSubmitted,
     Queued,
-    Running { node: usize, compute_from: i64 },
+    Running {
+        node: usize,
+        compute_from: i64,
+    },
     /// Its node died; the scheduler has not noticed yet.
     Lost,
     Done,
@@ -574,7 +610,12 @@ struct Sim<'w> {
 }
 
 /// Runs one policy over a drawn world.
-pub fn simulate(policy: &dyn PlacementPolicy, workload: &Workload, world: &World, config: &SimConfig) -> SimReport {
+pub fn simulate(
+    policy: &dyn PlacementPolicy,
+    workload: &Workload,
+    world: &World,
+    config: &SimConfig,
+) -> SimReport {
     let n_jobs = world.jobs.len();
     let mut sim = Sim {
         world,
@@ -629,15 +670,20 @@ impl Sim<'_> {
                 let Reverse((at, event)) = self.events.pop().expect("peeked");
                 self.handle(at, event);
             }
-            while next_incident < self.world.incidents.len() && self.world.incidents[next_incident].at <= now {
+            while next_incident < self.world.incidents.len()
+                && self.world.incidents[next_incident].at <= now
+            {
                 let incident = self.world.incidents[next_incident];
                 self.incident(incident);
                 next_incident += 1;
             }
-            while next_arrival < self.world.jobs.len() && self.world.jobs[next_arrival].job.terms.submitted_unix <= now {
+            while next_arrival < self.world.jobs.len()
+                && self.world.jobs[next_arrival].job.terms.submitted_unix <= now
+            {
                 self.state[next_arrival] = JobState::Queued;
                 self.queue.push(next_arrival);
-                self.recent.push_back((now, self.world.jobs[next_arrival].kind));
+                self.recent
+                    .push_back((now, self.world.jobs[next_arrival].kind));
                 next_arrival += 1;
                 self.dirty = true;
             }
@@ -650,7 +696,11 @@ impl Sim<'_> {
     }
 
     fn node_mut(&mut self, node: usize, f: impl FnOnce(&mut Node)) {
-        let mut n = self.fleet.node(NodeId(node as u64)).expect("known node").clone();
+        let mut n = self
+            .fleet
+            .node(NodeId(node as u64))
+            .expect("known node")
+            .clone();
         f(&mut n);
         self.fleet.upsert(n).expect("valid node");
         self.dirty = true;
@@ -679,7 +729,11 @@ impl Sim<'_> {
                 }
                 self.node_mut(node, |n| n.status = NodeStatus::Available);
             }
-            Event::FailureDetected { job, generation, node } => {
+            Event::FailureDetected {
+                job,
+                generation,
+                node,
+            } => {
                 if self.generation[job] != generation {
                     return;
                 }
@@ -711,14 +765,22 @@ impl Sim<'_> {
         let generation = self.generation[job];
         self.events.push(Reverse((
             at + self.config.heartbeat_timeout_secs,
-            Event::FailureDetected { job, generation, node },
+            Event::FailureDetected {
+                job,
+                generation,
+                node,
+            },
         )));
     }
 
     fn incident(&mut self, incident: Incident) {
         let node = incident.node;
         let at = incident.at;
-        let status = self.fleet.node(NodeId(node as u64)).expect("known node").status;
+        let status = self
+            .fleet
+            .node(NodeId(node as u64))
+            .expect("known node")
+            .status;
         if status == NodeStatus::Offline {
             return;
         }
@@ -744,7 +806,8 @@ impl Sim<'_> {
             n.consecutive_failures += 1;
             n.last_failure_unix = Some(at);
         });
-        self.events.push(Reverse((at + down_for, Event::NodeUp { node, generation })));
+        self.events
+            .push(Reverse((at + down_for, Event::NodeUp { node, generation })));
     }
 
     fn forecast(&mut self, now: i64) -> Vec<ExpectedDemand> {
@@ -757,7 +820,8 @@ impl Sim<'_> {
         for &(_, k) in &self.recent {
             counts[k] += 1;
         }
-        let scale = self.config.forecast_horizon_secs as f64 / self.config.forecast_window_secs as f64;
+        let scale =
+            self.config.forecast_horizon_secs as f64 / self.config.forecast_window_secs as f64;
         self.world
             .kinds
             .iter()
@@ -786,7 +850,10 @@ impl Sim<'_> {
                 job
             })
             .collect();
-        let plan = policy.plan(&self.fleet, &PlanRequest::new(&jobs, now).with_expected(&expected));
+        let plan = policy.plan(
+            &self.fleet,
+            &PlanRequest::new(&jobs, now).with_expected(&expected),
+        );
         self.report.plans += 1;
         let mut placed = Vec::with_capacity(plan.placements.len());
         for p in &plan.placements {
@@ -796,7 +863,8 @@ impl Sim<'_> {
             let spec = &self.world.jobs[job];
             let bw = self.world.nodes[node].checkpoint_write_mibps.max(1) as i64;
             let restore = if self.progress[job] > 0 {
-                self.config.restore_overhead_secs + ((spec.job.checkpoint.size_bytes >> 20) as i64 / bw)
+                self.config.restore_overhead_secs
+                    + ((spec.job.checkpoint.size_bytes >> 20) as i64 / bw)
             } else {
                 self.config.restore_overhead_secs
             };
@@ -808,7 +876,8 @@ impl Sim<'_> {
             self.node_mut(node, |n| n.status = NodeStatus::Busy);
             let finish = compute_from + (spec.work_secs - self.progress[job]);
             let generation = self.generation[job];
-            self.events.push(Reverse((finish, Event::JobDone { job, generation })));
+            self.events
+                .push(Reverse((finish, Event::JobDone { job, generation })));
         }
         placed.sort_unstable();
         self.queue.retain(|j| placed.binary_search(j).is_err());

@@ -15,7 +15,10 @@ fn a_common_job_does_not_take_the_only_80gb_node_while_an_80gb_job_waits() {
 
 #[test]
 fn both_baselines_hand_the_80gb_node_to_the_older_common_job() {
-    for policy in [&FirstFit::default() as &dyn PlacementPolicy, &BestFit::default()] {
+    for policy in [
+        &FirstFit::default() as &dyn PlacementPolicy,
+        &BestFit::default(),
+    ] {
         let nodes = vec![node(1).a100_80(), node(2).busy()];
         let jobs = [job(10).submitted(NOW - 7200), job(11).needs_vram_gib(80)];
         let plan = plan_with(policy, nodes, &jobs);
@@ -89,16 +92,27 @@ fn the_most_urgent_deadline_is_served_first_then_the_oldest_job() {
     assert_eq!(node_of(&plan(nodes.clone(), &no_deadlines), 11), Some(1));
 
     // A deadline weeks away is not urgent: age decides.
-    let far = [job(10).submitted(NOW - 9000), job(11).deadline(NOW + 30 * 86400)];
+    let far = [
+        job(10).submitted(NOW - 9000),
+        job(11).deadline(NOW + 30 * 86400),
+    ];
     assert_eq!(node_of(&plan(nodes, &far), 10), Some(1));
 }
 
 #[test]
 fn among_equal_nodes_the_readiest_wins_then_the_cheapest() {
-    let nodes = vec![node(1).readiness(70), node(2).readiness(95), node(3).readiness(90)];
+    let nodes = vec![
+        node(1).readiness(70),
+        node(2).readiness(95),
+        node(3).readiness(90),
+    ];
     assert_eq!(node_of(&plan(nodes, &[job(10)]), 10), Some(2));
 
-    let nodes = vec![node(1).price(USDC), node(2).price(USDC / 4), node(3).price(USDC / 2)];
+    let nodes = vec![
+        node(1).price(USDC),
+        node(2).price(USDC / 4),
+        node(3).price(USDC / 2),
+    ];
     assert_eq!(node_of(&plan(nodes, &[job(10)]), 10), Some(2));
 }
 
@@ -113,23 +127,37 @@ fn nodes_that_failed_recently_back_off_exponentially() {
     match reason {
         Unplaced::NoneAvailable(a) => {
             assert_eq!(a.recently_failed, 1);
-            assert_eq!(a.next_retry_unix, Some(failed_at + 4 * config.failure_backoff_base_secs));
+            assert_eq!(
+                a.next_retry_unix,
+                Some(failed_at + 4 * config.failure_backoff_base_secs)
+            );
         }
         other => panic!("unexpected {other:?}"),
     }
-    assert!(reason.to_string().starts_with("all 1 capable node failed recently"));
+    assert!(
+        reason
+            .to_string()
+            .starts_with("all 1 capable node failed recently")
+    );
     let plan2 = plan(vec![node(1).failed(failed_at, 2)], &[job(10)]);
     assert_eq!(node_of(&plan2, 10), Some(1));
 }
 
 #[test]
 fn every_waiting_job_says_why() {
-    let nodes = vec![node(1).busy(), node(2).offline(), node(3).a100_80().price(9 * USDC)];
+    let nodes = vec![
+        node(1).busy(),
+        node(2).offline(),
+        node(3).a100_80().price(9 * USDC),
+    ];
     let jobs = [
         job(10).needs_vram_gib(160),
         job(11).needs_vram_gib(80).max_price(USDC),
         job(12).models(&["h100"]),
-        job(13).models(&["a100"]).needs_vram_gib(16).max_price(20 * USDC),
+        job(13)
+            .models(&["a100"])
+            .needs_vram_gib(16)
+            .max_price(20 * USDC),
         job(14).models(&["H100"]),
     ];
     let mut jobs = jobs.to_vec();
@@ -167,9 +195,15 @@ fn checkpoint_capability_is_a_hard_requirement() {
     small.disk_free_gib = 29;
     let mut unstable = node(3);
     unstable.bandwidth_stable = false;
-    let plan1 = plan(vec![slow.clone(), small.clone(), unstable.clone()], &[job(10)]);
+    let plan1 = plan(
+        vec![slow.clone(), small.clone(), unstable.clone()],
+        &[job(10)],
+    );
     assert_eq!(node_of(&plan1, 10), None);
-    assert_eq!(reason_of(&plan1, 10).unwrap(), &Unplaced::NoSingleCapableNode);
+    assert_eq!(
+        reason_of(&plan1, 10).unwrap(),
+        &Unplaced::NoSingleCapableNode
+    );
 
     slow.checkpoint_write_mibps = 57;
     let plan2 = plan(vec![slow], &[job(10)]);
@@ -179,7 +213,10 @@ fn checkpoint_capability_is_a_hard_requirement() {
 #[test]
 fn a_bad_fleet_is_rejected_with_the_reason() {
     let err = FleetIndex::new(vec![node(1), node(1)]).unwrap_err();
-    assert_eq!(err.to_string(), "node 1 appears twice: each node id must be unique");
+    assert_eq!(
+        err.to_string(),
+        "node 1 appears twice: each node id must be unique"
+    );
     let err = FleetIndex::new(vec![node(2).readiness(120)]).unwrap_err();
     assert!(err.to_string().contains("readiness 120"));
 }

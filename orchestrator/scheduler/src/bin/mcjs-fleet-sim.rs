@@ -36,16 +36,31 @@ fn parse_args() -> Result<Args> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
-        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value\n{USAGE}"));
+        let mut value = |name: &str| {
+            it.next()
+                .with_context(|| format!("{name} needs a value\n{USAGE}"))
+        };
         match arg.as_str() {
             "--all" => (args.throughput, args.quality, args.scale) = (true, true, true),
             "--throughput" => args.throughput = true,
             "--quality" => args.quality = true,
             "--scale" => args.scale = true,
             "--json" => args.json = true,
-            "--seed" => args.seed = value("--seed")?.parse().context("--seed must be an integer")?,
-            "--nodes" => args.nodes = value("--nodes")?.parse().context("--nodes must be an integer")?,
-            "--days" => args.days = value("--days")?.parse().context("--days must be a number")?,
+            "--seed" => {
+                args.seed = value("--seed")?
+                    .parse()
+                    .context("--seed must be an integer")?
+            }
+            "--nodes" => {
+                args.nodes = value("--nodes")?
+                    .parse()
+                    .context("--nodes must be an integer")?
+            }
+            "--days" => {
+                args.days = value("--days")?
+                    .parse()
+                    .context("--days must be a number")?
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -89,7 +104,11 @@ fn run(args: Args) -> Result<()> {
             ..SimConfig::default()
         };
         quality_table(
-            &[Workload::balanced(), Workload::scarce_heavy(), Workload::bursty()],
+            &[
+                Workload::balanced(),
+                Workload::scarce_heavy(),
+                Workload::bursty(),
+            ],
             &config,
             args.json,
         );
@@ -98,7 +117,10 @@ fn run(args: Args) -> Result<()> {
         println!("\n## Scale: planning cost as the fleet grows (one core, medians)\n");
         throughput_table(&[1_000, 10_000, 100_000], args.seed);
         let nodes = args.nodes * 10;
-        println!("\n## Scale: placement quality at {nodes} nodes, 2 days, seed {}\n", args.seed);
+        println!(
+            "\n## Scale: placement quality at {nodes} nodes, 2 days, seed {}\n",
+            args.seed
+        );
         let config = SimConfig {
             seed: args.seed,
             nodes,
@@ -197,7 +219,13 @@ fn queued_jobs(count: usize, seed: u64) -> (Vec<Job>, Vec<ExpectedDemand>) {
     (jobs, expected)
 }
 
-fn time_plan(policy: &dyn PlacementPolicy, fleet: &FleetIndex, jobs: &[Job], expected: &[ExpectedDemand], runs: usize) -> (Duration, usize) {
+fn time_plan(
+    policy: &dyn PlacementPolicy,
+    fleet: &FleetIndex,
+    jobs: &[Job],
+    expected: &[ExpectedDemand],
+    runs: usize,
+) -> (Duration, usize) {
     let now = 1_700_000_000;
     let mut placed = 0;
     let samples = (0..runs)
@@ -213,8 +241,11 @@ fn time_plan(policy: &dyn PlacementPolicy, fleet: &FleetIndex, jobs: &[Job], exp
 }
 
 fn throughput_table(sizes: &[usize], seed: u64) {
-    let policies: [&dyn PlacementPolicy; 3] =
-        [&ScarcityAware::default(), &FirstFit::default(), &BestFit::default()];
+    let policies: [&dyn PlacementPolicy; 3] = [
+        &ScarcityAware::default(),
+        &FirstFit::default(),
+        &BestFit::default(),
+    ];
     println!("| nodes | classes | policy | full plan, 100,000 jobs | placed | one arriving job |");
     println!("| ---: | ---: | --- | ---: | ---: | ---: |");
     for &n in sizes {
@@ -247,8 +278,11 @@ fn throughput_table(sizes: &[usize], seed: u64) {
 }
 
 fn quality_table(workloads: &[Workload], config: &SimConfig, json: bool) {
-    let policies: [&dyn PlacementPolicy; 3] =
-        [&ScarcityAware::default(), &FirstFit::default(), &BestFit::default()];
+    let policies: [&dyn PlacementPolicy; 3] = [
+        &ScarcityAware::default(),
+        &FirstFit::default(),
+        &BestFit::default(),
+    ];
     println!(
         "| workload | policy | completed | rate | wasted gpu-h | wait mean | wait p99 | \
          deadline misses | scarce jobs waited | scarce wait mean | sim time |"
@@ -289,7 +323,10 @@ fn quality_table(workloads: &[Workload], config: &SimConfig, json: bool) {
         );
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&reports).expect("reports serialise"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&reports).expect("reports serialise")
+        );
     }
 }
 
