@@ -12,7 +12,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: mcjs-fleet-sim [--all] [--throughput] [--quality] [--scale] \
-[--seed N] [--nodes N] [--days D] [--json]";
+[--seed N] [--nodes N] [--days D] [--max-hold-hours H] [--forecast-mins M] [--json]";
 
 struct Args {
     throughput: bool,
@@ -21,6 +21,8 @@ struct Args {
     seed: u64,
     nodes: usize,
     days: f64,
+    max_hold_hours: f64,
+    forecast_mins: i64,
     json: bool,
 }
 
@@ -32,6 +34,8 @@ fn parse_args() -> Result<Args> {
         seed: 7,
         nodes: 1000,
         days: 7.0,
+        max_hold_hours: PlacementConfig::default().max_hold_secs as f64 / 3600.0,
+        forecast_mins: SimConfig::default().forecast_horizon_secs / 60,
         json: false,
     };
     let mut it = std::env::args().skip(1);
@@ -61,6 +65,16 @@ fn parse_args() -> Result<Args> {
                     .parse()
                     .context("--days must be a number")?
             }
+            "--max-hold-hours" => {
+                args.max_hold_hours = value("--max-hold-hours")?
+                    .parse()
+                    .context("--max-hold-hours must be a number")?
+            }
+            "--forecast-mins" => {
+                args.forecast_mins = value("--forecast-mins")?
+                    .parse()
+                    .context("--forecast-mins must be an integer")?
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -88,6 +102,10 @@ fn main() {
 }
 
 fn run(args: Args) -> Result<()> {
+    let placement = PlacementConfig {
+        max_hold_secs: (args.max_hold_hours * 3600.0) as i64,
+        ..PlacementConfig::default()
+    };
     if args.throughput {
         println!("## Planning throughput (one core, medians)\n");
         throughput_table(&[10_000], args.seed);
@@ -101,6 +119,7 @@ fn run(args: Args) -> Result<()> {
             seed: args.seed,
             nodes: args.nodes,
             days: args.days,
+            forecast_horizon_secs: args.forecast_mins * 60,
             ..SimConfig::default()
         };
         quality_table(
@@ -110,6 +129,7 @@ fn run(args: Args) -> Result<()> {
                 Workload::bursty(),
             ],
             &config,
+            placement,
             args.json,
         );
     }
@@ -125,9 +145,10 @@ fn run(args: Args) -> Result<()> {
             seed: args.seed,
             nodes,
             days: 2.0,
+            forecast_horizon_secs: args.forecast_mins * 60,
             ..SimConfig::default()
         };
-        quality_table(&[Workload::scarce_heavy()], &config, args.json);
+        quality_table(&[Workload::scarce_heavy()], &config, placement, args.json);
     }
     Ok(())
 }
@@ -277,9 +298,15 @@ fn throughput_table(sizes: &[usize], seed: u64) {
     }
 }
 
-fn quality_table(workloads: &[Workload], config: &SimConfig, json: bool) {
+fn quality_table(
+    workloads: &[Workload],
+    config: &SimConfig,
+    placement: PlacementConfig,
+    json: bool,
+) {
+    let ours = ScarcityAware { config: placement };
     let policies: [&dyn PlacementPolicy; 3] = [
-        &ScarcityAware::default(),
+        &ours,
         &FirstFit::default(),
         &BestFit::default(),
     ];
