@@ -182,7 +182,7 @@ struct Mib(u128);
 
 impl fmt::Display for Mib {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 >= 1024 && self.0 % 1024 == 0 {
+        if self.0 >= 1024 && self.0.is_multiple_of(1024) {
             write!(f, "{} GiB", self.0 / 1024)
         } else {
             write!(f, "{} MiB", self.0)

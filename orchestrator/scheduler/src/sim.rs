@@ -252,7 +252,9 @@ impl Default for SimConfig {
             partitions_per_node_day: 0.1,
             partition_mean_secs: 900.0,
             forecast_window_secs: 6 * HOUR,
-            forecast_horizon_secs: HOUR,
+            // Off by default: holding nodes for predicted arrivals cost completions in our
+            // measurements (docs/scheduler.md); `--forecast-mins` turns it on.
+            forecast_horizon_secs: 0,
             scarce_fraction: 0.15,
             scarce_wait_threshold_secs: 600,
         }
@@ -895,11 +897,10 @@ impl Sim<'_> {
                 self.report.never_started += 1;
             }
             waits.push(wait);
-            if let Some(done) = self.completed_at[j] {
+            if self.completed_at[j].is_some() {
                 self.report.completed += 1;
                 self.report.completed_gpu_hours +=
                     spec.work_secs as f64 * spec.job.hardware.gpu_count as f64 / HOUR as f64;
-                let _ = done;
             }
             if let Some(deadline) = spec.job.terms.deadline_unix {
                 self.report.deadline_jobs += 1;

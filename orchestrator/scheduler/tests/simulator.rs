@@ -14,8 +14,18 @@ fn small() -> SimConfig {
 fn a_seed_replays_the_same_run() {
     let config = small();
     let workload = Workload::scarce_heavy();
-    let a = simulate(&ScarcityAware::default(), &workload, &World::draw(&workload, &config), &config);
-    let b = simulate(&ScarcityAware::default(), &workload, &World::draw(&workload, &config), &config);
+    let a = simulate(
+        &ScarcityAware::default(),
+        &workload,
+        &World::draw(&workload, &config),
+        &config,
+    );
+    let b = simulate(
+        &ScarcityAware::default(),
+        &workload,
+        &World::draw(&workload, &config),
+        &config,
+    );
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
     assert!(a.completed > 0 && a.completed < a.submitted);
     assert!(a.node_crashes > 0 && a.job_interruptions > 0);

@@ -274,7 +274,6 @@ fn throughput_table(sizes: &[usize], seed: u64) {
         let fleet = loaded_fleet(n, 0.7, seed);
         let index_time = start.elapsed();
         let (jobs, expected) = queued_jobs(100_000, seed);
-        let one = &jobs[..1];
         for policy in policies {
             let runs = if n >= 100_000 { 3 } else { 5 };
             let (full, placed) = time_plan(policy, &fleet, &jobs, &expected, runs);
@@ -285,7 +284,6 @@ fn throughput_table(sizes: &[usize], seed: u64) {
                 let (t, _) = time_plan(policy, &fleet, job, &expected, 1);
                 singles.push(t);
             }
-            let _ = one;
             println!(
                 "| {n} | {} | {} | {} | {placed} | {} |",
                 fleet.class_count(),
@@ -305,11 +303,7 @@ fn quality_table(
     json: bool,
 ) {
     let ours = ScarcityAware { config: placement };
-    let policies: [&dyn PlacementPolicy; 3] = [
-        &ours,
-        &FirstFit::default(),
-        &BestFit::default(),
-    ];
+    let policies: [&dyn PlacementPolicy; 3] = [&ours, &FirstFit::default(), &BestFit::default()];
     println!(
         "| workload | policy | completed | rate | wasted gpu-h | wait mean | wait p99 | \
          deadline misses | scarce jobs waited | scarce wait mean | sim time |"
