@@ -1,0 +1,229 @@
+//! The fleet, grouped into hardware classes with an index of free nodes per class.
+//!
+//! Built once and updated per node change, so that planning for one arriving job touches only
+//! the classes it can use instead of every node.
+
+use crate::requirements::HardwareClass;
+use crate::types::{Node, NodeId, NodeStatus};
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::HashMap;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
+pub enum FleetError {
+    #[error("node {0} appears twice: each node id must be unique")]
+    DuplicateNode(u64),
+    #[error("node {id} has readiness {readiness}: readiness is a score in 0..=100")]
+    ReadinessOutOfRange { id: u64, readiness: u8 },
+    #[error("node {0} has no gpus: a node must report at least one gpu")]
+    NoGpus(u64),
+    #[error("node {id} model {given:?} is not normalised: write {expected:?}")]
+    ModelNotNormalised {
+        id: u64,
+        given: String,
+        expected: String,
+    },
+    #[error("node {0} is not in the fleet")]
+    UnknownNode(u64),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct ClassEntry {
+    pub profile: HardwareClass,
+    /// Nodes of the class that are not offline: how common the hardware is.
+    pub online: u32,
+    pub busy: u32,
+    pub offline: u32,
+    /// Available nodes, best first: readiness descending, then price, then id.
+    pub available: Vec<u32>,
+    /// Available nodes with a failure history, whose back-off depends on the planning time.
+    pub with_failures: Vec<u32>,
+}
+
+/// Nodes grouped by hardware class. Planning borrows it immutably.
+#[derive(Clone, Debug, Default)]
+pub struct FleetIndex {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) node_class: Vec<u32>,
+    pub(crate) classes: Vec<ClassEntry>,
+    slot_of: HashMap<NodeId, u32>,
+    class_of: HashMap<HardwareClass, u32>,
+}
+
+fn order_key(n: &Node) -> (Reverse<u8>, u64, NodeId) {
+    (Reverse(n.readiness), n.price_per_gpu_hour, n.id)
+}
+
+fn validate(node: &Node) -> Result<(), FleetError> {
+    if node.readiness > 100 {
+        return Err(FleetError::ReadinessOutOfRange {
+            id: node.id.0,
+            readiness: node.readiness,
+        });
+    }
+    if node.gpu_count == 0 {
+        return Err(FleetError::NoGpus(node.id.0));
+    }
+    let normalised = crate::model::normalise_model(&node.gpu_model);
+    if normalised != node.gpu_model {
+        return Err(FleetError::ModelNotNormalised {
+            id: node.id.0,
+            given: node.gpu_model.clone(),
+            expected: normalised,
+        });
+    }
+    Ok(())
+}
+
+impl FleetIndex {
+    pub fn new(nodes: impl IntoIterator<Item = Node>) -> Result<Self, FleetError> {
+        let mut fleet = Self::default();
+        for node in nodes {
+            if fleet.slot_of.contains_key(&node.id) {
+                return Err(FleetError::DuplicateNode(node.id.0));
+            }
+            validate(&node)?;
+            let slot = fleet.nodes.len() as u32;
+            fleet.slot_of.insert(node.id, slot);
+            fleet.nodes.push(node);
+            fleet.node_class.push(0);
+            fleet.attach_unsorted(slot);
+        }
+        // One sort per class instead of a sorted insert per node.
+        let nodes = &fleet.nodes;
+        for class in &mut fleet.classes {
+            class
+                .available
+                .sort_by_key(|&s| order_key(&nodes[s as usize]));
+        }
+        Ok(fleet)
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn class_count(&self) -> usize {
+        self.classes.len()
+    }
+
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.slot_of.get(&id).map(|&s| &self.nodes[s as usize])
+    }
+
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Adds a node or replaces its previous state (status, profile, price, failures).
+    pub fn upsert(&mut self, node: Node) -> Result<(), FleetError> {
+        validate(&node)?;
+        let slot = match self.slot_of.get(&node.id) {
+            Some(&slot) => {
+                self.detach(slot);
+                self.nodes[slot as usize] = node;
+                slot
+            }
+            None => {
+                let slot = self.nodes.len() as u32;
+                self.slot_of.insert(node.id, slot);
+                self.nodes.push(node);
+                self.node_class.push(0);
+                slot
+            }
+        };
+        self.attach(slot);
+        Ok(())
+    }
+
+    /// Changes only a node's status, the common update.
+    pub fn set_status(&mut self, id: NodeId, status: NodeStatus) -> Result<(), FleetError> {
+        let mut node = self.node(id).ok_or(FleetError::UnknownNode(id.0))?.clone();
+        node.status = status;
+        self.upsert(node)
+    }
+
+    fn attach(&mut self, slot: u32) {
+        self.attach_at(slot, true)
+    }
+
+    fn attach_unsorted(&mut self, slot: u32) {
+        self.attach_at(slot, false)
+    }
+
+    fn attach_at(&mut self, slot: u32, keep_sorted: bool) {
+        let node = &self.nodes[slot as usize];
+        let profile = HardwareClass::of(node);
+        let class = match self.class_of.get(&profile) {
+            Some(&c) => c,
+            None => {
+                let c = self.classes.len() as u32;
+                self.class_of.insert(profile.clone(), c);
+                self.classes.push(ClassEntry {
+                    profile,
+                    online: 0,
+                    busy: 0,
+                    offline: 0,
+                    available: Vec::new(),
+                    with_failures: Vec::new(),
+                });
+                c
+            }
+        };
+        self.node_class[slot as usize] = class;
+        let key = order_key(node);
+        let has_failures = node.consecutive_failures > 0;
+        let status = node.status;
+        let entry = &mut self.classes[class as usize];
+        match status {
+            NodeStatus::Offline => entry.offline += 1,
+            NodeStatus::Busy => {
+                entry.online += 1;
+                entry.busy += 1;
+            }
+            NodeStatus::Available => {
+                entry.online += 1;
+                let nodes = &self.nodes;
+                let pos = if keep_sorted {
+                    entry
+                        .available
+                        .partition_point(|&s| order_key(&nodes[s as usize]) < key)
+                } else {
+                    entry.available.len()
+                };
+                entry.available.insert(pos, slot);
+                if has_failures {
+                    entry.with_failures.push(slot);
+                }
+            }
+        }
+    }
+
+    fn detach(&mut self, slot: u32) {
+        let node = &self.nodes[slot as usize];
+        let class = self.node_class[slot as usize];
+        let key = order_key(node);
+        let entry = &mut self.classes[class as usize];
+        match node.status {
+            NodeStatus::Offline => entry.offline -= 1,
+            NodeStatus::Busy => {
+                entry.online -= 1;
+                entry.busy -= 1;
+            }
+            NodeStatus::Available => {
+                entry.online -= 1;
+                let nodes = &self.nodes;
+                let pos = entry
+                    .available
+                    .partition_point(|&s| order_key(&nodes[s as usize]) < key);
+                debug_assert_eq!(entry.available.get(pos), Some(&slot));
+                entry.available.remove(pos);
+                entry.with_failures.retain(|&s| s != slot);
+            }
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! Scarcity-aware job placement for MCJS.
+//!
+//! A pure, deterministic core: (queued jobs, fleet, expected demand, now) -> placements and an
+//! explanation for every job left waiting. No I/O, no clocks, no unseeded randomness. The fleet
+//! simulator in [`sim`] drives any [`PlacementPolicy`] over days of simulated time.
+
+pub mod fleet;
+pub mod model;
+pub mod plan;
+pub mod requirements;
+pub mod sim;
+pub mod types;
+
+pub use fleet::{FleetError, FleetIndex};
+pub use model::{model_matches, normalise_model};
+pub use plan::{
+    Availability, BestFit, FirstFit, Placement, PlacementPolicy, Plan, PlanRequest, ScarcityAware,
+    Unplaced, UnplacedJob,
+};
+pub use requirements::{HardwareClass, InvalidJob, Needs, Requirement};
+pub use types::*;

@@ -1,0 +1,702 @@
+//! Plans, the reasons a job waits, and the placement policies.
+
+use crate::fleet::FleetIndex;
+use crate::requirements::{InvalidJob, Needs, Requirement};
+use crate::types::{ExpectedDemand, Job, JobId, NodeId, PlacementConfig, format_usdc};
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+/// What to plan: the queue, the time, and the demand expected soon.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanRequest<'a> {
+    pub jobs: &'a [Job],
+    pub now_unix: i64,
+    pub expected: &'a [ExpectedDemand],
+}
+
+impl<'a> PlanRequest<'a> {
+    pub fn new(jobs: &'a [Job], now_unix: i64) -> Self {
+        Self {
+            jobs,
+            now_unix,
+            expected: &[],
+        }
+    }
+
+    pub fn with_expected(mut self, expected: &'a [ExpectedDemand]) -> Self {
+        self.expected = expected;
+        self
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    pub job: JobId,
+    pub node: NodeId,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnplacedJob {
+    pub job: JobId,
+    pub reason: Unplaced,
+}
+
+/// Why capable nodes exist but none could take the job now. Every capable node is counted
+/// once, in the first matching bucket: offline, busy (including just assigned in this plan),
+/// recently failed, too expensive, held for jobs that only it can run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Availability {
+    pub capable: u32,
+    pub offline: u32,
+    pub busy: u32,
+    pub recently_failed: u32,
+    pub too_expensive: u32,
+    pub held_for_scarcer_jobs: u32,
+    pub next_retry_unix: Option<i64>,
+    pub cheapest_per_gpu_hour: Option<u64>,
+    pub max_per_gpu_hour: u64,
+}
+
+/// Why a job was not placed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum Unplaced {
+    Invalid(InvalidJob),
+    DuplicateJob,
+    EmptyFleet,
+    /// No node in the fleet meets this requirement, whatever else it offers.
+    NoCapableNode {
+        missing: Requirement,
+    },
+    /// Each requirement is met somewhere, but never all on one node.
+    NoSingleCapableNode,
+    NoneAvailable(Availability),
+}
+
+impl fmt::Display for Unplaced {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Invalid(why) => write!(f, "invalid job: {why}"),
+            Self::DuplicateJob => write!(f, "the job appears twice in the queue"),
+            Self::EmptyFleet => write!(f, "the fleet has no nodes"),
+            Self::NoCapableNode { missing } => write!(f, "no node has {missing}"),
+            Self::NoSingleCapableNode => {
+                write!(f, "no single node meets all hardware requirements together")
+            }
+            Self::NoneAvailable(a) => a.fmt(f),
+        }
+    }
+}
+
+impl fmt::Display for Availability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.capable;
+        let nodes = if n == 1 { "node" } else { "nodes" };
+        let all = |count: u32| count == n && n > 0;
+        let retry = |f: &mut fmt::Formatter<'_>| match self.next_retry_unix {
+            Some(t) => write!(f, " (first retry at unix {t})"),
+            None => Ok(()),
+        };
+        if all(self.busy) {
+            write!(f, "all {n} capable {nodes} are busy")
+        } else if all(self.offline) {
+            write!(f, "all {n} capable {nodes} are offline")
+        } else if all(self.recently_failed) {
+            write!(f, "all {n} capable {nodes} failed recently")?;
+            retry(f)
+        } else if all(self.too_expensive) {
+            write!(
+                f,
+                "all {n} capable {nodes} cost more than {} per gpu-hour",
+                format_usdc(self.max_per_gpu_hour)
+            )?;
+            match self.cheapest_per_gpu_hour {
+                Some(c) => write!(f, " (cheapest free {})", format_usdc(c)),
+                None => Ok(()),
+            }
+        } else if all(self.held_for_scarcer_jobs) {
+            write!(
+                f,
+                "all {n} capable {nodes} are held for jobs that only they can run"
+            )
+        } else {
+            write!(f, "none of {n} capable {nodes} can take it now:")?;
+            let parts = [
+                (self.busy, "busy"),
+                (self.offline, "offline"),
+                (self.recently_failed, "failed recently"),
+                (self.too_expensive, "too expensive"),
+                (self.held_for_scarcer_jobs, "held for scarcer jobs"),
+            ];
+            let mut first = true;
+            for (count, what) in parts.into_iter().filter(|(c, _)| *c > 0) {
+                write!(f, "{} {count} {what}", if first { "" } else { "," })?;
+                first = false;
+            }
+            if self.recently_failed > 0 {
+                retry(f)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The placements for one planning round and an explanation for every job left waiting.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    pub placements: Vec<Placement>,
+    pub unplaced: Vec<UnplacedJob>,
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for p in &self.placements {
+            writeln!(f, "{} -> {}", p.job, p.node)?;
+        }
+        for u in &self.unplaced {
+            writeln!(f, "{} waits: {}", u.job, u.reason)?;
+        }
+        Ok(())
+    }
+}
+
+/// A placement policy: a pure function of the fleet and the request.
+pub trait PlacementPolicy {
+    fn name(&self) -> &'static str;
+    fn plan(&self, fleet: &FleetIndex, request: &PlanRequest<'_>) -> Plan;
+}
+
+/// Keeps scarce hardware for the jobs that only it can run; urgent deadlines first, then age;
+/// best readiness among equal nodes. See docs/scheduler.md.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScarcityAware {
+    pub config: PlacementConfig,
+}
+
+/// Baseline: each job takes the lowest-numbered node that fits.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FirstFit {
+    pub config: PlacementConfig,
+}
+
+/// Baseline: each job takes a node of the smallest hardware class that fits.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BestFit {
+    pub config: PlacementConfig,
+}
+
+impl PlacementPolicy for ScarcityAware {
+    fn name(&self) -> &'static str {
+        "scarcity-aware"
+    }
+    fn plan(&self, fleet: &FleetIndex, request: &PlanRequest<'_>) -> Plan {
+        Planner::new(Strategy::ScarcityAware, self.config, fleet, request).run()
+    }
+}
+
+impl PlacementPolicy for FirstFit {
+    fn name(&self) -> &'static str {
+        "first-fit"
+    }
+    fn plan(&self, fleet: &FleetIndex, request: &PlanRequest<'_>) -> Plan {
+        Planner::new(Strategy::FirstFit, self.config, fleet, request).run()
+    }
+}
+
+impl PlacementPolicy for BestFit {
+    fn name(&self) -> &'static str {
+        "best-fit"
+    }
+    fn plan(&self, fleet: &FleetIndex, request: &PlanRequest<'_>) -> Plan {
+        Planner::new(Strategy::BestFit, self.config, fleet, request).run()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Strategy {
+    ScarcityAware,
+    FirstFit,
+    BestFit,
+}
+
+/// A failure that later jobs of the same shape can reuse: nothing was placed since, so a job
+/// offering no more money finds nothing either.
+#[derive(Clone, Copy)]
+struct FailureMemo {
+    epoch: u64,
+    max_price: u64,
+}
+
+struct Shape {
+    needs: Needs,
+    classes: Vec<u32>,
+    /// Online nodes able to run the shape: small means the job depends on rare hardware.
+    breadth: u64,
+    tier: u32,
+    queued: f64,
+    expected: f64,
+    preference: Vec<u32>,
+    /// Index 0 honours holds, index 1 ignores them.
+    memo: [Option<FailureMemo>; 2],
+}
+
+#[derive(Default)]
+struct ClassState {
+    free: u32,
+    cursor: usize,
+    taken: Vec<bool>,
+    taken_prices: Vec<u64>,
+    backing_off: u32,
+    next_retry: Option<i64>,
+    load: f64,
+    /// Expected arrivals that only narrower hardware sets serve: (tier, jobs).
+    holds: Vec<(u32, f64)>,
+}
+
+struct Planner<'a> {
+    strategy: Strategy,
+    config: PlacementConfig,
+    fleet: &'a FleetIndex,
+    request: &'a PlanRequest<'a>,
+    shapes: Vec<Shape>,
+    classes: Vec<ClassState>,
+    epoch: u64,
+}
+
+fn tier_of(breadth: u64) -> u32 {
+    // Shapes within a factor of two of each other compete as equals, so deadline and age
+    // still order most of the queue; only markedly rarer hardware gets precedence.
+    if breadth == 0 { 0 } else { breadth.ilog2() }
+}
+
+impl<'a> Planner<'a> {
+    fn new(
+        strategy: Strategy,
+        config: PlacementConfig,
+        fleet: &'a FleetIndex,
+        request: &'a PlanRequest<'a>,
+    ) -> Self {
+        let now = request.now_unix;
+        let classes = fleet
+            .classes
+            .iter()
+            .map(|entry| {
+                let mut state = ClassState {
+                    free: entry.available.len() as u32,
+                    ..ClassState::default()
+                };
+                for &slot in &entry.with_failures {
+                    let node = &fleet.nodes[slot as usize];
+                    if config.backing_off(node, now) {
+                        state.backing_off += 1;
+                        state.free -= 1;
+                        let at = config.retry_at(node);
+                        state.next_retry = state.next_retry.min(at).or(state.next_retry).or(at);
+                    }
+                }
+                state
+            })
+            .collect();
+        Self {
+            strategy,
+            config,
+            fleet,
+            request,
+            shapes: Vec::new(),
+            classes,
+            epoch: 0,
+        }
+    }
+
+    fn shape_for(&mut self, index: &mut HashMap<Needs, usize>, needs: Needs) -> usize {
+        if let Some(&s) = index.get(&needs) {
+            return s;
+        }
+        let fleet = self.fleet;
+        let classes: Vec<u32> = (0..fleet.classes.len() as u32)
+            .filter(|&c| needs.unmet(&fleet.classes[c as usize].profile) == 0)
+            .collect();
+        let breadth = classes
+            .iter()
+            .map(|&c| fleet.classes[c as usize].online as u64)
+            .sum();
+        let s = self.shapes.len();
+        index.insert(needs.clone(), s);
+        self.shapes.push(Shape {
+            needs,
+            classes,
+            breadth,
+            tier: tier_of(breadth),
+            queued: 0.0,
+            expected: 0.0,
+            preference: Vec::new(),
+            memo: [None, None],
+        });
+        s
+    }
+
+    fn run(mut self) -> Plan {
+        let jobs = self.request.jobs;
+        let now = self.request.now_unix;
+        let mut index = HashMap::new();
+        let mut seen = HashSet::with_capacity(jobs.len());
+        let job_shape: Vec<Result<usize, Unplaced>> = jobs
+            .iter()
+            .map(|job| {
+                if !seen.insert(job.id) {
+                    return Err(Unplaced::DuplicateJob);
+                }
+                let needs = Needs::of(&job.hardware, &job.checkpoint).map_err(Unplaced::Invalid)?;
+                let s = self.shape_for(&mut index, needs);
+                self.shapes[s].queued += 1.0;
+                Ok(s)
+            })
+            .collect();
+        for demand in self.request.expected {
+            if let Ok(needs) = Needs::of(&demand.hardware, &demand.checkpoint) {
+                let s = self.shape_for(&mut index, needs);
+                self.shapes[s].expected += demand.jobs.max(0.0);
+            }
+        }
+        self.prepare_preferences();
+
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        let key = |i: &usize| {
+            let job = &jobs[*i];
+            let tier = match (&job_shape[*i], self.strategy) {
+                (Ok(s), Strategy::ScarcityAware) => self.shapes[*s].tier,
+                _ => 0,
+            };
+            let urgent_deadline = job
+                .terms
+                .deadline_unix
+                .filter(|d| d.saturating_sub(now) <= self.config.urgent_within_secs);
+            (
+                tier,
+                urgent_deadline.is_none(),
+                urgent_deadline.unwrap_or(0),
+                job.terms.submitted_unix,
+                job.id,
+            )
+        };
+        order.sort_by_cached_key(key);
+
+        let mut plan = Plan::default();
+        let mut waiting = Vec::new();
+        for i in order {
+            let job = &jobs[i];
+            match &job_shape[i] {
+                Err(reason) => plan.unplaced.push(UnplacedJob {
+                    job: job.id,
+                    reason: reason.clone(),
+                }),
+                Ok(s) => match self.place(job, *s) {
+                    Some(node) => plan.placements.push(Placement { job: job.id, node }),
+                    None => waiting.push((i, *s)),
+                },
+            }
+        }
+        self.explain(&mut plan, &waiting);
+        plan
+    }
+
+    fn prepare_preferences(&mut self) {
+        let fleet = self.fleet;
+        for shape in &self.shapes {
+            let demand = shape.queued + shape.expected;
+            if demand == 0.0 || shape.breadth == 0 {
+                continue;
+            }
+            for &c in &shape.classes {
+                let online = fleet.classes[c as usize].online as f64;
+                let state = &mut self.classes[c as usize];
+                // Demand spread over the shape's hardware in proportion to supply: load per
+                // node is high on classes that narrow shapes depend on.
+                state.load += demand / shape.breadth as f64;
+                if shape.expected > 0.0 {
+                    let share = shape.expected * online / shape.breadth as f64;
+                    state.holds.push((shape.tier, share));
+                }
+            }
+        }
+        for s in 0..self.shapes.len() {
+            let mut preference = self.shapes[s].classes.clone();
+            let profile = |c: u32| &fleet.classes[c as usize].profile;
+            match self.strategy {
+                Strategy::ScarcityAware => preference.sort_by(|&a, &b| {
+                    let (sa, sb) = (&self.classes[a as usize], &self.classes[b as usize]);
+                    sa.load
+                        .total_cmp(&sb.load)
+                        .then_with(|| {
+                            let online = |c: u32| Reverse(fleet.classes[c as usize].online);
+                            online(a).cmp(&online(b))
+                        })
+                        .then_with(|| profile(a).cmp(profile(b)))
+                }),
+                // Classes order by gpu count, vram, compute capability, then the rest: the
+                // smallest hardware that fits comes first.
+                Strategy::BestFit => preference.sort_by(|&a, &b| profile(a).cmp(profile(b))),
+                Strategy::FirstFit => {}
+            }
+            self.shapes[s].preference = preference;
+        }
+    }
+
+    fn held(&self, class: u32, tier: u32) -> u32 {
+        let held: f64 = self.classes[class as usize]
+            .holds
+            .iter()
+            .filter(|(t, _)| *t < tier)
+            .map(|(_, jobs)| jobs)
+            .sum();
+        held.ceil() as u32
+    }
+
+    fn ignores_holds(&self, job: &Job) -> bool {
+        self.strategy != Strategy::ScarcityAware
+            || self
+                .request
+                .now_unix
+                .saturating_sub(job.terms.submitted_unix)
+                >= self.config.max_hold_secs
+    }
+
+    fn place(&mut self, job: &Job, s: usize) -> Option<NodeId> {
+        let ignore_holds = self.ignores_holds(job);
+        let price = job.terms.max_price_per_gpu_hour;
+        let memo_slot = ignore_holds as usize;
+        if let Some(m) = self.shapes[s].memo[memo_slot]
+            && m.epoch == self.epoch
+            && price <= m.max_price
+        {
+            return None;
+        }
+        let avoid = job.terms.recovering_from;
+        let tier = self.shapes[s].tier;
+        let mut fallback: Option<(u32, usize)> = None;
+        let mut chosen: Option<(u32, usize)> = None;
+        let preference = std::mem::take(&mut self.shapes[s].preference);
+        if self.strategy == Strategy::FirstFit {
+            let mut best: Option<(NodeId, u32, usize)> = None;
+            for &c in &preference {
+                if self.classes[c as usize].free == 0 {
+                    continue;
+                }
+                if let Some((pos, is_fallback)) = self.lowest_id_node(c, price, avoid) {
+                    let id = self.node_at(c, pos).id;
+                    if is_fallback {
+                        fallback = fallback.or(Some((c, pos)));
+                    } else if best.is_none_or(|(b, _, _)| id < b) {
+                        best = Some((id, c, pos));
+                    }
+                }
+            }
+            chosen = best.map(|(_, c, pos)| (c, pos));
+        } else {
+            for &c in &preference {
+                let free = self.classes[c as usize].free;
+                if free == 0 || (!ignore_holds && free <= self.held(c, tier)) {
+                    continue;
+                }
+                match self.best_node(c, price, avoid) {
+                    Some((pos, false)) => {
+                        chosen = Some((c, pos));
+                        break;
+                    }
+                    Some((pos, true)) => fallback = fallback.or(Some((c, pos))),
+                    None => {}
+                }
+            }
+        }
+        self.shapes[s].preference = preference;
+        match chosen.or(fallback) {
+            Some((c, pos)) => {
+                let node = self.node_at(c, pos);
+                let (id, node_price) = (node.id, node.price_per_gpu_hour);
+                let state = &mut self.classes[c as usize];
+                if state.taken.is_empty() {
+                    state.taken = vec![false; self.fleet.classes[c as usize].available.len()];
+                }
+                state.taken[pos] = true;
+                state.taken_prices.push(node_price);
+                state.free -= 1;
+                self.epoch += 1;
+                Some(id)
+            }
+            None => {
+                let memo = &mut self.shapes[s].memo[memo_slot];
+                let max_price = match memo {
+                    Some(m) if m.epoch == self.epoch => m.max_price.max(price),
+                    _ => price,
+                };
+                *memo = Some(FailureMemo {
+                    epoch: self.epoch,
+                    max_price,
+                });
+                None
+            }
+        }
+    }
+
+    fn node_at(&self, class: u32, pos: usize) -> &'a crate::types::Node {
+        let slot = self.fleet.classes[class as usize].available[pos];
+        &self.fleet.nodes[slot as usize]
+    }
+
+    fn usable(&self, class: u32, pos: usize) -> bool {
+        let state = &self.classes[class as usize];
+        if state.taken.get(pos).copied().unwrap_or(false) {
+            return false;
+        }
+        let node = self.node_at(class, pos);
+        node.consecutive_failures == 0 || !self.config.backing_off(node, self.request.now_unix)
+    }
+
+    /// The best free node of a class the job can afford: readiness order, skipping the node
+    /// that just failed the job unless it is the only one (returned with `true`).
+    fn best_node(
+        &mut self,
+        class: u32,
+        price: u64,
+        avoid: Option<NodeId>,
+    ) -> Option<(usize, bool)> {
+        let len = self.fleet.classes[class as usize].available.len();
+        let mut cursor = self.classes[class as usize].cursor;
+        while cursor < len && !self.usable(class, cursor) {
+            cursor += 1;
+        }
+        self.classes[class as usize].cursor = cursor;
+        let mut fallback = None;
+        for pos in cursor..len {
+            if !self.usable(class, pos) {
+                continue;
+            }
+            let node = self.node_at(class, pos);
+            if node.price_per_gpu_hour > price {
+                continue;
+            }
+            if Some(node.id) == avoid {
+                fallback = Some((pos, true));
+                continue;
+            }
+            return Some((pos, false));
+        }
+        fallback
+    }
+
+    fn lowest_id_node(
+        &self,
+        class: u32,
+        price: u64,
+        avoid: Option<NodeId>,
+    ) -> Option<(usize, bool)> {
+        let len = self.fleet.classes[class as usize].available.len();
+        let mut best: Option<(NodeId, usize)> = None;
+        let mut fallback = None;
+        for pos in 0..len {
+            if !self.usable(class, pos) {
+                continue;
+            }
+            let node = self.node_at(class, pos);
+            if node.price_per_gpu_hour > price {
+                continue;
+            }
+            if Some(node.id) == avoid {
+                fallback = Some((pos, true));
+            } else if best.is_none_or(|(id, _)| node.id < id) {
+                best = Some((node.id, pos));
+            }
+        }
+        best.map(|(_, pos)| (pos, false)).or(fallback)
+    }
+
+    fn explain(&mut self, plan: &mut Plan, waiting: &[(usize, usize)]) {
+        let jobs = self.request.jobs;
+        let fleet = self.fleet;
+        if waiting.is_empty() {
+            return;
+        }
+        // Prices of the nodes each class had free at the start, for counting "too expensive".
+        let mut free_prices: Vec<Option<Vec<u64>>> = vec![None; self.classes.len()];
+        for state in &mut self.classes {
+            state.taken_prices.sort_unstable();
+        }
+        let mut by_shape: HashMap<usize, Unplaced> = HashMap::new();
+        let mut by_price: HashMap<(usize, u64), Unplaced> = HashMap::new();
+        for &(i, s) in waiting {
+            let job = &jobs[i];
+            let shape = &self.shapes[s];
+            let reason = if fleet.is_empty() {
+                Unplaced::EmptyFleet
+            } else if shape.classes.is_empty() {
+                by_shape
+                    .entry(s)
+                    .or_insert_with(|| {
+                        let mask = fleet
+                            .classes
+                            .iter()
+                            .fold(u16::MAX, |m, c| m & shape.needs.unmet(&c.profile));
+                        match shape.needs.requirement(mask) {
+                            Some(missing) => Unplaced::NoCapableNode { missing },
+                            None => Unplaced::NoSingleCapableNode,
+                        }
+                    })
+                    .clone()
+            } else {
+                let price = job.terms.max_price_per_gpu_hour;
+                by_price
+                    .entry((s, price))
+                    .or_insert_with(|| {
+                        let mut a = Availability {
+                            max_per_gpu_hour: price,
+                            ..Availability::default()
+                        };
+                        for &c in &shape.classes {
+                            let entry = &fleet.classes[c as usize];
+                            let state = &self.classes[c as usize];
+                            let prices = free_prices[c as usize].get_or_insert_with(|| {
+                                let mut p: Vec<u64> = entry
+                                    .available
+                                    .iter()
+                                    .map(|&slot| &fleet.nodes[slot as usize])
+                                    .filter(|n| {
+                                        n.consecutive_failures == 0
+                                            || !self.config.backing_off(n, self.request.now_unix)
+                                    })
+                                    .map(|n| n.price_per_gpu_hour)
+                                    .collect();
+                                p.sort_unstable();
+                                p
+                            });
+                            let affordable = prices.partition_point(|&p| p <= price) as u32;
+                            let affordable_taken =
+                                state.taken_prices.partition_point(|&p| p <= price) as u32;
+                            a.capable += entry.online + entry.offline;
+                            a.offline += entry.offline;
+                            a.busy += entry.busy + affordable_taken;
+                            a.recently_failed += state.backing_off;
+                            a.too_expensive += prices.len() as u32 - affordable;
+                            a.held_for_scarcer_jobs += affordable - affordable_taken;
+                            a.next_retry_unix = match (a.next_retry_unix, state.next_retry) {
+                                (Some(x), Some(y)) => Some(x.min(y)),
+                                (x, y) => x.or(y),
+                            };
+                            if let Some(&cheapest) = prices.first() {
+                                a.cheapest_per_gpu_hour = Some(
+                                    a.cheapest_per_gpu_hour
+                                        .map_or(cheapest, |c| c.min(cheapest)),
+                                );
+                            }
+                        }
+                        Unplaced::NoneAvailable(a)
+                    })
+                    .clone()
+            };
+            plan.unplaced.push(UnplacedJob {
+                job: job.id,
+                reason,
+            });
+        }
+    }
+}
