@@ -1,0 +1,8 @@
+//! The parts of the MCJS node agent that do not need the chain: the job
+//! container runner, the checkpoint pipeline (detect, hash, store, restore),
+//! data staging and checkpoint deadline tracking. The job contract they
+//! implement is docs/job-contract.md.
+
+pub mod checkpoint;
+pub mod contract;
+pub mod deadline;
