@@ -6,3 +6,5 @@
 pub mod checkpoint;
 pub mod contract;
 pub mod deadline;
+pub mod docker;
+pub mod engine;
