@@ -30,7 +30,10 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         cmd: Some(spec.args.clone()),
         env: Some(spec.environment()),
         user: Some(spec.user.clone()),
-        labels: Some(HashMap::from([(JOB_LABEL.to_string(), spec.job_id.clone())])),
+        labels: Some(HashMap::from([(
+            JOB_LABEL.to_string(),
+            spec.job_id.clone(),
+        )])),
         network_disabled: Some(!spec.network),
         host_config: Some(host_config(spec)),
         ..Default::default()
@@ -270,7 +273,12 @@ impl ContainerEngine for DockerEngine {
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let last_log_lines = logs.lock().expect("log tail lock").iter().cloned().collect();
+        let last_log_lines = logs
+            .lock()
+            .expect("log tail lock")
+            .iter()
+            .cloned()
+            .collect();
         let report = ExitReport {
             code,
             meaning: ExitMeaning::of(code),

@@ -13,7 +13,9 @@ use std::time::Duration;
 pub enum EngineError {
     #[error("invalid container spec: {0}")]
     InvalidSpec(String),
-    #[error("cannot reach the container engine: {0}; is the Docker daemon running and its socket readable?")]
+    #[error(
+        "cannot reach the container engine: {0}; is the Docker daemon running and its socket readable?"
+    )]
     Unreachable(String),
     #[error("the container engine refused to {action} for job {job_id}: {reason}")]
     Engine {
@@ -200,13 +202,21 @@ impl ContainerSpec {
     pub fn environment(&self) -> Vec<String> {
         let mut env = vec![
             format!("{}={}", contract::ENV_JOB_ID, self.job_id),
-            format!("{}={}", contract::ENV_DATA_DIR, contract::CONTAINER_DATA_DIR),
+            format!(
+                "{}={}",
+                contract::ENV_DATA_DIR,
+                contract::CONTAINER_DATA_DIR
+            ),
             format!(
                 "{}={}",
                 contract::ENV_CHECKPOINT_DIR,
                 contract::CONTAINER_CHECKPOINT_DIR
             ),
-            format!("{}={}", contract::ENV_OUTPUT_DIR, contract::CONTAINER_OUTPUT_DIR),
+            format!(
+                "{}={}",
+                contract::ENV_OUTPUT_DIR,
+                contract::CONTAINER_OUTPUT_DIR
+            ),
             format!(
                 "{}={}",
                 contract::ENV_CHECKPOINT_INTERVAL_SECS,
@@ -237,7 +247,9 @@ fn is_pinned(image: &str) -> bool {
         None => image,
     };
     digest.strip_prefix("sha256:").is_some_and(|h| {
-        h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
 }
 
@@ -311,9 +323,15 @@ pub trait ContainerEngine: Send + Sync {
     ) -> impl Future<Output = Result<(), EngineError>> + Send;
 
     /// Waits for the container to exit.
-    fn wait(&self, id: &ContainerId) -> impl Future<Output = Result<ExitReport, EngineError>> + Send;
+    fn wait(
+        &self,
+        id: &ContainerId,
+    ) -> impl Future<Output = Result<ExitReport, EngineError>> + Send;
 
-    fn is_running(&self, id: &ContainerId) -> impl Future<Output = Result<bool, EngineError>> + Send;
+    fn is_running(
+        &self,
+        id: &ContainerId,
+    ) -> impl Future<Output = Result<bool, EngineError>> + Send;
 
     /// Removes the container, killing it first if it still runs.
     fn remove(&self, id: &ContainerId) -> impl Future<Output = Result<(), EngineError>> + Send;
@@ -356,14 +374,24 @@ mod tests {
     fn root_is_refused() {
         let mut s = spec();
         s.user = "0:0".into();
-        assert!(s.validate().unwrap_err().to_string().contains("never run as root"));
+        assert!(
+            s.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("never run as root")
+        );
     }
 
     #[test]
     fn relative_mounts_and_reserved_env_are_refused() {
         let mut s = spec();
         s.mounts.output = "out".into();
-        assert!(s.validate().unwrap_err().to_string().contains("absolute path"));
+        assert!(
+            s.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("absolute path")
+        );
         let mut s = spec();
         s.env.push(("MCJS_DATA_DIR".into(), "/x".into()));
         assert!(s.validate().unwrap_err().to_string().contains("reserved"));
@@ -372,9 +400,19 @@ mod tests {
     #[test]
     fn the_restore_dir_is_announced_only_when_resuming() {
         let mut s = spec();
-        assert!(!s.environment().iter().any(|e| e.starts_with("MCJS_RESTORE_DIR=")));
+        assert!(
+            !s.environment()
+                .iter()
+                .any(|e| e.starts_with("MCJS_RESTORE_DIR="))
+        );
         s.mounts.restore = Some("/srv/r".into());
-        assert!(s.environment().contains(&"MCJS_RESTORE_DIR=/mcjs/restore".to_string()));
-        assert!(s.environment().contains(&"MCJS_CHECKPOINT_INTERVAL_SECS=900".to_string()));
+        assert!(
+            s.environment()
+                .contains(&"MCJS_RESTORE_DIR=/mcjs/restore".to_string())
+        );
+        assert!(
+            s.environment()
+                .contains(&"MCJS_CHECKPOINT_INTERVAL_SECS=900".to_string())
+        );
     }
 }

@@ -8,3 +8,5 @@ pub mod contract;
 pub mod deadline;
 pub mod docker;
 pub mod engine;
+pub mod staging;
+pub mod store;
