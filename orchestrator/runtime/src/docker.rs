@@ -13,8 +13,8 @@ use bollard::query_parameters::{
     LogsOptionsBuilder, RemoveContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// How many of a container's last log lines are kept for its exit report.
@@ -97,11 +97,8 @@ pub fn gpu_device_requests(gpus: &GpuRequest) -> Option<Vec<DeviceRequest>> {
     }
 }
 
-type LogTail = Arc<Mutex<VecDeque<String>>>;
-
 struct Tracked {
     job_id: String,
-    logs: LogTail,
     follower: tokio::task::JoinHandle<()>,
 }
 
@@ -154,17 +151,15 @@ impl DockerEngine {
         }
     }
 
-    /// Follows the container's output into `tracing` (one event per line,
-    /// with the job id) and keeps the last lines for the exit report.
+    /// Follows the container's output into `tracing`, one event per line
+    /// with the job id.
     fn follow_logs(&self, id: &ContainerId, job_id: &str) -> Tracked {
-        let logs: LogTail = Arc::new(Mutex::new(VecDeque::with_capacity(LOG_TAIL)));
         let options = LogsOptionsBuilder::default()
             .follow(true)
             .stdout(true)
             .stderr(true)
             .build();
         let mut stream = self.docker.logs(&id.0, Some(options));
-        let tail = Arc::clone(&logs);
         let job = job_id.to_string();
         let follower = tokio::spawn(async move {
             while let Some(item) = stream.next().await {
@@ -176,19 +171,34 @@ impl DockerEngine {
                 let text = String::from_utf8_lossy(out.as_ref()).into_owned();
                 for line in text.lines().filter(|l| !l.is_empty()) {
                     tracing::info!(job_id = %job, stream = stream_name, "{line}");
-                    let mut t = tail.lock().expect("log tail lock");
-                    if t.len() == LOG_TAIL {
-                        t.pop_front();
-                    }
-                    t.push_back(line.to_string());
                 }
             }
         });
         Tracked {
             job_id: job_id.to_string(),
-            logs,
             follower,
         }
+    }
+}
+
+impl DockerEngine {
+    /// The container's last [`LOG_TAIL`] lines of stdout and stderr.
+    pub async fn log_tail(&self, id: &ContainerId) -> Result<Vec<String>, EngineError> {
+        let options = LogsOptionsBuilder::default()
+            .stdout(true)
+            .stderr(true)
+            .tail(&LOG_TAIL.to_string())
+            .build();
+        let mut stream = self.docker.logs(&id.0, Some(options));
+        let mut lines = Vec::new();
+        while let Some(item) = stream.next().await {
+            let out = item.map_err(|e| self.refused("read the logs of", id, e))?;
+            let text = String::from_utf8_lossy(out.as_ref()).into_owned();
+            lines.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
+        }
+        let excess = lines.len().saturating_sub(LOG_TAIL);
+        lines.drain(..excess);
+        Ok(lines)
     }
 }
 
@@ -216,15 +226,17 @@ impl ContainerEngine for DockerEngine {
             .await
             .map_err(|e| refused("create a container", e))?;
         let id = ContainerId(created.id);
+        if let Err(e) = self.docker.start_container(&id.0, None).await {
+            let _ = self.remove(&id).await;
+            return Err(refused("start the container", e));
+        }
+        // Followed from the start of the log, so nothing printed before the
+        // follower attaches is missed.
         let tracked = self.follow_logs(&id, &spec.job_id);
         self.tracked
             .lock()
             .expect("tracked containers lock")
             .insert(id.0.clone(), tracked);
-        if let Err(e) = self.docker.start_container(&id.0, None).await {
-            let _ = self.remove(&id).await;
-            return Err(refused("start the container", e));
-        }
         tracing::info!(container = %id, "job container started");
         Ok(id)
     }
@@ -258,27 +270,21 @@ impl ContainerEngine for DockerEngine {
             .state
             .unwrap_or_default();
         let code = state.exit_code.or(waited).unwrap_or(-1);
-        let (logs, follower) = {
-            let tracked = self.tracked.lock().expect("tracked containers lock");
-            match tracked.get(&id.0) {
-                Some(t) => (Arc::clone(&t.logs), Some(t.follower.abort_handle())),
-                None => (Arc::default(), None),
-            }
-        };
-        // The log stream ends with the container; give the follower a moment
-        // to drain it so the report has the very last lines.
+        let follower = self
+            .tracked
+            .lock()
+            .expect("tracked containers lock")
+            .get(&id.0)
+            .map(|t| t.follower.abort_handle());
+        // Let the follower drain the stream (it ends with the container) so
+        // the tracing log is complete too.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while follower.as_ref().is_some_and(|f| !f.is_finished())
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let last_log_lines = logs
-            .lock()
-            .expect("log tail lock")
-            .iter()
-            .cloned()
-            .collect();
+        let last_log_lines = self.log_tail(id).await?;
         let report = ExitReport {
             code,
             meaning: ExitMeaning::of(code),

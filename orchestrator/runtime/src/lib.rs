@@ -8,5 +8,6 @@ pub mod contract;
 pub mod deadline;
 pub mod docker;
 pub mod engine;
+pub mod launch;
 pub mod staging;
 pub mod store;

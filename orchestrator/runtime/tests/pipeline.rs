@@ -12,7 +12,10 @@ fn write_checkpoint(root: &Path, step: u64, payload: &[u8]) {
     std::fs::write(dir.join("optimizer.bin"), [payload, b"-opt"].concat()).unwrap();
     std::fs::write(
         dir.join("mcjs-manifest.json"),
-        format!(r#"{{"format":"mcjs-checkpoint/1","epoch":{},"step":{step}}}"#, step / 10),
+        format!(
+            r#"{{"format":"mcjs-checkpoint/1","epoch":{},"step":{step}}}"#,
+            step / 10
+        ),
     )
     .unwrap();
 }
@@ -84,7 +87,10 @@ async fn only_the_last_k_checkpoints_are_kept() {
     assert_eq!(steps, [30, 40]);
     // Deleted ones leave no files behind.
     let files = walk(&f.store_root);
-    assert!(files.iter().all(|p| !p.contains("00000000000000000010")), "{files:?}");
+    assert!(
+        files.iter().all(|p| !p.contains("00000000000000000010")),
+        "{files:?}"
+    );
 }
 
 fn walk(root: &Path) -> Vec<String> {
@@ -118,7 +124,10 @@ async fn restore_verifies_and_gives_back_the_exact_files() {
     assert_eq!(restored.checkpoint.step, 10);
     assert!(restored.skipped.is_empty());
     assert_eq!(hash_checkpoint(&restored.dir, 1).unwrap(), original);
-    assert_eq!(std::fs::read(restored.dir.join("shards/weights.bin")).unwrap(), b"ten");
+    assert_eq!(
+        std::fs::read(restored.dir.join("shards/weights.bin")).unwrap(),
+        b"ten"
+    );
 }
 
 #[tokio::test]
@@ -146,7 +155,11 @@ async fn a_corrupt_checkpoint_falls_back_to_the_previous_one() {
     assert_eq!(restored.checkpoint.step, 10);
     assert_eq!(restored.skipped.len(), 1);
     assert_eq!(restored.skipped[0].step, 20);
-    assert!(restored.skipped[0].reason.starts_with("corrupt"), "{:?}", restored.skipped);
+    assert!(
+        restored.skipped[0].reason.starts_with("corrupt"),
+        "{:?}",
+        restored.skipped
+    );
     assert_eq!(
         std::fs::read(restored.dir.join("shards/weights.bin")).unwrap(),
         b"payload 10"
@@ -195,7 +208,11 @@ async fn a_missing_file_or_an_unknown_hash_falls_back_too_and_all_failing_is_an_
         .unwrap();
     assert_eq!(restored.checkpoint.step, 10);
     assert_eq!(restored.skipped.len(), 2);
-    assert!(restored.skipped[0].reason.contains("not in the checkpoint store"));
+    assert!(
+        restored.skipped[0]
+            .reason
+            .contains("not in the checkpoint store")
+    );
     assert!(restored.skipped[1].reason.contains("download failed"));
 
     let err = f
