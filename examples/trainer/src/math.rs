@@ -37,7 +37,7 @@ impl Rng {
 
     /// Uniform in [0, n) without modulo bias worth caring about for n << 2^32.
     pub fn below(&mut self, n: u32) -> u32 {
-        ((self.next_u64() >> 32) * u64::from(n) >> 32) as u32
+        (((self.next_u64() >> 32) * u64::from(n)) >> 32) as u32
     }
 
     pub fn shuffle(&mut self, items: &mut [u32]) {

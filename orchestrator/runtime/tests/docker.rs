@@ -166,7 +166,7 @@ async fn a_job_killed_mid_run_resumes_from_the_store_to_the_same_model_bytes() {
     let (id, _) = launch(
         &engine,
         &job.cache,
-        &[job.input.clone()],
+        std::slice::from_ref(&job.input),
         &job.spec("ref", None, &[]),
     )
     .await
@@ -179,7 +179,7 @@ async fn a_job_killed_mid_run_resumes_from_the_store_to_the_same_model_bytes() {
     let (id, staged) = launch(
         &engine,
         &job.cache,
-        &[job.input.clone()],
+        std::slice::from_ref(&job.input),
         &job.spec("first", None, &["--step-sleep-ms", "40"]),
     )
     .await
@@ -264,7 +264,7 @@ async fn a_job_killed_mid_run_resumes_from_the_store_to_the_same_model_bytes() {
     let (id, _) = launch(
         &engine,
         &job.cache,
-        &[job.input.clone()],
+        std::slice::from_ref(&job.input),
         &job.spec("second", Some(restored.dir.clone()), &[]),
     )
     .await
@@ -329,7 +329,7 @@ async fn a_job_that_never_checkpoints_is_flagged_overdue() {
     // Its first step never ends within the test: a hung job.
     let mut spec = job.spec("run", None, &["--step-sleep-ms", "600000"]);
     spec.checkpoint_interval = Duration::from_secs(1);
-    let (id, _) = launch(&engine, &job.cache, &[job.input.clone()], &spec)
+    let (id, _) = launch(&engine, &job.cache, std::slice::from_ref(&job.input), &spec)
         .await
         .unwrap();
     let policy = CheckpointPolicy {
@@ -364,7 +364,7 @@ async fn a_container_that_exits_non_zero_reports_its_code_and_last_log_lines() {
     let job = Job::new("failing");
     let mut spec = job.spec("bad-input", None, &[]);
     spec.args = vec!["train".into(), "--data".into(), "missing.csv".into()];
-    let (id, _) = launch(&engine, &job.cache, &[job.input.clone()], &spec)
+    let (id, _) = launch(&engine, &job.cache, std::slice::from_ref(&job.input), &spec)
         .await
         .unwrap();
     let report = finish(&engine, &id).await;
@@ -380,7 +380,7 @@ async fn a_container_that_exits_non_zero_reports_its_code_and_last_log_lines() {
     let (id, _) = launch(
         &engine,
         &job.cache,
-        &[job.input.clone()],
+        std::slice::from_ref(&job.input),
         &job.spec("crash", None, &["--halt-at-step", "20"]),
     )
     .await
