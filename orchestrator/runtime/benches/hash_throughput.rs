@@ -50,7 +50,11 @@ fn external(program: &str, args: &[&str], files: &[PathBuf]) -> Option<impl FnMu
         let args: Vec<String> = args.iter().map(ToString::to_string).collect();
         let files = files.to_vec();
         move || {
-            let out = Command::new(&program).args(&args).args(&files).output().unwrap();
+            let out = Command::new(&program)
+                .args(&args)
+                .args(&files)
+                .output()
+                .unwrap();
             assert!(out.status.success());
         }
     })
@@ -92,7 +96,11 @@ fn main() {
         let d = time(reps, || {
             hash_checkpoint(dir.path(), threads).unwrap();
         });
-        row("mcjs_runtime::checkpoint::hash_checkpoint", &threads.to_string(), d);
+        row(
+            "mcjs_runtime::checkpoint::hash_checkpoint",
+            &threads.to_string(),
+            d,
+        );
         if threads >= cores {
             break;
         }

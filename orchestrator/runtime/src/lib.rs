@@ -8,6 +8,9 @@ pub mod contract;
 pub mod deadline;
 pub mod docker;
 pub mod engine;
+/// In-memory engine for testing code built on this crate (feature `fake`).
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
 pub mod launch;
 pub mod staging;
 pub mod store;
