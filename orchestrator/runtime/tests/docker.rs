@@ -195,6 +195,25 @@ async fn a_job_killed_mid_run_resumes_from_the_store_to_the_same_model_bytes() {
         .await
         .unwrap();
     let host = info.host_config.unwrap();
+    eprintln!(
+        "security settings as the engine reports them: {}",
+        serde_json::json!({
+            "Config.User": info.config.as_ref().and_then(|c| c.user.clone()),
+            "HostConfig.ReadonlyRootfs": host.readonly_rootfs,
+            "HostConfig.CapDrop": host.cap_drop,
+            "HostConfig.SecurityOpt": host.security_opt,
+            "HostConfig.NetworkMode": host.network_mode,
+            "HostConfig.NanoCpus": host.nano_cpus,
+            "HostConfig.Memory": host.memory,
+            "HostConfig.MemorySwap": host.memory_swap,
+            "HostConfig.PidsLimit": host.pids_limit,
+            "HostConfig.Tmpfs": host.tmpfs,
+            "HostConfig.Mounts": host.mounts.as_ref().map(|ms| ms
+                .iter()
+                .map(|m| format!("{} ro={}", m.target.clone().unwrap_or_default(), m.read_only.unwrap_or(false)))
+                .collect::<Vec<_>>()),
+        })
+    );
     assert_eq!(host.readonly_rootfs, Some(true));
     assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
     assert_eq!(
