@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds the reference trainer as a static (musl) binary and packs it into a
+# local image `mcjs-trainer:latest` FROM scratch (no registry needed).
+# Prints the image id (sha256:...) on stdout; everything else goes to stderr.
+#
+#   examples/trainer/build-image.sh [TAG]
+#
+# Honours CARGO_TARGET_DIR. Needs `rustup target add x86_64-unknown-linux-musl`.
+set -euo pipefail
+tag="${1:-mcjs-trainer:latest}"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+target="x86_64-unknown-linux-musl"
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+
+if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+  rustup target add "$target" >&2
+fi
+(cd "$root" && cargo build --release --locked -p mcjs-trainer --target "$target" >&2)
+
+ctx="$(mktemp -d)"
+trap 'rm -rf "$ctx"' EXIT
+cp "$target_dir/$target/release/mcjs-trainer" "$ctx/mcjs-trainer"
+cat > "$ctx/Dockerfile" <<'DOCKERFILE'
+FROM scratch
+COPY mcjs-trainer /mcjs-trainer
+USER 65532:65532
+ENTRYPOINT ["/mcjs-trainer"]
+DOCKERFILE
+# The classic builder needs nothing beyond the engine; BuildKit would too,
+# but is not installed everywhere.
+DOCKER_BUILDKIT=0 docker build --quiet --tag "$tag" "$ctx" >&2
+docker image inspect --format '{{.Id}}' "$tag"

@@ -1,0 +1,255 @@
+//! The reference trainer's promise: interrupted and resumed any number of
+//! times, at any points, it ends with the same model bytes as a run that was
+//! never interrupted.
+
+use proptest::prelude::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+const TRAINER: &str = env!("CARGO_BIN_EXE_mcjs-trainer");
+const EPOCHS: u64 = 4;
+const STEPS_PER_EPOCH: u64 = 300 / 16 + 1; // rows 300, batch 16
+const TOTAL_STEPS: u64 = EPOCHS * STEPS_PER_EPOCH;
+
+struct Job {
+    _root: tempfile::TempDir,
+    data: PathBuf,
+    ckpt: PathBuf,
+    out: PathBuf,
+}
+
+impl Job {
+    fn new() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let [data, ckpt, out] = ["data", "ckpt", "out"].map(|d| root.path().join(d));
+        for d in [&data, &ckpt, &out] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let status = Command::new(TRAINER)
+            .args([
+                "gen-data",
+                "--seed",
+                "5",
+                "--rows",
+                "300",
+                "--features",
+                "6",
+            ])
+            .arg("--out")
+            .arg(data.join("train.csv"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        Self {
+            _root: root,
+            data,
+            ckpt,
+            out,
+        }
+    }
+
+    fn command(&self, restore: Option<&Path>, extra: &[&str]) -> Command {
+        let mut c = Command::new(TRAINER);
+        c.args([
+            "train",
+            "--data",
+            "train.csv",
+            "--hidden",
+            "8",
+            "--batch-size",
+            "16",
+        ])
+        .args(["--epochs", &EPOCHS.to_string(), "--seed", "11"])
+        .args(extra)
+        .env("MCJS_DATA_DIR", &self.data)
+        .env("MCJS_CHECKPOINT_DIR", &self.ckpt)
+        .env("MCJS_OUTPUT_DIR", &self.out)
+        .env_remove("MCJS_CHECKPOINT_INTERVAL_SECS")
+        .env_remove("MCJS_RESTORE_DIR");
+        if let Some(dir) = restore {
+            c.env("MCJS_RESTORE_DIR", dir);
+        }
+        c
+    }
+
+    fn run(&self, restore: Option<&Path>, extra: &[&str]) -> Output {
+        self.command(restore, extra).output().unwrap()
+    }
+
+    /// The newest checkpoint whose manifest is in place, as the agent would
+    /// pick it: half-written directories are ignored.
+    fn latest_checkpoint(&self) -> Option<(u64, PathBuf)> {
+        std::fs::read_dir(&self.ckpt)
+            .unwrap()
+            .filter_map(|e| {
+                let dir = e.unwrap().path();
+                let manifest = std::fs::read(dir.join("mcjs-manifest.json")).ok()?;
+                let v: serde_json::Value = serde_json::from_slice(&manifest).unwrap();
+                Some((v["step"].as_u64().unwrap(), dir))
+            })
+            .max()
+    }
+
+    fn model(&self) -> Vec<u8> {
+        std::fs::read(self.out.join("model.bin")).unwrap()
+    }
+}
+
+fn uninterrupted_model() -> Vec<u8> {
+    let job = Job::new();
+    let out = job.run(None, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    job.model()
+}
+
+#[test]
+fn training_learns_the_generated_task() {
+    let job = Job::new();
+    let out = job.run(None, &["--epochs", "30"]);
+    assert!(out.status.success());
+    let metrics: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(job.out.join("metrics.json")).unwrap()).unwrap();
+    assert_eq!(metrics["steps"], 30 * STEPS_PER_EPOCH);
+    let acc = metrics["train_accuracy"].as_f64().unwrap();
+    assert!(acc > 0.85, "accuracy {acc} after 30 epochs");
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn resuming_after_crashes_at_any_steps_gives_the_same_model_bytes(
+        every in 1u64..=12,
+        mut halts in prop::collection::vec(1u64..TOTAL_STEPS, 1..5),
+    ) {
+        halts.sort();
+        let reference = uninterrupted_model();
+        let job = Job::new();
+        let every = every.to_string();
+        let mut crashes = 0;
+        for halt in halts {
+            let restore = job.latest_checkpoint();
+            if restore.as_ref().is_some_and(|(step, _)| *step >= halt) {
+                continue;
+            }
+            let out = job.run(
+                restore.as_ref().map(|(_, d)| d.as_path()),
+                &["--checkpoint-every-steps", &every, "--halt-at-step", &halt.to_string()],
+            );
+            prop_assert_eq!(out.status.code(), Some(86), "{}", String::from_utf8_lossy(&out.stderr));
+            crashes += 1;
+        }
+        prop_assert!(crashes > 0);
+        let restore = job.latest_checkpoint();
+        let out = job.run(restore.as_ref().map(|(_, d)| d.as_path()), &["--checkpoint-every-steps", &every]);
+        prop_assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        prop_assert!(job.model() == reference, "resumed model differs from the uninterrupted one");
+    }
+}
+
+#[test]
+fn sigusr1_checkpoint_then_sigkill_then_resume_gives_the_same_model_bytes() {
+    let reference = uninterrupted_model();
+    let job = Job::new();
+    let mut child = job
+        .command(None, &["--step-sleep-ms", "5"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-USR1", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while job.latest_checkpoint().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint after SIGUSR1"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !job.out.join("model.bin").exists(),
+        "the run finished before it was killed"
+    );
+    let (step, dir) = job.latest_checkpoint().unwrap();
+    assert!(step > 0 && step < TOTAL_STEPS);
+    let out = job.run(Some(&dir), &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(job.model() == reference);
+}
+
+#[test]
+fn sigterm_checkpoints_and_exits_75() {
+    let job = Job::new();
+    let mut child = job
+        .command(None, &["--step-sleep-ms", "5"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(75));
+    assert!(job.latest_checkpoint().is_some());
+}
+
+#[test]
+fn resuming_with_other_hyperparameters_is_refused_with_exit_2() {
+    let job = Job::new();
+    let out = job.run(
+        None,
+        &["--checkpoint-every-steps", "5", "--halt-at-step", "7"],
+    );
+    assert_eq!(out.status.code(), Some(86));
+    let (_, dir) = job.latest_checkpoint().unwrap();
+    let out = job.run(Some(&dir), &["--lr", "0.1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("other hyperparameters or other data"), "{err}");
+}
+
+#[test]
+fn a_checkpoint_without_its_manifest_is_not_restorable() {
+    let job = Job::new();
+    let out = job.run(
+        None,
+        &["--checkpoint-every-steps", "5", "--halt-at-step", "5"],
+    );
+    assert_eq!(out.status.code(), Some(86));
+    let (_, dir) = job.latest_checkpoint().unwrap();
+    std::fs::remove_file(dir.join("mcjs-manifest.json")).unwrap();
+    let out = job.run(Some(&dir), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a complete checkpoint"));
+}

@@ -1,0 +1,372 @@
+//! Finding complete checkpoints in a job's checkpoint directory and hashing
+//! them (the definition is in docs/job-contract.md, "The checkpoint hash").
+
+use crate::contract::{CHECKPOINT_HASH_HEADER, MANIFEST_FILE, MANIFEST_FORMAT};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: the manifest is not valid: {reason}")]
+    BadManifest { path: PathBuf, reason: String },
+    #[error("{dir}: the manifest lists {file}, which is missing")]
+    MissingFile { dir: PathBuf, file: String },
+    #[error(
+        "{path}: only regular files may be in a checkpoint (found a symlink or special file); write the data itself"
+    )]
+    NotARegularFile { path: PathBuf },
+    #[error("{path}: file names in a checkpoint must be UTF-8 without newlines")]
+    BadFileName { path: PathBuf },
+    #[error("cannot start the hashing threads: {0}")]
+    ThreadPool(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
+    move |source| CheckpointError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A sha256 digest.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sha256Digest(pub [u8; 32]);
+
+impl Sha256Digest {
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// Parses 64 hex digits (either case).
+    pub fn from_hex(s: &str) -> Option<Self> {
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(s, &mut out).ok()?;
+        Some(Self(out))
+    }
+}
+
+impl fmt::Display for Sha256Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for Sha256Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha256:{}", self.to_hex())
+    }
+}
+
+impl Serialize for Sha256Digest {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for Sha256Digest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::from_hex(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("{s:?} is not 64 hex digits")))
+    }
+}
+
+/// The manifest a job writes last (docs/job-contract.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub epoch: u64,
+    pub step: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<String>>,
+}
+
+impl Manifest {
+    pub fn read(dir: &Path) -> Result<Self, CheckpointError> {
+        let path = dir.join(MANIFEST_FILE);
+        let bytes = std::fs::read(&path).map_err(io(&path))?;
+        let m: Manifest =
+            serde_json::from_slice(&bytes).map_err(|e| CheckpointError::BadManifest {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+        if m.format != MANIFEST_FORMAT {
+            return Err(CheckpointError::BadManifest {
+                path,
+                reason: format!("format is {:?}, expected {MANIFEST_FORMAT:?}", m.format),
+            });
+        }
+        for f in m.files.iter().flatten() {
+            if !dir.join(f).is_file() {
+                return Err(CheckpointError::MissingFile {
+                    dir: dir.to_path_buf(),
+                    file: f.clone(),
+                });
+            }
+        }
+        Ok(m)
+    }
+}
+
+/// A checkpoint directory whose manifest is in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalCheckpoint {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+}
+
+/// The complete checkpoints directly under `root`, oldest step first.
+/// Directories without a manifest are still being written (or were abandoned
+/// by a killed job) and are skipped; a directory whose manifest is present
+/// but invalid is an error, since the job said it was done.
+pub fn complete_checkpoints(root: &Path) -> Result<Vec<LocalCheckpoint>, CheckpointError> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(root).map_err(io(root))? {
+        let entry = entry.map_err(io(root))?;
+        let dir = entry.path();
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if hidden || !dir.is_dir() || !dir.join(MANIFEST_FILE).exists() {
+            continue;
+        }
+        let manifest = Manifest::read(&dir)?;
+        found.push(LocalCheckpoint { dir, manifest });
+    }
+    found.sort_by(|a, b| (a.manifest.step, &a.dir).cmp(&(b.manifest.step, &b.dir)));
+    Ok(found)
+}
+
+/// One file of a checkpoint as it enters the hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDigest {
+    /// Relative to the checkpoint directory, '/'-separated.
+    pub path: String,
+    pub size: u64,
+    pub sha256: Sha256Digest,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointDigest {
+    pub hash: Sha256Digest,
+    /// Sorted by path.
+    pub files: Vec<FileDigest>,
+}
+
+impl CheckpointDigest {
+    pub fn total_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
+    }
+
+    /// Combines file digests as the contract defines; `files` must be sorted.
+    pub fn combine(files: Vec<FileDigest>) -> Self {
+        let mut h = Sha256::new();
+        h.update(CHECKPOINT_HASH_HEADER.as_bytes());
+        for f in &files {
+            h.update(format!("{} {} {}\n", f.sha256, f.size, f.path).as_bytes());
+        }
+        Self {
+            hash: Sha256Digest(h.finalize().into()),
+            files,
+        }
+    }
+}
+
+/// Every regular file under `dir`, as (relative path, absolute path), sorted.
+pub fn list_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, CheckpointError> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).map_err(io(&d))? {
+            let entry = entry.map_err(io(&d))?;
+            let path = entry.path();
+            let kind = entry.file_type().map_err(io(&path))?;
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() {
+                let rel = path
+                    .strip_prefix(dir)
+                    .ok()
+                    .and_then(|r| {
+                        r.components()
+                            .map(|c| c.as_os_str().to_str())
+                            .collect::<Option<Vec<_>>>()
+                    })
+                    .map(|parts| parts.join("/"))
+                    .filter(|r| !r.contains('\n'))
+                    .ok_or_else(|| CheckpointError::BadFileName { path: path.clone() })?;
+                out.push((rel, path));
+            } else {
+                return Err(CheckpointError::NotARegularFile { path });
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// sha256 of one file, streamed in 1 MiB reads.
+pub fn hash_file(path: &Path) -> Result<(u64, Sha256Digest), CheckpointError> {
+    let mut f = std::fs::File::open(path).map_err(io(path))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf).map_err(io(path))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((size, Sha256Digest(h.finalize().into())))
+}
+
+/// Hashes the checkpoint in `dir`, its files in parallel on `threads` threads
+/// (0: one per core). Files are the unit of parallelism: a checkpoint made of
+/// one huge file hashes at single-core speed.
+pub fn hash_checkpoint(dir: &Path, threads: usize) -> Result<CheckpointDigest, CheckpointError> {
+    let files = list_files(dir)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("mcjs-hash-{i}"))
+        .build()
+        .map_err(|e| CheckpointError::ThreadPool(e.to_string()))?;
+    let digests = pool.install(|| {
+        files
+            .par_iter()
+            .map(|(rel, abs)| {
+                let (size, sha256) = hash_file(abs)?;
+                Ok(FileDigest {
+                    path: rel.clone(),
+                    size,
+                    sha256,
+                })
+            })
+            .collect::<Result<Vec<_>, CheckpointError>>()
+    })?;
+    Ok(CheckpointDigest::combine(digests))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, rel: &str, bytes: &[u8]) {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+
+    fn manifest(step: u64) -> String {
+        format!(r#"{{"format":"mcjs-checkpoint/1","epoch":1,"step":{step},"files":["a.bin"]}}"#)
+    }
+
+    #[test]
+    fn the_hash_follows_the_documented_definition() {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "b.bin", b"hello");
+        write(d.path(), "sub/a.bin", b"");
+        let got = hash_checkpoint(d.path(), 2).unwrap();
+        let hello = hex::encode(Sha256::digest(b"hello"));
+        let empty = hex::encode(Sha256::digest(b""));
+        let text = format!("mcjs-checkpoint-hash/1\n{hello} 5 b.bin\n{empty} 0 sub/a.bin\n");
+        assert_eq!(
+            got.hash.to_hex(),
+            hex::encode(Sha256::digest(text.as_bytes()))
+        );
+        assert_eq!(got.total_bytes(), 5);
+    }
+
+    #[test]
+    fn the_hash_does_not_depend_on_the_thread_count_and_sees_every_byte() {
+        let d = tempfile::tempdir().unwrap();
+        for i in 0..20 {
+            write(d.path(), &format!("f{i}"), &vec![i as u8; 10_000 + i]);
+        }
+        let one = hash_checkpoint(d.path(), 1).unwrap();
+        assert_eq!(one, hash_checkpoint(d.path(), 4).unwrap());
+        write(d.path(), "f7", &{
+            let mut v = vec![7u8; 10_007];
+            v[5000] ^= 1;
+            v
+        });
+        assert_ne!(one.hash, hash_checkpoint(d.path(), 4).unwrap().hash);
+    }
+
+    #[test]
+    fn a_renamed_file_changes_the_hash() {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "a", b"x");
+        let before = hash_checkpoint(d.path(), 1).unwrap().hash;
+        std::fs::rename(d.path().join("a"), d.path().join("b")).unwrap();
+        assert_ne!(before, hash_checkpoint(d.path(), 1).unwrap().hash);
+    }
+
+    #[test]
+    fn a_symlink_makes_the_checkpoint_invalid() {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "a", b"x");
+        std::os::unix::fs::symlink("/etc/passwd", d.path().join("link")).unwrap();
+        let err = hash_checkpoint(d.path(), 1).unwrap_err();
+        assert!(
+            matches!(err, CheckpointError::NotARegularFile { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn only_directories_with_a_manifest_are_complete_and_come_in_step_order() {
+        let root = tempfile::tempdir().unwrap();
+        for (name, step) in [("late", 20), ("early", 10)] {
+            write(&root.path().join(name), "a.bin", b"x");
+            write(
+                &root.path().join(name),
+                MANIFEST_FILE,
+                manifest(step).as_bytes(),
+            );
+        }
+        write(&root.path().join("half-written"), "a.bin", b"x");
+        let found = complete_checkpoints(root.path()).unwrap();
+        let steps: Vec<u64> = found.iter().map(|c| c.manifest.step).collect();
+        assert_eq!(steps, [10, 20]);
+    }
+
+    #[test]
+    fn a_manifest_naming_a_missing_file_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        write(
+            &root.path().join("c"),
+            MANIFEST_FILE,
+            manifest(1).as_bytes(),
+        );
+        let err = complete_checkpoints(root.path()).unwrap_err();
+        assert!(
+            err.to_string().contains("lists a.bin, which is missing"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_manifest_of_another_format_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        write(
+            &root.path().join("c"),
+            MANIFEST_FILE,
+            br#"{"format":"x","epoch":0,"step":0}"#,
+        );
+        let err = complete_checkpoints(root.path()).unwrap_err();
+        assert!(
+            err.to_string().contains("expected \"mcjs-checkpoint/1\""),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,58 @@
+//! Names and paths of the job contract (docs/job-contract.md), in one place.
+
+pub const ENV_DATA_DIR: &str = "MCJS_DATA_DIR";
+pub const ENV_CHECKPOINT_DIR: &str = "MCJS_CHECKPOINT_DIR";
+pub const ENV_OUTPUT_DIR: &str = "MCJS_OUTPUT_DIR";
+pub const ENV_RESTORE_DIR: &str = "MCJS_RESTORE_DIR";
+pub const ENV_CHECKPOINT_INTERVAL_SECS: &str = "MCJS_CHECKPOINT_INTERVAL_SECS";
+pub const ENV_CHECKPOINT_SIGNAL: &str = "MCJS_CHECKPOINT_SIGNAL";
+pub const ENV_JOB_ID: &str = "MCJS_JOB_ID";
+
+pub const CONTAINER_DATA_DIR: &str = "/mcjs/data";
+pub const CONTAINER_CHECKPOINT_DIR: &str = "/mcjs/checkpoints";
+pub const CONTAINER_OUTPUT_DIR: &str = "/mcjs/output";
+pub const CONTAINER_RESTORE_DIR: &str = "/mcjs/restore";
+
+/// The file whose presence marks a checkpoint directory complete.
+pub const MANIFEST_FILE: &str = "mcjs-manifest.json";
+pub const MANIFEST_FORMAT: &str = "mcjs-checkpoint/1";
+/// Domain separator and version of the checkpoint hash.
+pub const CHECKPOINT_HASH_HEADER: &str = "mcjs-checkpoint-hash/1\n";
+
+/// The signal that asks a job to checkpoint now.
+pub const CHECKPOINT_SIGNAL: &str = "SIGUSR1";
+/// The user a job runs as unless its spec says otherwise.
+pub const DEFAULT_USER: &str = "65532:65532";
+
+/// The job finished and its output is complete.
+pub const EXIT_DONE: i64 = 0;
+/// The job's input or configuration is invalid: retrying cannot help.
+pub const EXIT_BAD_INPUT: i64 = 2;
+/// The job checkpointed on SIGTERM and stopped; it resumes from that checkpoint.
+pub const EXIT_PREEMPTED: i64 = 75;
+
+/// What an exit code means under the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitMeaning {
+    Done,
+    BadInput,
+    Preempted,
+    Crashed,
+}
+
+impl ExitMeaning {
+    pub fn of(code: i64) -> Self {
+        match code {
+            EXIT_DONE => Self::Done,
+            EXIT_BAD_INPUT => Self::BadInput,
+            EXIT_PREEMPTED => Self::Preempted,
+            _ => Self::Crashed,
+        }
+    }
+
+    /// Whether resuming from the last checkpoint can make progress.
+    pub fn can_resume(self) -> bool {
+        matches!(self, Self::Preempted | Self::Crashed)
+    }
+}
