@@ -23,6 +23,15 @@ fn a_job_runs_checkpoints_completes_and_settles() {
     assert_eq!(assigned[0].generation, 1);
     assert_eq!(assigned[0].rate_per_hour, 8 * USDC, "2 USDC × 4 GPUs");
     assert_eq!(env.node(&provider.nodes[0]).status, NodeStatus::Busy);
+    // Clients filter jobs by owner, state and node at fixed offsets.
+    let raw = env.account(&job).unwrap().data;
+    assert_eq!(&raw[Job::OWNER_OFFSET..Job::OWNER_OFFSET + 32], owner.key().as_ref());
+    assert_eq!(raw[Job::STATE_OFFSET], 1, "Assigned is the second variant");
+    assert_eq!(raw[Job::NODE_OFFSET], 1, "Some");
+    assert_eq!(
+        &raw[Job::NODE_OFFSET + 1..Job::NODE_OFFSET + 33],
+        provider.nodes[0].as_ref()
+    );
 
     env.warp(120); // staging data: never billed
     env.start(&job, &provider, 0).unwrap();

@@ -10,20 +10,22 @@ pub const SECONDS_PER_HOUR: u64 = 3_600;
 #[account]
 #[derive(InitSpace, Debug)]
 pub struct Job {
+    // The first fields have fixed offsets so that clients can find jobs by
+    // owner, state and node with `getProgramAccounts` memcmp filters (see
+    // `Job::OWNER_OFFSET` and friends); variable-length fields come last.
     pub owner: Pubkey,
+    pub state: JobState,
+    /// The node and Provider account of the current assignment.
+    pub node: Option<Pubkey>,
+    pub provider: Option<Pubkey>,
     pub job_id: u64,
     /// sha256 of the canonical (RFC 8785) Job Specification.
     pub spec_hash: [u8; 32],
-    pub requirements: JobRequirements,
     pub terms: JobTerms,
     /// Tokens held in the job's vault.
     pub bond: u64,
     /// Tokens paid out of the bond so far (providers and commission).
     pub paid: u64,
-    pub state: JobState,
-    /// The node and Provider account of the current assignment.
-    pub node: Option<Pubkey>,
-    pub provider: Option<Pubkey>,
     /// Incremented by every (re)assignment and every removal from a node:
     /// attestations and completion must carry the current one.
     pub generation: u32,
@@ -46,6 +48,7 @@ pub struct Job {
     pub finished_at: Option<i64>,
     pub bump: u8,
     pub vault_bump: u8,
+    pub requirements: JobRequirements,
 }
 
 /// The compact hardware summary of a Job Specification that the program enforces.
@@ -281,6 +284,14 @@ pub struct Accrual {
 }
 
 impl Job {
+    /// Byte offset of `owner` in the account data (after the discriminator).
+    pub const OWNER_OFFSET: usize = 8;
+    /// Byte offset of the `state` variant tag.
+    pub const STATE_OFFSET: usize = 8 + 32;
+    /// Byte offset of `node` (its `Option` tag) whenever the job is on a
+    /// node: Assigned and Running carry 8 bytes after their tag.
+    pub const NODE_OFFSET: usize = 8 + 32 + 1 + 8;
+
     pub fn require_generation(&self, generation: u32) -> Result<()> {
         require!(generation == self.generation, McjsError::StaleGeneration);
         Ok(())
