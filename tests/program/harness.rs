@@ -93,6 +93,13 @@ pub struct Wallet {
 }
 
 impl Wallet {
+    pub fn fork(&self) -> Self {
+        Self {
+            kp: self.kp.insecure_clone(),
+            token: self.token,
+        }
+    }
+
     pub fn key(&self) -> Pubkey {
         self.kp.pubkey()
     }
@@ -107,6 +114,15 @@ pub struct ProviderActor {
 }
 
 impl ProviderActor {
+    pub fn fork(&self) -> Self {
+        Self {
+            wallet: self.wallet.fork(),
+            payout: self.payout,
+            pda: self.pda,
+            nodes: self.nodes.clone(),
+        }
+    }
+
     pub fn key(&self) -> Pubkey {
         self.wallet.key()
     }
@@ -200,7 +216,16 @@ impl Env {
     }
 
     pub fn with_params(params: ConfigParams) -> Self {
-        let mut env = Self::uninitialised();
+        Self::initialised(params, true)
+    }
+
+    /// `sigverify` false skips the ed25519 checks of transaction signatures
+    /// (about 12 ms a transaction in a debug build). Which accounts signed is
+    /// still part of each message and enforced by the runtime and the program;
+    /// only the property test, which sends tens of thousands of
+    /// transactions, turns it off.
+    pub fn initialised(params: ConfigParams, sigverify: bool) -> Self {
+        let mut env = Self::uninitialised_with(sigverify);
         let ix = ix::initialize(
             &env.admin.pubkey(),
             &env.mint,
@@ -217,7 +242,11 @@ impl Env {
 
     /// A chain with the mint and treasury but no Config.
     pub fn uninitialised() -> Self {
-        let mut svm = LiteSVM::new();
+        Self::uninitialised_with(true)
+    }
+
+    fn uninitialised_with(sigverify: bool) -> Self {
+        let mut svm = LiteSVM::new().with_sigverify(sigverify);
         mcjs_svm::add_mcjs_program(&mut svm);
         let admin = Keypair::new();
         let scheduler = Keypair::new();
@@ -242,6 +271,22 @@ impl Env {
         let admin_key = env.admin.pubkey();
         env.treasury = env.token_account(&env.mint.clone(), &admin_key);
         env
+    }
+
+    /// An independent copy of this world (the chain and the bookkeeping).
+    pub fn fork(&self) -> Self {
+        Self {
+            svm: self.svm.clone(),
+            admin: self.admin.insecure_clone(),
+            scheduler: self.scheduler.insecure_clone(),
+            mint_authority: self.mint_authority.insecure_clone(),
+            mint: self.mint,
+            treasury: self.treasury,
+            token_accounts: self.token_accounts.clone(),
+            jobs: self.jobs.clone(),
+            providers: self.providers.clone(),
+            minted: self.minted,
+        }
     }
 
     pub fn deployment(&self) -> ix::Deployment {

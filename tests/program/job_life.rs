@@ -25,7 +25,10 @@ fn a_job_runs_checkpoints_completes_and_settles() {
     assert_eq!(env.node(&provider.nodes[0]).status, NodeStatus::Busy);
     // Clients filter jobs by owner, state and node at fixed offsets.
     let raw = env.account(&job).unwrap().data;
-    assert_eq!(&raw[Job::OWNER_OFFSET..Job::OWNER_OFFSET + 32], owner.key().as_ref());
+    assert_eq!(
+        &raw[Job::OWNER_OFFSET..Job::OWNER_OFFSET + 32],
+        owner.key().as_ref()
+    );
     assert_eq!(raw[Job::STATE_OFFSET], 1, "Assigned is the second variant");
     assert_eq!(raw[Job::NODE_OFFSET], 1, "Some");
     assert_eq!(
