@@ -1,0 +1,129 @@
+//! What MCJS agents and the MCJS scheduler say to each other.
+//!
+//! The chain is the source of truth for every job's state; this channel only
+//! carries what the chain cannot know quickly: that a node is alive, what its
+//! containers are doing, and why a container stopped. Agents push a
+//! [`Heartbeat`] to the scheduler every [`HEARTBEAT_INTERVAL_MS`]; the
+//! scheduler declares a node failed when it has heard nothing for its
+//! configured timeout (default [`DEFAULT_HEARTBEAT_TIMEOUT_MS`]).
+//!
+//! Keys are base58 strings so that this crate needs no Solana types.
+
+use serde::{Deserialize, Serialize};
+
+/// `POST` a [`Heartbeat`] here (JSON); the answer is a [`HeartbeatAck`].
+pub const HEARTBEAT_PATH: &str = "/v1/heartbeat";
+/// `GET` the scheduler's view of the fleet: a [`FleetView`].
+pub const FLEET_PATH: &str = "/v1/fleet";
+
+pub const HEARTBEAT_INTERVAL_MS: u64 = 1_000;
+pub const DEFAULT_HEARTBEAT_TIMEOUT_MS: u64 = 3_000;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    /// The Node account.
+    pub node: String,
+    /// The Provider account that owns the node.
+    pub provider: String,
+    /// Base URL of the agent's HAL API (profile, capability, metrics).
+    pub agent_url: String,
+    /// The agent's clock, for diagnostics only: the scheduler times
+    /// heartbeats by its own clock.
+    pub sent_at_unix_ms: i64,
+    /// Every job the agent is working on or has just finished with.
+    pub jobs: Vec<JobReport>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobReport {
+    /// The Job account.
+    pub job: String,
+    /// The assignment generation the agent works under.
+    pub generation: u32,
+    pub phase: JobPhase,
+    /// Epoch and step of the last checkpoint the agent attested.
+    pub last_checkpoint: Option<(u32, u64)>,
+    /// Set once the container has exited.
+    pub exit: Option<ExitReport>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobPhase {
+    /// Fetching and verifying inputs; never billed.
+    Staging,
+    /// Restoring the last attested checkpoint.
+    Restoring,
+    Running,
+    /// The container exited 0 with its output; completing on chain.
+    Completing,
+    /// The container exited otherwise; see [`JobReport::exit`].
+    Exited,
+    /// An input's hash did not match its declaration; the job never started.
+    DataRejected,
+    /// The chain moved the job to another generation; the agent stopped its
+    /// container and will not attest for it again.
+    Fenced,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExitReport {
+    pub code: i64,
+    /// True when the container was killed from outside (a signal, the OOM
+    /// killer, the engine): the node's fault, not the job's.
+    pub infrastructure: bool,
+    /// The last lines the container wrote.
+    pub last_logs: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatAck {
+    /// The scheduler's clock when it recorded the heartbeat.
+    pub received_at_unix_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetView {
+    pub nodes: Vec<NodeLiveness>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeLiveness {
+    pub node: String,
+    pub last_heartbeat_unix_ms: Option<i64>,
+    pub alive: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_heartbeat_round_trips_and_unknown_fields_are_refused() {
+        let hb = Heartbeat {
+            node: "N".into(),
+            provider: "P".into(),
+            agent_url: "http://127.0.0.1:1".into(),
+            sent_at_unix_ms: 5,
+            jobs: vec![JobReport {
+                job: "J".into(),
+                generation: 3,
+                phase: JobPhase::Exited,
+                last_checkpoint: Some((1, 20)),
+                exit: Some(ExitReport {
+                    code: 137,
+                    infrastructure: true,
+                    last_logs: vec!["killed".into()],
+                }),
+            }],
+        };
+        let text = serde_json::to_string(&hb).unwrap();
+        assert!(text.contains("\"phase\":\"exited\""));
+        assert_eq!(serde_json::from_str::<Heartbeat>(&text).unwrap(), hb);
+        let extra = text.replacen('{', "{\"bogus\":1,", 1);
+        assert!(serde_json::from_str::<Heartbeat>(&extra).is_err());
+    }
+}
