@@ -453,3 +453,19 @@ fn a_busy_node_keeps_its_status() {
     );
     assert_eq!(env.node(&provider.nodes[0]).status, NodeStatus::Busy);
 }
+
+#[test]
+fn account_sizes_stay_small() {
+    use anchor_lang::Space;
+    let sizes = [
+        ("Config", 8 + Config::INIT_SPACE),
+        ("Provider", 8 + Provider::INIT_SPACE),
+        ("Node", 8 + Node::INIT_SPACE),
+        ("Job", 8 + Job::INIT_SPACE),
+    ];
+    for (name, size) in sizes {
+        eprintln!("{name}: {size} bytes");
+        // Well under the 10 KiB a CPI may allocate, so every account is one `init`.
+        assert!(size < 1_024, "{name} is {size} bytes");
+    }
+}
