@@ -1,0 +1,367 @@
+//! The decision core: observations in, actions out. No I/O, no clock.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use mcjs::state::{FailureCause, Job, JobState, Node, NodeStatus};
+use mcjs_client::Pubkey;
+use mcjs_protocol::JobPhase;
+use mcjs_scheduler::{
+    CheckpointPolicy, FleetIndex, HardwareRequirements, JobId, NodeId, PlacementConfig,
+    PlacementPolicy, PlanRequest, ScarcityAware, Terms,
+};
+use serde::Serialize;
+
+use crate::liveness::Liveness;
+
+/// When the daemon declares an assignment failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DetectorConfig {
+    /// A node that has not sent a heartbeat for this long is lost.
+    pub heartbeat_timeout_ms: i64,
+    /// A running job that has not attested for this many percent of its
+    /// checkpoint interval is overdue (the program lets anyone report it
+    /// later, at `interval × liveness_factor`).
+    pub overdue_percent: u32,
+    /// An assigned job whose container has not started after this long
+    /// (staging included) is reported.
+    pub start_timeout_ms: i64,
+    pub placement: PlacementConfig,
+}
+
+impl Default for DetectorConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat_timeout_ms: mcjs_protocol::DEFAULT_HEARTBEAT_TIMEOUT_MS as i64,
+            overdue_percent: 200,
+            start_timeout_ms: 10 * 60 * 1_000,
+            placement: PlacementConfig::default(),
+        }
+    }
+}
+
+/// What the daemon sees: the chain's jobs and nodes, the agents' heartbeats.
+pub struct Observation<'a> {
+    pub now_ms: i64,
+    pub jobs: &'a [(Pubkey, Job)],
+    pub nodes: &'a [(Pubkey, Node)],
+    pub liveness: &'a Liveness,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    Assign {
+        #[serde(with = "b58")]
+        job: Pubkey,
+        #[serde(with = "b58")]
+        node: Pubkey,
+        /// The node's Provider account.
+        #[serde(with = "b58")]
+        provider: Pubkey,
+    },
+    ReportFailure {
+        #[serde(with = "b58")]
+        job: Pubkey,
+        #[serde(with = "b58")]
+        node: Pubkey,
+        #[serde(with = "b58")]
+        provider: Pubkey,
+        generation: u32,
+        #[serde(with = "cause_name")]
+        cause: FailureCause,
+        detail: String,
+    },
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Assign { job, node, .. } => write!(f, "assign job {job} to node {node}"),
+            Action::ReportFailure {
+                job,
+                node,
+                generation,
+                cause,
+                detail,
+                ..
+            } => write!(
+                f,
+                "report job {job} failed on node {node} (generation {generation}, {}): {detail}",
+                cause_name::name(cause)
+            ),
+        }
+    }
+}
+
+/// A job left in the queue and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Waiting {
+    #[serde(with = "b58")]
+    pub job: Pubkey,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub actions: Vec<Action>,
+    pub waiting: Vec<Waiting>,
+}
+
+/// One round: report the assignments that failed, then place the queue on
+/// the live, available nodes.
+pub fn reconcile(obs: &Observation<'_>, config: &DetectorConfig) -> Decision {
+    let mut decision = Decision::default();
+    let mut failing_nodes = HashSet::new();
+    for (job_key, job) in obs.jobs {
+        if let Some(action) = detect_failure(obs, config, job_key, job) {
+            if let Action::ReportFailure { node, .. } = &action {
+                failing_nodes.insert(*node);
+            }
+            decision.actions.push(action);
+        }
+    }
+    place(obs, config, &failing_nodes, &mut decision);
+    decision
+}
+
+fn detect_failure(
+    obs: &Observation<'_>,
+    config: &DetectorConfig,
+    job_key: &Pubkey,
+    job: &Job,
+) -> Option<Action> {
+    let (node, provider) = (job.node?, job.provider?);
+    let report = |cause, detail: String| Action::ReportFailure {
+        job: *job_key,
+        node,
+        provider,
+        generation: job.generation,
+        cause,
+        detail,
+    };
+    let on_node_since_ms = match job.state {
+        JobState::Assigned { since } | JobState::Running { since } => since.saturating_mul(1_000),
+        _ => return None,
+    };
+
+    if let Some(agent) = obs.liveness.report(&node, job_key, job.generation) {
+        match (agent.phase, &agent.exit) {
+            (JobPhase::Exited, Some(exit)) if exit.infrastructure => {
+                return Some(report(
+                    FailureCause::ContainerDied,
+                    format!("the container was killed (exit {})", exit.code),
+                ));
+            }
+            (JobPhase::Exited, Some(exit)) => {
+                let last = exit.last_logs.last().cloned().unwrap_or_default();
+                return Some(report(
+                    FailureCause::JobError,
+                    format!("the job exited with code {}: {last}", exit.code),
+                ));
+            }
+            (JobPhase::DataRejected, _) => {
+                return Some(report(
+                    FailureCause::JobError,
+                    "an input did not match its declared sha256".into(),
+                ));
+            }
+            _ => {}
+        }
+    }
+
+    let silent_ms = obs.now_ms.saturating_sub(
+        obs.liveness
+            .last_sign_of_life_ms(&node)
+            .max(on_node_since_ms),
+    );
+    if silent_ms > config.heartbeat_timeout_ms {
+        return Some(report(
+            FailureCause::NodeLost,
+            format!("no heartbeat for {} ms", silent_ms),
+        ));
+    }
+
+    match job.state {
+        JobState::Running { .. } => {
+            let interval_ms = i64::from(job.terms.checkpoint_interval_secs) * 1_000;
+            let allowed_ms = interval_ms * i64::from(config.overdue_percent) / 100;
+            let since_progress_ms = obs
+                .now_ms
+                .saturating_sub(job.progress_mark.saturating_mul(1_000));
+            (since_progress_ms > allowed_ms).then(|| {
+                report(
+                    FailureCause::CheckpointOverdue,
+                    format!(
+                        "no checkpoint attested for {} s (interval {} s)",
+                        since_progress_ms / 1_000,
+                        job.terms.checkpoint_interval_secs
+                    ),
+                )
+            })
+        }
+        JobState::Assigned { since } => {
+            let waited_ms = obs.now_ms.saturating_sub(since.saturating_mul(1_000));
+            (waited_ms > config.start_timeout_ms).then(|| {
+                report(
+                    FailureCause::NodeLost,
+                    format!("the container did not start within {} s", waited_ms / 1_000),
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
+fn place(
+    obs: &Observation<'_>,
+    config: &DetectorConfig,
+    failing_nodes: &HashSet<Pubkey>,
+    decision: &mut Decision,
+) {
+    let now_secs = obs.now_ms / 1_000;
+    let queued: Vec<(Pubkey, &Job)> = obs
+        .jobs
+        .iter()
+        .filter(|(_, job)| job.state.can_assign())
+        .filter(|(_, job)| job.terms.deadline.is_none_or(|d| now_secs <= d))
+        .map(|(key, job)| (*key, job))
+        .collect();
+    if queued.is_empty() {
+        return;
+    }
+    let candidates: Vec<(Pubkey, &Node)> = obs
+        .nodes
+        .iter()
+        .filter(|(key, node)| {
+            node.status == NodeStatus::Available
+                && node.current_job.is_none()
+                && !failing_nodes.contains(key)
+                && obs
+                    .liveness
+                    .is_alive(key, obs.now_ms, config.heartbeat_timeout_ms)
+        })
+        .map(|(key, node)| (*key, node))
+        .collect();
+    let fleet_nodes = candidates
+        .iter()
+        .enumerate()
+        .map(|(i, (_, node))| to_fleet_node(i as u64, node));
+    let fleet = match FleetIndex::new(fleet_nodes) {
+        Ok(fleet) => fleet,
+        Err(err) => {
+            for (job, _) in &queued {
+                decision.waiting.push(Waiting {
+                    job: *job,
+                    reason: format!("the fleet view is invalid: {err}"),
+                });
+            }
+            return;
+        }
+    };
+    let jobs: Vec<mcjs_scheduler::Job> = queued
+        .iter()
+        .enumerate()
+        .map(|(i, (_, job))| to_queued_job(i as u64, job))
+        .collect();
+    let plan = ScarcityAware {
+        config: config.placement,
+    }
+    .plan(&fleet, &PlanRequest::new(&jobs, now_secs));
+    for placement in plan.placements {
+        let (job, _) = queued[placement.job.0 as usize];
+        let (node, chain_node) = candidates[placement.node.0 as usize];
+        decision.actions.push(Action::Assign {
+            job,
+            node,
+            provider: chain_node.provider,
+        });
+    }
+    for unplaced in plan.unplaced {
+        decision.waiting.push(Waiting {
+            job: queued[unplaced.job.0 as usize].0,
+            reason: unplaced.reason.to_string(),
+        });
+    }
+}
+
+fn to_fleet_node(id: u64, node: &Node) -> mcjs_scheduler::Node {
+    let hw = &node.hardware;
+    mcjs_scheduler::Node {
+        id: NodeId(id),
+        gpu_model: hw.gpu_model.clone(),
+        gpu_count: hw.gpu_count,
+        vram_per_gpu_mib: hw.vram_per_gpu_mib,
+        compute_capability: hw.compute_capability,
+        // The chain does not carry the driver; jobs are matched on what it does carry.
+        driver: (u32::MAX, u32::MAX),
+        cpu_cores: hw.cpu_cores,
+        ram_mib: hw.ram_mib,
+        disk_free_gib: hw.disk_gib,
+        checkpoint_write_mibps: hw.checkpoint_write_mibps,
+        bandwidth_stable: true,
+        readiness: node.readiness,
+        price_per_gpu_hour: node.price_per_gpu_hour,
+        status: mcjs_scheduler::NodeStatus::Available,
+        last_failure_unix: None,
+        consecutive_failures: 0,
+    }
+}
+
+fn to_queued_job(id: u64, job: &Job) -> mcjs_scheduler::Job {
+    let req = &job.requirements;
+    let interval = job.terms.checkpoint_interval_secs;
+    // The chain keeps the bandwidth the job needs; the checkpoint size that
+    // implies under the 20% rule reproduces exactly that need.
+    let size_bytes =
+        u64::from(req.min_checkpoint_write_mibps) * u64::from(interval) / 5 * 1024 * 1024;
+    mcjs_scheduler::Job {
+        id: JobId(id),
+        hardware: HardwareRequirements {
+            gpu_count: req.gpu_count,
+            min_vram_mib: req.min_vram_mib,
+            min_compute_capability: req.min_compute_capability,
+            gpu_models: req.gpu_models.clone(),
+            min_checkpoint_write_mibps: req.min_checkpoint_write_mibps,
+            ..Default::default()
+        },
+        checkpoint: CheckpointPolicy {
+            size_bytes,
+            interval_secs: interval,
+            keep_checkpoints: 0,
+        },
+        terms: Terms {
+            max_price_per_gpu_hour: job.terms.max_price_per_gpu_hour,
+            deadline_unix: job.terms.deadline,
+            submitted_unix: job.submitted_at,
+            recovering_from: None,
+        },
+    }
+}
+
+mod b58 {
+    use mcjs_client::Pubkey;
+    use serde::Serializer;
+
+    pub fn serialize<S: Serializer>(key: &Pubkey, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&key.to_string())
+    }
+}
+
+mod cause_name {
+    use mcjs::state::FailureCause;
+    use serde::Serializer;
+
+    pub fn name(cause: &FailureCause) -> &'static str {
+        match cause {
+            FailureCause::NodeLost => "node_lost",
+            FailureCause::ContainerDied => "container_died",
+            FailureCause::CheckpointOverdue => "checkpoint_overdue",
+            FailureCause::JobError => "job_error",
+        }
+    }
+
+    pub fn serialize<S: Serializer>(cause: &FailureCause, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(name(cause))
+    }
+}

@@ -1,0 +1,14 @@
+//! The MCJS scheduler daemon.
+//!
+//! [`core`] is the decision core: a pure function from what the chain says
+//! (jobs, nodes), what the agents said (heartbeats) and `now` to the actions
+//! to take (assign a job, report a failure). The async shell around it only
+//! observes, calls the core, and sends the resulting transactions; the chain
+//! stays the source of truth, so a restarted daemon carries on where the
+//! last one stopped and the program refuses anything done twice.
+
+pub mod core;
+pub mod liveness;
+
+pub use crate::core::{Action, Decision, DetectorConfig, Observation, reconcile};
+pub use crate::liveness::Liveness;

@@ -1,0 +1,343 @@
+//! The decision core, driven with a fake clock.
+
+use mcjs::state::*;
+use mcjs_client::Pubkey;
+use mcjs_protocol::{ExitReport, Heartbeat, JobPhase, JobReport};
+use mcjs_scheduler_daemon::{Action, DetectorConfig, Liveness, Observation, reconcile};
+
+const T0: i64 = 1_800_000_000; // seconds
+const MS: i64 = 1_000;
+
+fn key(n: u8) -> Pubkey {
+    Pubkey::new_from_array([n; 32])
+}
+
+struct JobBuilder(Job);
+
+impl JobBuilder {
+    fn pending() -> Self {
+        Self(Job {
+            owner: key(1),
+            state: JobState::Pending { since: T0 },
+            node: None,
+            provider: None,
+            job_id: 1,
+            spec_hash: [0; 32],
+            terms: JobTerms {
+                checkpoint_interval_secs: 60,
+                max_duration_secs: 3_600,
+                deadline: None,
+                max_price_per_gpu_hour: 2_000_000,
+                restart_budget: 2,
+            },
+            bond: 100_000_000,
+            paid: 0,
+            generation: 0,
+            rate_per_hour: 0,
+            last_checkpoint: None,
+            checkpoint_chain: [0; 32],
+            checkpoint_count: 0,
+            progress_mark: T0,
+            accrued: 0,
+            billed_secs: 0,
+            restarts_used: 0,
+            output_hash: None,
+            submitted_at: T0,
+            first_running_at: None,
+            finished_at: None,
+            bump: 255,
+            vault_bump: 255,
+            requirements: JobRequirements {
+                gpu_count: 1,
+                min_vram_mib: 20_000,
+                min_compute_capability: 70,
+                gpu_models: vec![],
+                min_checkpoint_write_mibps: 10,
+            },
+        })
+    }
+
+    fn running_on(mut self, node: Pubkey, provider: Pubkey, generation: u32, since: i64) -> Self {
+        self.0.state = JobState::Running { since };
+        self.0.node = Some(node);
+        self.0.provider = Some(provider);
+        self.0.generation = generation;
+        self.0.progress_mark = since;
+        self
+    }
+
+    fn assigned_to(mut self, node: Pubkey, provider: Pubkey, since: i64) -> Self {
+        self.0.state = JobState::Assigned { since };
+        self.0.node = Some(node);
+        self.0.provider = Some(provider);
+        self.0.generation = 1;
+        self
+    }
+
+    fn needing_vram(mut self, mib: u32) -> Self {
+        self.0.requirements.min_vram_mib = mib;
+        self
+    }
+}
+
+fn node(provider: Pubkey, vram_mib: u32) -> Node {
+    Node {
+        provider,
+        index: 0,
+        hardware: HardwareProfile {
+            gpu_model: "a100-sxm4-80gb".into(),
+            gpu_count: 1,
+            vram_per_gpu_mib: vram_mib,
+            compute_capability: 80,
+            cpu_cores: 16,
+            ram_mib: 64_000,
+            disk_gib: 500,
+            checkpoint_write_mibps: 500,
+        },
+        readiness: 90,
+        price_per_gpu_hour: 1_000_000,
+        status: NodeStatus::Available,
+        status_since: T0,
+        current_job: None,
+        bump: 255,
+    }
+}
+
+fn busy(mut n: Node, job: Pubkey) -> Node {
+    n.status = NodeStatus::Busy;
+    n.current_job = Some(job);
+    n
+}
+
+fn heartbeat(node: Pubkey, jobs: Vec<JobReport>) -> Heartbeat {
+    Heartbeat {
+        node: node.to_string(),
+        provider: key(99).to_string(),
+        agent_url: "http://127.0.0.1:1".into(),
+        sent_at_unix_ms: 0,
+        jobs,
+    }
+}
+
+fn decide(
+    now_ms: i64,
+    jobs: &[(Pubkey, Job)],
+    nodes: &[(Pubkey, Node)],
+    live: &Liveness,
+) -> Vec<Action> {
+    reconcile(
+        &Observation {
+            now_ms,
+            jobs,
+            nodes,
+            liveness: live,
+        },
+        &DetectorConfig::default(),
+    )
+    .actions
+}
+
+#[test]
+fn a_queued_job_goes_to_a_live_node_that_fits() {
+    let (job, n, p) = (key(10), key(20), key(30));
+    let mut live = Liveness::new(T0 * MS);
+    live.record(heartbeat(n, vec![]), T0 * MS).unwrap();
+    let actions = decide(
+        T0 * MS + 500,
+        &[(job, JobBuilder::pending().0)],
+        &[(n, node(p, 81_920))],
+        &live,
+    );
+    assert_eq!(
+        actions,
+        vec![Action::Assign {
+            job,
+            node: n,
+            provider: p
+        }]
+    );
+}
+
+#[test]
+fn a_node_that_never_sent_a_heartbeat_gets_no_job_and_the_job_says_why() {
+    let (job, n, p) = (key(10), key(20), key(30));
+    let live = Liveness::new(T0 * MS);
+    let jobs = [(job, JobBuilder::pending().0)];
+    let nodes = [(n, node(p, 81_920))];
+    let obs = Observation {
+        now_ms: T0 * MS,
+        jobs: &jobs,
+        nodes: &nodes,
+        liveness: &live,
+    };
+    let decision = reconcile(&obs, &DetectorConfig::default());
+    assert!(decision.actions.is_empty());
+    assert_eq!(decision.waiting.len(), 1);
+    assert_eq!(decision.waiting[0].job, job);
+}
+
+#[test]
+fn a_job_that_fits_no_node_waits_with_a_reason() {
+    let (job, n, p) = (key(10), key(20), key(30));
+    let mut live = Liveness::new(T0 * MS);
+    live.record(heartbeat(n, vec![]), T0 * MS).unwrap();
+    let jobs = [(job, JobBuilder::pending().needing_vram(100_000).0)];
+    let nodes = [(n, node(p, 81_920))];
+    let obs = Observation {
+        now_ms: T0 * MS,
+        jobs: &jobs,
+        nodes: &nodes,
+        liveness: &live,
+    };
+    let decision = reconcile(&obs, &DetectorConfig::default());
+    assert!(decision.actions.is_empty());
+    assert!(
+        decision.waiting[0].reason.to_lowercase().contains("vram")
+            || decision.waiting[0].reason.contains("GB"),
+        "reason: {}",
+        decision.waiting[0].reason
+    );
+}
+
+#[test]
+fn a_silent_node_is_reported_lost_after_the_timeout_and_not_before() {
+    let (job, n, p) = (key(10), key(20), key(30));
+    let mut live = Liveness::new(T0 * MS);
+    live.record(heartbeat(n, vec![]), T0 * MS).unwrap();
+    let jobs = [(job, JobBuilder::pending().running_on(n, p, 4, T0).0)];
+    let nodes = [(n, busy(node(p, 81_920), job))];
+    assert!(decide(T0 * MS + 3_000, &jobs, &nodes, &live).is_empty());
+    let actions = decide(T0 * MS + 3_001, &jobs, &nodes, &live);
+    assert!(
+        matches!(
+            &actions[..],
+            [Action::ReportFailure { job: j, node: nn, provider: pp, generation: 4, cause: FailureCause::NodeLost, .. }]
+                if *j == job && *nn == n && *pp == p
+        ),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn a_restarted_scheduler_gives_every_node_one_timeout_before_judging() {
+    let (job, n, p) = (key(10), key(20), key(30));
+    // The scheduler restarted long after the job started and has heard nothing yet.
+    let restart = (T0 + 600) * MS;
+    let live = Liveness::new(restart);
+    let jobs = [(job, JobBuilder::pending().running_on(n, p, 1, T0 + 590).0)];
+    let nodes = [(n, busy(node(p, 81_920), job))];
+    assert!(decide(restart + 2_000, &jobs, &nodes, &live).is_empty());
+    assert!(!decide(restart + 3_500, &jobs, &nodes, &live).is_empty());
+}
+
+#[test]
+fn the_agents_exit_report_distinguishes_the_node_from_the_job() {
+    let (job, n, p) = (key(10), key(20), key(30));
+    let jobs = [(job, JobBuilder::pending().running_on(n, p, 2, T0).0)];
+    let nodes = [(n, busy(node(p, 81_920), job))];
+    let exited = |generation, code, infrastructure| JobReport {
+        job: job.to_string(),
+        generation,
+        phase: JobPhase::Exited,
+        last_checkpoint: None,
+        exit: Some(ExitReport {
+            code,
+            infrastructure,
+            last_logs: vec!["boom".into()],
+        }),
+    };
+    let cause_for = |report: JobReport| {
+        let mut live = Liveness::new(T0 * MS);
+        live.record(heartbeat(n, vec![report]), T0 * MS + 10)
+            .unwrap();
+        match decide(T0 * MS + 20, &jobs, &nodes, &live).as_slice() {
+            [Action::ReportFailure { cause, .. }] => Some(*cause),
+            [] => None,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(
+        cause_for(exited(2, 137, true)),
+        Some(FailureCause::ContainerDied)
+    );
+    assert_eq!(cause_for(exited(2, 1, false)), Some(FailureCause::JobError));
+    // A report about an older assignment says nothing about this one.
+    assert_eq!(cause_for(exited(1, 1, false)), None);
+}
+
+#[test]
+fn a_job_that_stops_checkpointing_is_overdue_after_two_intervals() {
+    let (job, n, p) = (key(10), key(20), key(30));
+    let jobs = [(job, JobBuilder::pending().running_on(n, p, 1, T0).0)];
+    let nodes = [(n, busy(node(p, 81_920), job))];
+    let mut live = Liveness::new(T0 * MS);
+    let at = (T0 + 120) * MS;
+    live.record(heartbeat(n, vec![]), at).unwrap();
+    assert!(decide(at, &jobs, &nodes, &live).is_empty());
+    live.record(heartbeat(n, vec![]), at + 1).unwrap();
+    let actions = decide(at + 1, &jobs, &nodes, &live);
+    assert!(
+        matches!(
+            &actions[..],
+            [Action::ReportFailure {
+                cause: FailureCause::CheckpointOverdue,
+                ..
+            }]
+        ),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn a_job_never_goes_to_a_node_being_reported() {
+    let (running, queued, n, p) = (key(10), key(11), key(20), key(30));
+    let mut live = Liveness::new(T0 * MS);
+    live.record(heartbeat(n, vec![]), T0 * MS).unwrap();
+    // The chain already shows the node available (e.g. it was released), but
+    // its old assignment is still being reported in this round.
+    let jobs = [
+        (
+            running,
+            JobBuilder::pending().assigned_to(n, p, T0 - 10_000).0,
+        ),
+        (queued, JobBuilder::pending().0),
+    ];
+    let nodes = [(n, node(p, 81_920))];
+    let actions = decide(T0 * MS, &jobs, &nodes, &live);
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    assert!(matches!(actions[0], Action::ReportFailure { .. }));
+}
+
+#[test]
+fn the_same_observation_gives_the_same_decision() {
+    let mut live = Liveness::new(T0 * MS);
+    let mut jobs = Vec::new();
+    let mut nodes = Vec::new();
+    for i in 0..20u8 {
+        jobs.push((
+            key(100 + i),
+            JobBuilder::pending()
+                .needing_vram(10_000 + 4_000 * u32::from(i))
+                .0,
+        ));
+    }
+    for i in 0..10u8 {
+        let n = key(200 + i);
+        live.record(heartbeat(n, vec![]), T0 * MS).unwrap();
+        nodes.push((n, node(key(30), 20_000 + 8_000 * u32::from(i))));
+    }
+    let a = decide(T0 * MS, &jobs, &nodes, &live);
+    let b = decide(T0 * MS, &jobs, &nodes, &live);
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 10, "every node takes one job: {a:?}");
+    let mut used: Vec<_> = a
+        .iter()
+        .map(|x| match x {
+            Action::Assign { node, .. } => *node,
+            _ => unreachable!(),
+        })
+        .collect();
+    used.sort();
+    used.dedup();
+    assert_eq!(used.len(), 10, "no node is booked twice");
+}
