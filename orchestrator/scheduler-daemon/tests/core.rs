@@ -45,6 +45,7 @@ impl JobBuilder {
             submitted_at: T0,
             first_running_at: None,
             finished_at: None,
+            refund_account: key(2),
             bump: 255,
             vault_bump: 255,
             requirements: JobRequirements {

@@ -56,7 +56,7 @@ pub struct CompleteJob<'info> {
     #[account(
         mut,
         constraint = owner_token.mint == usdc_mint.key() @ McjsError::WrongMint,
-        constraint = owner_token.owner == job.owner @ McjsError::WrongTokenAccount,
+        address = job.refund_account @ McjsError::WrongTokenAccount,
     )]
     pub owner_token: Box<Account<'info, TokenAccount>>,
     pub token_program: Program<'info, Token>,

@@ -102,6 +102,7 @@ impl SubmitJob<'_> {
             submitted_at: now,
             first_running_at: None,
             finished_at: None,
+            refund_account: accounts.owner_token.key(),
             bump: ctx.bumps.job,
             vault_bump: ctx.bumps.job_vault,
         });

@@ -46,6 +46,9 @@ pub struct Job {
     pub submitted_at: i64,
     pub first_running_at: Option<i64>,
     pub finished_at: Option<i64>,
+    /// The owner's token account the bond came from: refunds and slashes
+    /// go back there, whoever sends the transaction that settles the job.
+    pub refund_account: Pubkey,
     pub bump: u8,
     pub vault_bump: u8,
     pub requirements: JobRequirements,
