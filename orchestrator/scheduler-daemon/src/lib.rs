@@ -9,6 +9,8 @@
 
 pub mod core;
 pub mod liveness;
+pub mod metrics;
+pub mod server;
 
 pub use crate::core::{Action, Decision, DetectorConfig, Observation, reconcile};
 pub use crate::liveness::Liveness;

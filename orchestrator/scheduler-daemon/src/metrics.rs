@@ -1,0 +1,89 @@
+//! Prometheus metrics of the scheduler daemon.
+
+use prometheus::{
+    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+
+pub struct Metrics {
+    registry: Registry,
+    pub queue_length: IntGauge,
+    pub submission_to_running_seconds: Histogram,
+    pub recovery_seconds: Histogram,
+    pub failures: IntCounterVec,
+    pub completed: IntCounter,
+    pub ended_unsuccessfully: IntCounter,
+    pub assignments: IntCounter,
+    pub heartbeats: IntCounter,
+    pub transaction_errors: IntCounter,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let buckets = vec![0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 7200.0];
+        let m = Self {
+            queue_length: IntGauge::new("mcjs_queue_length", "Jobs pending or recovering").unwrap(),
+            submission_to_running_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "mcjs_submission_to_running_seconds",
+                    "Time from a job's submission to its first running state",
+                )
+                .buckets(buckets.clone()),
+            )
+            .unwrap(),
+            recovery_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "mcjs_recovery_seconds",
+                    "Time from reporting a failure to the job running again",
+                )
+                .buckets(buckets),
+            )
+            .unwrap(),
+            failures: IntCounterVec::new(
+                Opts::new("mcjs_failures_total", "Failures reported, by cause"),
+                &["cause"],
+            )
+            .unwrap(),
+            completed: IntCounter::new("mcjs_jobs_completed_total", "Jobs seen completed").unwrap(),
+            ended_unsuccessfully: IntCounter::new(
+                "mcjs_jobs_ended_unsuccessfully_total",
+                "Jobs seen failed, cancelled or expired",
+            )
+            .unwrap(),
+            assignments: IntCounter::new("mcjs_assignments_total", "Jobs assigned").unwrap(),
+            heartbeats: IntCounter::new("mcjs_heartbeats_total", "Heartbeats received").unwrap(),
+            transaction_errors: IntCounter::new(
+                "mcjs_transaction_errors_total",
+                "Transactions the chain refused or that could not be sent",
+            )
+            .unwrap(),
+            registry,
+        };
+        for c in [
+            Box::new(m.queue_length.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(m.submission_to_running_seconds.clone()),
+            Box::new(m.recovery_seconds.clone()),
+            Box::new(m.failures.clone()),
+            Box::new(m.completed.clone()),
+            Box::new(m.ended_unsuccessfully.clone()),
+            Box::new(m.assignments.clone()),
+            Box::new(m.heartbeats.clone()),
+            Box::new(m.transaction_errors.clone()),
+        ] {
+            m.registry.register(c).expect("metric names are unique");
+        }
+        m
+    }
+
+    pub fn render(&self) -> Result<String, String> {
+        TextEncoder::new()
+            .encode_to_string(&self.registry.gather())
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
