@@ -11,6 +11,7 @@ pub mod core;
 pub mod liveness;
 pub mod metrics;
 pub mod server;
+pub mod shell;
 
 pub use crate::core::{Action, Decision, DetectorConfig, Observation, reconcile};
 pub use crate::liveness::Liveness;

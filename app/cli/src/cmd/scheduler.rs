@@ -1,0 +1,59 @@
+//! `mcjs scheduler`: the MCJS scheduler daemon (holds the scheduler authority key).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use mcjs_scheduler_daemon::shell::{Daemon, DaemonConfig};
+use mcjs_scheduler_daemon::DetectorConfig;
+use tokio_util::sync::CancellationToken;
+
+use crate::chain::Ctx;
+use crate::{EXIT_OK, GlobalArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct SchedulerArgs {
+    /// Where agents send heartbeats (and where /metrics and /v1/fleet are served).
+    #[arg(long, default_value = "127.0.0.1:7400")]
+    pub listen: SocketAddr,
+    /// A node silent for longer than this is declared lost.
+    #[arg(long, default_value_t = mcjs_protocol::DEFAULT_HEARTBEAT_TIMEOUT_MS)]
+    pub heartbeat_timeout_ms: u64,
+    /// A running job without an attestation for this percentage of its
+    /// checkpoint interval is reported overdue.
+    #[arg(long, default_value_t = 200)]
+    pub overdue_percent: u32,
+    /// How often the reconcile loop runs.
+    #[arg(long, default_value_t = 500)]
+    pub tick_ms: u64,
+}
+
+pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
+    let ctx = Ctx::resolve(global)?;
+    let scheduler = ctx.wallet()?;
+    let config = DaemonConfig {
+        rpc_url: ctx.url.clone(),
+        listen: args.listen,
+        tick: Duration::from_millis(args.tick_ms.max(50)),
+        detector: DetectorConfig {
+            heartbeat_timeout_ms: args.heartbeat_timeout_ms as i64,
+            overdue_percent: args.overdue_percent.max(100),
+            ..DetectorConfig::default()
+        },
+    };
+    crate::logging::init();
+    let runtime = crate::chain::runtime()?;
+    runtime.block_on(async {
+        let daemon = Daemon::connect(config, scheduler, mcjs_scheduler_daemon::server::system_clock())
+            .await
+            .context("cannot start the scheduler")?;
+        let cancel = CancellationToken::new();
+        let on_signal = cancel.clone();
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            on_signal.cancel();
+        });
+        daemon.run(cancel).await.context("the scheduler stopped")?;
+        Ok(EXIT_OK)
+    })
+}

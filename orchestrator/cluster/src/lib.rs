@@ -1,0 +1,462 @@
+//! A local MCJS cluster made of real processes: the local chain, the
+//! scheduler daemon and N agents, each agent in its own working directory
+//! with its own node profile, all sharing one checkpoint store directory.
+//! Every agent reaches the chain and the scheduler through a [`Link`] that
+//! can be cut, so a test can partition it from the rest.
+//!
+//! Faults it can inject: SIGKILL an agent (and its containers), kill a job's
+//! container, partition an agent and heal it, SIGKILL and restart the
+//! scheduler, corrupt the newest checkpoint in the store.
+//!
+//! Used by `mcjs demo` and by the end-to-end tests.
+
+pub mod link;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use mcjs::state::{Job, JobState};
+use mcjs_client::{pda, ChainClient, Keypair, Pubkey, Signer};
+use mcjs_localnet::LocalnetInfo;
+use tokio::net::TcpListener;
+
+pub use link::Link;
+
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// Everything goes under this directory (chain, store, agents, logs).
+    pub dir: PathBuf,
+    /// The `mcjs` binary that runs every process.
+    pub mcjs_bin: PathBuf,
+    pub agents: usize,
+    pub slot_time_ms: u64,
+    pub heartbeat_timeout_ms: u64,
+    /// HAL profile (JSON) each agent claims; the i-th agent uses
+    /// `profiles[i % len]`.
+    pub profiles: Vec<PathBuf>,
+    /// USDC per GPU-hour of each agent (same cycling).
+    pub prices: Vec<String>,
+    pub provider_stake_usdc: u64,
+}
+
+pub struct AgentProcess {
+    pub index: usize,
+    pub wallet: PathBuf,
+    /// The agent's Node account.
+    pub node: Pubkey,
+    pub provider: Pubkey,
+    pub work_dir: PathBuf,
+    pub listen: String,
+    pub child: Option<Child>,
+    /// The agent's links to the chain (RPC and websocket) and to the scheduler.
+    pub links: Vec<Link>,
+    rpc_url: String,
+    scheduler_url: String,
+}
+
+pub struct Cluster {
+    pub config: ClusterConfig,
+    pub info: LocalnetInfo,
+    pub store: PathBuf,
+    pub scheduler_listen: String,
+    chain: Child,
+    scheduler: Option<Child>,
+    pub agents: Vec<AgentProcess>,
+}
+
+/// A free local TCP port (and, with `pair`, the next one too).
+async fn free_port(pair: bool) -> anyhow::Result<u16> {
+    for _ in 0..50 {
+        let first = TcpListener::bind("127.0.0.1:0").await?;
+        let port = first.local_addr()?.port();
+        if !pair {
+            return Ok(port);
+        }
+        if port < u16::MAX && TcpListener::bind(("127.0.0.1", port + 1)).await.is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no free pair of local TCP ports")
+}
+
+fn log_file(dir: &Path, name: &str) -> anyhow::Result<std::fs::File> {
+    std::fs::File::create(dir.join(format!("{name}.log")))
+        .with_context(|| format!("cannot create the log of {name}"))
+}
+
+impl Cluster {
+    /// Starts the chain, registers one provider per agent, then starts the
+    /// scheduler and the agents. Returns once every agent's node is on chain.
+    pub async fn start(config: ClusterConfig) -> anyhow::Result<Self> {
+        let dir = config.dir.clone();
+        std::fs::create_dir_all(dir.join("logs"))?;
+        let logs = dir.join("logs");
+        let store = dir.join("store");
+        std::fs::create_dir_all(&store)?;
+
+        let rpc_port = free_port(true).await?;
+        let chain_dir = dir.join("chain");
+        let chain = Command::new(&config.mcjs_bin)
+            .args(["localnet", "--rpc-port", &rpc_port.to_string()])
+            .arg("--dir")
+            .arg(&chain_dir)
+            .args(["--slot-time-ms", &config.slot_time_ms.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log_file(&logs, "chain")?)
+            .stderr(log_file(&logs, "chain.err")?)
+            .spawn()
+            .context("cannot start the local chain")?;
+        let info = wait_for_localnet(&chain_dir, Duration::from_secs(120)).await?;
+
+        let scheduler_port = free_port(false).await?;
+        let mut cluster = Self {
+            info,
+            store,
+            scheduler_listen: format!("127.0.0.1:{scheduler_port}"),
+            chain,
+            scheduler: None,
+            agents: Vec::new(),
+            config,
+        };
+        for i in 0..cluster.config.agents {
+            cluster.register_provider(i)?;
+        }
+        cluster.start_scheduler()?;
+        for i in 0..cluster.config.agents {
+            cluster.add_agent(i).await?;
+        }
+        cluster.wait_for_nodes(Duration::from_secs(120)).await?;
+        Ok(cluster)
+    }
+
+    pub fn client(&self) -> ChainClient {
+        ChainClient::new(&self.info.rpc_url)
+    }
+
+    pub fn scheduler_url(&self) -> String {
+        format!("http://{}", self.scheduler_listen)
+    }
+
+    fn mcjs(&self, wallet: &Path) -> Command {
+        let mut cmd = Command::new(&self.config.mcjs_bin);
+        cmd.arg("-u").arg(&self.info.rpc_url).arg("-k").arg(wallet);
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs an `mcjs` command to completion and returns its stdout.
+    pub fn run_mcjs(&self, wallet: &Path, args: &[&str]) -> anyhow::Result<String> {
+        let output = self
+            .mcjs(wallet)
+            .args(args)
+            .output()
+            .with_context(|| format!("cannot run mcjs {}", args.join(" ")))?;
+        if !output.status.success() {
+            bail!(
+                "mcjs {} failed ({}): {}",
+                args.join(" "),
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    fn provider_wallet(&self, i: usize) -> anyhow::Result<PathBuf> {
+        self.info
+            .wallets
+            .providers
+            .get(i)
+            .cloned()
+            .with_context(|| format!("the local chain has no wallet for provider {}", i + 1))
+    }
+
+    fn register_provider(&self, i: usize) -> anyhow::Result<()> {
+        let wallet = self.provider_wallet(i)?;
+        self.run_mcjs(
+            &wallet,
+            &["provider", "register", "--stake", &self.config.provider_stake_usdc.to_string()],
+        )?;
+        Ok(())
+    }
+
+    pub fn start_scheduler(&mut self) -> anyhow::Result<()> {
+        let logs = self.config.dir.join("logs");
+        let child = self
+            .mcjs(&self.info.wallets.scheduler.clone())
+            .args(["scheduler", "--listen", &self.scheduler_listen])
+            .args(["--heartbeat-timeout-ms", &self.config.heartbeat_timeout_ms.to_string()])
+            .stdout(log_file(&logs, "scheduler")?)
+            .stderr(log_file(&logs, "scheduler.err")?)
+            .spawn()
+            .context("cannot start the scheduler")?;
+        self.scheduler = Some(child);
+        Ok(())
+    }
+
+    /// SIGKILL: no chance to clean up, as in a crash.
+    pub fn kill_scheduler(&mut self) {
+        if let Some(mut child) = self.scheduler.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    async fn add_agent(&mut self, i: usize) -> anyhow::Result<()> {
+        let wallet = self.provider_wallet(i)?;
+        let owner = mcjs_localnet::read_keypair(&wallet)?.pubkey();
+        let provider = pda::provider(&owner);
+        let node = pda::node(&provider, 0);
+        let work_dir = self.config.dir.join(format!("agent-{}", i + 1));
+        std::fs::create_dir_all(&work_dir)?;
+        let listen = format!("127.0.0.1:{}", free_port(false).await?);
+
+        let rpc: std::net::SocketAddr = self.info.rpc_url.trim_start_matches("http://").parse()?;
+        let ws = std::net::SocketAddr::new(rpc.ip(), rpc.port() + 1);
+        let scheduler: std::net::SocketAddr = self.scheduler_listen.parse()?;
+        let rpc_port = free_port(true).await?;
+        let rpc_link = Link::open(TcpListener::bind(("127.0.0.1", rpc_port)).await?, rpc).await?;
+        let ws_link = Link::open(TcpListener::bind(("127.0.0.1", rpc_port + 1)).await?, ws).await?;
+        let sched_link = Link::open(TcpListener::bind("127.0.0.1:0").await?, scheduler).await?;
+        let mut agent = AgentProcess {
+            index: i,
+            wallet,
+            node,
+            provider,
+            work_dir,
+            listen,
+            child: None,
+            rpc_url: format!("http://{}", rpc_link.listen),
+            scheduler_url: format!("http://{}", sched_link.listen),
+            links: vec![rpc_link, ws_link, sched_link],
+        };
+        self.spawn_agent(&mut agent)?;
+        self.agents.push(agent);
+        Ok(())
+    }
+
+    fn spawn_agent(&self, agent: &mut AgentProcess) -> anyhow::Result<()> {
+        let logs = self.config.dir.join("logs");
+        let profile = &self.config.profiles[agent.index % self.config.profiles.len()];
+        let price = &self.config.prices[agent.index % self.config.prices.len()];
+        let name = format!("agent-{}", agent.index + 1);
+        let child = Command::new(&self.config.mcjs_bin)
+            .arg("-u")
+            .arg(&agent.rpc_url)
+            .arg("-k")
+            .arg(&agent.wallet)
+            .args(["agent", "run", "--node-index", "0"])
+            .arg("--work-dir")
+            .arg(&agent.work_dir)
+            .arg("--store")
+            .arg(&self.store)
+            .args(["--scheduler", &agent.scheduler_url])
+            .args(["--listen", &agent.listen])
+            .arg("--profile")
+            .arg(profile)
+            .args(["--price", price])
+            .stdin(Stdio::null())
+            .stdout(log_file(&logs, &name)?)
+            .stderr(log_file(&logs, &format!("{name}.err"))?)
+            .spawn()
+            .with_context(|| format!("cannot start {name}"))?;
+        agent.child = Some(child);
+        Ok(())
+    }
+
+    /// SIGKILLs agent `i` and every container it started: the node is gone.
+    pub fn kill_agent(&mut self, i: usize) {
+        let agent = &mut self.agents[i];
+        if let Some(mut child) = agent.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        kill_containers(&format!("mcjs.node={}", agent.node));
+    }
+
+    /// Restarts a killed agent on the same node (same wallet, work dir, links).
+    pub fn restart_agent(&mut self, i: usize) -> anyhow::Result<()> {
+        let mut agent = std::mem::replace(&mut self.agents[i], placeholder());
+        let result = self.spawn_agent(&mut agent);
+        self.agents[i] = agent;
+        result
+    }
+
+    /// Cuts agent `i` off the chain and the scheduler; its process and
+    /// containers go on running.
+    pub fn partition_agent(&self, i: usize) {
+        for link in &self.agents[i].links {
+            link.cut();
+        }
+    }
+
+    pub fn heal_agent(&self, i: usize) {
+        for link in &self.agents[i].links {
+            link.heal();
+        }
+    }
+
+    /// The agent whose node a job is on.
+    pub fn agent_of_node(&self, node: &Pubkey) -> Option<usize> {
+        self.agents.iter().position(|a| a.node == *node)
+    }
+
+    pub async fn wait_for_nodes(&self, timeout: Duration) -> anyhow::Result<()> {
+        let client = self.client();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut registered = 0;
+            for agent in &self.agents {
+                if client.node(&agent.node).await.ok().flatten().is_some() {
+                    registered += 1;
+                }
+            }
+            if registered == self.agents.len() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "only {registered} of {} agents registered their node within {:?}; see {}",
+                    self.agents.len(),
+                    timeout,
+                    self.config.dir.join("logs").display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Polls the job until `done` holds (or the job's account is gone).
+    pub async fn wait_for_job(
+        &self,
+        job: &Pubkey,
+        timeout: Duration,
+        mut done: impl FnMut(&Job) -> bool,
+    ) -> anyhow::Result<Job> {
+        let client = self.client();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(state) = client.job(job).await? {
+                if done(&state) {
+                    return Ok(state);
+                }
+                if Instant::now() > deadline {
+                    bail!("job {job} still {:?} after {:?}", state.state, timeout);
+                }
+            } else if Instant::now() > deadline {
+                bail!("job {job} not found after {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub fn user_wallet(&self) -> anyhow::Result<Keypair> {
+        Ok(mcjs_localnet::read_keypair(&self.info.wallets.user)?)
+    }
+
+    /// Overwrites the newest stored checkpoint of `job` with garbage, as a
+    /// failing disk or a bad upload would.
+    pub fn corrupt_latest_checkpoint(&self, job: &Pubkey) -> anyhow::Result<PathBuf> {
+        // Layout of mcjs-runtime's CheckpointStore: jobs/<job>/checkpoints/<key>/files/...
+        let dir = self.store.join("jobs").join(job.to_string()).join("checkpoints");
+        let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
+        for entry in walk(&dir)? {
+            let modified = std::fs::metadata(&entry)?.modified()?;
+            if entry.components().any(|c| c.as_os_str() == "files")
+                && newest.as_ref().is_none_or(|(t, _)| modified > *t)
+            {
+                newest = Some((modified, entry));
+            }
+        }
+        let (_, path) = newest.with_context(|| format!("no stored checkpoint of job {job} in {}", dir.display()))?;
+        let mut bytes = std::fs::read(&path)?;
+        for b in bytes.iter_mut().take(64) {
+            *b ^= 0xa5;
+        }
+        std::fs::write(&path, bytes)?;
+        Ok(path)
+    }
+
+    /// Stops everything: agents (and their containers), scheduler, chain.
+    pub fn stop(&mut self) {
+        for i in 0..self.agents.len() {
+            self.kill_agent(i);
+        }
+        self.kill_scheduler();
+        let _ = self.chain.kill();
+        let _ = self.chain.wait();
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn placeholder() -> AgentProcess {
+    AgentProcess {
+        index: 0,
+        wallet: PathBuf::new(),
+        node: Pubkey::default(),
+        provider: Pubkey::default(),
+        work_dir: PathBuf::new(),
+        listen: String::new(),
+        child: None,
+        links: Vec::new(),
+        rpc_url: String::new(),
+        scheduler_url: String::new(),
+    }
+}
+
+fn walk(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    if !dir.exists() {
+        return Ok(files);
+    }
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            files.extend(walk(&path)?);
+        } else {
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
+
+/// `docker kill` every container matching a label filter.
+pub fn kill_containers(label: &str) {
+    let Ok(out) = Command::new("docker")
+        .args(["ps", "-q", "--filter", &format!("label={label}")])
+        .output()
+    else {
+        return;
+    };
+    for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+        let _ = Command::new("docker").args(["kill", id]).output();
+    }
+}
+
+async fn wait_for_localnet(dir: &Path, timeout: Duration) -> anyhow::Result<LocalnetInfo> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(info) = LocalnetInfo::load(dir) {
+            let client = ChainClient::new(&info.rpc_url);
+            if client.config().await.is_ok() {
+                return Ok(info);
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("the local chain did not come up within {timeout:?}; see its log");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// True when the job is on a node and running.
+pub fn is_running(job: &Job) -> bool {
+    matches!(job.state, JobState::Running { .. })
+}

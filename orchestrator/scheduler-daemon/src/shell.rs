@@ -1,0 +1,260 @@
+//! The async shell: observe the chain, run the core, send what it decides.
+//!
+//! Every round starts from what the chain says now, so the loop is
+//! idempotent: after a crash a new daemon simply carries on, and a
+//! transaction that raced another (a job assigned twice, a failure reported
+//! twice) is refused by the program and forgotten.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcjs::state::{FailureCause, Job, JobState};
+use mcjs_client::{ix, ChainClient, ChainError, Keypair, Pubkey, Signer};
+use mcjs_client::rpc::JobFilter;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, instrument, warn};
+
+use crate::core::{reconcile, Action, DetectorConfig, Observation};
+use crate::liveness::Liveness;
+use crate::metrics::Metrics;
+use crate::server::{router, Clock, ServerState};
+
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    pub rpc_url: String,
+    pub listen: SocketAddr,
+    pub tick: Duration,
+    pub detector: DetectorConfig,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    #[error(
+        "{key} is not the scheduler authority of this deployment ({expected}); pass the scheduler's keypair"
+    )]
+    NotScheduler { key: Pubkey, expected: Pubkey },
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// What the shell remembers between rounds, for metrics only: the chain
+/// holds everything that decides anything.
+#[derive(Default)]
+struct Memory {
+    seen_running: HashSet<Pubkey>,
+    seen_finished: HashSet<Pubkey>,
+    /// job → (when its failure was reported, ms; the generation that
+    /// fenced the failed node: a new assignment runs above it).
+    recovering_since: HashMap<Pubkey, (i64, u32)>,
+    last_waiting: HashMap<Pubkey, String>,
+}
+
+pub struct Daemon {
+    pub client: ChainClient,
+    pub scheduler: Keypair,
+    pub config: DaemonConfig,
+    pub liveness: Arc<Mutex<Liveness>>,
+    pub metrics: Arc<Metrics>,
+    pub clock: Clock,
+}
+
+impl Daemon {
+    /// Checks that `scheduler` is the deployment's scheduler authority.
+    pub async fn connect(config: DaemonConfig, scheduler: Keypair, clock: Clock) -> Result<Self, DaemonError> {
+        let client = ChainClient::new(&config.rpc_url);
+        let (_, chain_config) = client.config().await?;
+        if chain_config.scheduler != scheduler.pubkey() {
+            return Err(DaemonError::NotScheduler {
+                key: scheduler.pubkey(),
+                expected: chain_config.scheduler,
+            });
+        }
+        let now = clock();
+        Ok(Self {
+            client,
+            scheduler,
+            config,
+            liveness: Arc::new(Mutex::new(Liveness::new(now))),
+            metrics: Arc::new(Metrics::new()),
+            clock,
+        })
+    }
+
+    /// Serves heartbeats and runs the reconcile loop until `cancel`.
+    pub async fn run(self, cancel: CancellationToken) -> Result<(), DaemonError> {
+        let listener = tokio::net::TcpListener::bind(self.config.listen)
+            .await
+            .map_err(|source| DaemonError::Listen {
+                addr: self.config.listen,
+                source,
+            })?;
+        let state = ServerState {
+            liveness: self.liveness.clone(),
+            metrics: self.metrics.clone(),
+            clock: self.clock.clone(),
+            heartbeat_timeout_ms: self.config.detector.heartbeat_timeout_ms,
+        };
+        let server_cancel = cancel.clone();
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, router(state))
+                .with_graceful_shutdown(server_cancel.cancelled_owned())
+                .await;
+        });
+        info!(listen = %self.config.listen, rpc = %self.config.rpc_url, "scheduler started");
+
+        let mut memory = Memory::default();
+        let deployment = self.client.deployment().await?;
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = tokio::time::sleep(self.config.tick) => {}
+            }
+            if let Err(err) = self.round(&deployment, &mut memory).await {
+                // The error policy: log and try again next round.
+                warn!(error = %err, "reconcile round failed; retrying");
+            }
+        }
+        let _ = server.await;
+        info!("scheduler stopped");
+        Ok(())
+    }
+
+    #[instrument(skip_all)]
+    async fn round(&self, deployment: &ix::Deployment, memory: &mut Memory) -> Result<(), ChainError> {
+        let jobs = self.client.jobs(JobFilter::All).await?;
+        let nodes = self.client.nodes().await?;
+        let now = (self.clock)();
+        self.observe_metrics(&jobs, now, memory);
+        let decision = {
+            let liveness = self.liveness.lock().expect("liveness table");
+            reconcile(
+                &Observation {
+                    now_ms: now,
+                    jobs: &jobs,
+                    nodes: &nodes,
+                    liveness: &liveness,
+                },
+                &self.config.detector,
+            )
+        };
+        for waiting in &decision.waiting {
+            if memory.last_waiting.get(&waiting.job) != Some(&waiting.reason) {
+                info!(job = %waiting.job, reason = %waiting.reason, "job waits");
+                memory.last_waiting.insert(waiting.job, waiting.reason.clone());
+            }
+        }
+        let by_key: HashMap<Pubkey, &Job> = jobs.iter().map(|(k, j)| (*k, j)).collect();
+        for action in decision.actions {
+            match self.execute(&action, &by_key, deployment).await {
+                Ok(()) => {
+                    info!(%action, "done");
+                    match &action {
+                        Action::Assign { job, .. } => {
+                            self.metrics.assignments.inc();
+                            memory.last_waiting.remove(job);
+                        }
+                        Action::ReportFailure { job, cause, generation, .. } => {
+                            self.metrics.failures.with_label_values(&[cause_label(cause)]).inc();
+                            memory.recovering_since.insert(*job, (now, generation + 1));
+                        }
+                    }
+                }
+                Err(err) => {
+                    self.metrics.transaction_errors.inc();
+                    warn!(%action, error = %err, "action refused; the next round starts from the chain again");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn execute(
+        &self,
+        action: &Action,
+        jobs: &HashMap<Pubkey, &Job>,
+        deployment: &ix::Deployment,
+    ) -> Result<(), ChainError> {
+        let me = self.scheduler.pubkey();
+        let instruction = match action {
+            Action::Assign { job, node, provider } => ix::assign_job(&me, job, node, provider),
+            Action::ReportFailure {
+                job,
+                node,
+                provider,
+                generation,
+                cause,
+                ..
+            } => {
+                let payout = self
+                    .client
+                    .provider(provider)
+                    .await?
+                    .map(|p| p.payout)
+                    .ok_or_else(|| ChainError::Rpc(format!("provider {provider} vanished")))?;
+                let refund = jobs
+                    .get(job)
+                    .map(|j| j.refund_account)
+                    .ok_or_else(|| ChainError::Rpc(format!("job {job} vanished")))?;
+                ix::report_failure(
+                    &me,
+                    job,
+                    node,
+                    provider,
+                    &payout,
+                    &refund,
+                    deployment,
+                    mcjs::instructions::ReportFailureArgs {
+                        generation: *generation,
+                        cause: *cause,
+                    },
+                )
+            }
+        };
+        self.client.send(&[instruction], &[&self.scheduler]).await.map(|_| ())
+    }
+
+    fn observe_metrics(&self, jobs: &[(Pubkey, Job)], now: i64, memory: &mut Memory) {
+        let queued = jobs.iter().filter(|(_, j)| j.state.can_assign()).count();
+        self.metrics.queue_length.set(queued as i64);
+        for (key, job) in jobs {
+            if let (Some(first), false) = (job.first_running_at, memory.seen_running.contains(key)) {
+                memory.seen_running.insert(*key);
+                self.metrics
+                    .submission_to_running_seconds
+                    .observe((first - job.submitted_at).max(0) as f64);
+            }
+            if let JobState::Running { .. } = job.state
+                && let Some((reported_ms, generation)) = memory.recovering_since.get(key).copied()
+                && job.generation > generation
+            {
+                memory.recovering_since.remove(key);
+                self.metrics
+                    .recovery_seconds
+                    .observe((now - reported_ms).max(0) as f64 / 1_000.0);
+            }
+            if job.state.is_terminal() && memory.seen_finished.insert(*key) {
+                if matches!(job.state, JobState::Completed { .. }) {
+                    self.metrics.completed.inc();
+                } else {
+                    self.metrics.ended_unsuccessfully.inc();
+                }
+            }
+        }
+    }
+}
+
+fn cause_label(cause: &FailureCause) -> &'static str {
+    match cause {
+        FailureCause::NodeLost => "node_lost",
+        FailureCause::ContainerDied => "container_died",
+        FailureCause::CheckpointOverdue => "checkpoint_overdue",
+        FailureCause::JobError => "job_error",
+    }
+}
