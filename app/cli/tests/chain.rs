@@ -707,3 +707,220 @@ unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
+
+/// A new wallet with SOL and `usdc` base units, written as a keypair file.
+fn fresh_wallet(
+    chain: &Chain,
+    dir: &Path,
+    name: &str,
+    usdc: u64,
+) -> (mcjs_client::Keypair, PathBuf) {
+    use anchor_lang::solana_program::system_instruction;
+    use anchor_spl::token::spl_token;
+    let admin = read_keypair(&chain.info.wallets.admin).unwrap();
+    let wallet = mcjs_client::Keypair::new();
+    let mint = chain.info.usdc_mint();
+    let mut ixs = vec![
+        system_instruction::transfer(&admin.pubkey(), &wallet.pubkey(), 10_000_000_000),
+        ix::create_usdc_account(&admin.pubkey(), &wallet.pubkey(), &mint),
+    ];
+    if usdc > 0 {
+        ixs.push(
+            spl_token::instruction::mint_to(
+                &spl_token::ID,
+                &mint,
+                &ix::usdc_account(&wallet.pubkey(), &mint),
+                &admin.pubkey(),
+                &[],
+                usdc,
+            )
+            .unwrap(),
+        );
+    }
+    chain
+        .block_on(chain.client().send(&ixs, &[&admin]))
+        .unwrap();
+    let path = dir.join(format!("{name}.json"));
+    mcjs_localnet::write_keypair(&path, &wallet).unwrap();
+    (wallet, path)
+}
+
+#[test]
+fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
+    let chain = chain();
+    let client = chain.client();
+    let dir = tempfile::tempdir().unwrap();
+    let (provider, provider_path) = fresh_wallet(chain, dir.path(), "provider", 300_000_000);
+    let (owner, owner_path) = fresh_wallet(chain, dir.path(), "owner", 100_000_000);
+    let (_, stranger_path) = fresh_wallet(chain, dir.path(), "stranger", 0);
+    let scheduler = read_keypair(&chain.info.wallets.scheduler).unwrap();
+    let mint = chain.info.usdc_mint();
+
+    ok_json(chain.mcjs(
+        &provider_path,
+        &["--output", "json", "provider", "register", "--stake", "150"],
+    ));
+    let node = ok_json(chain.mcjs(
+        &provider_path,
+        &[
+            "--output",
+            "json",
+            "node",
+            "register",
+            "--profile",
+            fixture("node-a100x4.json").to_str().unwrap(),
+            "--price",
+            "1.5",
+        ],
+    ));
+    let node_key: Pubkey = node["nodes"][0]["node"].as_str().unwrap().parse().unwrap();
+    let submitted = ok_json(chain.mcjs(
+        &owner_path,
+        &[
+            "--output",
+            "json",
+            "job",
+            "submit",
+            examples().join("training-a100.json").to_str().unwrap(),
+            "--bond",
+            "20",
+        ],
+    ));
+    let job = submitted["job"].as_str().unwrap().to_string();
+    let job_key: Pubkey = job.parse().unwrap();
+    let provider_account = pda::provider(&provider.pubkey());
+
+    let assign_and_start = || {
+        chain.block_on(async {
+            client
+                .send(
+                    &[ix::assign_job(
+                        &scheduler.pubkey(),
+                        &job_key,
+                        &node_key,
+                        &provider_account,
+                    )],
+                    &[&scheduler],
+                )
+                .await
+                .expect("assign");
+            let generation = client.job(&job_key).await.unwrap().unwrap().generation;
+            client
+                .send(
+                    &[ix::start_job(
+                        &provider.pubkey(),
+                        &job_key,
+                        &node_key,
+                        generation,
+                    )],
+                    &[&provider],
+                )
+                .await
+                .expect("start");
+        })
+    };
+    assign_and_start();
+
+    let paused = ok_json(chain.mcjs(&owner_path, &["--output", "json", "job", "pause", &job]));
+    assert_eq!(paused["job"]["state"], "paused");
+    assert_eq!(paused["job"]["pause_reason"], "owner");
+    let topped = ok_json(chain.mcjs(
+        &owner_path,
+        &["--output", "json", "job", "top-up", &job, "--amount", "5"],
+    ));
+    assert_eq!(topped["job"]["bond"], "25.00");
+    let resumed = ok_json(chain.mcjs(&owner_path, &["--output", "json", "job", "resume", &job]));
+    assert_eq!(resumed["job"]["state"], "recovering");
+    assign_and_start();
+
+    // Too early for anyone but the scheduler: the program says so by name.
+    let out = chain.mcjs(&stranger_path, &["job", "report-failure", &job]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("JobNotStalled"),
+        "{}",
+        text(&out)
+    );
+
+    // Three 30-minute intervals later without an attestation, anyone may.
+    let now = chain.block_on(client.chain_time()).unwrap();
+    chain
+        .block_on(client.surfnet_time_travel_to(((now + 3 * 1800 + 60) * 1000) as u64))
+        .unwrap();
+    let owner_token = ix::usdc_account(&owner.pubkey(), &mint);
+    let owner_before = chain.block_on(client.token_balance(&owner_token)).unwrap();
+    let reported = ok_json(chain.mcjs(
+        &stranger_path,
+        &["--output", "json", "job", "report-failure", &job],
+    ));
+    assert_eq!(reported["job"]["state"], "recovering");
+    assert_eq!(reported["job"]["restarts_used"], 1);
+    let owner_after = chain.block_on(client.token_balance(&owner_token)).unwrap();
+    assert_eq!(
+        owner_after - owner_before,
+        5_000_000,
+        "the slash goes to the owner"
+    );
+
+    let record = ok_json(chain.mcjs(
+        &owner_path,
+        &[
+            "--output",
+            "json",
+            "audit",
+            "provider",
+            &provider.pubkey().to_string(),
+        ],
+    ));
+    assert_eq!(record["failures"], 1);
+    assert_eq!(record["slashed_total"], 5_000_000);
+    assert_eq!(record["failure_reports"][0]["cause"], "node lost");
+    assert_eq!(record["completion_rate"], 0.0);
+    let nodes = ok_json(chain.mcjs(&provider_path, &["--output", "json", "node", "status"]));
+    assert_eq!(
+        nodes["nodes"][0]["status"], "offline",
+        "a lost node goes offline"
+    );
+
+    let audit = chain.mcjs(&owner_path, &["--output", "json", "audit", "job", &job]);
+    let audit = ok_json(audit);
+    assert_eq!(audit["attestations"], 0);
+    assert_eq!(
+        audit["steps"].as_array().unwrap().last().unwrap()["event"],
+        "FailureReported"
+    );
+
+    // The provider takes part of its stake out, after the cooldown.
+    ok_json(chain.mcjs(
+        &provider_path,
+        &["--output", "json", "provider", "add-stake", "10"],
+    ));
+    let requested = ok_json(chain.mcjs(
+        &provider_path,
+        &["--output", "json", "provider", "withdraw", "--amount", "50"],
+    ));
+    assert!(
+        requested["pending_withdrawal"]
+            .as_str()
+            .unwrap()
+            .starts_with("50.00 USDC"),
+        "{requested}"
+    );
+    let early = chain.mcjs(&provider_path, &["provider", "withdraw"]);
+    assert_eq!(early.status.code(), Some(2), "{}", text(&early));
+    assert!(
+        String::from_utf8_lossy(&early.stderr).contains("is available from"),
+        "{}",
+        text(&early)
+    );
+    let now = chain.block_on(client.chain_time()).unwrap();
+    chain
+        .block_on(client.surfnet_time_travel_to(((now + 400) * 1000) as u64))
+        .unwrap();
+    let withdrawn = ok_json(chain.mcjs(
+        &provider_path,
+        &["--output", "json", "provider", "withdraw"],
+    ));
+    assert_eq!(withdrawn["stake"], "105.00", "150 + 10 - 5 slashed - 50");
+    assert!(withdrawn["pending_withdrawal"].is_null());
+}

@@ -703,6 +703,23 @@ impl ChainClient {
         Ok(self.account(key).await?.map_or(0, |a| a.lamports))
     }
 
+    /// The cluster's clock (`Clock::unix_timestamp`), which the program judges time by.
+    pub async fn chain_time(&self) -> Result<i64, ChainError> {
+        const CLOCK: Pubkey = Pubkey::from_str_const("SysvarC1ock11111111111111111111111111111111");
+        // slot u64, epoch_start_timestamp i64, epoch u64, leader_schedule_epoch u64, unix_timestamp i64
+        let account = self.account(&CLOCK).await?.ok_or(ChainError::NotFound {
+            what: "the Clock sysvar",
+            key: CLOCK,
+            url: self.url.clone(),
+        })?;
+        account
+            .data
+            .get(32..40)
+            .and_then(|b| b.try_into().ok())
+            .map(i64::from_le_bytes)
+            .ok_or_else(|| ChainError::Rpc("the Clock sysvar is malformed".into()))
+    }
+
     // ----- history -----
 
     /// Every MCJS event of every transaction that touched `key`, oldest first.

@@ -122,7 +122,9 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
         JobCommand::Status { job } => {
             let key = parse_pubkey(&job, "job")?;
             let job = fetch_job(&client, &key).await?;
-            global.output.print(&JobView::new(key, &job, now_unix()))?;
+            global
+                .output
+                .print(&JobView::new(key, &job, chain_now(&client).await))?;
             Ok(EXIT_OK)
         }
         JobCommand::List { owner, state } => {
@@ -139,7 +141,7 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
                 (None, None) => JobFilter::All,
             };
             client.config().await?;
-            let now = now_unix();
+            let now = chain_now(&client).await;
             let jobs: Vec<JobView> = client
                 .jobs(filter)
                 .await?
@@ -359,6 +361,11 @@ async fn submit(
     Ok(EXIT_OK)
 }
 
+/// The chain's clock, which deadlines are judged by; the local clock if unreadable.
+async fn chain_now(client: &ChainClient) -> i64 {
+    client.chain_time().await.unwrap_or_else(|_| now_unix())
+}
+
 async fn fetch_job(client: &ChainClient, key: &Pubkey) -> anyhow::Result<Job> {
     match client.job(key).await {
         Ok(Some(job)) => Ok(job),
@@ -406,7 +413,10 @@ async fn done(
     global.output.print(&Done {
         action,
         signature: signature.to_string(),
-        job: job.map(|j| JobView::new(key, &j, now_unix())),
+        job: match job {
+            Some(j) => Some(JobView::new(key, &j, chain_now(client).await)),
+            None => None,
+        },
     })?;
     Ok(EXIT_OK)
 }
@@ -443,7 +453,7 @@ async fn watch(client: &ChainClient, global: &GlobalArgs, key: Pubkey) -> anyhow
         };
         let job =
             decode::job(&account.data).with_context(|| format!("{key} is no longer a job"))?;
-        let view = JobView::new(key, &job, now_unix());
+        let view = JobView::new(key, &job, chain_now(client).await);
         match &bar {
             Some(bar) => {
                 bar.set_prefix(view.state.to_string());
