@@ -924,3 +924,126 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
     assert_eq!(withdrawn["stake"], "105.00", "150 + 10 - 5 slashed - 50");
     assert!(withdrawn["pending_withdrawal"].is_null());
 }
+
+/// The fake NVML of the HAL's tests, reporting one K80 board (two GPUs).
+fn fake_k80_nvml(dir: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../orchestrator/hal/tests/fake_nvml/fake_nvml.c");
+    let lib = dir.join("libnvidia-ml.so.1");
+    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-shared", "-fPIC", "-O1", "-DFAKE_NVML_R470", "-o"])
+        .arg(&lib)
+        .arg(&source)
+        .arg("-ldl")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let gpu = |pci: &str| {
+        format!(
+            "gpu\nname Tesla K80\nmemory_mib 12288\ncc 3 7\npci {pci}\ntemperature 45\necc 1\necc_uncorrected_volatile 0\n"
+        )
+    };
+    let config = format!(
+        "driver 470.256.02\ncuda 11040\n{}{}",
+        gpu("00000000:04:00.0"),
+        gpu("00000000:05:00.0")
+    );
+    std::fs::write(dir.join("libnvidia-ml.so.1.conf"), config).unwrap();
+    lib
+}
+
+#[test]
+fn a_provider_registers_a_node_from_a_live_probe_and_updates_its_price() {
+    let chain = chain();
+    let dir = tempfile::tempdir().unwrap();
+    let (provider, provider_path) = fresh_wallet(chain, dir.path(), "k80-provider", 200_000_000);
+    ok_json(chain.mcjs(
+        &provider_path,
+        &["--output", "json", "provider", "register", "--stake", "120"],
+    ));
+    let checkpoints = dir.path().join("checkpoints");
+    std::fs::create_dir(&checkpoints).unwrap();
+    let probe = |extra: &[&str]| {
+        let mut args = vec![
+            "--output",
+            "json",
+            "node",
+            "register",
+            "--probe",
+            "--checkpoint-dir",
+            checkpoints.to_str().unwrap(),
+            "--sample-size",
+            "8MiB",
+            "--price",
+            "0.4",
+        ];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_mcjs"))
+            .args([
+                "-u",
+                &chain.info.rpc_url,
+                "-k",
+                provider_path.to_str().unwrap(),
+            ])
+            .args(&args)
+            .env_remove("MCJS_NVML_LIB")
+            .output()
+            .unwrap()
+    };
+
+    // Without a GPU (no NVML here) there is nothing to register.
+    let before = snapshot(
+        chain,
+        &[provider.pubkey()],
+        &[pda::node(&pda::provider(&provider.pubkey()), 0)],
+    );
+    let out = probe(&["--nvml-lib", "/nonexistent/libnvidia-ml.so.1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("shows no GPU"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        snapshot(
+            chain,
+            &[provider.pubkey()],
+            &[pda::node(&pda::provider(&provider.pubkey()), 0)]
+        ),
+        before
+    );
+
+    let lib = fake_k80_nvml(dir.path());
+    let node = ok_json(probe(&["--nvml-lib", lib.to_str().unwrap()]));
+    let n = &node["nodes"][0];
+    assert_eq!(n["gpu_model"], "k80");
+    assert_eq!(n["gpu_count"], 2);
+    assert_eq!(n["vram_per_gpu_mib"], 12288);
+    assert_eq!(n["compute_capability"], 37);
+    assert!(n["checkpoint_write_mibps"].as_u64().unwrap() > 0, "{n}");
+    assert!(n["readiness"].as_u64().unwrap() <= 100);
+    assert_eq!(n["price_per_gpu_hour"], "0.40");
+
+    let updated = ok_json(chain.mcjs(
+        &provider_path,
+        &["--output", "json", "node", "update", "0", "--price", "0.5"],
+    ));
+    assert_eq!(updated["nodes"][0]["price_per_gpu_hour"], "0.50");
+    assert_eq!(
+        updated["nodes"][0]["gpu_model"], "k80",
+        "the hardware is kept"
+    );
+    let listed = ok_json(chain.mcjs(
+        &provider_path,
+        &[
+            "--output",
+            "json",
+            "node",
+            "status",
+            "--provider",
+            &provider.pubkey().to_string(),
+        ],
+    ));
+    assert_eq!(listed["nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(listed["nodes"][0]["node"], n["node"]);
+}
