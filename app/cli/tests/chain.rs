@@ -10,8 +10,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use mcjs::instructions::{AttestCheckpointArgs, CompleteJobArgs, StartJobArgs};
-use mcjs_client::{ChainClient, JobFilter, Keypair, Pubkey, Signer, ix, pda};
+use mcjs::instructions::{AttestCheckpointArgs, CompleteJobArgs};
+use mcjs_client::{ChainClient, JobFilter, Pubkey, Signer, ix, pda};
 use mcjs_localnet::{Localnet, LocalnetConfig, LocalnetInfo, read_keypair};
 use serde_json::Value;
 
@@ -101,7 +101,9 @@ fn examples() -> PathBuf {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 /// Every balance and account a refused command must leave as it was.
@@ -125,7 +127,12 @@ fn snapshot(chain: &Chain, wallets: &[Pubkey], accounts: &[Pubkey]) -> Snapshot 
         };
         for w in wallets {
             snap.sol.push(client.sol_balance(w).await.unwrap());
-            snap.usdc.push(client.token_balance(&ix::usdc_account(w, &mint)).await.unwrap());
+            snap.usdc.push(
+                client
+                    .token_balance(&ix::usdc_account(w, &mint))
+                    .await
+                    .unwrap(),
+            );
             snap.jobs.extend(
                 client
                     .jobs(JobFilter::Owner(*w))
@@ -136,7 +143,8 @@ fn snapshot(chain: &Chain, wallets: &[Pubkey], accounts: &[Pubkey]) -> Snapshot 
             );
         }
         for a in accounts {
-            snap.accounts.push(client.account(a).await.unwrap().map(|a| a.data));
+            snap.accounts
+                .push(client.account(a).await.unwrap().map(|a| a.data));
         }
         snap
     })
@@ -205,7 +213,14 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
 
     // Someone watches the job live from submission to its end.
     let mut watcher = Command::new(env!("CARGO_BIN_EXE_mcjs"))
-        .args(["-u", &chain.info.rpc_url, "--output", "json-compact", "job", "watch"])
+        .args([
+            "-u",
+            &chain.info.rpc_url,
+            "--output",
+            "json-compact",
+            "job",
+            "watch",
+        ])
         .arg(job_key.to_string())
         .stdout(Stdio::piped())
         .spawn()
@@ -228,7 +243,12 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
     chain.block_on(async {
         client
             .send(
-                &[ix::assign_job(&scheduler.pubkey(), &job_key, &node_key, &provider_account)],
+                &[ix::assign_job(
+                    &scheduler.pubkey(),
+                    &job_key,
+                    &node_key,
+                    &provider_account,
+                )],
                 &[&scheduler],
             )
             .await
@@ -236,7 +256,12 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         let generation = client.job(&job_key).await.unwrap().unwrap().generation;
         client
             .send(
-                &[ix::start_job(&provider.pubkey(), &job_key, &node_key, generation)],
+                &[ix::start_job(
+                    &provider.pubkey(),
+                    &job_key,
+                    &node_key,
+                    generation,
+                )],
                 &[&provider],
             )
             .await
@@ -287,35 +312,68 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         if let Some(status) = watcher.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "job watch did not end when the job completed");
+        assert!(
+            Instant::now() < deadline,
+            "job watch did not end when the job completed"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     let lines = watched.join().unwrap();
     assert_eq!(status.code(), Some(0), "{lines:#?}");
     let states: Vec<String> = lines
         .iter()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["state"].as_str().unwrap().to_string())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["state"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
-    assert_eq!(states.first().map(String::as_str), Some("pending"), "{lines:#?}");
-    assert_eq!(states.last().map(String::as_str), Some("completed"), "{lines:#?}");
+    assert_eq!(
+        states.first().map(String::as_str),
+        Some("pending"),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        states.last().map(String::as_str),
+        Some("completed"),
+        "{lines:#?}"
+    );
 
-    let status = ok_json(chain.mcjs(&user_path, &["--output", "json", "job", "status", &job_key.to_string()]));
+    let status = ok_json(chain.mcjs(
+        &user_path,
+        &["--output", "json", "job", "status", &job_key.to_string()],
+    ));
     assert_eq!(status["state"], "completed");
     assert_eq!(status["checkpoints"], 3);
     assert_eq!(status["last_checkpoint"]["step"], 300);
     assert_eq!(status["output_hash"], hex::encode([0xab; 32]));
 
-    let listed = ok_json(chain.mcjs(&user_path, &["--output", "json", "job", "list", "--owner", "me"]));
+    let listed = ok_json(chain.mcjs(
+        &user_path,
+        &["--output", "json", "job", "list", "--owner", "me"],
+    ));
     assert!(
-        listed["jobs"].as_array().unwrap().iter().any(|j| j["job"] == job_key.to_string()),
+        listed["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["job"] == job_key.to_string()),
         "{listed}"
     );
 
     // The auditor rebuilds every step, with its signer, and the chain verifies.
     let audit = chain.mcjs(&user_path, &["audit", "job", &job_key.to_string()]);
     assert_eq!(audit.status.code(), Some(0), "{}", text(&audit));
-    assert!(String::from_utf8_lossy(&audit.stdout).contains("VERIFIED"), "{}", text(&audit));
-    let audit = ok_json(chain.mcjs(&user_path, &["--output", "json", "audit", "job", &job_key.to_string()]));
+    assert!(
+        String::from_utf8_lossy(&audit.stdout).contains("VERIFIED"),
+        "{}",
+        text(&audit)
+    );
+    let audit = ok_json(chain.mcjs(
+        &user_path,
+        &["--output", "json", "audit", "job", &job_key.to_string()],
+    ));
     let events: Vec<&str> = audit["steps"]
         .as_array()
         .unwrap()
@@ -336,15 +394,27 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         ]
     );
     assert_eq!(audit["steps"][0]["signers"][0], user.pubkey().to_string());
-    assert_eq!(audit["steps"][1]["signers"][0], scheduler.pubkey().to_string());
-    assert_eq!(audit["steps"][3]["signers"][0], provider.pubkey().to_string());
+    assert_eq!(
+        audit["steps"][1]["signers"][0],
+        scheduler.pubkey().to_string()
+    );
+    assert_eq!(
+        audit["steps"][3]["signers"][0],
+        provider.pubkey().to_string()
+    );
     assert_eq!(audit["attestations"], 3);
     assert_eq!(audit["recomputed_chain"], status["checkpoint_chain"]);
     assert!(audit["divergence"].is_null());
 
     let record = ok_json(chain.mcjs(
         &user_path,
-        &["--output", "json", "audit", "provider", &provider.pubkey().to_string()],
+        &[
+            "--output",
+            "json",
+            "audit",
+            "provider",
+            &provider.pubkey().to_string(),
+        ],
     ));
     assert_eq!(record["jobs_completed"], 1);
     assert_eq!(record["completion_rate"], 1.0);
@@ -366,7 +436,13 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
     let out = String::from_utf8_lossy(&tampered.stdout);
     assert!(out.contains("NOT VERIFIED"), "{out}");
     assert!(out.contains("the Job account commits to chain"), "{out}");
-    let tampered = ok_json_exit(chain.mcjs(&user_path, &["--output", "json", "audit", "job", &job_key.to_string()]), 1);
+    let tampered = ok_json_exit(
+        chain.mcjs(
+            &user_path,
+            &["--output", "json", "audit", "job", &job_key.to_string()],
+        ),
+        1,
+    );
     assert_eq!(tampered["divergence"]["kind"], "commitment");
 }
 
@@ -379,7 +455,6 @@ fn ok_json_exit(out: Output, code: i32) -> Value {
 #[test]
 fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
     let chain = chain();
-    let client = chain.client();
     let owner_path = chain.provider_wallet(2);
     let poor_path = chain.provider_wallet(3);
     let owner = read_keypair(&owner_path).unwrap();
@@ -390,7 +465,9 @@ fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
     // A pending job to misuse.
     let submitted = ok_json(chain.mcjs(
         &owner_path,
-        &["--output", "json", "job", "submit", spec, "--bond", "10", "--job-id", "7"],
+        &[
+            "--output", "json", "job", "submit", spec, "--bond", "10", "--job-id", "7",
+        ],
     ));
     let job = submitted["job"].as_str().unwrap().to_string();
     let job_key: Pubkey = job.parse().unwrap();
@@ -401,12 +478,22 @@ fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
     let out = chain.mcjs(&missing, &["job", "submit", spec, "--bond", "10"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("no wallet at {}", missing.display())), "{err}");
+    assert!(
+        err.contains(&format!("no wallet at {}", missing.display())),
+        "{err}"
+    );
     assert!(err.contains("solana-keygen new"), "{err}");
 
     let malformed = dir.path().join("bad.json");
-    std::fs::write(&malformed, r#"{"version": 1, "work": {"kind": "interactive"}}"#).unwrap();
-    let out = chain.mcjs(&poor_path, &["job", "submit", malformed.to_str().unwrap(), "--bond", "10"]);
+    std::fs::write(
+        &malformed,
+        r#"{"version": 1, "work": {"kind": "interactive"}}"#,
+    )
+    .unwrap();
+    let out = chain.mcjs(
+        &poor_path,
+        &["job", "submit", malformed.to_str().unwrap(), "--bond", "10"],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is not a valid job spec"), "{err}");
@@ -416,20 +503,35 @@ fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("insufficient funds"), "{err}");
-    assert!(err.contains("holds 1000.00 USDC, 5000.00 USDC are needed"), "{err}");
+    assert!(
+        err.contains("holds 1000.00 USDC, 5000.00 USDC are needed"),
+        "{err}"
+    );
 
     let out = chain.mcjs(&poor_path, &["job", "submit", spec, "--bond", "1"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 3.60 USDC"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("at least 3.60 USDC"),
+        "{}",
+        text(&out)
+    );
 
     let out = chain.mcjs(&poor_path, &["job", "status", "not-an-address"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a Solana address"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not a Solana address"),
+        "{}",
+        text(&out)
+    );
 
     let nowhere = Pubkey::new_unique().to_string();
     let out = chain.mcjs(&poor_path, &["job", "status", &nowhere]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("no job at {nowhere}")), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!("no job at {nowhere}")),
+        "{}",
+        text(&out)
+    );
 
     // An account that is not a job.
     let out = chain.mcjs(&poor_path, &["audit", "job", &chain.info.usdc_mint]);
@@ -438,7 +540,11 @@ fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
     // Someone else's job.
     let out = chain.mcjs(&poor_path, &["job", "cancel", &job]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("sign with the owner's keypair"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("sign with the owner's keypair"),
+        "{}",
+        text(&out)
+    );
 
     // The program's own refusal, by name.
     let out = chain.mcjs(&owner_path, &["job", "resume", &job]);
@@ -446,19 +552,42 @@ fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("JobNotPaused: the job is not paused"), "{err}");
 
-    let out = chain.mcjs(&owner_path, &["job", "submit", spec, "--bond", "10", "--job-id", "7"]);
+    let out = chain.mcjs(
+        &owner_path,
+        &["job", "submit", spec, "--bond", "10", "--job-id", "7"],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("already has a job with id 7"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already has a job with id 7"),
+        "{}",
+        text(&out)
+    );
 
     // No chain at the URL.
     let out = Command::new(env!("CARGO_BIN_EXE_mcjs"))
-        .args(["-u", "http://127.0.0.1:1", "-k", owner_path.to_str().unwrap(), "job", "status", &job])
+        .args([
+            "-u",
+            "http://127.0.0.1:1",
+            "-k",
+            owner_path.to_str().unwrap(),
+            "job",
+            "status",
+            &job,
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the RPC node at http://127.0.0.1:1"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("cannot reach the RPC node at http://127.0.0.1:1"),
+        "{}",
+        text(&out)
+    );
 
-    assert_eq!(snapshot(chain, &[owner.pubkey(), poor.pubkey()], &[job_key]), before);
+    assert_eq!(
+        snapshot(chain, &[owner.pubkey(), poor.pubkey()], &[job_key]),
+        before
+    );
 
     // And the job is still the owner's to cancel: the whole bond comes back.
     let cancelled = ok_json(chain.mcjs(&owner_path, &["--output", "json", "job", "cancel", &job]));
@@ -509,7 +638,14 @@ fn mcjs_localnet_serves_an_initialised_chain_until_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port_pair();
     let mut child = Command::new(env!("CARGO_BIN_EXE_mcjs"))
-        .args(["localnet", "--rpc-port", &port.to_string(), "--slot-time-ms", "20", "--dir"])
+        .args([
+            "localnet",
+            "--rpc-port",
+            &port.to_string(),
+            "--slot-time-ms",
+            "20",
+            "--dir",
+        ])
         .arg(dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -531,11 +667,16 @@ fn mcjs_localnet_serves_an_initialised_chain_until_stopped() {
     assert!(banner.contains(&format!("RPC URL      {url}")), "{banner}");
     let info = LocalnetInfo::load(dir.path()).unwrap();
     assert_eq!(info.rpc_url, url);
-    for wallet in [&info.wallets.admin, &info.wallets.scheduler, &info.wallets.user]
-        .into_iter()
-        .chain(&info.wallets.providers)
+    for wallet in [
+        &info.wallets.admin,
+        &info.wallets.scheduler,
+        &info.wallets.user,
+    ]
+    .into_iter()
+    .chain(&info.wallets.providers)
     {
-        let bytes: Vec<u8> = serde_json::from_str(&std::fs::read_to_string(wallet).unwrap()).unwrap();
+        let bytes: Vec<u8> =
+            serde_json::from_str(&std::fs::read_to_string(wallet).unwrap()).unwrap();
         assert_eq!(bytes.len(), 64, "{}", wallet.display());
     }
     let out = Command::new(env!("CARGO_BIN_EXE_mcjs"))
@@ -565,4 +706,344 @@ fn mcjs_localnet_serves_an_initialised_chain_until_stopped() {
 unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// A new wallet with SOL and `usdc` base units, written as a keypair file.
+fn fresh_wallet(
+    chain: &Chain,
+    dir: &Path,
+    name: &str,
+    usdc: u64,
+) -> (mcjs_client::Keypair, PathBuf) {
+    use anchor_lang::solana_program::system_instruction;
+    use anchor_spl::token::spl_token;
+    let admin = read_keypair(&chain.info.wallets.admin).unwrap();
+    let wallet = mcjs_client::Keypair::new();
+    let mint = chain.info.usdc_mint();
+    let mut ixs = vec![
+        system_instruction::transfer(&admin.pubkey(), &wallet.pubkey(), 10_000_000_000),
+        ix::create_usdc_account(&admin.pubkey(), &wallet.pubkey(), &mint),
+    ];
+    if usdc > 0 {
+        ixs.push(
+            spl_token::instruction::mint_to(
+                &spl_token::ID,
+                &mint,
+                &ix::usdc_account(&wallet.pubkey(), &mint),
+                &admin.pubkey(),
+                &[],
+                usdc,
+            )
+            .unwrap(),
+        );
+    }
+    chain
+        .block_on(chain.client().send(&ixs, &[&admin]))
+        .unwrap();
+    let path = dir.join(format!("{name}.json"));
+    mcjs_localnet::write_keypair(&path, &wallet).unwrap();
+    (wallet, path)
+}
+
+#[test]
+fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
+    let chain = chain();
+    let client = chain.client();
+    let dir = tempfile::tempdir().unwrap();
+    let (provider, provider_path) = fresh_wallet(chain, dir.path(), "provider", 300_000_000);
+    let (owner, owner_path) = fresh_wallet(chain, dir.path(), "owner", 100_000_000);
+    let (_, stranger_path) = fresh_wallet(chain, dir.path(), "stranger", 0);
+    let scheduler = read_keypair(&chain.info.wallets.scheduler).unwrap();
+    let mint = chain.info.usdc_mint();
+
+    ok_json(chain.mcjs(
+        &provider_path,
+        &["--output", "json", "provider", "register", "--stake", "150"],
+    ));
+    let node = ok_json(chain.mcjs(
+        &provider_path,
+        &[
+            "--output",
+            "json",
+            "node",
+            "register",
+            "--profile",
+            fixture("node-a100x4.json").to_str().unwrap(),
+            "--price",
+            "1.5",
+        ],
+    ));
+    let node_key: Pubkey = node["nodes"][0]["node"].as_str().unwrap().parse().unwrap();
+    let submitted = ok_json(chain.mcjs(
+        &owner_path,
+        &[
+            "--output",
+            "json",
+            "job",
+            "submit",
+            examples().join("training-a100.json").to_str().unwrap(),
+            "--bond",
+            "20",
+        ],
+    ));
+    let job = submitted["job"].as_str().unwrap().to_string();
+    let job_key: Pubkey = job.parse().unwrap();
+    let provider_account = pda::provider(&provider.pubkey());
+
+    let assign_and_start = || {
+        chain.block_on(async {
+            client
+                .send(
+                    &[ix::assign_job(
+                        &scheduler.pubkey(),
+                        &job_key,
+                        &node_key,
+                        &provider_account,
+                    )],
+                    &[&scheduler],
+                )
+                .await
+                .expect("assign");
+            let generation = client.job(&job_key).await.unwrap().unwrap().generation;
+            client
+                .send(
+                    &[ix::start_job(
+                        &provider.pubkey(),
+                        &job_key,
+                        &node_key,
+                        generation,
+                    )],
+                    &[&provider],
+                )
+                .await
+                .expect("start");
+        })
+    };
+    assign_and_start();
+
+    let paused = ok_json(chain.mcjs(&owner_path, &["--output", "json", "job", "pause", &job]));
+    assert_eq!(paused["job"]["state"], "paused");
+    assert_eq!(paused["job"]["pause_reason"], "owner");
+    let topped = ok_json(chain.mcjs(
+        &owner_path,
+        &["--output", "json", "job", "top-up", &job, "--amount", "5"],
+    ));
+    assert_eq!(topped["job"]["bond"], "25.00");
+    let resumed = ok_json(chain.mcjs(&owner_path, &["--output", "json", "job", "resume", &job]));
+    assert_eq!(resumed["job"]["state"], "recovering");
+    assign_and_start();
+
+    // Too early for anyone but the scheduler: the program says so by name.
+    let out = chain.mcjs(&stranger_path, &["job", "report-failure", &job]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("JobNotStalled"),
+        "{}",
+        text(&out)
+    );
+
+    // Three 30-minute intervals later without an attestation, anyone may.
+    let now = chain.block_on(client.chain_time()).unwrap();
+    chain
+        .block_on(client.surfnet_time_travel_to(((now + 3 * 1800 + 60) * 1000) as u64))
+        .unwrap();
+    let owner_token = ix::usdc_account(&owner.pubkey(), &mint);
+    let owner_before = chain.block_on(client.token_balance(&owner_token)).unwrap();
+    let reported = ok_json(chain.mcjs(
+        &stranger_path,
+        &["--output", "json", "job", "report-failure", &job],
+    ));
+    assert_eq!(reported["job"]["state"], "recovering");
+    assert_eq!(reported["job"]["restarts_used"], 1);
+    let owner_after = chain.block_on(client.token_balance(&owner_token)).unwrap();
+    assert_eq!(
+        owner_after - owner_before,
+        5_000_000,
+        "the slash goes to the owner"
+    );
+
+    let record = ok_json(chain.mcjs(
+        &owner_path,
+        &[
+            "--output",
+            "json",
+            "audit",
+            "provider",
+            &provider.pubkey().to_string(),
+        ],
+    ));
+    assert_eq!(record["failures"], 1);
+    assert_eq!(record["slashed_total"], 5_000_000);
+    assert_eq!(record["failure_reports"][0]["cause"], "node lost");
+    assert_eq!(record["completion_rate"], 0.0);
+    let nodes = ok_json(chain.mcjs(&provider_path, &["--output", "json", "node", "status"]));
+    assert_eq!(
+        nodes["nodes"][0]["status"], "offline",
+        "a lost node goes offline"
+    );
+
+    let audit = chain.mcjs(&owner_path, &["--output", "json", "audit", "job", &job]);
+    let audit = ok_json(audit);
+    assert_eq!(audit["attestations"], 0);
+    assert_eq!(
+        audit["steps"].as_array().unwrap().last().unwrap()["event"],
+        "FailureReported"
+    );
+
+    // The provider takes part of its stake out, after the cooldown.
+    ok_json(chain.mcjs(
+        &provider_path,
+        &["--output", "json", "provider", "add-stake", "10"],
+    ));
+    let requested = ok_json(chain.mcjs(
+        &provider_path,
+        &["--output", "json", "provider", "withdraw", "--amount", "50"],
+    ));
+    assert!(
+        requested["pending_withdrawal"]
+            .as_str()
+            .unwrap()
+            .starts_with("50.00 USDC"),
+        "{requested}"
+    );
+    let early = chain.mcjs(&provider_path, &["provider", "withdraw"]);
+    assert_eq!(early.status.code(), Some(2), "{}", text(&early));
+    assert!(
+        String::from_utf8_lossy(&early.stderr).contains("is available from"),
+        "{}",
+        text(&early)
+    );
+    let now = chain.block_on(client.chain_time()).unwrap();
+    chain
+        .block_on(client.surfnet_time_travel_to(((now + 400) * 1000) as u64))
+        .unwrap();
+    let withdrawn = ok_json(chain.mcjs(
+        &provider_path,
+        &["--output", "json", "provider", "withdraw"],
+    ));
+    assert_eq!(withdrawn["stake"], "105.00", "150 + 10 - 5 slashed - 50");
+    assert!(withdrawn["pending_withdrawal"].is_null());
+}
+
+/// The fake NVML of the HAL's tests, reporting one K80 board (two GPUs).
+fn fake_k80_nvml(dir: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../orchestrator/hal/tests/fake_nvml/fake_nvml.c");
+    let lib = dir.join("libnvidia-ml.so.1");
+    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-shared", "-fPIC", "-O1", "-DFAKE_NVML_R470", "-o"])
+        .arg(&lib)
+        .arg(&source)
+        .arg("-ldl")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let gpu = |pci: &str| {
+        format!(
+            "gpu\nname Tesla K80\nmemory_mib 12288\ncc 3 7\npci {pci}\ntemperature 45\necc 1\necc_uncorrected_volatile 0\n"
+        )
+    };
+    let config = format!(
+        "driver 470.256.02\ncuda 11040\n{}{}",
+        gpu("00000000:04:00.0"),
+        gpu("00000000:05:00.0")
+    );
+    std::fs::write(dir.join("libnvidia-ml.so.1.conf"), config).unwrap();
+    lib
+}
+
+#[test]
+fn a_provider_registers_a_node_from_a_live_probe_and_updates_its_price() {
+    let chain = chain();
+    let dir = tempfile::tempdir().unwrap();
+    let (provider, provider_path) = fresh_wallet(chain, dir.path(), "k80-provider", 200_000_000);
+    ok_json(chain.mcjs(
+        &provider_path,
+        &["--output", "json", "provider", "register", "--stake", "120"],
+    ));
+    let checkpoints = dir.path().join("checkpoints");
+    std::fs::create_dir(&checkpoints).unwrap();
+    let probe = |extra: &[&str]| {
+        let mut args = vec![
+            "--output",
+            "json",
+            "node",
+            "register",
+            "--probe",
+            "--checkpoint-dir",
+            checkpoints.to_str().unwrap(),
+            "--sample-size",
+            "8MiB",
+            "--price",
+            "0.4",
+        ];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_mcjs"))
+            .args([
+                "-u",
+                &chain.info.rpc_url,
+                "-k",
+                provider_path.to_str().unwrap(),
+            ])
+            .args(&args)
+            .env_remove("MCJS_NVML_LIB")
+            .output()
+            .unwrap()
+    };
+
+    // Without a GPU (no NVML here) there is nothing to register.
+    let before = snapshot(
+        chain,
+        &[provider.pubkey()],
+        &[pda::node(&pda::provider(&provider.pubkey()), 0)],
+    );
+    let out = probe(&["--nvml-lib", "/nonexistent/libnvidia-ml.so.1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("shows no GPU"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        snapshot(
+            chain,
+            &[provider.pubkey()],
+            &[pda::node(&pda::provider(&provider.pubkey()), 0)]
+        ),
+        before
+    );
+
+    let lib = fake_k80_nvml(dir.path());
+    let node = ok_json(probe(&["--nvml-lib", lib.to_str().unwrap()]));
+    let n = &node["nodes"][0];
+    assert_eq!(n["gpu_model"], "k80");
+    assert_eq!(n["gpu_count"], 2);
+    assert_eq!(n["vram_per_gpu_mib"], 12288);
+    assert_eq!(n["compute_capability"], 37);
+    assert!(n["checkpoint_write_mibps"].as_u64().unwrap() > 0, "{n}");
+    assert!(n["readiness"].as_u64().unwrap() <= 100);
+    assert_eq!(n["price_per_gpu_hour"], "0.40");
+
+    let updated = ok_json(chain.mcjs(
+        &provider_path,
+        &["--output", "json", "node", "update", "0", "--price", "0.5"],
+    ));
+    assert_eq!(updated["nodes"][0]["price_per_gpu_hour"], "0.50");
+    assert_eq!(
+        updated["nodes"][0]["gpu_model"], "k80",
+        "the hardware is kept"
+    );
+    let listed = ok_json(chain.mcjs(
+        &provider_path,
+        &[
+            "--output",
+            "json",
+            "node",
+            "status",
+            "--provider",
+            &provider.pubkey().to_string(),
+        ],
+    ));
+    assert_eq!(listed["nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(listed["nodes"][0]["node"], n["node"]);
 }

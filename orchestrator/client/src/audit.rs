@@ -90,7 +90,10 @@ pub enum Divergence {
     /// The Job account counts a different number of attestations than the logs hold.
     CheckpointCount { on_chain: u32, in_history: u32 },
     /// The Job account's last checkpoint is not the last attested one.
-    LastCheckpoint { on_chain: String, in_history: String },
+    LastCheckpoint {
+        on_chain: String,
+        in_history: String,
+    },
 }
 
 impl std::fmt::Display for Divergence {

@@ -175,11 +175,7 @@ impl McjsEvent {
                 e.owner,
                 usdc(e.stake)
             ),
-            StakeAdded(e) => format!(
-                "stake +{} USDC, now {} USDC",
-                usdc(e.amount),
-                usdc(e.stake)
-            ),
+            StakeAdded(e) => format!("stake +{} USDC, now {} USDC", usdc(e.amount), usdc(e.stake)),
             WithdrawalRequested(e) => format!(
                 "withdrawal of {} USDC requested, available at {}",
                 usdc(e.amount),
@@ -270,11 +266,7 @@ impl McjsEvent {
                 e.generation
             ),
             JobResumed(_) => "resumed: back in the queue".to_string(),
-            BondToppedUp(e) => format!(
-                "bond +{} USDC, now {} USDC",
-                usdc(e.amount),
-                usdc(e.bond)
-            ),
+            BondToppedUp(e) => format!("bond +{} USDC, now {} USDC", usdc(e.amount), usdc(e.bond)),
             JobCancelled(e) => format!("cancelled, refund {} USDC", usdc(e.refund)),
             JobExpired(e) => format!("expired, refund {} USDC", usdc(e.refund)),
             JobClosed(_) => "closed".to_string(),

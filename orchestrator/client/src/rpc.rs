@@ -32,8 +32,7 @@ use solana_signer::Signer;
 use solana_transaction::Transaction;
 use solana_transaction_error::TransactionError;
 use solana_transaction_status_client_types::{
-    EncodedTransaction, UiMessage, UiTransactionEncoding,
-    option_serializer::OptionSerializer,
+    EncodedTransaction, UiMessage, UiTransactionEncoding, option_serializer::OptionSerializer,
 };
 
 use crate::decode::{self, AccountKind, DecodeError};
@@ -60,7 +59,9 @@ pub enum ChainError {
     InsufficientSol { payer: Pubkey },
     #[error("the transaction failed: {message}")]
     Transaction { message: String, logs: Vec<String> },
-    #[error("cannot reach the RPC node at {url}: {message}; is the URL right and the node running?")]
+    #[error(
+        "cannot reach the RPC node at {url}: {message}; is the URL right and the node running?"
+    )]
     Unreachable { url: String, message: String },
     #[error(
         "the MCJS program {program} is not deployed on {url}; is this the right network (--url)?"
@@ -338,6 +339,15 @@ impl ChainClient {
                 url: self.url.clone(),
                 message: e.to_string(),
             },
+            // Some calls (getAccountInfo) fold the transport error into a message.
+            ErrorKind::RpcError(RpcError::ForUser(message))
+                if message.contains("error sending request") =>
+            {
+                ChainError::Unreachable {
+                    url: self.url.clone(),
+                    message: "the connection failed".into(),
+                }
+            }
             _ => ChainError::Rpc(err.to_string()),
         }
     }
@@ -367,7 +377,9 @@ impl ChainClient {
             }
         }
         Err(ChainError::Transaction {
-            message: format!("the blockhash expired {ATTEMPTS} times before the transaction landed; the cluster may be congested"),
+            message: format!(
+                "the blockhash expired {ATTEMPTS} times before the transaction landed; the cluster may be congested"
+            ),
             logs: Vec::new(),
         })
     }
@@ -691,6 +703,23 @@ impl ChainClient {
         Ok(self.account(key).await?.map_or(0, |a| a.lamports))
     }
 
+    /// The cluster's clock (`Clock::unix_timestamp`), which the program judges time by.
+    pub async fn chain_time(&self) -> Result<i64, ChainError> {
+        const CLOCK: Pubkey = Pubkey::from_str_const("SysvarC1ock11111111111111111111111111111111");
+        // slot u64, epoch_start_timestamp i64, epoch u64, leader_schedule_epoch u64, unix_timestamp i64
+        let account = self.account(&CLOCK).await?.ok_or(ChainError::NotFound {
+            what: "the Clock sysvar",
+            key: CLOCK,
+            url: self.url.clone(),
+        })?;
+        account
+            .data
+            .get(32..40)
+            .and_then(|b| b.try_into().ok())
+            .map(i64::from_le_bytes)
+            .ok_or_else(|| ChainError::Rpc("the Clock sysvar is malformed".into()))
+    }
+
     // ----- history -----
 
     /// Every MCJS event of every transaction that touched `key`, oldest first.
@@ -723,10 +752,9 @@ impl ChainClient {
         statuses.reverse();
         let mut entries = Vec::new();
         for status in statuses.into_iter().filter(|s| s.err.is_none()) {
-            let signature: Signature = status
-                .signature
-                .parse()
-                .map_err(|_| ChainError::Rpc(format!("malformed signature {}", status.signature)))?;
+            let signature: Signature = status.signature.parse().map_err(|_| {
+                ChainError::Rpc(format!("malformed signature {}", status.signature))
+            })?;
             let tx = self
                 .rpc
                 .get_transaction_with_config(
@@ -913,16 +941,21 @@ pub fn state_tag(state: &JobState) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use anchor_lang::AnchorSerialize;
 
     #[test]
     fn the_websocket_url_is_the_next_port_with_a_ws_scheme() {
-        assert_eq!(default_ws_url("http://127.0.0.1:8899"), "ws://127.0.0.1:8900");
+        assert_eq!(
+            default_ws_url("http://127.0.0.1:8899"),
+            "ws://127.0.0.1:8900"
+        );
         assert_eq!(
             default_ws_url("https://api.devnet.solana.com"),
             "wss://api.devnet.solana.com"
         );
-        assert_eq!(default_ws_url("http://localhost:9000/rpc"), "ws://localhost:9001/rpc");
+        assert_eq!(
+            default_ws_url("http://localhost:9000/rpc"),
+            "ws://localhost:9001/rpc"
+        );
     }
 
     #[test]
@@ -941,7 +974,10 @@ mod tests {
             JobState::Cancelled { at: 1 },
             JobState::Expired { at: 1 },
         ] {
-            assert_eq!(state.try_to_vec().unwrap()[0], state_tag(&state));
+            assert_eq!(
+                anchor_lang::prelude::borsh::to_vec(&state).unwrap()[0],
+                state_tag(&state)
+            );
         }
     }
 
@@ -952,8 +988,14 @@ mod tests {
             format!("Program {} invoke [1]", crate::PROGRAM_ID),
             format!("Program {} invoke [2]", spl_token::ID),
             "Program log: Error: insufficient funds".to_string(),
-            format!("Program {} failed: custom program error: 0x1", spl_token::ID),
-            format!("Program {} failed: custom program error: 0x1", crate::PROGRAM_ID),
+            format!(
+                "Program {} failed: custom program error: 0x1",
+                spl_token::ID
+            ),
+            format!(
+                "Program {} failed: custom program error: 0x1",
+                crate::PROGRAM_ID
+            ),
         ];
         let err = classify(
             TransactionError::InstructionError(0, InstructionError::Custom(1)),

@@ -78,7 +78,8 @@ async fn main() {
             other => panic!("unknown argument {other}"),
         }
     }
-    let spec = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/specs/training-a100.json");
+    let spec =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/specs/training-a100.json");
 
     for slot_time_ms in slots {
         let dir = tempfile::tempdir().unwrap();
@@ -127,7 +128,11 @@ async fn main() {
                     .output()
                     .unwrap();
                 times.push(t.elapsed());
-                assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
             println!(
                 "slot {slot_time_ms:>3} ms  mcjs job submit (whole command, confirmed): median {:>4} ms  min {:>4} ms  max {:>4} ms  (n={runs})",
@@ -136,7 +141,10 @@ async fn main() {
                 times.iter().max().unwrap().as_millis(),
             );
         }
-        println!("slot {slot_time_ms:>3} ms  localnet start + initialise: {} ms", startup.as_millis());
+        println!(
+            "slot {slot_time_ms:>3} ms  localnet start + initialise: {} ms",
+            startup.as_millis()
+        );
         localnet.stop();
     }
 }

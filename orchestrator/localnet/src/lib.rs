@@ -43,7 +43,9 @@ const TOKEN_ACCOUNT_LEN: usize = 165;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocalnetError {
-    #[error("port {port} is in use ({what}); pick another with --rpc-port (the websocket takes the next port)")]
+    #[error(
+        "port {port} is in use ({what}); pick another with --rpc-port (the websocket takes the next port)"
+    )]
     PortInUse { port: u16, what: &'static str },
     #[error("cannot write {path}: {source}")]
     Write {
@@ -176,7 +178,8 @@ pub fn write_keypair(path: &Path, keypair: &Keypair) -> Result<(), LocalnetError
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(write_err)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(write_err)?;
     }
     Ok(())
 }
@@ -211,10 +214,13 @@ impl Localnet {
     /// Starts the chain, initialises the program and the wallets, and
     /// writes `DIR/localnet.json`. Returns once every setup transaction is confirmed.
     pub async fn start(config: LocalnetConfig) -> Result<Localnet, LocalnetError> {
-        let ws_port = config.rpc_port.checked_add(1).ok_or(LocalnetError::PortInUse {
-            port: config.rpc_port,
-            what: "no port after it for the websocket",
-        })?;
+        let ws_port = config
+            .rpc_port
+            .checked_add(1)
+            .ok_or(LocalnetError::PortInUse {
+                port: config.rpc_port,
+                what: "no port after it for the websocket",
+            })?;
         check_port(config.rpc_port, "JSON-RPC")?;
         check_port(ws_port, "websocket")?;
 

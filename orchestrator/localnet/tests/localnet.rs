@@ -1,0 +1,343 @@
+//! The local chain and the chain client against it.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use mcjs::instructions::{RegisterNodeArgs, SubmitJobArgs};
+use mcjs::state::{HardwareProfile, JobRequirements, JobState, JobTerms};
+use mcjs_client::history::McjsEvent;
+use mcjs_client::{ChainClient, JobFilter, Signer, ix, pda};
+use mcjs_localnet::{Localnet, LocalnetConfig, LocalnetInfo, USDC, read_keypair};
+
+fn free_port_pair() -> u16 {
+    loop {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        drop(l);
+        if std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+}
+
+async fn start(dir: &std::path::Path) -> Localnet {
+    Localnet::start(LocalnetConfig {
+        rpc_port: free_port_pair(),
+        dir: dir.to_path_buf(),
+        slot_time_ms: 20,
+        ..LocalnetConfig::default()
+    })
+    .await
+    .expect("the local chain starts")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn start_initialises_the_program_funds_the_wallets_and_a_restart_keeps_the_addresses() {
+    let dir = tempfile::tempdir().unwrap();
+    let localnet = start(dir.path()).await;
+    let info = LocalnetInfo::load(dir.path()).unwrap();
+    assert_eq!(&info, localnet.info());
+    let client = localnet.client();
+
+    let (_, config) = client.config().await.unwrap();
+    let admin = read_keypair(&info.wallets.admin).unwrap();
+    let scheduler = read_keypair(&info.wallets.scheduler).unwrap();
+    assert_eq!(config.admin, admin.pubkey());
+    assert_eq!(config.scheduler, scheduler.pubkey());
+    assert_eq!(config.usdc_mint, info.usdc_mint());
+    assert_eq!(config.usdc_decimals, 6);
+    assert_eq!(config.treasury, info.treasury());
+
+    let mint = info.usdc_mint();
+    let user = read_keypair(&info.wallets.user).unwrap();
+    assert_eq!(
+        client
+            .token_balance(&ix::usdc_account(&user.pubkey(), &mint))
+            .await
+            .unwrap(),
+        10_000 * USDC
+    );
+    assert_eq!(info.wallets.providers.len(), 3);
+    for path in &info.wallets.providers {
+        let provider = read_keypair(path).unwrap();
+        assert_eq!(
+            client
+                .token_balance(&ix::usdc_account(&provider.pubkey(), &mint))
+                .await
+                .unwrap(),
+            1_000 * USDC
+        );
+        assert!(client.sol_balance(&provider.pubkey()).await.unwrap() >= 100_000_000_000);
+        assert!(
+            client
+                .provider(&pda::provider(&provider.pubkey()))
+                .await
+                .unwrap()
+                .is_none(),
+            "providers start unregistered"
+        );
+    }
+
+    // The Config's creation is in the transaction logs, as on a cluster.
+    let history = client.account_history(&pda::config()).await.unwrap();
+    assert!(
+        history.iter().any(
+            |e| matches!(&e.event, McjsEvent::ConfigInitialized(c) if c.admin == admin.pubkey())
+        ),
+        "{history:?}"
+    );
+    localnet.stop();
+
+    let again = start(dir.path()).await;
+    assert_eq!(again.info().usdc_mint, info.usdc_mint);
+    assert_eq!(again.info().treasury, info.treasury);
+    assert_eq!(again.info().wallets, info.wallets);
+    assert_ne!(again.info().rpc_url, info.rpc_url);
+    assert_eq!(
+        again.client().config().await.unwrap().1.admin,
+        admin.pubkey()
+    );
+}
+
+fn hardware() -> HardwareProfile {
+    HardwareProfile {
+        gpu_model: "rtx-6000".into(),
+        gpu_count: 2,
+        vram_per_gpu_mib: 24_576,
+        compute_capability: 75,
+        cpu_cores: 16,
+        ram_mib: 65_536,
+        disk_gib: 1_000,
+        checkpoint_write_mibps: 800,
+    }
+}
+
+fn job(job_id: u64) -> SubmitJobArgs {
+    SubmitJobArgs {
+        job_id,
+        spec_hash: [job_id as u8; 32],
+        requirements: JobRequirements {
+            gpu_count: 1,
+            min_vram_mib: 16_000,
+            min_compute_capability: 70,
+            gpu_models: vec![],
+            min_checkpoint_write_mibps: 100,
+        },
+        terms: JobTerms {
+            checkpoint_interval_secs: 600,
+            max_duration_secs: 7_200,
+            deadline: None,
+            max_price_per_gpu_hour: 2 * USDC,
+            restart_budget: 1,
+        },
+        bond: 10 * USDC,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn jobs_are_found_by_owner_state_and_node_and_watched_with_or_without_the_websocket() {
+    let dir = tempfile::tempdir().unwrap();
+    let localnet = start(dir.path()).await;
+    let info = localnet.info().clone();
+    let client = localnet.client();
+    let mint = info.usdc_mint();
+    let user = read_keypair(&info.wallets.user).unwrap();
+    let scheduler = read_keypair(&info.wallets.scheduler).unwrap();
+    let provider = read_keypair(&info.wallets.providers[0]).unwrap();
+    let provider_token = ix::usdc_account(&provider.pubkey(), &mint);
+    let user_token = ix::usdc_account(&user.pubkey(), &mint);
+
+    client
+        .send(
+            &[
+                ix::register_provider(
+                    &provider.pubkey(),
+                    &provider_token,
+                    &provider_token,
+                    &mint,
+                    200 * USDC,
+                ),
+                ix::register_node(
+                    &provider.pubkey(),
+                    RegisterNodeArgs {
+                        index: 0,
+                        hardware: hardware(),
+                        readiness: 80,
+                        price_per_gpu_hour: USDC,
+                    },
+                ),
+            ],
+            &[&provider],
+        )
+        .await
+        .unwrap();
+    let provider_account = pda::provider(&provider.pubkey());
+    let node = pda::node(&provider_account, 0);
+    let jobs: Vec<_> = [1, 2, 3].map(|id| pda::job(&user.pubkey(), id)).into();
+    for id in [1, 2, 3] {
+        client
+            .send(
+                &[ix::submit_job(&user.pubkey(), &user_token, &mint, job(id))],
+                &[&user],
+            )
+            .await
+            .unwrap();
+    }
+
+    // Watch job 2 over the websocket (polling so slow that only the websocket
+    // can deliver in time), and again by polling (no websocket there).
+    let websocket_only = localnet
+        .client()
+        .with_poll_interval(Duration::from_secs(3_600));
+    let mut live = Box::pin(websocket_only.watch_account(jobs[1]));
+    let polling = ChainClient::with_ws(&info.rpc_url, "ws://127.0.0.1:1");
+    let mut polled = Box::pin(polling.watch_account(jobs[1]));
+    for stream in [&mut live, &mut polled] {
+        let first = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+            .expect("the job exists");
+        let first = mcjs_client::decode::job(&first.data).unwrap();
+        assert!(matches!(first.state, JobState::Pending { .. }));
+    }
+
+    client
+        .send(
+            &[ix::assign_job(
+                &scheduler.pubkey(),
+                &jobs[1],
+                &node,
+                &provider_account,
+            )],
+            &[&scheduler],
+        )
+        .await
+        .unwrap();
+
+    for stream in [&mut live, &mut polled] {
+        let assigned = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let account = stream.next().await.unwrap().unwrap().unwrap();
+                let job = mcjs_client::decode::job(&account.data).unwrap();
+                if matches!(job.state, JobState::Assigned { .. }) {
+                    return job;
+                }
+            }
+        })
+        .await
+        .expect("the assignment is seen");
+        assert_eq!(assigned.node, Some(node));
+    }
+
+    let by_owner = client.jobs(JobFilter::Owner(user.pubkey())).await.unwrap();
+    assert_eq!(
+        by_owner.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+        jobs,
+        "in submission order"
+    );
+    let pending = client
+        .jobs(JobFilter::State(JobState::Pending { since: 0 }))
+        .await
+        .unwrap();
+    assert_eq!(
+        pending.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+        [jobs[0], jobs[2]]
+    );
+    let assigned = client
+        .jobs(JobFilter::State(JobState::Assigned { since: 0 }))
+        .await
+        .unwrap();
+    assert_eq!(assigned.len(), 1);
+    assert_eq!(assigned[0].0, jobs[1]);
+    let on_node = client.jobs(JobFilter::Node(node)).await.unwrap();
+    assert_eq!(on_node.len(), 1);
+    assert_eq!(on_node[0].0, jobs[1]);
+    assert_eq!(client.jobs(JobFilter::All).await.unwrap().len(), 3);
+    let nodes = client.nodes_of(&provider_account).await.unwrap();
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(nodes[0].1.current_job, Some(jobs[1]));
+
+    let history = client.job_history(&jobs[1]).await.unwrap();
+    let names: Vec<_> = history.iter().map(|e| e.event.name()).collect();
+    assert_eq!(names, ["JobSubmitted", "JobAssigned"]);
+    assert_eq!(history[1].signers, vec![scheduler.pubkey()]);
+    assert!(history[0].slot <= history[1].slot);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_transaction_is_named_after_the_program_that_refused_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let localnet = start(dir.path()).await;
+    let info = localnet.info().clone();
+    let client = localnet.client();
+    let mint = info.usdc_mint();
+    let provider = read_keypair(&info.wallets.providers[1]).unwrap();
+    let token = ix::usdc_account(&provider.pubkey(), &mint);
+
+    // More stake than the wallet holds: the token program refuses the transfer.
+    let err = client
+        .send(
+            &[ix::register_provider(
+                &provider.pubkey(),
+                &token,
+                &token,
+                &mint,
+                5_000 * USDC,
+            )],
+            &[&provider],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.program_error_name(), Some("InsufficientFunds"), "{err}");
+    assert!(err.to_string().starts_with("spl-token refused"), "{err}");
+
+    // A node without a provider account: Anchor's own check, named.
+    let err = client
+        .send(
+            &[ix::register_node(
+                &provider.pubkey(),
+                RegisterNodeArgs {
+                    index: 0,
+                    hardware: hardware(),
+                    readiness: 80,
+                    price_per_gpu_hour: USDC,
+                },
+            )],
+            &[&provider],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.program_error_name(),
+        Some("AccountNotInitialized"),
+        "{err}"
+    );
+    assert!(!err.logs().is_empty());
+
+    // The program's own error.
+    let user = read_keypair(&info.wallets.user).unwrap();
+    let mut small = job(9);
+    small.bond = 1;
+    let err = client
+        .send(
+            &[ix::submit_job(
+                &user.pubkey(),
+                &ix::usdc_account(&user.pubkey(), &mint),
+                &mint,
+                small,
+            )],
+            &[&user],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.program_error_name(), Some("BondTooSmall"), "{err}");
+    assert!(
+        client
+            .job(&pda::job(&user.pubkey(), 9))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
