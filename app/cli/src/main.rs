@@ -1,8 +1,10 @@
 //! `mcjs`: the command line of the Managed Compute Job Scheduler.
 
+mod chain;
 mod cmd;
 mod output;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -33,6 +35,16 @@ pub struct GlobalArgs {
     /// Output format.
     #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Display)]
     pub output: OutputFormat,
+    /// Cluster JSON-RPC URL or moniker: localhost, devnet, mainnet-beta (or l, d, m).
+    /// Default: the config file's json_rpc_url, then localhost.
+    #[arg(short = 'u', long, global = true, env = "MCJS_URL")]
+    pub url: Option<String>,
+    /// Wallet keypair file. Default: the config file's keypair_path, then ~/.config/solana/id.json.
+    #[arg(short = 'k', long, global = true, env = "MCJS_KEYPAIR")]
+    pub keypair: Option<PathBuf>,
+    /// Configuration file (Solana CLI style, YAML or JSON: json_rpc_url, websocket_url, keypair_path).
+    #[arg(long, global = true, env = "MCJS_CONFIG")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -47,6 +59,33 @@ enum Command {
         #[command(subcommand)]
         cmd: cmd::hal::HalCommand,
     },
+    /// Run a local Solana chain with the MCJS program, initialised and with funded wallets.
+    Localnet(cmd::localnet::LocalnetArgs),
+    /// Jobs: submit, follow, pause, resume, top up, cancel, report a stalled job.
+    Job {
+        #[command(subcommand)]
+        cmd: cmd::job::JobCommand,
+    },
+    /// Providers: register with a stake, add to it, withdraw it.
+    Provider {
+        #[command(subcommand)]
+        cmd: cmd::provider::ProviderCommand,
+    },
+    /// Nodes: register a provider's GPU host from its HAL profile, update it, show it.
+    Node {
+        #[command(subcommand)]
+        cmd: cmd::node::NodeCommand,
+    },
+    /// Verify a job's history against its on-chain commitment; summarise a provider's record.
+    Audit {
+        #[command(subcommand)]
+        cmd: cmd::audit::AuditCommand,
+    },
+    /// The program's Config: initialise, change, show.
+    Admin {
+        #[command(subcommand)]
+        cmd: cmd::admin::AdminCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -54,6 +93,12 @@ fn main() -> ExitCode {
     let result: anyhow::Result<u8> = match cli.command {
         Command::Spec { cmd } => cmd::spec::run(cmd, &cli.global),
         Command::Hal { cmd } => cmd::hal::run(cmd, &cli.global),
+        Command::Localnet(args) => cmd::localnet::run(args, &cli.global),
+        Command::Job { cmd } => cmd::job::run(cmd, &cli.global),
+        Command::Provider { cmd } => cmd::provider::run(cmd, &cli.global),
+        Command::Node { cmd } => cmd::node::run(cmd, &cli.global),
+        Command::Audit { cmd } => cmd::audit::run(cmd, &cli.global),
+        Command::Admin { cmd } => cmd::admin::run(cmd, &cli.global),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -451,3 +451,18 @@ pub fn unsign(ix: &mut Instruction, key: &Pubkey) {
         };
     }
 }
+
+/// The USDC account the CLI uses for a wallet: its associated token account.
+pub fn usdc_account(owner: &Pubkey, usdc_mint: &Pubkey) -> Pubkey {
+    anchor_spl::associated_token::get_associated_token_address(owner, usdc_mint)
+}
+
+/// Creates a wallet's associated token account unless it exists.
+pub fn create_usdc_account(payer: &Pubkey, owner: &Pubkey, usdc_mint: &Pubkey) -> Instruction {
+    anchor_spl::associated_token::spl_associated_token_account::instruction::create_associated_token_account_idempotent(
+        payer,
+        owner,
+        usdc_mint,
+        &TOKEN_PROGRAM,
+    )
+}

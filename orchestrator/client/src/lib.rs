@@ -2,14 +2,27 @@
 //!
 //! * [`ix`] builds every instruction of the program with its accounts.
 //! * [`decode`] reads the program's accounts.
-//! * [`events`] parses the events a transaction logged.
+//! * [`events`] parses the events a transaction logged; [`history`] names
+//!   every event of the program and orders them into an account's history.
 //! * [`errors`] names a program error from its code.
+//! * [`audit`] rebuilds a job's history and verifies its checkpoint chain.
+//! * [`rpc`] (feature `rpc`) talks to a node: sends and confirms
+//!   transactions, finds accounts, reads histories, watches accounts.
 
+pub mod audit;
 pub mod decode;
 pub mod errors;
 pub mod events;
+pub mod history;
 pub mod ix;
+#[cfg(feature = "rpc")]
+pub mod rpc;
 
 pub use anchor_lang::prelude::Pubkey;
 pub use mcjs::state::seeds::pda;
 pub use mcjs::{self as program, ID as PROGRAM_ID};
+#[cfg(feature = "rpc")]
+pub use rpc::{ChainClient, ChainError, JobFilter};
+pub use solana_keypair::Keypair;
+pub use solana_signature::Signature;
+pub use solana_signer::Signer;

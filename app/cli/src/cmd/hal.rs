@@ -133,14 +133,14 @@ pub fn run(cmd: HalCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")
 }
 
-fn probe(args: &ProbeArgs) -> anyhow::Result<NodeProfile> {
+pub(crate) fn probe(args: &ProbeArgs) -> anyhow::Result<NodeProfile> {
     let mut network_targets = Vec::new();
     if let Some(url) = &args.store_url {
         network_targets.push(("checkpoint_store".to_string(), url.clone()));
@@ -169,7 +169,7 @@ fn probe(args: &ProbeArgs) -> anyhow::Result<NodeProfile> {
         .context("probe failed")
 }
 
-fn load_profile(path: &PathBuf) -> anyhow::Result<NodeProfile> {
+pub(crate) fn load_profile(path: &PathBuf) -> anyhow::Result<NodeProfile> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read profile {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| {

@@ -1,4 +1,10 @@
 //! One module per subcommand.
 
+pub mod admin;
+pub mod audit;
 pub mod hal;
+pub mod job;
+pub mod localnet;
+pub mod node;
+pub mod provider;
 pub mod spec;

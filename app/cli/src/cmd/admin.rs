@@ -1,0 +1,252 @@
+//! `mcjs admin`: the program's Config.
+
+use std::fmt;
+
+use anyhow::bail;
+use mcjs::instructions::{InitializeArgs, UpdateConfigArgs};
+use mcjs::state::{Config, ConfigParams};
+use mcjs_client::{ChainClient, ChainError, Signer, ix};
+use serde::Serialize;
+
+use crate::chain::{Ctx, parse_pubkey, parse_usdc, require_funds, usdc};
+use crate::{EXIT_OK, GlobalArgs};
+
+#[derive(clap::Args, Debug, Default)]
+pub struct ParamArgs {
+    /// MCJS commission on payments to providers, in basis points.
+    #[arg(long)]
+    pub commission_bps: Option<u16>,
+    /// USDC slashed from a provider's stake per infrastructure failure.
+    #[arg(long, value_parser = parse_usdc)]
+    pub slash: Option<u64>,
+    /// USDC a provider must stake to register nodes.
+    #[arg(long, value_parser = parse_usdc)]
+    pub min_stake: Option<u64>,
+    /// Checkpoint intervals without progress before anyone may report a job.
+    #[arg(long)]
+    pub liveness_factor: Option<u8>,
+    /// Seconds between a stake-withdrawal request and the withdrawal.
+    #[arg(long)]
+    pub withdrawal_cooldown_secs: Option<u32>,
+}
+
+impl ParamArgs {
+    fn apply(&self, mut p: ConfigParams) -> ConfigParams {
+        if let Some(v) = self.commission_bps {
+            p.commission_bps = v;
+        }
+        if let Some(v) = self.slash {
+            p.slash_amount = v;
+        }
+        if let Some(v) = self.min_stake {
+            p.min_provider_stake = v;
+        }
+        if let Some(v) = self.liveness_factor {
+            p.liveness_factor = v;
+        }
+        if let Some(v) = self.withdrawal_cooldown_secs {
+            p.withdrawal_cooldown_secs = v;
+        }
+        p
+    }
+
+    fn any(&self) -> bool {
+        self.commission_bps.is_some()
+            || self.slash.is_some()
+            || self.min_stake.is_some()
+            || self.liveness_factor.is_some()
+            || self.withdrawal_cooldown_secs.is_some()
+    }
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum AdminCommand {
+    /// Create the program's Config (once per deployment); the wallet becomes its admin.
+    Init {
+        /// The USDC mint.
+        #[arg(long)]
+        usdc_mint: String,
+        /// Token account of that mint that receives the commission.
+        #[arg(long)]
+        treasury: String,
+        /// The scheduler authority's key.
+        #[arg(long)]
+        scheduler: String,
+        /// Unset parameters take the defaults: 500 bps, 5 USDC slash, 100 USDC
+        /// minimum stake, liveness factor 3, 86400 s cooldown.
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// Change the Config (admin only); unset fields keep their value.
+    Set {
+        #[arg(long)]
+        admin: Option<String>,
+        #[arg(long)]
+        scheduler: Option<String>,
+        #[arg(long)]
+        treasury: Option<String>,
+        /// Stop new submissions, assignments and node registrations.
+        #[arg(long, conflicts_with = "unpause")]
+        pause: bool,
+        #[arg(long)]
+        unpause: bool,
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// Show the Config.
+    Show,
+}
+
+fn default_params() -> ConfigParams {
+    ConfigParams {
+        commission_bps: 500,
+        slash_amount: 5_000_000,
+        min_provider_stake: 100_000_000,
+        liveness_factor: 3,
+        withdrawal_cooldown_secs: 86_400,
+    }
+}
+
+pub fn run(cmd: AdminCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
+    let ctx = Ctx::resolve(global)?;
+    crate::chain::runtime()?.block_on(async {
+        let client = ctx.client();
+        match cmd {
+            AdminCommand::Init {
+                usdc_mint,
+                treasury,
+                scheduler,
+                params,
+            } => {
+                let wallet = ctx.wallet()?;
+                client.check_program().await?;
+                match client.config().await {
+                    Ok(_) => bail!("the program on {} is already initialised; use `mcjs admin set`", client.url()),
+                    Err(ChainError::NotInitialised { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                require_funds(&client, &wallet, &wallet.pubkey(), 0).await?;
+                let sig = client
+                    .send(
+                        &[ix::initialize(
+                            &wallet.pubkey(),
+                            &parse_pubkey(&usdc_mint, "--usdc-mint")?,
+                            &parse_pubkey(&treasury, "--treasury")?,
+                            InitializeArgs {
+                                scheduler: parse_pubkey(&scheduler, "--scheduler")?,
+                                params: params.apply(default_params()),
+                            },
+                        )],
+                        &[&wallet],
+                    )
+                    .await?;
+                show(&client, global, "initialised", Some(sig)).await
+            }
+            AdminCommand::Set {
+                admin,
+                scheduler,
+                treasury,
+                pause,
+                unpause,
+                params,
+            } => {
+                let wallet = ctx.wallet()?;
+                let (_, config) = client.config().await?;
+                if config.admin != wallet.pubkey() {
+                    bail!("the wallet {} is not the admin ({}): sign with the admin's keypair (-k)", wallet.pubkey(), config.admin);
+                }
+                let args = UpdateConfigArgs {
+                    admin: admin.map(|a| parse_pubkey(&a, "--admin")).transpose()?,
+                    scheduler: scheduler.map(|s| parse_pubkey(&s, "--scheduler")).transpose()?,
+                    params: params.any().then(|| params.apply(config.params)),
+                    paused: if pause { Some(true) } else if unpause { Some(false) } else { None },
+                };
+                let treasury = treasury.map(|t| parse_pubkey(&t, "--treasury")).transpose()?;
+                if args.admin.is_none() && args.scheduler.is_none() && args.params.is_none() && args.paused.is_none() && treasury.is_none() {
+                    bail!("nothing to change: give at least one of --admin, --scheduler, --treasury, --pause, --unpause or a parameter");
+                }
+                let sig = client
+                    .send(&[ix::update_config(&wallet.pubkey(), treasury, args)], &[&wallet])
+                    .await?;
+                show(&client, global, "updated", Some(sig)).await
+            }
+            AdminCommand::Show => show(&client, global, "config", None).await,
+        }
+    })
+}
+
+async fn show(
+    client: &ChainClient,
+    global: &GlobalArgs,
+    action: &'static str,
+    signature: Option<mcjs_client::Signature>,
+) -> anyhow::Result<u8> {
+    let (key, config) = client.config().await?;
+    global.output.print(&ConfigView::new(action, signature, key, &config))?;
+    Ok(EXIT_OK)
+}
+
+#[derive(Serialize)]
+struct ConfigView {
+    action: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signature: Option<String>,
+    config: String,
+    admin: String,
+    scheduler: String,
+    usdc_mint: String,
+    usdc_decimals: u8,
+    treasury: String,
+    commission_bps: u16,
+    slash_amount: String,
+    min_provider_stake: String,
+    liveness_factor: u8,
+    withdrawal_cooldown_secs: u32,
+    paused: bool,
+}
+
+impl ConfigView {
+    fn new(
+        action: &'static str,
+        signature: Option<mcjs_client::Signature>,
+        key: mcjs_client::Pubkey,
+        c: &Config,
+    ) -> Self {
+        Self {
+            action,
+            signature: signature.map(|s| s.to_string()),
+            config: key.to_string(),
+            admin: c.admin.to_string(),
+            scheduler: c.scheduler.to_string(),
+            usdc_mint: c.usdc_mint.to_string(),
+            usdc_decimals: c.usdc_decimals,
+            treasury: c.treasury.to_string(),
+            commission_bps: c.params.commission_bps,
+            slash_amount: usdc(c.params.slash_amount),
+            min_provider_stake: usdc(c.params.min_provider_stake),
+            liveness_factor: c.params.liveness_factor,
+            withdrawal_cooldown_secs: c.params.withdrawal_cooldown_secs,
+            paused: c.paused,
+        }
+    }
+}
+
+impl fmt::Display for ConfigView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.action, self.config)?;
+        if let Some(sig) = &self.signature {
+            write!(f, " (transaction {sig})")?;
+        }
+        writeln!(f)?;
+        writeln!(f, "  admin        {}", self.admin)?;
+        writeln!(f, "  scheduler    {}", self.scheduler)?;
+        writeln!(f, "  USDC mint    {} ({} decimals)", self.usdc_mint, self.usdc_decimals)?;
+        writeln!(f, "  treasury     {}", self.treasury)?;
+        writeln!(f, "  commission   {} bps", self.commission_bps)?;
+        writeln!(f, "  slash        {} USDC", self.slash_amount)?;
+        writeln!(f, "  min stake    {} USDC", self.min_provider_stake)?;
+        writeln!(f, "  liveness     {} checkpoint intervals", self.liveness_factor)?;
+        writeln!(f, "  cooldown     {} s", self.withdrawal_cooldown_secs)?;
+        write!(f, "  paused       {}", self.paused)
+    }
+}

@@ -1,0 +1,152 @@
+//! `mcjs audit`: what anyone can verify from the chain alone.
+
+use std::fmt;
+
+use anyhow::anyhow;
+use mcjs_client::audit::{JobAudit, ProviderAudit, audit_job, audit_provider};
+use mcjs_client::ChainError;
+use serde::Serialize;
+
+use crate::chain::{Ctx, parse_pubkey, usdc};
+use crate::{EXIT_FALSE, EXIT_OK, GlobalArgs};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum AuditCommand {
+    /// Rebuild a job's history from the transaction logs, recompute its
+    /// checkpoint chain and check it against the on-chain commitment:
+    /// exit 0 when it verifies, 1 when not.
+    Job { job: String },
+    /// A provider's record: completion rate, failures, slashes.
+    Provider {
+        /// A Provider account or its owner's wallet.
+        provider: String,
+    },
+}
+
+pub fn run(cmd: AuditCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
+    let ctx = Ctx::resolve(global)?;
+    crate::chain::runtime()?.block_on(async {
+        let client = ctx.client();
+        match cmd {
+            AuditCommand::Job { job } => {
+                let key = parse_pubkey(&job, "job")?;
+                let account = match client.job(&key).await {
+                    Ok(account) => account,
+                    Err(ChainError::Decode { .. }) => {
+                        anyhow::bail!("{key} is not an MCJS job account: check the address")
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                let history = client.job_history(&key).await?;
+                if account.is_none() && history.is_empty() {
+                    client.check_program().await?;
+                    anyhow::bail!(
+                        "no job at {key} and no transaction history for it on {}: check the address and the network",
+                        client.url()
+                    );
+                }
+                let audit = audit_job(&key, account.as_ref(), &history);
+                let verified = audit.verified();
+                global.output.print(&JobAuditView(audit))?;
+                Ok(if verified { EXIT_OK } else { EXIT_FALSE })
+            }
+            AuditCommand::Provider { provider } => {
+                let given = parse_pubkey(&provider, "provider")?;
+                let key = crate::cmd::provider::provider_key(&client, &given).await?;
+                let account = client
+                    .provider(&key)
+                    .await?
+                    .ok_or_else(|| anyhow!("no provider at {given} (nor owned by it) on {}", client.url()))?;
+                let history = client.account_history(&key).await?;
+                global
+                    .output
+                    .print(&ProviderAuditView(audit_provider(&key, &account, &history)))?;
+                Ok(EXIT_OK)
+            }
+        }
+    })
+}
+
+#[derive(Serialize)]
+#[serde(transparent)]
+struct JobAuditView(JobAudit);
+
+impl fmt::Display for JobAuditView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = &self.0;
+        writeln!(
+            f,
+            "job {} ({}), {} events, {} checkpoint attestations",
+            a.job,
+            a.state.unwrap_or("closed"),
+            a.steps.len(),
+            a.attestations
+        )?;
+        for (i, step) in a.steps.iter().enumerate() {
+            writeln!(
+                f,
+                "{:>3}. slot {:<8} {:<20} {}",
+                i + 1,
+                step.slot,
+                step.event,
+                step.description
+            )?;
+            writeln!(
+                f,
+                "     signed by {}  tx {}",
+                step.signers.join(", "),
+                step.signature
+            )?;
+        }
+        writeln!(f, "recomputed chain     {}", a.recomputed_chain)?;
+        writeln!(
+            f,
+            "on-chain commitment  {}",
+            a.on_chain_commitment.as_deref().unwrap_or("(account closed)")
+        )?;
+        match &a.divergence {
+            None => write!(f, "VERIFIED: the history reproduces the on-chain commitment"),
+            Some(d) => write!(f, "NOT VERIFIED: {d}"),
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(transparent)]
+struct ProviderAuditView(ProviderAudit);
+
+impl fmt::Display for ProviderAuditView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = &self.0;
+        writeln!(f, "provider {} (owner {})", a.provider, a.owner)?;
+        writeln!(f, "  stake        {} USDC", usdc(a.stake))?;
+        writeln!(f, "  nodes        {} ({} jobs active)", a.nodes, a.active_assignments)?;
+        writeln!(
+            f,
+            "  completed    {} jobs; completion rate {}",
+            a.jobs_completed,
+            a.completion_rate
+                .map_or("n/a (no job ended yet)".to_string(), |r| format!("{:.1}%", r * 100.0))
+        )?;
+        write!(
+            f,
+            "  failures     {}, slashed {} USDC in all",
+            a.failures,
+            usdc(a.slashed_total)
+        )?;
+        for r in &a.failure_reports {
+            write!(
+                f,
+                "\n    {} job {} node {} generation {}: {}, slashed {} USDC, reported by {}",
+                r.at,
+                r.job,
+                r.node,
+                r.generation,
+                r.cause,
+                usdc(r.slashed),
+                r.reported_by
+            )?;
+        }
+        Ok(())
+    }
+}

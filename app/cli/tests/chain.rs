@@ -1,0 +1,568 @@
+//! The `mcjs` chain commands run as people run them: the built binary
+//! against a local chain (surfpool, offline, with the MCJS program), one
+//! chain for this file. What the scheduler and the provider's agent do
+//! (assign, start, attest, complete) is done here with the chain client,
+//! signed with their wallets.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use mcjs::instructions::{AttestCheckpointArgs, CompleteJobArgs, StartJobArgs};
+use mcjs_client::{ChainClient, JobFilter, Keypair, Pubkey, Signer, ix, pda};
+use mcjs_localnet::{Localnet, LocalnetConfig, LocalnetInfo, read_keypair};
+use serde_json::Value;
+
+struct Chain {
+    _dir: tempfile::TempDir,
+    info: LocalnetInfo,
+    runtime: tokio::runtime::Runtime,
+    _localnet: Localnet,
+}
+
+/// A port whose successor is free too (the websocket takes it).
+fn free_port_pair() -> u16 {
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+}
+
+fn chain() -> &'static Chain {
+    static CHAIN: OnceLock<Chain> = OnceLock::new();
+    CHAIN.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let localnet = runtime
+            .block_on(Localnet::start(LocalnetConfig {
+                rpc_port: free_port_pair(),
+                dir: dir.path().to_path_buf(),
+                slot_time_ms: 20,
+                ..LocalnetConfig::default()
+            }))
+            .expect("the local chain starts");
+        Chain {
+            info: localnet.info().clone(),
+            _dir: dir,
+            runtime,
+            _localnet: localnet,
+        }
+    })
+}
+
+impl Chain {
+    fn client(&self) -> ChainClient {
+        ChainClient::with_ws(&self.info.rpc_url, &self.info.ws_url)
+    }
+
+    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.runtime.block_on(f)
+    }
+
+    fn mcjs(&self, wallet: &Path, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_mcjs"))
+            .args(["-u", &self.info.rpc_url, "-k", wallet.to_str().unwrap()])
+            .args(args)
+            .output()
+            .expect("mcjs runs")
+    }
+
+    fn provider_wallet(&self, n: usize) -> PathBuf {
+        self.info.wallets.providers[n - 1].clone()
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[track_caller]
+fn ok_json(out: Output) -> Value {
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
+}
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/specs")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+/// Every balance and account a refused command must leave as it was.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    sol: Vec<u64>,
+    usdc: Vec<u64>,
+    accounts: Vec<Option<Vec<u8>>>,
+    jobs: Vec<Pubkey>,
+}
+
+fn snapshot(chain: &Chain, wallets: &[Pubkey], accounts: &[Pubkey]) -> Snapshot {
+    let client = chain.client();
+    let mint = chain.info.usdc_mint();
+    chain.block_on(async {
+        let mut snap = Snapshot {
+            sol: vec![],
+            usdc: vec![],
+            accounts: vec![],
+            jobs: vec![],
+        };
+        for w in wallets {
+            snap.sol.push(client.sol_balance(w).await.unwrap());
+            snap.usdc.push(client.token_balance(&ix::usdc_account(w, &mint)).await.unwrap());
+            snap.jobs.extend(
+                client
+                    .jobs(JobFilter::Owner(*w))
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|(k, _)| k),
+            );
+        }
+        for a in accounts {
+            snap.accounts.push(client.account(a).await.unwrap().map(|a| a.data));
+        }
+        snap
+    })
+}
+
+#[test]
+fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with() {
+    let chain = chain();
+    let client = chain.client();
+    let user_path = chain.info.wallets.user.clone();
+    let provider_path = chain.provider_wallet(1);
+    let scheduler = read_keypair(&chain.info.wallets.scheduler).unwrap();
+    let provider = read_keypair(&provider_path).unwrap();
+    let user = read_keypair(&user_path).unwrap();
+
+    // The provider registers with a stake, then its node from a HAL profile.
+    let registered = ok_json(chain.mcjs(
+        &provider_path,
+        &["--output", "json", "provider", "register", "--stake", "200"],
+    ));
+    assert_eq!(registered["stake"], "200.00");
+    let node = ok_json(chain.mcjs(
+        &provider_path,
+        &[
+            "--output",
+            "json",
+            "node",
+            "register",
+            "--profile",
+            fixture("node-a100x4.json").to_str().unwrap(),
+            "--price",
+            "1.5",
+        ],
+    ));
+    let node_key: Pubkey = node["nodes"][0]["node"].as_str().unwrap().parse().unwrap();
+    assert_eq!(node["nodes"][0]["gpu_model"], "a100-sxm4-80gb");
+    assert_eq!(node["nodes"][0]["gpu_count"], 4);
+    assert_eq!(node["nodes"][0]["status"], "available");
+
+    // The user submits a job; its bond leaves the wallet.
+    let mint = chain.info.usdc_mint();
+    let user_token = ix::usdc_account(&user.pubkey(), &mint);
+    let before = chain.block_on(client.token_balance(&user_token)).unwrap();
+    let submitted = ok_json(chain.mcjs(
+        &user_path,
+        &[
+            "--output",
+            "json",
+            "job",
+            "submit",
+            examples().join("training-a100.json").to_str().unwrap(),
+            "--bond",
+            "100",
+        ],
+    ));
+    let job_key: Pubkey = submitted["job"].as_str().unwrap().parse().unwrap();
+    let spec_hash = Command::new(env!("CARGO_BIN_EXE_mcjs"))
+        .args(["spec", "hash", "--output", "json"])
+        .arg(examples().join("training-a100.json"))
+        .output()
+        .unwrap();
+    let spec_hash: Value = serde_json::from_slice(&spec_hash.stdout).unwrap();
+    assert_eq!(submitted["spec_hash"], spec_hash["sha256"]);
+    let after = chain.block_on(client.token_balance(&user_token)).unwrap();
+    assert_eq!(before - after, 100_000_000);
+
+    // Someone watches the job live from submission to its end.
+    let mut watcher = Command::new(env!("CARGO_BIN_EXE_mcjs"))
+        .args(["-u", &chain.info.rpc_url, "--output", "json-compact", "job", "watch"])
+        .arg(job_key.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let watched = std::thread::spawn({
+        let stdout = watcher.stdout.take().unwrap();
+        move || {
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<String>>()
+        }
+    });
+
+    // The scheduler assigns it; the provider's agent starts it, attests three
+    // checkpoints and completes it.
+    let deployment = chain.block_on(client.deployment()).unwrap();
+    let provider_account = pda::provider(&provider.pubkey());
+    let payout = ix::usdc_account(&provider.pubkey(), &mint);
+    chain.block_on(async {
+        client
+            .send(
+                &[ix::assign_job(&scheduler.pubkey(), &job_key, &node_key, &provider_account)],
+                &[&scheduler],
+            )
+            .await
+            .expect("assign");
+        let generation = client.job(&job_key).await.unwrap().unwrap().generation;
+        client
+            .send(
+                &[ix::start_job(&provider.pubkey(), &job_key, &node_key, generation)],
+                &[&provider],
+            )
+            .await
+            .expect("start");
+        for step in 1..=3u64 {
+            client
+                .send(
+                    &[ix::attest_checkpoint(
+                        &provider.pubkey(),
+                        &job_key,
+                        &node_key,
+                        &payout,
+                        &deployment,
+                        AttestCheckpointArgs {
+                            generation,
+                            epoch: 1,
+                            step: step * 100,
+                            checkpoint_hash: [step as u8; 32],
+                        },
+                    )],
+                    &[&provider],
+                )
+                .await
+                .expect("attest");
+        }
+        client
+            .send(
+                &[ix::complete_job(
+                    &provider.pubkey(),
+                    &job_key,
+                    &node_key,
+                    &payout,
+                    &user_token,
+                    &deployment,
+                    CompleteJobArgs {
+                        generation,
+                        output_hash: [0xab; 32],
+                    },
+                )],
+                &[&provider],
+            )
+            .await
+            .expect("complete");
+    });
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = watcher.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "job watch did not end when the job completed");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let lines = watched.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{lines:#?}");
+    let states: Vec<String> = lines
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["state"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(states.first().map(String::as_str), Some("pending"), "{lines:#?}");
+    assert_eq!(states.last().map(String::as_str), Some("completed"), "{lines:#?}");
+
+    let status = ok_json(chain.mcjs(&user_path, &["--output", "json", "job", "status", &job_key.to_string()]));
+    assert_eq!(status["state"], "completed");
+    assert_eq!(status["checkpoints"], 3);
+    assert_eq!(status["last_checkpoint"]["step"], 300);
+    assert_eq!(status["output_hash"], hex::encode([0xab; 32]));
+
+    let listed = ok_json(chain.mcjs(&user_path, &["--output", "json", "job", "list", "--owner", "me"]));
+    assert!(
+        listed["jobs"].as_array().unwrap().iter().any(|j| j["job"] == job_key.to_string()),
+        "{listed}"
+    );
+
+    // The auditor rebuilds every step, with its signer, and the chain verifies.
+    let audit = chain.mcjs(&user_path, &["audit", "job", &job_key.to_string()]);
+    assert_eq!(audit.status.code(), Some(0), "{}", text(&audit));
+    assert!(String::from_utf8_lossy(&audit.stdout).contains("VERIFIED"), "{}", text(&audit));
+    let audit = ok_json(chain.mcjs(&user_path, &["--output", "json", "audit", "job", &job_key.to_string()]));
+    let events: Vec<&str> = audit["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "JobSubmitted",
+            "JobAssigned",
+            "JobStarted",
+            "CheckpointAttested",
+            "CheckpointAttested",
+            "CheckpointAttested",
+            "SegmentSettled",
+            "JobCompleted"
+        ]
+    );
+    assert_eq!(audit["steps"][0]["signers"][0], user.pubkey().to_string());
+    assert_eq!(audit["steps"][1]["signers"][0], scheduler.pubkey().to_string());
+    assert_eq!(audit["steps"][3]["signers"][0], provider.pubkey().to_string());
+    assert_eq!(audit["attestations"], 3);
+    assert_eq!(audit["recomputed_chain"], status["checkpoint_chain"]);
+    assert!(audit["divergence"].is_null());
+
+    let record = ok_json(chain.mcjs(
+        &user_path,
+        &["--output", "json", "audit", "provider", &provider.pubkey().to_string()],
+    ));
+    assert_eq!(record["jobs_completed"], 1);
+    assert_eq!(record["completion_rate"], 1.0);
+
+    // Rewriting the on-chain commitment is caught, and named.
+    let account = chain.block_on(client.account(&job_key)).unwrap().unwrap();
+    let mut data = account.data.clone();
+    let job = mcjs_client::decode::job(&data).unwrap();
+    let at = data
+        .windows(32)
+        .position(|w| w == job.checkpoint_chain)
+        .expect("the chain is in the account data");
+    data[at] ^= 0xff;
+    chain
+        .block_on(client.surfnet_set_account_data(&job_key, &data))
+        .unwrap();
+    let tampered = chain.mcjs(&user_path, &["audit", "job", &job_key.to_string()]);
+    assert_eq!(tampered.status.code(), Some(1), "{}", text(&tampered));
+    let out = String::from_utf8_lossy(&tampered.stdout);
+    assert!(out.contains("NOT VERIFIED"), "{out}");
+    assert!(out.contains("the Job account commits to chain"), "{out}");
+    let tampered = ok_json_exit(chain.mcjs(&user_path, &["--output", "json", "audit", "job", &job_key.to_string()]), 1);
+    assert_eq!(tampered["divergence"]["kind"], "commitment");
+}
+
+#[track_caller]
+fn ok_json_exit(out: Output, code: i32) -> Value {
+    assert_eq!(out.status.code(), Some(code), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
+    let chain = chain();
+    let client = chain.client();
+    let owner_path = chain.provider_wallet(2);
+    let poor_path = chain.provider_wallet(3);
+    let owner = read_keypair(&owner_path).unwrap();
+    let poor = read_keypair(&poor_path).unwrap();
+    let spec = examples().join("training-a100.json");
+    let spec = spec.to_str().unwrap();
+
+    // A pending job to misuse.
+    let submitted = ok_json(chain.mcjs(
+        &owner_path,
+        &["--output", "json", "job", "submit", spec, "--bond", "10", "--job-id", "7"],
+    ));
+    let job = submitted["job"].as_str().unwrap().to_string();
+    let job_key: Pubkey = job.parse().unwrap();
+    let before = snapshot(chain, &[owner.pubkey(), poor.pubkey()], &[job_key]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nobody.json");
+    let out = chain.mcjs(&missing, &["job", "submit", spec, "--bond", "10"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("no wallet at {}", missing.display())), "{err}");
+    assert!(err.contains("solana-keygen new"), "{err}");
+
+    let malformed = dir.path().join("bad.json");
+    std::fs::write(&malformed, r#"{"version": 1, "work": {"kind": "interactive"}}"#).unwrap();
+    let out = chain.mcjs(&poor_path, &["job", "submit", malformed.to_str().unwrap(), "--bond", "10"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a valid job spec"), "{err}");
+    assert!(err.contains("nothing was submitted"), "{err}");
+
+    let out = chain.mcjs(&poor_path, &["job", "submit", spec, "--bond", "5000"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("insufficient funds"), "{err}");
+    assert!(err.contains("holds 1000.00 USDC, 5000.00 USDC are needed"), "{err}");
+
+    let out = chain.mcjs(&poor_path, &["job", "submit", spec, "--bond", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 3.60 USDC"), "{}", text(&out));
+
+    let out = chain.mcjs(&poor_path, &["job", "status", "not-an-address"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a Solana address"), "{}", text(&out));
+
+    let nowhere = Pubkey::new_unique().to_string();
+    let out = chain.mcjs(&poor_path, &["job", "status", &nowhere]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("no job at {nowhere}")), "{}", text(&out));
+
+    // An account that is not a job.
+    let out = chain.mcjs(&poor_path, &["audit", "job", &chain.info.usdc_mint]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+
+    // Someone else's job.
+    let out = chain.mcjs(&poor_path, &["job", "cancel", &job]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sign with the owner's keypair"), "{}", text(&out));
+
+    // The program's own refusal, by name.
+    let out = chain.mcjs(&owner_path, &["job", "resume", &job]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("JobNotPaused: the job is not paused"), "{err}");
+
+    let out = chain.mcjs(&owner_path, &["job", "submit", spec, "--bond", "10", "--job-id", "7"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already has a job with id 7"), "{}", text(&out));
+
+    // No chain at the URL.
+    let out = Command::new(env!("CARGO_BIN_EXE_mcjs"))
+        .args(["-u", "http://127.0.0.1:1", "-k", owner_path.to_str().unwrap(), "job", "status", &job])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the RPC node at http://127.0.0.1:1"), "{}", text(&out));
+
+    assert_eq!(snapshot(chain, &[owner.pubkey(), poor.pubkey()], &[job_key]), before);
+
+    // And the job is still the owner's to cancel: the whole bond comes back.
+    let cancelled = ok_json(chain.mcjs(&owner_path, &["--output", "json", "job", "cancel", &job]));
+    assert_eq!(cancelled["job"]["state"], "cancelled");
+    let after = snapshot(chain, &[owner.pubkey()], &[]);
+    assert_eq!(after.usdc[0], before.usdc[0] + 10_000_000);
+}
+
+#[test]
+fn the_config_file_supplies_url_and_wallet_and_flags_override_it() {
+    let chain = chain();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "---\njson_rpc_url: \"{}\"\nkeypair_path: {}\ncommitment: confirmed\n",
+            chain.info.rpc_url,
+            chain.info.wallets.admin.display()
+        ),
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_mcjs"))
+            .args(["--config", config.to_str().unwrap(), "--output", "json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let shown = ok_json(run(&["admin", "show"]));
+    let admin = read_keypair(&chain.info.wallets.admin).unwrap();
+    assert_eq!(shown["admin"], admin.pubkey().to_string());
+    assert_eq!(shown["usdc_mint"], chain.info.usdc_mint);
+    assert_eq!(shown["usdc_decimals"], 6);
+
+    let out = run(&["-u", "http://127.0.0.1:1", "admin", "show"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+
+    // The admin changes a parameter through the config's wallet.
+    let set = ok_json(run(&["admin", "set", "--commission-bps", "600"]));
+    assert_eq!(set["commission_bps"], 600);
+    let set = ok_json(run(&["admin", "set", "--commission-bps", "500"]));
+    assert_eq!(set["commission_bps"], 500);
+}
+
+#[test]
+fn mcjs_localnet_serves_an_initialised_chain_until_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port_pair();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcjs"))
+        .args(["localnet", "--rpc-port", &port.to_string(), "--slot-time-ms", "20", "--dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut banner = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !banner.contains("Ctrl-C") {
+        let mut line = String::new();
+        if stdout.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("mcjs localnet ended early: {banner}");
+        }
+        banner.push_str(&line);
+        assert!(Instant::now() < deadline, "{banner}");
+    }
+    let url = format!("http://127.0.0.1:{port}");
+    assert!(banner.contains(&format!("RPC URL      {url}")), "{banner}");
+    let info = LocalnetInfo::load(dir.path()).unwrap();
+    assert_eq!(info.rpc_url, url);
+    for wallet in [&info.wallets.admin, &info.wallets.scheduler, &info.wallets.user]
+        .into_iter()
+        .chain(&info.wallets.providers)
+    {
+        let bytes: Vec<u8> = serde_json::from_str(&std::fs::read_to_string(wallet).unwrap()).unwrap();
+        assert_eq!(bytes.len(), 64, "{}", wallet.display());
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_mcjs"))
+        .args(["-u", &url, "--output", "json", "admin", "show"])
+        .output()
+        .unwrap();
+    let shown = ok_json(out);
+    assert_eq!(shown["usdc_mint"], info.usdc_mint);
+    // SIGINT, as Ctrl-C sends.
+    unsafe {
+        libc_kill(child.id() as i32, 2);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("mcjs localnet did not stop on Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0));
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}

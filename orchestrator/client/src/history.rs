@@ -1,0 +1,313 @@
+//! Every event of the program, decoded from transaction logs, and the
+//! history of an account as a list of those events in chain order.
+
+use anchor_lang::prelude::Pubkey;
+use anchor_lang::{AnchorDeserialize, Discriminator};
+use mcjs::events as ev;
+use mcjs::state::{FailureCause, NodeStatus, PauseReason};
+
+use crate::events::data_lines;
+
+fn usdc(base_units: u64) -> String {
+    format!("{}.{:06}", base_units / 1_000_000, base_units % 1_000_000)
+}
+
+fn short(hash: &[u8; 32]) -> String {
+    hex::encode(&hash[..8])
+}
+
+macro_rules! program_events {
+    ($($name:ident),* $(,)?) => {
+        /// One event of the MCJS program.
+        pub enum McjsEvent {
+            $($name(ev::$name),)*
+        }
+
+        impl McjsEvent {
+            /// Decodes the payload of one `Program data:` log line.
+            pub fn decode(data: &[u8]) -> Option<Self> {
+                $(
+                    if let Some(body) = data.strip_prefix(ev::$name::DISCRIMINATOR) {
+                        return ev::$name::deserialize(&mut &body[..]).ok().map(Self::$name);
+                    }
+                )*
+                None
+            }
+
+            /// The event's type name, e.g. `CheckpointAttested`.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Self::$name(_) => stringify!($name),)*
+                }
+            }
+        }
+    };
+}
+
+program_events![
+    ConfigInitialized,
+    ConfigUpdated,
+    ProviderRegistered,
+    StakeAdded,
+    WithdrawalRequested,
+    StakeWithdrawn,
+    NodeRegistered,
+    NodeUpdated,
+    NodeStatusChanged,
+    JobSubmitted,
+    JobAssigned,
+    JobStarted,
+    CheckpointAttested,
+    SegmentSettled,
+    JobCompleted,
+    FailureReported,
+    JobPaused,
+    JobResumed,
+    BondToppedUp,
+    JobCancelled,
+    JobExpired,
+    JobClosed,
+];
+
+impl std::fmt::Debug for McjsEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}({})", self.name(), self.describe())
+    }
+}
+
+impl McjsEvent {
+    /// Every event the program logged, in log order.
+    pub fn all_in_logs(logs: &[String]) -> Vec<McjsEvent> {
+        data_lines(logs)
+            .iter()
+            .filter_map(|data| McjsEvent::decode(data))
+            .collect()
+    }
+
+    /// The job the event is about, for job events.
+    pub fn job(&self) -> Option<Pubkey> {
+        use McjsEvent::*;
+        Some(match self {
+            JobSubmitted(e) => e.job,
+            JobAssigned(e) => e.job,
+            JobStarted(e) => e.job,
+            CheckpointAttested(e) => e.job,
+            SegmentSettled(e) => e.job,
+            JobCompleted(e) => e.job,
+            FailureReported(e) => e.job,
+            JobPaused(e) => e.job,
+            JobResumed(e) => e.job,
+            BondToppedUp(e) => e.job,
+            JobCancelled(e) => e.job,
+            JobExpired(e) => e.job,
+            JobClosed(e) => e.job,
+            _ => return None,
+        })
+    }
+
+    /// The Provider account the event is about, where it names one.
+    pub fn provider(&self) -> Option<Pubkey> {
+        use McjsEvent::*;
+        Some(match self {
+            ProviderRegistered(e) => e.provider,
+            StakeAdded(e) => e.provider,
+            WithdrawalRequested(e) => e.provider,
+            StakeWithdrawn(e) => e.provider,
+            NodeRegistered(e) => e.provider,
+            JobAssigned(e) => e.provider,
+            SegmentSettled(e) => e.provider,
+            FailureReported(e) => e.provider,
+            _ => return None,
+        })
+    }
+
+    /// The key the event says acted, where it records one.
+    pub fn by(&self) -> Option<Pubkey> {
+        use McjsEvent::*;
+        Some(match self {
+            JobAssigned(e) => e.by,
+            JobStarted(e) => e.by,
+            CheckpointAttested(e) => e.by,
+            JobCompleted(e) => e.by,
+            FailureReported(e) => e.by,
+            JobPaused(e) => e.by,
+            JobResumed(e) => e.by,
+            BondToppedUp(e) => e.by,
+            JobCancelled(e) => e.by,
+            JobExpired(e) => e.by,
+            JobClosed(e) => e.by,
+            JobSubmitted(e) => e.owner,
+            _ => return None,
+        })
+    }
+
+    /// The chain's clock when the event was logged, where it records one.
+    pub fn at(&self) -> Option<i64> {
+        use McjsEvent::*;
+        Some(match self {
+            JobSubmitted(e) => e.at,
+            JobAssigned(e) => e.at,
+            JobStarted(e) => e.at,
+            CheckpointAttested(e) => e.at,
+            JobCompleted(e) => e.at,
+            FailureReported(e) => e.at,
+            JobPaused(e) => e.at,
+            JobResumed(e) => e.at,
+            BondToppedUp(e) => e.at,
+            JobCancelled(e) => e.at,
+            JobExpired(e) => e.at,
+            _ => return None,
+        })
+    }
+
+    /// One line for people.
+    pub fn describe(&self) -> String {
+        use McjsEvent::*;
+        match self {
+            ConfigInitialized(e) => format!(
+                "config initialised: admin {}, scheduler {}, mint {}, treasury {}",
+                e.admin, e.scheduler, e.usdc_mint, e.treasury
+            ),
+            ConfigUpdated(e) => format!("config updated: {:?} -> {:?}", e.old, e.new),
+            ProviderRegistered(e) => format!(
+                "provider {} registered by {} with stake {} USDC",
+                e.provider,
+                e.owner,
+                usdc(e.stake)
+            ),
+            StakeAdded(e) => format!(
+                "stake +{} USDC, now {} USDC",
+                usdc(e.amount),
+                usdc(e.stake)
+            ),
+            WithdrawalRequested(e) => format!(
+                "withdrawal of {} USDC requested, available at {}",
+                usdc(e.amount),
+                e.available_at
+            ),
+            StakeWithdrawn(e) => format!(
+                "{} USDC withdrawn, stake now {} USDC",
+                usdc(e.amount),
+                usdc(e.stake)
+            ),
+            NodeRegistered(e) => format!(
+                "node {} (index {}) registered: {}x {}, readiness {}, {} USDC/GPU-hour",
+                e.node,
+                e.index,
+                e.hardware.gpu_count,
+                e.hardware.gpu_model,
+                e.readiness,
+                usdc(e.price_per_gpu_hour)
+            ),
+            NodeUpdated(e) => format!(
+                "node {} updated: {}x {}, readiness {}, {} USDC/GPU-hour",
+                e.node,
+                e.hardware.gpu_count,
+                e.hardware.gpu_model,
+                e.readiness,
+                usdc(e.price_per_gpu_hour)
+            ),
+            NodeStatusChanged(e) => format!(
+                "node {} {} -> {}",
+                e.node,
+                node_status(e.old),
+                node_status(e.new)
+            ),
+            JobSubmitted(e) => format!(
+                "submitted (job id {}, spec {}, bond {} USDC)",
+                e.job_id,
+                hex::encode(e.spec_hash),
+                usdc(e.bond)
+            ),
+            JobAssigned(e) => format!(
+                "assigned to node {} (generation {}, {} USDC/hour)",
+                e.node,
+                e.generation,
+                usdc(e.rate_per_hour)
+            ),
+            JobStarted(e) => format!("started on node {} (generation {})", e.node, e.generation),
+            CheckpointAttested(e) => format!(
+                "checkpoint epoch {} step {} hash {}… (generation {}), chain {}…, accrued {} USDC",
+                e.epoch,
+                e.step,
+                short(&e.checkpoint_hash),
+                e.generation,
+                short(&e.chain),
+                usdc(e.accrued)
+            ),
+            SegmentSettled(e) => format!(
+                "segment of generation {} settled: {} USDC to the provider, {} USDC commission",
+                e.generation,
+                usdc(e.provider_amount),
+                usdc(e.commission)
+            ),
+            JobCompleted(e) => format!(
+                "completed on node {} (generation {}), output {}, refund {} USDC",
+                e.node,
+                e.generation,
+                hex::encode(e.output_hash),
+                usdc(e.refund)
+            ),
+            FailureReported(e) => format!(
+                "failure of generation {} on node {}: {}, slashed {} USDC, restarts used {}{}",
+                e.failed_generation,
+                e.node,
+                failure_cause(e.cause),
+                usdc(e.slashed),
+                e.restarts_used,
+                if e.job_failed {
+                    format!(", job failed, refund {} USDC", usdc(e.refund))
+                } else {
+                    String::new()
+                }
+            ),
+            JobPaused(e) => format!(
+                "paused ({}), generation {}",
+                match e.reason {
+                    PauseReason::Owner => "by its owner",
+                    PauseReason::InsufficientBond => "bond exhausted",
+                },
+                e.generation
+            ),
+            JobResumed(_) => "resumed: back in the queue".to_string(),
+            BondToppedUp(e) => format!(
+                "bond +{} USDC, now {} USDC",
+                usdc(e.amount),
+                usdc(e.bond)
+            ),
+            JobCancelled(e) => format!("cancelled, refund {} USDC", usdc(e.refund)),
+            JobExpired(e) => format!("expired, refund {} USDC", usdc(e.refund)),
+            JobClosed(_) => "closed".to_string(),
+        }
+    }
+}
+
+pub fn node_status(status: NodeStatus) -> &'static str {
+    match status {
+        NodeStatus::Available => "available",
+        NodeStatus::Busy => "busy",
+        NodeStatus::Offline => "offline",
+    }
+}
+
+pub fn failure_cause(cause: FailureCause) -> &'static str {
+    match cause {
+        FailureCause::NodeLost => "node lost",
+        FailureCause::ContainerDied => "container died",
+        FailureCause::CheckpointOverdue => "checkpoint overdue",
+        FailureCause::JobError => "job error",
+    }
+}
+
+/// One event of an account's history, with the transaction that logged it.
+#[derive(Debug)]
+pub struct HistoryEntry {
+    /// Base-58 transaction signature.
+    pub signature: String,
+    pub slot: u64,
+    /// The block time the node reports for the slot.
+    pub block_time: Option<i64>,
+    /// Every key that signed the transaction, fee payer first.
+    pub signers: Vec<Pubkey>,
+    pub event: McjsEvent,
+}
