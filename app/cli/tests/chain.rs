@@ -101,7 +101,9 @@ fn examples() -> PathBuf {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 /// Every balance and account a refused command must leave as it was.
@@ -125,7 +127,12 @@ fn snapshot(chain: &Chain, wallets: &[Pubkey], accounts: &[Pubkey]) -> Snapshot 
         };
         for w in wallets {
             snap.sol.push(client.sol_balance(w).await.unwrap());
-            snap.usdc.push(client.token_balance(&ix::usdc_account(w, &mint)).await.unwrap());
+            snap.usdc.push(
+                client
+                    .token_balance(&ix::usdc_account(w, &mint))
+                    .await
+                    .unwrap(),
+            );
             snap.jobs.extend(
                 client
                     .jobs(JobFilter::Owner(*w))
@@ -136,7 +143,8 @@ fn snapshot(chain: &Chain, wallets: &[Pubkey], accounts: &[Pubkey]) -> Snapshot 
             );
         }
         for a in accounts {
-            snap.accounts.push(client.account(a).await.unwrap().map(|a| a.data));
+            snap.accounts
+                .push(client.account(a).await.unwrap().map(|a| a.data));
         }
         snap
     })
@@ -205,7 +213,14 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
 
     // Someone watches the job live from submission to its end.
     let mut watcher = Command::new(env!("CARGO_BIN_EXE_mcjs"))
-        .args(["-u", &chain.info.rpc_url, "--output", "json-compact", "job", "watch"])
+        .args([
+            "-u",
+            &chain.info.rpc_url,
+            "--output",
+            "json-compact",
+            "job",
+            "watch",
+        ])
         .arg(job_key.to_string())
         .stdout(Stdio::piped())
         .spawn()
@@ -228,7 +243,12 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
     chain.block_on(async {
         client
             .send(
-                &[ix::assign_job(&scheduler.pubkey(), &job_key, &node_key, &provider_account)],
+                &[ix::assign_job(
+                    &scheduler.pubkey(),
+                    &job_key,
+                    &node_key,
+                    &provider_account,
+                )],
                 &[&scheduler],
             )
             .await
@@ -236,7 +256,12 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         let generation = client.job(&job_key).await.unwrap().unwrap().generation;
         client
             .send(
-                &[ix::start_job(&provider.pubkey(), &job_key, &node_key, generation)],
+                &[ix::start_job(
+                    &provider.pubkey(),
+                    &job_key,
+                    &node_key,
+                    generation,
+                )],
                 &[&provider],
             )
             .await
@@ -287,35 +312,68 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         if let Some(status) = watcher.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "job watch did not end when the job completed");
+        assert!(
+            Instant::now() < deadline,
+            "job watch did not end when the job completed"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     let lines = watched.join().unwrap();
     assert_eq!(status.code(), Some(0), "{lines:#?}");
     let states: Vec<String> = lines
         .iter()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["state"].as_str().unwrap().to_string())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["state"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
-    assert_eq!(states.first().map(String::as_str), Some("pending"), "{lines:#?}");
-    assert_eq!(states.last().map(String::as_str), Some("completed"), "{lines:#?}");
+    assert_eq!(
+        states.first().map(String::as_str),
+        Some("pending"),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        states.last().map(String::as_str),
+        Some("completed"),
+        "{lines:#?}"
+    );
 
-    let status = ok_json(chain.mcjs(&user_path, &["--output", "json", "job", "status", &job_key.to_string()]));
+    let status = ok_json(chain.mcjs(
+        &user_path,
+        &["--output", "json", "job", "status", &job_key.to_string()],
+    ));
     assert_eq!(status["state"], "completed");
     assert_eq!(status["checkpoints"], 3);
     assert_eq!(status["last_checkpoint"]["step"], 300);
     assert_eq!(status["output_hash"], hex::encode([0xab; 32]));
 
-    let listed = ok_json(chain.mcjs(&user_path, &["--output", "json", "job", "list", "--owner", "me"]));
+    let listed = ok_json(chain.mcjs(
+        &user_path,
+        &["--output", "json", "job", "list", "--owner", "me"],
+    ));
     assert!(
-        listed["jobs"].as_array().unwrap().iter().any(|j| j["job"] == job_key.to_string()),
+        listed["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["job"] == job_key.to_string()),
         "{listed}"
     );
 
     // The auditor rebuilds every step, with its signer, and the chain verifies.
     let audit = chain.mcjs(&user_path, &["audit", "job", &job_key.to_string()]);
     assert_eq!(audit.status.code(), Some(0), "{}", text(&audit));
-    assert!(String::from_utf8_lossy(&audit.stdout).contains("VERIFIED"), "{}", text(&audit));
-    let audit = ok_json(chain.mcjs(&user_path, &["--output", "json", "audit", "job", &job_key.to_string()]));
+    assert!(
+        String::from_utf8_lossy(&audit.stdout).contains("VERIFIED"),
+        "{}",
+        text(&audit)
+    );
+    let audit = ok_json(chain.mcjs(
+        &user_path,
+        &["--output", "json", "audit", "job", &job_key.to_string()],
+    ));
     let events: Vec<&str> = audit["steps"]
         .as_array()
         .unwrap()
@@ -336,15 +394,27 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         ]
     );
     assert_eq!(audit["steps"][0]["signers"][0], user.pubkey().to_string());
-    assert_eq!(audit["steps"][1]["signers"][0], scheduler.pubkey().to_string());
-    assert_eq!(audit["steps"][3]["signers"][0], provider.pubkey().to_string());
+    assert_eq!(
+        audit["steps"][1]["signers"][0],
+        scheduler.pubkey().to_string()
+    );
+    assert_eq!(
+        audit["steps"][3]["signers"][0],
+        provider.pubkey().to_string()
+    );
     assert_eq!(audit["attestations"], 3);
     assert_eq!(audit["recomputed_chain"], status["checkpoint_chain"]);
     assert!(audit["divergence"].is_null());
 
     let record = ok_json(chain.mcjs(
         &user_path,
-        &["--output", "json", "audit", "provider", &provider.pubkey().to_string()],
+        &[
+            "--output",
+            "json",
+            "audit",
+            "provider",
+            &provider.pubkey().to_string(),
+        ],
     ));
     assert_eq!(record["jobs_completed"], 1);
     assert_eq!(record["completion_rate"], 1.0);
@@ -366,7 +436,13 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
     let out = String::from_utf8_lossy(&tampered.stdout);
     assert!(out.contains("NOT VERIFIED"), "{out}");
     assert!(out.contains("the Job account commits to chain"), "{out}");
-    let tampered = ok_json_exit(chain.mcjs(&user_path, &["--output", "json", "audit", "job", &job_key.to_string()]), 1);
+    let tampered = ok_json_exit(
+        chain.mcjs(
+            &user_path,
+            &["--output", "json", "audit", "job", &job_key.to_string()],
+        ),
+        1,
+    );
     assert_eq!(tampered["divergence"]["kind"], "commitment");
 }
 
@@ -390,7 +466,9 @@ fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
     // A pending job to misuse.
     let submitted = ok_json(chain.mcjs(
         &owner_path,
-        &["--output", "json", "job", "submit", spec, "--bond", "10", "--job-id", "7"],
+        &[
+            "--output", "json", "job", "submit", spec, "--bond", "10", "--job-id", "7",
+        ],
     ));
     let job = submitted["job"].as_str().unwrap().to_string();
     let job_key: Pubkey = job.parse().unwrap();
@@ -401,12 +479,22 @@ fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
     let out = chain.mcjs(&missing, &["job", "submit", spec, "--bond", "10"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("no wallet at {}", missing.display())), "{err}");
+    assert!(
+        err.contains(&format!("no wallet at {}", missing.display())),
+        "{err}"
+    );
     assert!(err.contains("solana-keygen new"), "{err}");
 
     let malformed = dir.path().join("bad.json");
-    std::fs::write(&malformed, r#"{"version": 1, "work": {"kind": "interactive"}}"#).unwrap();
-    let out = chain.mcjs(&poor_path, &["job", "submit", malformed.to_str().unwrap(), "--bond", "10"]);
+    std::fs::write(
+        &malformed,
+        r#"{"version": 1, "work": {"kind": "interactive"}}"#,
+    )
+    .unwrap();
+    let out = chain.mcjs(
+        &poor_path,
+        &["job", "submit", malformed.to_str().unwrap(), "--bond", "10"],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is not a valid job spec"), "{err}");
@@ -416,20 +504,35 @@ fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("insufficient funds"), "{err}");
-    assert!(err.contains("holds 1000.00 USDC, 5000.00 USDC are needed"), "{err}");
+    assert!(
+        err.contains("holds 1000.00 USDC, 5000.00 USDC are needed"),
+        "{err}"
+    );
 
     let out = chain.mcjs(&poor_path, &["job", "submit", spec, "--bond", "1"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 3.60 USDC"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("at least 3.60 USDC"),
+        "{}",
+        text(&out)
+    );
 
     let out = chain.mcjs(&poor_path, &["job", "status", "not-an-address"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a Solana address"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not a Solana address"),
+        "{}",
+        text(&out)
+    );
 
     let nowhere = Pubkey::new_unique().to_string();
     let out = chain.mcjs(&poor_path, &["job", "status", &nowhere]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("no job at {nowhere}")), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!("no job at {nowhere}")),
+        "{}",
+        text(&out)
+    );
 
     // An account that is not a job.
     let out = chain.mcjs(&poor_path, &["audit", "job", &chain.info.usdc_mint]);
@@ -438,7 +541,11 @@ fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
     // Someone else's job.
     let out = chain.mcjs(&poor_path, &["job", "cancel", &job]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("sign with the owner's keypair"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("sign with the owner's keypair"),
+        "{}",
+        text(&out)
+    );
 
     // The program's own refusal, by name.
     let out = chain.mcjs(&owner_path, &["job", "resume", &job]);
@@ -446,19 +553,42 @@ fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("JobNotPaused: the job is not paused"), "{err}");
 
-    let out = chain.mcjs(&owner_path, &["job", "submit", spec, "--bond", "10", "--job-id", "7"]);
+    let out = chain.mcjs(
+        &owner_path,
+        &["job", "submit", spec, "--bond", "10", "--job-id", "7"],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("already has a job with id 7"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already has a job with id 7"),
+        "{}",
+        text(&out)
+    );
 
     // No chain at the URL.
     let out = Command::new(env!("CARGO_BIN_EXE_mcjs"))
-        .args(["-u", "http://127.0.0.1:1", "-k", owner_path.to_str().unwrap(), "job", "status", &job])
+        .args([
+            "-u",
+            "http://127.0.0.1:1",
+            "-k",
+            owner_path.to_str().unwrap(),
+            "job",
+            "status",
+            &job,
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the RPC node at http://127.0.0.1:1"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("cannot reach the RPC node at http://127.0.0.1:1"),
+        "{}",
+        text(&out)
+    );
 
-    assert_eq!(snapshot(chain, &[owner.pubkey(), poor.pubkey()], &[job_key]), before);
+    assert_eq!(
+        snapshot(chain, &[owner.pubkey(), poor.pubkey()], &[job_key]),
+        before
+    );
 
     // And the job is still the owner's to cancel: the whole bond comes back.
     let cancelled = ok_json(chain.mcjs(&owner_path, &["--output", "json", "job", "cancel", &job]));
@@ -509,7 +639,14 @@ fn mcjs_localnet_serves_an_initialised_chain_until_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port_pair();
     let mut child = Command::new(env!("CARGO_BIN_EXE_mcjs"))
-        .args(["localnet", "--rpc-port", &port.to_string(), "--slot-time-ms", "20", "--dir"])
+        .args([
+            "localnet",
+            "--rpc-port",
+            &port.to_string(),
+            "--slot-time-ms",
+            "20",
+            "--dir",
+        ])
         .arg(dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -531,11 +668,16 @@ fn mcjs_localnet_serves_an_initialised_chain_until_stopped() {
     assert!(banner.contains(&format!("RPC URL      {url}")), "{banner}");
     let info = LocalnetInfo::load(dir.path()).unwrap();
     assert_eq!(info.rpc_url, url);
-    for wallet in [&info.wallets.admin, &info.wallets.scheduler, &info.wallets.user]
-        .into_iter()
-        .chain(&info.wallets.providers)
+    for wallet in [
+        &info.wallets.admin,
+        &info.wallets.scheduler,
+        &info.wallets.user,
+    ]
+    .into_iter()
+    .chain(&info.wallets.providers)
     {
-        let bytes: Vec<u8> = serde_json::from_str(&std::fs::read_to_string(wallet).unwrap()).unwrap();
+        let bytes: Vec<u8> =
+            serde_json::from_str(&std::fs::read_to_string(wallet).unwrap()).unwrap();
         assert_eq!(bytes.len(), 64, "{}", wallet.display());
     }
     let out = Command::new(env!("CARGO_BIN_EXE_mcjs"))

@@ -86,8 +86,14 @@ pub struct TxFailure {
 #[serde(tag = "tx", rename_all = "snake_case")]
 pub enum Tx {
     Start,
-    Attest { epoch: u32, step: u64, hash: Sha256Digest },
-    Complete { output_hash: Sha256Digest },
+    Attest {
+        epoch: u32,
+        step: u64,
+        hash: Sha256Digest,
+    },
+    Complete {
+        output_hash: Sha256Digest,
+    },
 }
 
 /// What the shell reports back. Every event names the job and generation it
@@ -95,24 +101,41 @@ pub enum Tx {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// Data staged and verified, checkpoint restored, container running.
-    Launched { container: String },
+    Launched {
+        container: String,
+    },
     /// An input's hash did not match: the job must not start.
-    DataRejected { reason: String },
+    DataRejected {
+        reason: String,
+    },
     /// Preparation failed for another reason (no usable checkpoint, the
     /// engine refused, the spec is not in the store).
-    LaunchFailed { reason: String },
+    LaunchFailed {
+        reason: String,
+    },
     /// A look at the checkpoint directory finished; these were stored.
-    CheckpointsCollected { stored: Vec<StoredCheckpoint> },
+    CheckpointsCollected {
+        stored: Vec<StoredCheckpoint>,
+    },
     /// A look at the checkpoint directory failed (an invalid checkpoint).
-    CollectFailed { reason: String },
+    CollectFailed {
+        reason: String,
+    },
     SignalSent,
     Exited(Exit),
     /// The declared output is present, hashed and stored.
-    OutputStored { hash: Sha256Digest },
+    OutputStored {
+        hash: Sha256Digest,
+    },
     /// Exit 0 without the declared output, or the output could not be stored.
-    OutputMissing { reason: String },
+    OutputMissing {
+        reason: String,
+    },
     TxConfirmed(Tx),
-    TxFailed { tx: Tx, failure: TxFailure },
+    TxFailed {
+        tx: Tx,
+        failure: TxFailure,
+    },
     /// The container is gone (stopped after fencing, or removed after exit).
     Removed,
 }
@@ -130,18 +153,38 @@ pub enum Action {
     /// Look for complete checkpoints: hash, store, report.
     Collect { job: Pubkey, generation: u32 },
     /// Ask the job to checkpoint now.
-    SignalCheckpoint { job: Pubkey, generation: u32, container: String },
+    SignalCheckpoint {
+        job: Pubkey,
+        generation: u32,
+        container: String,
+    },
     /// Hash and store the declared output.
     CollectOutput { job: Pubkey, generation: u32 },
-    Send { job: Pubkey, generation: u32, tx: Tx },
+    Send {
+        job: Pubkey,
+        generation: u32,
+        tx: Tx,
+    },
     /// Stop and remove the container at once.
-    Stop { job: Pubkey, generation: u32, container: String },
+    Stop {
+        job: Pubkey,
+        generation: u32,
+        container: String,
+    },
     /// Remove an exited container (its report is kept).
-    Remove { job: Pubkey, generation: u32, container: String },
+    Remove {
+        job: Pubkey,
+        generation: u32,
+        container: String,
+    },
     /// Remove a container that belongs to no job of this node.
     RemoveStray { container: String },
     /// The job missed its checkpoint deadline: metric, log, heartbeat.
-    FlagOverdue { job: Pubkey, generation: u32, late_by: Duration },
+    FlagOverdue {
+        job: Pubkey,
+        generation: u32,
+        late_by: Duration,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -150,15 +193,25 @@ pub enum Phase {
     /// Launch requested: staging, restoring, starting the container.
     Launching,
     /// Container running.
-    Running { container: String },
+    Running {
+        container: String,
+    },
     /// Exited 0; output being collected and the job completed on chain.
-    Completing { container: String, output: Option<Sha256Digest> },
+    Completing {
+        container: String,
+        output: Option<Sha256Digest>,
+    },
     /// Completed on chain.
     Done,
     /// Exited otherwise (or never ran); reported, waiting for the chain to
     /// move the job on.
-    Exited { exit: Exit, container: Option<String> },
-    DataRejected { reason: String },
+    Exited {
+        exit: Exit,
+        container: Option<String>,
+    },
+    DataRejected {
+        reason: String,
+    },
     /// The chain moved the job on: container stopped, nothing more is sent.
     Fenced,
 }
@@ -318,8 +371,13 @@ impl Core {
             }
             match &a.phase {
                 Phase::Fenced | Phase::Done => {}
-                Phase::DataRejected { .. } | Phase::Exited { container: None, .. } => {}
-                _ => tracing::warn!(job = %key, generation = a.generation, "the chain moved the job on: fencing it"),
+                Phase::DataRejected { .. }
+                | Phase::Exited {
+                    container: None, ..
+                } => {}
+                _ => {
+                    tracing::warn!(job = %key, generation = a.generation, "the chain moved the job on: fencing it")
+                }
             }
             if let Some(container) = a.phase.container() {
                 actions.push(Action::Stop {
@@ -371,10 +429,9 @@ impl Core {
             self.jobs.insert(job.key, a);
         }
         for c in found {
-            let kept = self
-                .jobs
-                .get(&c.job)
-                .is_some_and(|a| a.generation == c.generation && a.phase.container() == Some(&c.id));
+            let kept = self.jobs.get(&c.job).is_some_and(|a| {
+                a.generation == c.generation && a.phase.container() == Some(&c.id)
+            });
             if !kept {
                 actions.push(Action::RemoveStray { container: c.id });
             }
@@ -392,7 +449,11 @@ impl Core {
         now: SystemTime,
     ) -> Vec<Action> {
         let mut actions = Vec::new();
-        let Some(a) = self.jobs.get_mut(&job).filter(|a| a.generation == generation) else {
+        let Some(a) = self
+            .jobs
+            .get_mut(&job)
+            .filter(|a| a.generation == generation)
+        else {
             // A fenced generation: its results are dropped, its container stopped.
             if let Event::Launched { container } = event {
                 actions.push(Action::Stop {
@@ -558,9 +619,7 @@ impl Core {
                     .last_checkpoint_at
                     .and_then(|t| now.duration_since(t).ok())
                     .unwrap_or_default();
-                let since_signal = a
-                    .last_signal_at
-                    .and_then(|t| now.duration_since(t).ok());
+                let since_signal = a.last_signal_at.and_then(|t| now.duration_since(t).ok());
                 // Signal when due, and again each interval while none arrives.
                 if since_checkpoint >= a.policy.interval
                     && since_signal.is_none_or(|s| s >= a.policy.interval)
@@ -590,7 +649,8 @@ impl Core {
                         // A container that died before its start was
                         // confirmed is never started on chain: nothing billed.
                         Tx::Start => {
-                            if !matches!(a.phase, Phase::Running { .. } | Phase::Completing { .. }) {
+                            if !matches!(a.phase, Phase::Running { .. } | Phase::Completing { .. })
+                            {
                                 continue;
                             }
                             true
@@ -603,14 +663,20 @@ impl Core {
                             }
                             a.started
                         }
-                        Tx::Complete { .. } => !a.queue.iter().any(|t| matches!(t, Tx::Attest { .. })),
+                        Tx::Complete { .. } => {
+                            !a.queue.iter().any(|t| matches!(t, Tx::Attest { .. }))
+                        }
                     };
                     if !ready {
                         a.queue.push_front(tx);
                         break;
                     }
                     a.in_flight = Some(tx.clone());
-                    actions.push(Action::Send { job, generation, tx });
+                    actions.push(Action::Send {
+                        job,
+                        generation,
+                        tx,
+                    });
                     break;
                 }
             }

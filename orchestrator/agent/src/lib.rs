@@ -14,6 +14,7 @@ pub mod core;
 pub mod metrics;
 pub mod output;
 pub mod register;
+pub mod rpc;
 pub mod shell;
 pub mod spec_store;
 

@@ -34,7 +34,10 @@ impl AgentMetrics {
         )
         .expect("valid metric");
         let transactions = IntCounterVec::new(
-            Opts::new("mcjs_agent_transactions_total", "Chain transactions, by kind and outcome"),
+            Opts::new(
+                "mcjs_agent_transactions_total",
+                "Chain transactions, by kind and outcome",
+            ),
             &["tx", "outcome"],
         )
         .expect("valid metric");
@@ -75,7 +78,10 @@ impl AgentMetrics {
         )
         .expect("valid metric");
         let exits = IntCounterVec::new(
-            Opts::new("mcjs_agent_container_exits_total", "Container exits, by meaning"),
+            Opts::new(
+                "mcjs_agent_container_exits_total",
+                "Container exits, by meaning",
+            ),
             &["meaning"],
         )
         .expect("valid metric");

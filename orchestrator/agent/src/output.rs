@@ -63,10 +63,12 @@ pub async fn store_output(
     let base = output_prefix(job);
     for f in &digest.files {
         let src = dir.join(&f.path);
-        let bytes = tokio::fs::read(&src).await.map_err(|source| OutputError::Io {
-            path: src.display().to_string(),
-            source,
-        })?;
+        let bytes = tokio::fs::read(&src)
+            .await
+            .map_err(|source| OutputError::Io {
+                path: src.display().to_string(),
+                source,
+            })?;
         let dst = ObjectPath::from(format!("{base}/files/{}", f.path));
         store
             .put(&dst, PutPayload::from(bytes))

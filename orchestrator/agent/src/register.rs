@@ -44,7 +44,11 @@ impl fmt::Display for Registered {
             "node {} (index {}) {}: {}x {} readiness {} at {} base units per GPU-hour",
             self.node,
             self.index,
-            if self.created { "registered" } else { "updated" },
+            if self.created {
+                "registered"
+            } else {
+                "updated"
+            },
             self.gpu_count,
             self.gpu_model,
             self.readiness,

@@ -14,9 +14,11 @@ use bollard::query_parameters::ListContainersOptionsBuilder;
 use mcjs_client::ix::{self, Deployment};
 use mcjs_client::program::instructions::{AttestCheckpointArgs, CompleteJobArgs};
 use mcjs_client::{Pubkey, pda};
-use mcjs_protocol::{HEARTBEAT_PATH, HEARTBEAT_INTERVAL_MS, Heartbeat, JobReport};
+use mcjs_protocol::{HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, Heartbeat, JobReport};
 use mcjs_runtime::docker::{DockerEngine, JOB_LABEL};
-use mcjs_runtime::engine::{ContainerEngine, ContainerId, ContainerSpec, GpuRequest, JobMounts, JobSignal};
+use mcjs_runtime::engine::{
+    ContainerEngine, ContainerId, ContainerSpec, GpuRequest, JobMounts, JobSignal,
+};
 use mcjs_runtime::launch::{LaunchError, launch};
 use mcjs_runtime::staging::{DataCache, DataInput, StagingError};
 use mcjs_runtime::store::{CheckpointPipeline, CheckpointStore, ExpectedCheckpoint};
@@ -125,7 +127,10 @@ impl<C: AgentChain> Agent<C> {
         let provider_account = chain
             .provider(provider)
             .await?
-            .ok_or(AgentError::NoProvider { provider, authority })?;
+            .ok_or(AgentError::NoProvider {
+                provider,
+                authority,
+            })?;
         let node = pda::node(&provider, config.node_index);
         if chain.node(node).await?.is_none() {
             return Err(AgentError::NoNode { node });
@@ -210,14 +215,17 @@ impl<C: AgentChain> Agent<C> {
                     let this = self.clone();
                     let (job, generation, container, tx) =
                         (a.job, a.generation, container.clone(), tx.clone());
-                    tracker.spawn(async move { this.wait_exit(job, generation, container, tx).await });
+                    tracker
+                        .spawn(async move { this.wait_exit(job, generation, container, tx).await });
                 }
             }
             self.publish(&core);
         }
         tracker.close();
         // Waiters wait on containers that outlive the agent: do not wait for them.
-        tokio::time::timeout(Duration::from_secs(2), tracker.wait()).await.ok();
+        tokio::time::timeout(Duration::from_secs(2), tracker.wait())
+            .await
+            .ok();
         Ok(())
     }
 
@@ -282,7 +290,9 @@ impl<C: AgentChain> Agent<C> {
             let (Some(id), Some(job), Some(generation)) = (
                 c.id,
                 labels.get(JOB_LABEL).and_then(|j| j.parse::<Pubkey>().ok()),
-                labels.get(GENERATION_LABEL).and_then(|g| g.parse::<u32>().ok()),
+                labels
+                    .get(GENERATION_LABEL)
+                    .and_then(|g| g.parse::<u32>().ok()),
             ) else {
                 continue;
             };
@@ -326,9 +336,15 @@ impl<C: AgentChain> Agent<C> {
                 Some((job, generation, event))
             }
             Action::SignalCheckpoint {
-                job, container, generation,
+                job,
+                container,
+                generation,
             } => {
-                if let Err(e) = s.engine.signal(&ContainerId(container), JobSignal::Checkpoint).await {
+                if let Err(e) = s
+                    .engine
+                    .signal(&ContainerId(container), JobSignal::Checkpoint)
+                    .await
+                {
                     tracing::warn!(%job, error = %e, "cannot signal the job to checkpoint");
                 }
                 tracing::info!(%job, generation, "checkpoint signal sent");
@@ -354,7 +370,11 @@ impl<C: AgentChain> Agent<C> {
                 };
                 Some((job, generation, event))
             }
-            Action::Send { job, generation, tx } => {
+            Action::Send {
+                job,
+                generation,
+                tx,
+            } => {
                 let started = Instant::now();
                 let result = self.send(job, generation, &tx).await;
                 let kind = match tx {
@@ -362,20 +382,30 @@ impl<C: AgentChain> Agent<C> {
                     Tx::Attest { .. } => "attest_checkpoint",
                     Tx::Complete { .. } => "complete_job",
                 };
-                let outcome = if result.is_ok() { "confirmed" } else { "failed" };
-                s.metrics.transactions.with_label_values(&[kind, outcome]).inc();
+                let outcome = if result.is_ok() {
+                    "confirmed"
+                } else {
+                    "failed"
+                };
+                s.metrics
+                    .transactions
+                    .with_label_values(&[kind, outcome])
+                    .inc();
                 match &result {
                     Ok(()) => {
                         tracing::info!(%job, generation, ?tx, ms = started.elapsed().as_millis() as u64, "transaction confirmed");
                         if let Tx::Attest { step, .. } = &tx
-                            && let Some(at) = s.stored_at.lock().expect("lock").remove(&(job, *step))
+                            && let Some(at) =
+                                s.stored_at.lock().expect("lock").remove(&(job, *step))
                         {
                             s.metrics
                                 .attestation_latency_seconds
                                 .observe(at.elapsed().as_secs_f64());
                         }
                     }
-                    Err(e) => tracing::warn!(%job, generation, ?tx, error = %e, "transaction failed"),
+                    Err(e) => {
+                        tracing::warn!(%job, generation, ?tx, error = %e, "transaction failed")
+                    }
                 }
                 let event = match result {
                     Ok(()) => Event::TxConfirmed(tx),
@@ -453,7 +483,10 @@ impl<C: AgentChain> Agent<C> {
         let spec = get_spec(s.store.as_ref(), &spec_hash)
             .await
             .map_err(|e| e.to_string())?;
-        let ctx = Arc::new(self.run_ctx(job, generation, spec).map_err(|e| e.to_string())?);
+        let ctx = Arc::new(
+            self.run_ctx(job, generation, spec)
+                .map_err(|e| e.to_string())?,
+        );
         s.runs
             .lock()
             .expect("runs lock")
@@ -461,7 +494,12 @@ impl<C: AgentChain> Agent<C> {
         Ok(ctx)
     }
 
-    fn run_ctx(&self, job: Pubkey, generation: u32, spec: JobSpec) -> Result<RunCtx, mcjs_runtime::store::StoreError> {
+    fn run_ctx(
+        &self,
+        job: Pubkey,
+        generation: u32,
+        spec: JobSpec,
+    ) -> Result<RunCtx, mcjs_runtime::store::StoreError> {
         let dir = self.job_dir(job, generation);
         let store = CheckpointStore::new(
             Arc::clone(&self.shared.store_root),
@@ -496,7 +534,10 @@ impl<C: AgentChain> Agent<C> {
                     }
                     let Ok(epoch) = u32::try_from(c.epoch) else {
                         return Event::CollectFailed {
-                            reason: format!("checkpoint epoch {} does not fit the chain's u32", c.epoch),
+                            reason: format!(
+                                "checkpoint epoch {} does not fit the chain's u32",
+                                c.epoch
+                            ),
                         };
                     };
                     tracing::info!(%job, step = c.step, hash = %c.hash, bytes, "checkpoint stored");
@@ -524,7 +565,8 @@ impl<C: AgentChain> Agent<C> {
             tracing::warn!(%job, generation, %reason, "the job cannot be launched");
             Event::LaunchFailed { reason }
         };
-        let Some((chain_job, _owner)) = s.known.lock().expect("known lock").get(&job).cloned() else {
+        let Some((chain_job, _owner)) = s.known.lock().expect("known lock").get(&job).cloned()
+        else {
             return failed("the job left this node".into());
         };
         let spec = match get_spec(s.store.as_ref(), &chain_job.spec_hash).await {
@@ -553,7 +595,9 @@ impl<C: AgentChain> Agent<C> {
                                 hash: a.hash,
                             }),
                     ),
-                    Err(e) => tracing::warn!(%job, error = %e, "cannot read the job's attestation history; only the last checkpoint can be restored"),
+                    Err(e) => {
+                        tracing::warn!(%job, error = %e, "cannot read the job's attestation history; only the last checkpoint can be restored")
+                    }
                 }
                 match ctx
                     .pipeline
@@ -593,7 +637,12 @@ impl<C: AgentChain> Agent<C> {
         );
         cspec.entrypoint = Some(spec.work.command.clone());
         cspec.args = spec.work.args.clone();
-        cspec.env = spec.work.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        cspec.env = spec
+            .work
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         cspec.resources.cpus = f64::from(spec.request.hardware.cpu_cores);
         cspec.resources.memory_mib =
             u32::try_from(spec.request.hardware.ram.mib_ceil()).unwrap_or(u32::MAX);
@@ -719,10 +768,7 @@ impl<C: AgentChain> Agent<C> {
                         program_error: None,
                         retryable: false,
                     })?;
-                let owner_token = anchor_spl::associated_token::get_associated_token_address(
-                    &owner,
-                    &s.deployment.usdc_mint,
-                );
+                let owner_token = ix::usdc_account(&owner, &s.deployment.usdc_mint);
                 ix::complete_job(
                     &authority,
                     &job,
@@ -768,7 +814,13 @@ async fn heartbeats<C: AgentChain>(s: Arc<Shared<C>>, url: String, cancel: Cance
                 .unwrap_or_default(),
             jobs: s.reports.lock().expect("reports lock").clone(),
         };
-        match http.post(&endpoint).json(&beat).send().await.and_then(|r| r.error_for_status()) {
+        match http
+            .post(&endpoint)
+            .json(&beat)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+        {
             Ok(_) => failing = false,
             Err(e) if !failing => {
                 failing = true;

@@ -14,7 +14,9 @@ pub enum SpecStoreError {
         "the job spec {hash} is not in the spec store (specs/{hash}.json); the job's owner must publish it with `mcjs job submit`"
     )]
     Missing { hash: String },
-    #[error("the spec store holds specs/{expected}.json but its contents hash to {actual}; refusing a spec that is not the one the chain records")]
+    #[error(
+        "the spec store holds specs/{expected}.json but its contents hash to {actual}; refusing a spec that is not the one the chain records"
+    )]
     HashMismatch { expected: String, actual: String },
     #[error("specs/{hash}.json is not a valid job spec: {reason}")]
     Invalid { hash: String, reason: String },
@@ -107,7 +109,8 @@ mod tests {
     async fn a_spec_whose_bytes_changed_is_refused() {
         let store = InMemory::new();
         let hash = put_spec(&store, &spec()).await.unwrap();
-        let tampered = canonical_json(&spec()).replace("\"restart_budget\":", "\"restart_budget\": ");
+        let tampered =
+            canonical_json(&spec()).replace("\"restart_budget\":", "\"restart_budget\": ");
         store
             .put(&spec_path(&hash), PutPayload::from(tampered.into_bytes()))
             .await

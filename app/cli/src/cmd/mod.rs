@@ -1,3 +1,4 @@
+pub mod agent;
 //! One module per subcommand.
 
 pub mod admin;
