@@ -43,8 +43,7 @@ impl CliConfig {
     pub fn parse(text: &str) -> anyhow::Result<Self> {
         let mut config = CliConfig::default();
         if text.trim_start().starts_with('{') {
-            let value: serde_json::Value =
-                serde_json::from_str(text).context("not valid JSON")?;
+            let value: serde_json::Value = serde_json::from_str(text).context("not valid JSON")?;
             let get = |k: &str| value.get(k).and_then(|v| v.as_str()).map(str::to_string);
             config.json_rpc_url = get("json_rpc_url");
             config.websocket_url = get("websocket_url");
@@ -62,7 +61,10 @@ impl CliConfig {
                     n + 1
                 )
             })?;
-            let value = value.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
+            let value = value
+                .trim()
+                .trim_matches(|c| c == '"' || c == '\'')
+                .to_string();
             let value = (!value.is_empty()).then_some(value);
             match key.trim() {
                 "json_rpc_url" => config.json_rpc_url = value,
@@ -225,7 +227,10 @@ mod tests {
     fn solana_yaml_and_json_configs_are_read() {
         let yaml = "---\njson_rpc_url: \"http://127.0.0.1:9999\"\nwebsocket_url: ''\nkeypair_path: /tmp/k.json\ncommitment: confirmed\n";
         let config = CliConfig::parse(yaml).unwrap();
-        assert_eq!(config.json_rpc_url.as_deref(), Some("http://127.0.0.1:9999"));
+        assert_eq!(
+            config.json_rpc_url.as_deref(),
+            Some("http://127.0.0.1:9999")
+        );
         assert_eq!(config.websocket_url, None);
         assert_eq!(config.keypair_path.as_deref(), Some("/tmp/k.json"));
         let json = r#"{"json_rpc_url": "devnet", "keypair_path": "/k"}"#;

@@ -182,7 +182,9 @@ async fn show(
     signature: Option<mcjs_client::Signature>,
 ) -> anyhow::Result<u8> {
     let (key, config) = client.config().await?;
-    global.output.print(&ConfigView::new(action, signature, key, &config))?;
+    global
+        .output
+        .print(&ConfigView::new(action, signature, key, &config))?;
     Ok(EXIT_OK)
 }
 
@@ -240,12 +242,20 @@ impl fmt::Display for ConfigView {
         writeln!(f)?;
         writeln!(f, "  admin        {}", self.admin)?;
         writeln!(f, "  scheduler    {}", self.scheduler)?;
-        writeln!(f, "  USDC mint    {} ({} decimals)", self.usdc_mint, self.usdc_decimals)?;
+        writeln!(
+            f,
+            "  USDC mint    {} ({} decimals)",
+            self.usdc_mint, self.usdc_decimals
+        )?;
         writeln!(f, "  treasury     {}", self.treasury)?;
         writeln!(f, "  commission   {} bps", self.commission_bps)?;
         writeln!(f, "  slash        {} USDC", self.slash_amount)?;
         writeln!(f, "  min stake    {} USDC", self.min_provider_stake)?;
-        writeln!(f, "  liveness     {} checkpoint intervals", self.liveness_factor)?;
+        writeln!(
+            f,
+            "  liveness     {} checkpoint intervals",
+            self.liveness_factor
+        )?;
         writeln!(f, "  cooldown     {} s", self.withdrawal_cooldown_secs)?;
         write!(f, "  paused       {}", self.paused)
     }

@@ -105,15 +105,23 @@ fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
         let hal = mcjs_hal::api::ApiState::new(profile);
         let server = {
             let (agent, cancel) = (agent.clone(), cancel.clone());
-            tokio::spawn(async move { mcjs_agent::shell::serve(listener, hal, &agent, cancel).await })
+            tokio::spawn(
+                async move { mcjs_agent::shell::serve(listener, hal, &agent, cancel).await },
+            )
         };
         let stop = cancel.clone();
         tokio::spawn(async move {
             let _ = tokio::signal::ctrl_c().await;
-            eprintln!("stopping the agent; job containers keep running and are adopted on the next start");
+            eprintln!(
+                "stopping the agent; job containers keep running and are adopted on the next start"
+            );
             stop.cancel();
         });
-        eprintln!("agent of node {} serving on http://{}", agent.node(), args.listen);
+        eprintln!(
+            "agent of node {} serving on http://{}",
+            agent.node(),
+            args.listen
+        );
         agent.run(cancel.clone()).await?;
         cancel.cancel();
         let _ = server.await;

@@ -3,8 +3,8 @@
 use std::fmt;
 
 use anyhow::anyhow;
-use mcjs_client::audit::{JobAudit, ProviderAudit, audit_job, audit_provider};
 use mcjs_client::ChainError;
+use mcjs_client::audit::{JobAudit, ProviderAudit, audit_job, audit_provider};
 use serde::Serialize;
 
 use crate::chain::{Ctx, parse_pubkey, usdc};
@@ -102,10 +102,15 @@ impl fmt::Display for JobAuditView {
         writeln!(
             f,
             "on-chain commitment  {}",
-            a.on_chain_commitment.as_deref().unwrap_or("(account closed)")
+            a.on_chain_commitment
+                .as_deref()
+                .unwrap_or("(account closed)")
         )?;
         match &a.divergence {
-            None => write!(f, "VERIFIED: the history reproduces the on-chain commitment"),
+            None => write!(
+                f,
+                "VERIFIED: the history reproduces the on-chain commitment"
+            ),
             Some(d) => write!(f, "NOT VERIFIED: {d}"),
         }
     }
@@ -120,13 +125,20 @@ impl fmt::Display for ProviderAuditView {
         let a = &self.0;
         writeln!(f, "provider {} (owner {})", a.provider, a.owner)?;
         writeln!(f, "  stake        {} USDC", usdc(a.stake))?;
-        writeln!(f, "  nodes        {} ({} jobs active)", a.nodes, a.active_assignments)?;
+        writeln!(
+            f,
+            "  nodes        {} ({} jobs active)",
+            a.nodes, a.active_assignments
+        )?;
         writeln!(
             f,
             "  completed    {} jobs; completion rate {}",
             a.jobs_completed,
             a.completion_rate
-                .map_or("n/a (no job ended yet)".to_string(), |r| format!("{:.1}%", r * 100.0))
+                .map_or("n/a (no job ended yet)".to_string(), |r| format!(
+                    "{:.1}%",
+                    r * 100.0
+                ))
         )?;
         write!(
             f,

@@ -116,7 +116,9 @@ pub fn run(cmd: JobCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
 async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Result<u8> {
     let client = ctx.client();
     match cmd {
-        JobCommand::Submit { spec, bond, job_id } => submit(&ctx, &client, global, spec, bond, job_id).await,
+        JobCommand::Submit { spec, bond, job_id } => {
+            submit(&ctx, &client, global, spec, bond, job_id).await
+        }
         JobCommand::Status { job } => {
             let key = parse_pubkey(&job, "job")?;
             let job = fetch_job(&client, &key).await?;
@@ -142,9 +144,7 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
                 .jobs(filter)
                 .await?
                 .into_iter()
-                .filter(|(_, job)| {
-                    state.is_none_or(|s| job.state.name() == s.state().name())
-                })
+                .filter(|(_, job)| state.is_none_or(|s| job.state.name() == s.state().name()))
                 .map(|(key, job)| JobView::new(key, &job, now))
                 .collect();
             global.output.print(&JobList { jobs })?;
@@ -160,7 +160,12 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             require_funds(&client, &wallet, &owner_token, 0).await?;
             let sig = client
                 .send(
-                    &[ix::cancel_job(&wallet.pubkey(), &key, &owner_token, &deployment.usdc_mint)],
+                    &[ix::cancel_job(
+                        &wallet.pubkey(),
+                        &key,
+                        &owner_token,
+                        &deployment.usdc_mint,
+                    )],
                     &[&wallet],
                 )
                 .await?;
@@ -171,13 +176,23 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             let wallet = ctx.wallet()?;
             let job = owned_job(&client, &key, &wallet.pubkey()).await?;
             let (Some(node), Some(provider)) = (job.node, job.provider) else {
-                bail!("job {key} is {} and not on a node: only an assigned or running job can be paused", job.state.name());
+                bail!(
+                    "job {key} is {} and not on a node: only an assigned or running job can be paused",
+                    job.state.name()
+                );
             };
             let payout = provider_payout(&client, &provider).await?;
             let deployment = client.deployment().await?;
             let sig = client
                 .send(
-                    &[ix::pause_job(&wallet.pubkey(), &key, &node, &provider, &payout, &deployment)],
+                    &[ix::pause_job(
+                        &wallet.pubkey(),
+                        &key,
+                        &node,
+                        &provider,
+                        &payout,
+                        &deployment,
+                    )],
                     &[&wallet],
                 )
                 .await?;
@@ -201,7 +216,13 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             require_funds(&client, &wallet, &token, amount).await?;
             let sig = client
                 .send(
-                    &[ix::top_up(&wallet.pubkey(), &key, &token, &deployment.usdc_mint, amount)],
+                    &[ix::top_up(
+                        &wallet.pubkey(),
+                        &key,
+                        &token,
+                        &deployment.usdc_mint,
+                        amount,
+                    )],
                     &[&wallet],
                 )
                 .await?;
@@ -212,7 +233,10 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             let wallet = ctx.wallet()?;
             let job = fetch_job(&client, &key).await?;
             let (Some(node), Some(provider)) = (job.node, job.provider) else {
-                bail!("job {key} is {} and not on a node: there is no assignment to report", job.state.name());
+                bail!(
+                    "job {key} is {} and not on a node: there is no assignment to report",
+                    job.state.name()
+                );
             };
             let payout = provider_payout(&client, &provider).await?;
             let deployment = client.deployment().await?;
@@ -278,7 +302,9 @@ async fn submit(
     };
     let key = pda::job(&owner, job_id);
     if client.account(&key).await?.is_some() {
-        bail!("the wallet already has a job with id {job_id} ({key}); pick another --job-id or leave it out");
+        bail!(
+            "the wallet already has a job with id {job_id} ({key}); pick another --job-id or leave it out"
+        );
     }
     let summary = spec.requirement_summary();
     let terms = spec.terms();
@@ -313,7 +339,12 @@ async fn submit(
     }
     let signature = client
         .send(
-            &[ix::submit_job(&owner, &owner_token, &deployment.usdc_mint, args)],
+            &[ix::submit_job(
+                &owner,
+                &owner_token,
+                &deployment.usdc_mint,
+                args,
+            )],
             &[&wallet],
         )
         .await?;
@@ -333,7 +364,10 @@ async fn fetch_job(client: &ChainClient, key: &Pubkey) -> anyhow::Result<Job> {
         Ok(Some(job)) => Ok(job),
         Ok(None) => {
             client.check_program().await?;
-            bail!("no job at {key} on {}: check the address (`mcjs job list --owner me` lists yours)", client.url())
+            bail!(
+                "no job at {key} on {}: check the address (`mcjs job list --owner me` lists yours)",
+                client.url()
+            )
         }
         Err(mcjs_client::ChainError::Decode { .. }) => {
             bail!("{key} is not an MCJS job account: check the address")
@@ -400,11 +434,15 @@ async fn watch(client: &ChainClient, global: &GlobalArgs, key: Pubkey) -> anyhow
             if let Some(bar) = &bar {
                 bar.finish_with_message("the job account was closed");
             } else {
-                println!("{}", serde_json::json!({ "job": key.to_string(), "closed": true }));
+                println!(
+                    "{}",
+                    serde_json::json!({ "job": key.to_string(), "closed": true })
+                );
             }
             return Ok(EXIT_OK);
         };
-        let job = decode::job(&account.data).with_context(|| format!("{key} is no longer a job"))?;
+        let job =
+            decode::job(&account.data).with_context(|| format!("{key} is no longer a job"))?;
         let view = JobView::new(key, &job, now_unix());
         match &bar {
             Some(bar) => {
@@ -502,8 +540,14 @@ impl JobView {
             state: job.state.name(),
             state_since: state_since(&job.state),
             pause_reason: match job.state {
-                JobState::Paused { reason: PauseReason::Owner, .. } => Some("owner"),
-                JobState::Paused { reason: PauseReason::InsufficientBond, .. } => Some("bond exhausted"),
+                JobState::Paused {
+                    reason: PauseReason::Owner,
+                    ..
+                } => Some("owner"),
+                JobState::Paused {
+                    reason: PauseReason::InsufficientBond,
+                    ..
+                } => Some("bond exhausted"),
                 _ => None,
             },
             spec_hash: hex::encode(job.spec_hash),
@@ -549,7 +593,9 @@ impl JobView {
             });
         let deadline = self
             .secs_to_deadline
-            .map_or("no deadline".to_string(), |s| format!("{} to deadline", human_secs(s)));
+            .map_or("no deadline".to_string(), |s| {
+                format!("{} to deadline", human_secs(s))
+            });
         format!(
             "{checkpoint} | {deadline} | bond used {}% ({} paid, {} accrued of {})",
             self.bond_used_percent, self.paid, self.accrued, self.bond
@@ -571,15 +617,27 @@ fn human_secs(secs: i64) -> String {
 
 impl fmt::Display for JobView {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "job {} (id {}, owner {})", self.job, self.job_id, self.owner)?;
-        write!(f, "  state        {} since {}", self.state, self.state_since)?;
+        writeln!(
+            f,
+            "job {} (id {}, owner {})",
+            self.job, self.job_id, self.owner
+        )?;
+        write!(
+            f,
+            "  state        {} since {}",
+            self.state, self.state_since
+        )?;
         if let Some(reason) = self.pause_reason {
             write!(f, " ({reason})")?;
         }
         writeln!(f)?;
         writeln!(f, "  spec         {}", self.spec_hash)?;
         if let (Some(node), Some(provider)) = (&self.node, &self.provider) {
-            writeln!(f, "  node         {node} (provider {provider}) at {} USDC/hour", self.rate_per_hour)?;
+            writeln!(
+                f,
+                "  node         {node} (provider {provider}) at {} USDC/hour",
+                self.rate_per_hour
+            )?;
         }
         writeln!(f, "  generation   {}", self.generation)?;
         writeln!(
@@ -602,10 +660,19 @@ impl fmt::Display for JobView {
             self.billed_secs, self.max_duration_secs, self.checkpoint_interval_secs
         )?;
         match self.secs_to_deadline {
-            Some(s) => writeln!(f, "  deadline     {} ({})", self.deadline.unwrap_or_default(), human_secs(s))?,
+            Some(s) => writeln!(
+                f,
+                "  deadline     {} ({})",
+                self.deadline.unwrap_or_default(),
+                human_secs(s)
+            )?,
             None => writeln!(f, "  deadline     none")?,
         }
-        write!(f, "  restarts     {} of {}", self.restarts_used, self.restart_budget)?;
+        write!(
+            f,
+            "  restarts     {} of {}",
+            self.restarts_used, self.restart_budget
+        )?;
         if let Some(out) = &self.output_hash {
             write!(f, "\n  output       {out}")?;
         }
@@ -623,12 +690,15 @@ impl fmt::Display for JobList {
         if self.jobs.is_empty() {
             return write!(f, "no jobs");
         }
-        writeln!(f, "{:<44}  {:>6}  {:<10}  {:>12}  {:>11}  checkpoint", "job", "id", "state", "bond USDC", "checkpoints")?;
+        writeln!(
+            f,
+            "{:<44}  {:>6}  {:<10}  {:>12}  {:>11}  checkpoint",
+            "job", "id", "state", "bond USDC", "checkpoints"
+        )?;
         for (i, j) in self.jobs.iter().enumerate() {
-            let last = j
-                .last_checkpoint
-                .as_ref()
-                .map_or("-".to_string(), |c| format!("epoch {} step {}", c.epoch, c.step));
+            let last = j.last_checkpoint.as_ref().map_or("-".to_string(), |c| {
+                format!("epoch {} step {}", c.epoch, c.step)
+            });
             write!(
                 f,
                 "{:<44}  {:>6}  {:<10}  {:>12}  {:>11}  {last}",

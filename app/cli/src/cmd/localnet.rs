@@ -65,24 +65,43 @@ impl fmt::Display for Started {
         writeln!(f, "  RPC URL      {}", i.rpc_url)?;
         writeln!(f, "  websocket    {}", i.ws_url)?;
         writeln!(f, "  program      {}", i.program_id)?;
-        writeln!(f, "  USDC mint    {} ({} decimals)", i.usdc_mint, i.usdc_decimals)?;
+        writeln!(
+            f,
+            "  USDC mint    {} ({} decimals)",
+            i.usdc_mint, i.usdc_decimals
+        )?;
         writeln!(f, "  treasury     {}", i.treasury)?;
         writeln!(f, "  slot time    {} ms", i.slot_time_ms)?;
         writeln!(f, "  wallets      admin {}", w.admin.display())?;
         writeln!(f, "               scheduler {}", w.scheduler.display())?;
         writeln!(f, "               user {} (10000 USDC)", w.user.display())?;
         for p in &w.providers {
-            writeln!(f, "               provider {} (1000 USDC, not registered)", p.display())?;
+            writeln!(
+                f,
+                "               provider {} (1000 USDC, not registered)",
+                p.display()
+            )?;
         }
         writeln!(f, "  described in {}", self.info_file.display())?;
         writeln!(f)?;
         writeln!(f, "Next, in another terminal:")?;
         let url = &i.rpc_url;
-        let p1 = w.providers.first().map(|p| p.display().to_string()).unwrap_or_default();
+        let p1 = w
+            .providers
+            .first()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         writeln!(f, "  mcjs -u {url} -k {p1} provider register --stake 200")?;
         writeln!(f, "  mcjs hal probe --output json > node.json")?;
-        writeln!(f, "  mcjs -u {url} -k {p1} node register --profile node.json --price 1.5")?;
-        writeln!(f, "  mcjs -u {url} -k {} job submit examples/specs/training-a100.json --bond 100", w.user.display())?;
+        writeln!(
+            f,
+            "  mcjs -u {url} -k {p1} node register --profile node.json --price 1.5"
+        )?;
+        writeln!(
+            f,
+            "  mcjs -u {url} -k {} job submit examples/specs/training-a100.json --bond 100",
+            w.user.display()
+        )?;
         write!(f, "Ctrl-C stops the chain (its state is not kept).")
     }
 }

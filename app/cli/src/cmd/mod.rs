@@ -1,7 +1,7 @@
-pub mod agent;
 //! One module per subcommand.
 
 pub mod admin;
+pub mod agent;
 pub mod audit;
 pub mod hal;
 pub mod job;

@@ -123,7 +123,9 @@ async fn run_async(
             let index = index.unwrap_or(provider.node_count);
             let node = pda::node(&provider_key, index);
             if client.account(&node).await?.is_some() {
-                bail!("the provider already has a node with index {index} ({node}); use `mcjs node update {index}`");
+                bail!(
+                    "the provider already has a node with index {index} ({node}); use `mcjs node update {index}`"
+                );
             }
             let sig = client
                 .send(
@@ -180,8 +182,11 @@ async fn run_async(
                 (None, provider) => {
                     let provider = match provider {
                         Some(p) => {
-                            crate::cmd::provider::provider_key(&client, &parse_pubkey(&p, "provider")?)
-                                .await?
+                            crate::cmd::provider::provider_key(
+                                &client,
+                                &parse_pubkey(&p, "provider")?,
+                            )
+                            .await?
                         }
                         None => pda::provider(&ctx.wallet()?.pubkey()),
                     };
@@ -283,7 +288,11 @@ impl fmt::Display for NodesView {
             return write!(f, "no nodes");
         }
         for (i, n) in self.nodes.iter().enumerate() {
-            writeln!(f, "node {} (index {} of provider {})", n.node, n.index, n.provider)?;
+            writeln!(
+                f,
+                "node {} (index {} of provider {})",
+                n.node, n.index, n.provider
+            )?;
             writeln!(
                 f,
                 "  gpus         {}x {} ({} MiB, sm {})",
@@ -295,7 +304,11 @@ impl fmt::Display for NodesView {
                 n.cpu_cores, n.ram_mib, n.disk_gib, n.checkpoint_write_mibps
             )?;
             writeln!(f, "  readiness    {}", n.readiness)?;
-            writeln!(f, "  price        {} USDC per GPU-hour", n.price_per_gpu_hour)?;
+            writeln!(
+                f,
+                "  price        {} USDC per GPU-hour",
+                n.price_per_gpu_hour
+            )?;
             write!(f, "  status       {} since {}", n.status, n.status_since)?;
             if let Some(job) = &n.current_job {
                 write!(f, " (job {job})")?;

@@ -58,16 +58,32 @@ async fn run_async(cmd: ProviderCommand, global: &GlobalArgs, ctx: Ctx) -> anyho
                 None => token,
             };
             if client.provider(&pda::provider(&owner)).await?.is_some() {
-                bail!("the wallet {owner} is already a provider ({}); use `mcjs provider add-stake`", pda::provider(&owner));
+                bail!(
+                    "the wallet {owner} is already a provider ({}); use `mcjs provider add-stake`",
+                    pda::provider(&owner)
+                );
             }
             require_funds(&client, &wallet, &token, stake).await?;
             let sig = client
                 .send(
-                    &[ix::register_provider(&owner, &token, &payout, &deployment.usdc_mint, stake)],
+                    &[ix::register_provider(
+                        &owner,
+                        &token,
+                        &payout,
+                        &deployment.usdc_mint,
+                        stake,
+                    )],
                     &[&wallet],
                 )
                 .await?;
-            show(&client, global, &pda::provider(&owner), "registered", Some(sig)).await
+            show(
+                &client,
+                global,
+                &pda::provider(&owner),
+                "registered",
+                Some(sig),
+            )
+            .await
         }
         ProviderCommand::AddStake { amount } => {
             let wallet = ctx.wallet()?;
@@ -77,9 +93,19 @@ async fn run_async(cmd: ProviderCommand, global: &GlobalArgs, ctx: Ctx) -> anyho
             let token = ix::usdc_account(&owner, &deployment.usdc_mint);
             require_funds(&client, &wallet, &token, amount).await?;
             let sig = client
-                .send(&[ix::add_stake(&owner, &token, &deployment.usdc_mint, amount)], &[&wallet])
+                .send(
+                    &[ix::add_stake(&owner, &token, &deployment.usdc_mint, amount)],
+                    &[&wallet],
+                )
                 .await?;
-            show(&client, global, &pda::provider(&owner), "stake added", Some(sig)).await
+            show(
+                &client,
+                global,
+                &pda::provider(&owner),
+                "stake added",
+                Some(sig),
+            )
+            .await
         }
         ProviderCommand::Withdraw { amount } => {
             let wallet = ctx.wallet()?;
@@ -101,7 +127,11 @@ async fn run_async(cmd: ProviderCommand, global: &GlobalArgs, ctx: Ctx) -> anyho
                     let destination = ix::usdc_account(&owner, &deployment.usdc_mint);
                     let result = client
                         .send(
-                            &[ix::withdraw_stake(&owner, &destination, &deployment.usdc_mint)],
+                            &[ix::withdraw_stake(
+                                &owner,
+                                &destination,
+                                &deployment.usdc_mint,
+                            )],
                             &[&wallet],
                         )
                         .await;
@@ -207,7 +237,11 @@ impl fmt::Display for ProviderView {
         if let Some(w) = &self.pending_withdrawal {
             writeln!(f, "  withdrawal   {w}")?;
         }
-        writeln!(f, "  nodes        {} ({} jobs active)", self.nodes, self.active_assignments)?;
+        writeln!(
+            f,
+            "  nodes        {} ({} jobs active)",
+            self.nodes, self.active_assignments
+        )?;
         write!(
             f,
             "  record       {} completed, {} failures, {} USDC slashed",
