@@ -530,13 +530,22 @@ async fn a_crash_is_reported_and_the_next_assignment_restores_past_a_corrupt_che
     bytes[0] ^= 0xff;
     std::fs::write(&state, bytes).unwrap();
     w.assign(&job, &node).await;
-    let generation = j.generation + 1;
+    // Removal and reassignment each move the generation on.
+    let generation = w.job(&job).await.generation;
+    assert_eq!(generation, j.generation + 2);
     let restore_root = w
         .dir
         .path()
         .join(format!("agent-3/jobs/{job}/g{generation}/restore"));
     let restored = w
         .wait_for("the restore", 60, async || {
+            if let Some(r) = agent
+                .reports()
+                .iter()
+                .find(|r| r.generation == generation && r.exit.is_some())
+            {
+                panic!("the new assignment failed: {r:?}");
+            }
             std::fs::read_dir(&restore_root).ok().and_then(|entries| {
                 entries
                     .filter_map(|e| e.ok())
