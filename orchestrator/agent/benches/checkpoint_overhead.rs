@@ -63,29 +63,40 @@ async fn run(
     spec.checkpoint_interval = Duration::from_secs(3600);
     let started = Instant::now();
     let id = engine.start(&spec).await.unwrap();
-    let (mut stored, mut bytes) = (0u64, 0u64);
-    if monitor {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = monitor.then(|| {
         let pipeline = CheckpointPipeline {
             store: CheckpointStore::local(&dir.join("store"), 2).unwrap(),
             job_id: "bench".into(),
             local_root: dir.join("checkpoints"),
             hash_threads: 2,
         };
-        let mut m = CheckpointMonitor::new(
-            pipeline,
-            CheckpointPolicy::with_default_grace(Duration::from_secs(3600)),
-            SystemTime::now(),
-        );
-        while engine.is_running(&id).await.unwrap_or(false) {
-            for c in m.poll(SystemTime::now()).await.unwrap().stored {
-                stored += 1;
-                bytes += c.total_bytes();
+        let done = std::sync::Arc::clone(&done);
+        tokio::spawn(async move {
+            let mut m = CheckpointMonitor::new(
+                pipeline,
+                CheckpointPolicy::with_default_grace(Duration::from_secs(3600)),
+                SystemTime::now(),
+            );
+            let (mut stored, mut bytes) = (0u64, 0u64);
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                for c in m.poll(SystemTime::now()).await.unwrap().stored {
+                    stored += 1;
+                    bytes += c.total_bytes();
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
+            (stored, bytes)
+        })
+    });
+    // The job's time is measured by the wait, not by the monitor's polling.
     let exit = engine.wait(&id).await.unwrap();
     let wall = started.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (stored, bytes) = match watcher {
+        Some(w) => w.await.unwrap(),
+        None => (0, 0),
+    };
     assert_eq!(exit.code, 0, "{exit}");
     engine.remove(&id).await.unwrap();
     (wall, stored, bytes)
