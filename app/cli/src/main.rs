@@ -82,6 +82,11 @@ enum Command {
         #[command(subcommand)]
         cmd: cmd::audit::AuditCommand,
     },
+    /// The node agent: register this node and run the jobs the chain assigns to it.
+    Agent {
+        #[command(subcommand)]
+        cmd: cmd::agent::AgentCommand,
+    },
     /// The program's Config: initialise, change, show.
     Admin {
         #[command(subcommand)]
@@ -102,6 +107,7 @@ fn main() -> ExitCode {
         Command::Provider { cmd } => cmd::provider::run(cmd, &cli.global),
         Command::Node { cmd } => cmd::node::run(cmd, &cli.global),
         Command::Audit { cmd } => cmd::audit::run(cmd, &cli.global),
+        Command::Agent { cmd } => cmd::agent::run(cmd, &cli.global),
         Command::Admin { cmd } => cmd::admin::run(cmd, &cli.global),
     };
     match result {

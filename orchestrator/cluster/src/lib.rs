@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use mcjs::state::{Job, JobState};
-use mcjs_client::{pda, ChainClient, Keypair, Pubkey, Signer};
+use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, pda};
 use mcjs_localnet::LocalnetInfo;
 use tokio::net::TcpListener;
 
@@ -177,7 +177,12 @@ impl Cluster {
         let wallet = self.provider_wallet(i)?;
         self.run_mcjs(
             &wallet,
-            &["provider", "register", "--stake", &self.config.provider_stake_usdc.to_string()],
+            &[
+                "provider",
+                "register",
+                "--stake",
+                &self.config.provider_stake_usdc.to_string(),
+            ],
         )?;
         Ok(())
     }
@@ -187,7 +192,10 @@ impl Cluster {
         let child = self
             .mcjs(&self.info.wallets.scheduler.clone())
             .args(["scheduler", "--listen", &self.scheduler_listen])
-            .args(["--heartbeat-timeout-ms", &self.config.heartbeat_timeout_ms.to_string()])
+            .args([
+                "--heartbeat-timeout-ms",
+                &self.config.heartbeat_timeout_ms.to_string(),
+            ])
             .stdout(log_file(&logs, "scheduler")?)
             .stderr(log_file(&logs, "scheduler.err")?)
             .spawn()
@@ -360,7 +368,11 @@ impl Cluster {
     /// failing disk or a bad upload would.
     pub fn corrupt_latest_checkpoint(&self, job: &Pubkey) -> anyhow::Result<PathBuf> {
         // Layout of mcjs-runtime's CheckpointStore: jobs/<job>/checkpoints/<key>/files/...
-        let dir = self.store.join("jobs").join(job.to_string()).join("checkpoints");
+        let dir = self
+            .store
+            .join("jobs")
+            .join(job.to_string())
+            .join("checkpoints");
         let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
         for entry in walk(&dir)? {
             let modified = std::fs::metadata(&entry)?.modified()?;
@@ -370,7 +382,8 @@ impl Cluster {
                 newest = Some((modified, entry));
             }
         }
-        let (_, path) = newest.with_context(|| format!("no stored checkpoint of job {job} in {}", dir.display()))?;
+        let (_, path) = newest
+            .with_context(|| format!("no stored checkpoint of job {job} in {}", dir.display()))?;
         let mut bytes = std::fs::read(&path)?;
         for b in bytes.iter_mut().take(64) {
             *b ^= 0xa5;

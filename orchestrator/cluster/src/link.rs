@@ -24,14 +24,18 @@ impl Link {
         let watch_cut = Arc::new(watch_cut);
         let task = tokio::spawn(async move {
             loop {
-                let Ok((inbound, _)) = listener.accept().await else { continue };
+                let Ok((inbound, _)) = listener.accept().await else {
+                    continue;
+                };
                 if *watch_cut.borrow() {
                     drop(inbound);
                     continue;
                 }
                 let mut cut_rx = (*watch_cut).clone();
                 tokio::spawn(async move {
-                    let Ok(mut outbound) = TcpStream::connect(target).await else { return };
+                    let Ok(mut outbound) = TcpStream::connect(target).await else {
+                        return;
+                    };
                     let mut inbound = inbound;
                     tokio::select! {
                         _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}

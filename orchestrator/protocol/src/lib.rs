@@ -47,6 +47,9 @@ pub struct JobReport {
     pub last_checkpoint: Option<(u32, u64)>,
     /// Set once the container has exited.
     pub exit: Option<ExitReport>,
+    /// The job went past its checkpoint interval and grace without a checkpoint.
+    #[serde(default)]
+    pub checkpoint_overdue: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +116,7 @@ mod tests {
                 generation: 3,
                 phase: JobPhase::Exited,
                 last_checkpoint: Some((1, 20)),
+                checkpoint_overdue: false,
                 exit: Some(ExitReport {
                     code: 137,
                     infrastructure: true,

@@ -27,13 +27,17 @@ pub const JOB_LABEL: &str = "mcjs.job";
 pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
     ContainerCreateBody {
         image: Some(spec.image.clone()),
+        entrypoint: spec.entrypoint.clone(),
         cmd: Some(spec.args.clone()),
         env: Some(spec.environment()),
         user: Some(spec.user.clone()),
-        labels: Some(HashMap::from([(
-            JOB_LABEL.to_string(),
-            spec.job_id.clone(),
-        )])),
+        labels: Some(
+            spec.labels
+                .iter()
+                .cloned()
+                .chain([(JOB_LABEL.to_string(), spec.job_id.clone())])
+                .collect(),
+        ),
         network_disabled: Some(!spec.network),
         host_config: Some(host_config(spec)),
         ..Default::default()

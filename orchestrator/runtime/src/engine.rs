@@ -110,7 +110,9 @@ pub struct ContainerSpec {
     /// A local image id (`sha256:<64 hex>`) or `<repo>@sha256:<64 hex>`: never
     /// a tag, which could point at other code tomorrow.
     pub image: String,
-    /// Arguments after the image's entrypoint.
+    /// Replaces the image's entrypoint when set (a job spec's `command`).
+    pub entrypoint: Option<Vec<String>>,
+    /// Arguments after the entrypoint.
     pub args: Vec<String>,
     /// Job-specific environment; the contract's `MCJS_*` variables are added.
     pub env: Vec<(String, String)>,
@@ -120,6 +122,9 @@ pub struct ContainerSpec {
     /// Numeric `uid:gid`, never root.
     pub user: String,
     pub checkpoint_interval: Duration,
+    /// Extra container labels (the agent records the assignment generation
+    /// here, so it can adopt or remove containers after a restart).
+    pub labels: Vec<(String, String)>,
 }
 
 impl ContainerSpec {
@@ -127,6 +132,7 @@ impl ContainerSpec {
         Self {
             job_id: job_id.into(),
             image: image.into(),
+            entrypoint: None,
             args: Vec::new(),
             env: Vec::new(),
             mounts,
@@ -138,6 +144,7 @@ impl ContainerSpec {
             network: false,
             user: contract::DEFAULT_USER.to_string(),
             checkpoint_interval: Duration::from_secs(900),
+            labels: Vec::new(),
         }
     }
 

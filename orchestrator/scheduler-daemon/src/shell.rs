@@ -11,15 +11,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcjs::state::{FailureCause, Job, JobState};
-use mcjs_client::{ix, ChainClient, ChainError, Keypair, Pubkey, Signer};
 use mcjs_client::rpc::JobFilter;
+use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer, ix};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
-use crate::core::{reconcile, Action, DetectorConfig, Observation};
+use crate::core::{Action, DetectorConfig, Observation, reconcile};
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
-use crate::server::{router, Clock, ServerState};
+use crate::server::{Clock, ServerState, router};
 
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
@@ -67,7 +67,11 @@ pub struct Daemon {
 
 impl Daemon {
     /// Checks that `scheduler` is the deployment's scheduler authority.
-    pub async fn connect(config: DaemonConfig, scheduler: Keypair, clock: Clock) -> Result<Self, DaemonError> {
+    pub async fn connect(
+        config: DaemonConfig,
+        scheduler: Keypair,
+        clock: Clock,
+    ) -> Result<Self, DaemonError> {
         let client = ChainClient::new(&config.rpc_url);
         let (_, chain_config) = client.config().await?;
         if chain_config.scheduler != scheduler.pubkey() {
@@ -127,7 +131,11 @@ impl Daemon {
     }
 
     #[instrument(skip_all)]
-    async fn round(&self, deployment: &ix::Deployment, memory: &mut Memory) -> Result<(), ChainError> {
+    async fn round(
+        &self,
+        deployment: &ix::Deployment,
+        memory: &mut Memory,
+    ) -> Result<(), ChainError> {
         let jobs = self.client.jobs(JobFilter::All).await?;
         let nodes = self.client.nodes().await?;
         let now = (self.clock)();
@@ -147,7 +155,9 @@ impl Daemon {
         for waiting in &decision.waiting {
             if memory.last_waiting.get(&waiting.job) != Some(&waiting.reason) {
                 info!(job = %waiting.job, reason = %waiting.reason, "job waits");
-                memory.last_waiting.insert(waiting.job, waiting.reason.clone());
+                memory
+                    .last_waiting
+                    .insert(waiting.job, waiting.reason.clone());
             }
         }
         let by_key: HashMap<Pubkey, &Job> = jobs.iter().map(|(k, j)| (*k, j)).collect();
@@ -160,8 +170,16 @@ impl Daemon {
                             self.metrics.assignments.inc();
                             memory.last_waiting.remove(job);
                         }
-                        Action::ReportFailure { job, cause, generation, .. } => {
-                            self.metrics.failures.with_label_values(&[cause_label(cause)]).inc();
+                        Action::ReportFailure {
+                            job,
+                            cause,
+                            generation,
+                            ..
+                        } => {
+                            self.metrics
+                                .failures
+                                .with_label_values(&[cause_label(cause)])
+                                .inc();
                             memory.recovering_since.insert(*job, (now, generation + 1));
                         }
                     }
@@ -183,7 +201,11 @@ impl Daemon {
     ) -> Result<(), ChainError> {
         let me = self.scheduler.pubkey();
         let instruction = match action {
-            Action::Assign { job, node, provider } => ix::assign_job(&me, job, node, provider),
+            Action::Assign {
+                job,
+                node,
+                provider,
+            } => ix::assign_job(&me, job, node, provider),
             Action::ReportFailure {
                 job,
                 node,
@@ -217,14 +239,18 @@ impl Daemon {
                 )
             }
         };
-        self.client.send(&[instruction], &[&self.scheduler]).await.map(|_| ())
+        self.client
+            .send(&[instruction], &[&self.scheduler])
+            .await
+            .map(|_| ())
     }
 
     fn observe_metrics(&self, jobs: &[(Pubkey, Job)], now: i64, memory: &mut Memory) {
         let queued = jobs.iter().filter(|(_, j)| j.state.can_assign()).count();
         self.metrics.queue_length.set(queued as i64);
         for (key, job) in jobs {
-            if let (Some(first), false) = (job.first_running_at, memory.seen_running.contains(key)) {
+            if let (Some(first), false) = (job.first_running_at, memory.seen_running.contains(key))
+            {
                 memory.seen_running.insert(*key);
                 self.metrics
                     .submission_to_running_seconds

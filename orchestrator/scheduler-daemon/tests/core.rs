@@ -241,6 +241,7 @@ fn the_agents_exit_report_distinguishes_the_node_from_the_job() {
         generation,
         phase: JobPhase::Exited,
         last_checkpoint: None,
+        checkpoint_overdue: false,
         exit: Some(ExitReport {
             code,
             infrastructure,

@@ -27,6 +27,11 @@ pub enum JobCommand {
         /// Job id (part of the job's address); default: one more than the wallet's highest.
         #[arg(long)]
         job_id: Option<u64>,
+        /// The shared store (a directory) the agents read specs from; the
+        /// canonical spec is published there under specs/<sha256>.json
+        /// before the bond is locked.
+        #[arg(long)]
+        store: Option<PathBuf>,
     },
     /// Show a job.
     Status { job: String },
@@ -116,9 +121,12 @@ pub fn run(cmd: JobCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
 async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Result<u8> {
     let client = ctx.client();
     match cmd {
-        JobCommand::Submit { spec, bond, job_id } => {
-            submit(&ctx, &client, global, spec, bond, job_id).await
-        }
+        JobCommand::Submit {
+            spec,
+            bond,
+            job_id,
+            store,
+        } => submit(&ctx, &client, global, spec, bond, job_id, store).await,
         JobCommand::Status { job } => {
             let key = parse_pubkey(&job, "job")?;
             let job = fetch_job(&client, &key).await?;
@@ -242,7 +250,7 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             };
             let payout = provider_payout(&client, &provider).await?;
             let deployment = client.deployment().await?;
-            let owner_token = ix::usdc_account(&job.owner, &deployment.usdc_mint);
+            let owner_token = job.refund_account;
             require_funds(&client, &wallet, &owner_token, 0).await?;
             let sig = client
                 .send(
@@ -274,6 +282,7 @@ async fn submit(
     spec_path: PathBuf,
     bond: u64,
     job_id: Option<u64>,
+    store: Option<PathBuf>,
 ) -> anyhow::Result<u8> {
     let text = std::fs::read_to_string(&spec_path)
         .with_context(|| format!("cannot read the job spec {}", spec_path.display()))?;
@@ -338,6 +347,15 @@ async fn submit(
             usdc(bond),
             usdc(minimum)
         );
+    }
+    if let Some(dir) = &store {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the store {}", dir.display()))?;
+        let store = object_store::local::LocalFileSystem::new_with_prefix(dir)
+            .with_context(|| format!("cannot open the store {}", dir.display()))?;
+        mcjs_agent::spec_store::put_spec(&store, &spec)
+            .await
+            .with_context(|| format!("cannot publish the spec to {}", dir.display()))?;
     }
     let signature = client
         .send(

@@ -1,11 +1,12 @@
 //! One module per subcommand.
 
 pub mod admin;
+pub mod agent;
 pub mod audit;
 pub mod hal;
 pub mod job;
 pub mod localnet;
 pub mod node;
 pub mod provider;
-pub mod spec;
 pub mod scheduler;
+pub mod spec;

@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context;
-use mcjs_scheduler_daemon::shell::{Daemon, DaemonConfig};
 use mcjs_scheduler_daemon::DetectorConfig;
+use mcjs_scheduler_daemon::shell::{Daemon, DaemonConfig};
 use tokio_util::sync::CancellationToken;
 
 use crate::chain::Ctx;
@@ -44,9 +44,13 @@ pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
     crate::logging::init();
     let runtime = crate::chain::runtime()?;
     runtime.block_on(async {
-        let daemon = Daemon::connect(config, scheduler, mcjs_scheduler_daemon::server::system_clock())
-            .await
-            .context("cannot start the scheduler")?;
+        let daemon = Daemon::connect(
+            config,
+            scheduler,
+            mcjs_scheduler_daemon::server::system_clock(),
+        )
+        .await
+        .context("cannot start the scheduler")?;
         let cancel = CancellationToken::new();
         let on_signal = cancel.clone();
         tokio::spawn(async move {

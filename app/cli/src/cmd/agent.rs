@@ -1,0 +1,130 @@
+//! `mcjs agent`: the node agent daemon of a provider host.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use mcjs_agent::register::register_node;
+use mcjs_agent::rpc::RpcChain;
+use mcjs_agent::{Agent, AgentConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::chain::{Ctx, parse_usdc};
+use crate::cmd::hal::ProbeArgs;
+use crate::{EXIT_OK, GlobalArgs};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum AgentCommand {
+    /// Register (or update) this node on chain, then run the jobs the chain
+    /// assigns to it until interrupted (Ctrl-C). The wallet (-k) must own a
+    /// registered provider: `mcjs provider register --stake <USDC>` first.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The node's index under the wallet's provider.
+    #[arg(long, default_value_t = 0)]
+    pub node_index: u32,
+    /// Node-local directory for the data cache and each job's data, checkpoints and output.
+    #[arg(long, default_value = ".mcjs-agent")]
+    pub work_dir: PathBuf,
+    /// The shared store (a directory) holding job specs, checkpoints and outputs.
+    #[arg(long, default_value = ".mcjs-store")]
+    pub store: PathBuf,
+    /// The scheduler's base URL; heartbeats go there every second.
+    #[arg(long)]
+    pub scheduler: Option<String>,
+    /// Address of the agent's HTTP API (the HAL API plus /v1/agent/metrics and /v1/agent/jobs).
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub listen: SocketAddr,
+    /// Use this HAL profile (JSON of `mcjs hal probe --output json`) instead of probing the host.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+    /// Price in USDC per GPU-hour, e.g. 1.25.
+    #[arg(long, value_parser = parse_usdc, default_value = "1")]
+    pub price: u64,
+    /// Enforce checkpoints at least this often (seconds), whatever a job asks.
+    #[arg(long)]
+    pub max_checkpoint_interval_secs: Option<u64>,
+    /// Threads hashing each checkpoint (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub hash_threads: usize,
+    /// How often the agent reconciles with the chain, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub tick_ms: u64,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+}
+
+pub fn run(cmd: AgentCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
+    match cmd {
+        AgentCommand::Run(args) => run_agent(args, global),
+    }
+}
+
+fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
+    let ctx = Ctx::resolve(global)?;
+    let wallet = ctx.wallet()?;
+    let profile = match &args.profile {
+        Some(path) => crate::cmd::hal::load_profile(path)?,
+        None => crate::cmd::hal::probe(&args.probe)?,
+    };
+    std::fs::create_dir_all(&args.work_dir)
+        .with_context(|| format!("cannot create the work dir {}", args.work_dir.display()))?;
+    std::fs::create_dir_all(&args.store)
+        .with_context(|| format!("cannot create the store {}", args.store.display()))?;
+    let store_root = std::fs::canonicalize(&args.store)?;
+    let work_dir = std::fs::canonicalize(&args.work_dir)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let chain = RpcChain::new(ctx.client(), wallet);
+        let registered = register_node(&chain, &profile, args.node_index, args.price).await?;
+        global.output.print(&registered)?;
+        let store: Arc<dyn object_store::ObjectStore> = Arc::new(
+            object_store::local::LocalFileSystem::new_with_prefix(&store_root)
+                .with_context(|| format!("cannot open the store {}", store_root.display()))?,
+        );
+        let config = AgentConfig {
+            node_index: args.node_index,
+            work_dir,
+            tick: Duration::from_millis(args.tick_ms.max(50)),
+            max_checkpoint_interval: args.max_checkpoint_interval_secs.map(Duration::from_secs),
+            hash_threads: args.hash_threads,
+            scheduler: args.scheduler.clone(),
+            agent_url: format!("http://{}", args.listen),
+        };
+        let metrics = mcjs_agent::metrics::AgentMetrics::new();
+        let agent = Agent::new(chain, config, store, metrics).await?;
+        let cancel = CancellationToken::new();
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let hal = mcjs_hal::api::ApiState::new(profile);
+        let server = {
+            let (agent, cancel) = (agent.clone(), cancel.clone());
+            tokio::spawn(
+                async move { mcjs_agent::shell::serve(listener, hal, &agent, cancel).await },
+            )
+        };
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            eprintln!(
+                "stopping the agent; job containers keep running and are adopted on the next start"
+            );
+            stop.cancel();
+        });
+        eprintln!(
+            "agent of node {} serving on http://{}",
+            agent.node(),
+            args.listen
+        );
+        agent.run(cancel.clone()).await?;
+        cancel.cancel();
+        let _ = server.await;
+        anyhow::Ok(EXIT_OK)
+    })
+}

@@ -1,0 +1,79 @@
+//! What the agent needs from the chain, behind one trait: the shell is
+//! written against it, and [`crate::rpc`] implements it on the MCJS chain
+//! client.
+
+use crate::core::{Attested, ChainJob, ChainState};
+use anchor_lang::solana_program::instruction::Instruction;
+use mcjs_client::Pubkey;
+use mcjs_client::ix::Deployment;
+use mcjs_client::program::state::{Job, JobState, Node, Provider};
+use mcjs_runtime::checkpoint::Sha256Digest;
+use std::future::Future;
+use std::time::Duration;
+
+/// A chain call that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ChainFailure {
+    pub message: String,
+    /// The program's error name when the program refused (`StaleGeneration`).
+    pub program_error: Option<String>,
+    /// Transient: the node could not be reached or did not confirm in time.
+    pub retryable: bool,
+}
+
+pub trait AgentChain: Send + Sync + 'static {
+    /// The wallet that signs for the provider.
+    fn authority(&self) -> Pubkey;
+
+    /// Jobs whose `node` is `node` (assigned or running).
+    fn jobs_on_node(
+        &self,
+        node: Pubkey,
+    ) -> impl Future<Output = Result<Vec<(Pubkey, Job)>, ChainFailure>> + Send;
+
+    /// The job's attested checkpoints, newest first (from its event history).
+    fn attested(
+        &self,
+        job: Pubkey,
+    ) -> impl Future<Output = Result<Vec<Attested>, ChainFailure>> + Send;
+
+    fn node(&self, node: Pubkey)
+    -> impl Future<Output = Result<Option<Node>, ChainFailure>> + Send;
+
+    fn provider(
+        &self,
+        provider: Pubkey,
+    ) -> impl Future<Output = Result<Option<Provider>, ChainFailure>> + Send;
+
+    fn deployment(&self) -> impl Future<Output = Result<Deployment, ChainFailure>> + Send;
+
+    /// Signs with the authority, sends and waits for confirmation.
+    fn send(&self, ix: Instruction) -> impl Future<Output = Result<(), ChainFailure>> + Send;
+}
+
+/// The core's view of a job the chain says is on this node, or `None` when it
+/// is in no state that runs here.
+pub fn chain_job(key: Pubkey, job: &Job, node: &Pubkey) -> Option<ChainJob> {
+    if job.node.as_ref() != Some(node) {
+        return None;
+    }
+    let state = match job.state {
+        JobState::Assigned { .. } => ChainState::Assigned,
+        JobState::Running { .. } => ChainState::Running,
+        _ => return None,
+    };
+    Some(ChainJob {
+        key,
+        generation: job.generation,
+        state,
+        spec_hash: job.spec_hash,
+        last_checkpoint: job.last_checkpoint.map(|c| Attested {
+            epoch: c.epoch,
+            step: c.step,
+            hash: Sha256Digest(c.hash),
+            generation: c.generation,
+        }),
+        checkpoint_interval: Duration::from_secs(u64::from(job.terms.checkpoint_interval_secs)),
+    })
+}

@@ -1,0 +1,691 @@
+//! The agent's decisions, as a pure function of what it is told.
+//!
+//! Inputs: the chain's view of the jobs assigned to this node (a full
+//! snapshot each time), what the local work reports ([`Event`]), and `now`.
+//! Output: [`Action`]s for the shell to carry out. No I/O, no clock: the
+//! tests drive it with a fake one.
+
+use mcjs_client::Pubkey;
+use mcjs_protocol::{ExitReport as WireExit, JobPhase, JobReport};
+use mcjs_runtime::checkpoint::Sha256Digest;
+use mcjs_runtime::deadline::{CheckpointPolicy, DeadlineStatus, checkpoint_status};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, SystemTime};
+
+/// The first retry of a chain transaction that failed for a transient reason;
+/// doubled on every further failure up to [`MAX_RETRY`].
+pub const FIRST_RETRY: Duration = Duration::from_millis(500);
+pub const MAX_RETRY: Duration = Duration::from_secs(10);
+
+/// Where a job assigned to this node stands on chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChainState {
+    Assigned,
+    Running,
+}
+
+/// The chain's record of an attested checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Attested {
+    pub epoch: u32,
+    pub step: u64,
+    pub hash: Sha256Digest,
+    pub generation: u32,
+}
+
+/// One job the chain says is on this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainJob {
+    pub key: Pubkey,
+    pub generation: u32,
+    pub state: ChainState,
+    pub spec_hash: [u8; 32],
+    pub last_checkpoint: Option<Attested>,
+    pub checkpoint_interval: Duration,
+}
+
+/// A job container found on the engine when the agent starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundContainer {
+    pub id: String,
+    pub job: Pubkey,
+    pub generation: u32,
+    pub running: bool,
+}
+
+/// How a container ended, as the shell saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Exit {
+    pub code: i64,
+    /// Killed from outside: a signal, the OOM killer, the engine, a failed preparation.
+    pub infrastructure: bool,
+    pub last_logs: Vec<String>,
+}
+
+/// A checkpoint stored in the checkpoint store, ready to attest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StoredCheckpoint {
+    pub epoch: u32,
+    pub step: u64,
+    pub hash: Sha256Digest,
+}
+
+/// What went wrong with a chain transaction, for the error policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxFailure {
+    pub message: String,
+    /// Worth sending again (unreachable node, timeout); a refusal by the
+    /// program is not: the next chain snapshot says what changed.
+    pub retryable: bool,
+}
+
+/// A chain transaction of a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "tx", rename_all = "snake_case")]
+pub enum Tx {
+    Start,
+    Attest {
+        epoch: u32,
+        step: u64,
+        hash: Sha256Digest,
+    },
+    Complete {
+        output_hash: Sha256Digest,
+    },
+}
+
+/// What the shell reports back. Every event names the job and generation it
+/// is about; events of a generation the core no longer tracks are ignored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Data staged and verified, checkpoint restored, container running.
+    Launched {
+        container: String,
+    },
+    /// An input's hash did not match: the job must not start.
+    DataRejected {
+        reason: String,
+    },
+    /// Preparation failed for another reason (no usable checkpoint, the
+    /// engine refused, the spec is not in the store).
+    LaunchFailed {
+        reason: String,
+    },
+    /// A look at the checkpoint directory finished; these were stored.
+    CheckpointsCollected {
+        stored: Vec<StoredCheckpoint>,
+    },
+    /// A look at the checkpoint directory failed (an invalid checkpoint).
+    CollectFailed {
+        reason: String,
+    },
+    SignalSent,
+    Exited(Exit),
+    /// The declared output is present, hashed and stored.
+    OutputStored {
+        hash: Sha256Digest,
+    },
+    /// Exit 0 without the declared output, or the output could not be stored.
+    OutputMissing {
+        reason: String,
+    },
+    TxConfirmed(Tx),
+    TxFailed {
+        tx: Tx,
+        failure: TxFailure,
+    },
+    /// The container is gone (stopped after fencing, or removed after exit).
+    Removed,
+}
+
+/// What the core asks the shell to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Fetch and verify the spec, stage and verify the data, restore the
+    /// last attested checkpoint if any, and start the container.
+    Launch {
+        job: Pubkey,
+        generation: u32,
+        restore: Option<Attested>,
+    },
+    /// Look for complete checkpoints: hash, store, report.
+    Collect { job: Pubkey, generation: u32 },
+    /// Ask the job to checkpoint now.
+    SignalCheckpoint {
+        job: Pubkey,
+        generation: u32,
+        container: String,
+    },
+    /// Hash and store the declared output.
+    CollectOutput { job: Pubkey, generation: u32 },
+    Send {
+        job: Pubkey,
+        generation: u32,
+        tx: Tx,
+    },
+    /// Stop and remove the container at once.
+    Stop {
+        job: Pubkey,
+        generation: u32,
+        container: String,
+    },
+    /// Remove an exited container (its report is kept).
+    Remove {
+        job: Pubkey,
+        generation: u32,
+        container: String,
+    },
+    /// Remove a container that belongs to no job of this node.
+    RemoveStray { container: String },
+    /// The job missed its checkpoint deadline: metric, log, heartbeat.
+    FlagOverdue {
+        job: Pubkey,
+        generation: u32,
+        late_by: Duration,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum Phase {
+    /// Launch requested: staging, restoring, starting the container.
+    Launching,
+    /// Container running.
+    Running {
+        container: String,
+    },
+    /// Exited 0; output being collected and the job completed on chain.
+    Completing {
+        container: String,
+        output: Option<Sha256Digest>,
+    },
+    /// Completed on chain.
+    Done,
+    /// Exited otherwise (or never ran); reported, waiting for the chain to
+    /// move the job on.
+    Exited {
+        exit: Exit,
+        container: Option<String>,
+    },
+    DataRejected {
+        reason: String,
+    },
+    /// The chain moved the job on: container stopped, nothing more is sent.
+    Fenced,
+}
+
+impl Phase {
+    fn container(&self) -> Option<&str> {
+        match self {
+            Phase::Running { container, .. } | Phase::Completing { container, .. } => {
+                Some(container)
+            }
+            Phase::Exited { container, .. } => container.as_deref(),
+            _ => None,
+        }
+    }
+
+    pub fn wire(&self) -> JobPhase {
+        match self {
+            Phase::Launching => JobPhase::Staging,
+            Phase::Running { .. } => JobPhase::Running,
+            Phase::Completing { .. } | Phase::Done => JobPhase::Completing,
+            Phase::Exited { .. } => JobPhase::Exited,
+            Phase::DataRejected { .. } => JobPhase::DataRejected,
+            Phase::Fenced => JobPhase::Fenced,
+        }
+    }
+}
+
+/// One assignment (job, generation) the agent works on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assignment {
+    pub job: Pubkey,
+    pub generation: u32,
+    pub phase: Phase,
+    /// `start_job` confirmed (or the chain already says Running).
+    pub started: bool,
+    /// Checkpoint enforcement; the interval is the job's, capped by the agent's.
+    pub policy: CheckpointPolicy,
+    /// The last stored checkpoint, or when the container started.
+    pub last_checkpoint_at: Option<SystemTime>,
+    pub last_signal_at: Option<SystemTime>,
+    /// The newest checkpoint attested by this agent (epoch, step).
+    pub last_attested: Option<(u32, u64)>,
+    /// The chain's newest checkpoint (any generation), to skip what it has.
+    pub chain_last: Option<(u32, u64)>,
+    /// Transactions waiting their turn: one is in flight at a time, in order.
+    pub queue: VecDeque<Tx>,
+    pub in_flight: Option<Tx>,
+    pub retry_at: Option<SystemTime>,
+    pub retry_delay: Duration,
+    pub collecting: bool,
+    pub overdue_flagged: bool,
+    pub exit: Option<Exit>,
+}
+
+impl Assignment {
+    fn new(job: &ChainJob, policy: CheckpointPolicy, phase: Phase) -> Self {
+        Self {
+            job: job.key,
+            generation: job.generation,
+            phase,
+            started: job.state == ChainState::Running,
+            policy,
+            last_checkpoint_at: None,
+            last_signal_at: None,
+            last_attested: None,
+            chain_last: job.last_checkpoint.map(|c| (c.epoch, c.step)),
+            queue: VecDeque::new(),
+            in_flight: None,
+            retry_at: None,
+            retry_delay: FIRST_RETRY,
+            collecting: false,
+            overdue_flagged: false,
+            exit: None,
+        }
+    }
+
+    /// Whether the deadline is being watched: the container runs and has not exited.
+    pub fn deadline(&self, now: SystemTime) -> Option<DeadlineStatus> {
+        match (&self.phase, self.last_checkpoint_at) {
+            (Phase::Running { .. }, Some(last)) => Some(checkpoint_status(last, self.policy, now)),
+            _ => None,
+        }
+    }
+
+    pub fn report(&self) -> JobReport {
+        JobReport {
+            job: self.job.to_string(),
+            generation: self.generation,
+            phase: self.phase.wire(),
+            last_checkpoint: self.last_attested,
+            checkpoint_overdue: self.overdue_flagged,
+            exit: self.exit.as_ref().map(|e| WireExit {
+                code: e.code,
+                infrastructure: e.infrastructure,
+                last_logs: e.last_logs.clone(),
+            }),
+        }
+    }
+}
+
+/// The agent's knobs that shape its decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CorePolicy {
+    /// Checkpoints are enforced at least this often, whatever the job asks.
+    pub max_checkpoint_interval: Option<Duration>,
+}
+
+/// Every assignment the agent knows about, keyed by job.
+#[derive(Debug, Clone)]
+pub struct Core {
+    pub policy: CorePolicy,
+    pub jobs: BTreeMap<Pubkey, Assignment>,
+    /// Containers found at start, waiting for the first chain snapshot.
+    found: Vec<FoundContainer>,
+}
+
+impl Core {
+    pub fn new(policy: CorePolicy) -> Self {
+        Self {
+            policy,
+            jobs: BTreeMap::new(),
+            found: Vec::new(),
+        }
+    }
+
+    /// Containers left by an earlier run of the agent; decided on at the next
+    /// chain snapshot (adopted, or removed).
+    pub fn found_containers(&mut self, found: Vec<FoundContainer>) {
+        self.found = found;
+    }
+
+    fn checkpoint_policy(&self, job: &ChainJob) -> CheckpointPolicy {
+        let interval = match self.policy.max_checkpoint_interval {
+            Some(cap) => job.checkpoint_interval.min(cap),
+            None => job.checkpoint_interval,
+        }
+        .max(Duration::from_secs(1));
+        CheckpointPolicy::with_default_grace(interval)
+    }
+
+    /// The interval the container is told to checkpoint at.
+    pub fn effective_interval(&self, job: &ChainJob) -> Duration {
+        self.checkpoint_policy(job).interval
+    }
+
+    /// Reconciles with a fresh chain snapshot of the jobs on this node.
+    pub fn on_chain(&mut self, snapshot: &[ChainJob], now: SystemTime) -> Vec<Action> {
+        let mut actions = Vec::new();
+        // Fencing first: anything not on this node at this generation stops now.
+        let keys: Vec<Pubkey> = self.jobs.keys().copied().collect();
+        for key in keys {
+            let current = snapshot.iter().find(|j| j.key == key);
+            let a = self.jobs.get_mut(&key).expect("key from the map");
+            let same_generation = current.is_some_and(|j| j.generation == a.generation);
+            if same_generation {
+                continue;
+            }
+            match &a.phase {
+                Phase::Fenced | Phase::Done => {}
+                Phase::DataRejected { .. }
+                | Phase::Exited {
+                    container: None, ..
+                } => {}
+                _ => {
+                    tracing::warn!(job = %key, generation = a.generation, "the chain moved the job on: fencing it")
+                }
+            }
+            if let Some(container) = a.phase.container() {
+                actions.push(Action::Stop {
+                    job: key,
+                    generation: a.generation,
+                    container: container.to_string(),
+                });
+            }
+            a.queue.clear();
+            // A job on another generation of this node starts afresh below.
+            self.jobs.remove(&key);
+        }
+        let found = std::mem::take(&mut self.found);
+        for job in snapshot {
+            let policy = self.checkpoint_policy(job);
+            if let Some(a) = self.jobs.get_mut(&job.key) {
+                a.chain_last = job.last_checkpoint.map(|c| (c.epoch, c.step));
+                // A start whose confirmation was lost: the chain says it happened.
+                if job.state == ChainState::Running && !a.started {
+                    a.started = true;
+                    if a.in_flight == Some(Tx::Start) {
+                        a.in_flight = None;
+                    }
+                    a.queue.retain(|t| *t != Tx::Start);
+                }
+                continue;
+            }
+            let adopted = found
+                .iter()
+                .find(|c| c.job == job.key && c.generation == job.generation);
+            let mut a = Assignment::new(job, policy, Phase::Launching);
+            match adopted {
+                Some(c) => {
+                    tracing::info!(job = %job.key, generation = job.generation, container = %c.id, "adopting the running container");
+                    a.phase = Phase::Running {
+                        container: c.id.clone(),
+                    };
+                    a.last_checkpoint_at = Some(now);
+                    if job.state == ChainState::Assigned {
+                        a.queue.push_back(Tx::Start);
+                    }
+                }
+                None => actions.push(Action::Launch {
+                    job: job.key,
+                    generation: job.generation,
+                    restore: job.last_checkpoint,
+                }),
+            }
+            self.jobs.insert(job.key, a);
+        }
+        for c in found {
+            let kept = self.jobs.get(&c.job).is_some_and(|a| {
+                a.generation == c.generation && a.phase.container() == Some(&c.id)
+            });
+            if !kept {
+                actions.push(Action::RemoveStray { container: c.id });
+            }
+        }
+        actions.extend(self.on_tick(now));
+        actions
+    }
+
+    /// Something the shell did finished.
+    pub fn on_event(
+        &mut self,
+        job: Pubkey,
+        generation: u32,
+        event: Event,
+        now: SystemTime,
+    ) -> Vec<Action> {
+        let mut actions = Vec::new();
+        let Some(a) = self
+            .jobs
+            .get_mut(&job)
+            .filter(|a| a.generation == generation)
+        else {
+            // A fenced generation: its results are dropped, its container stopped.
+            if let Event::Launched { container } = event {
+                actions.push(Action::Stop {
+                    job,
+                    generation,
+                    container,
+                });
+            }
+            return actions;
+        };
+        match event {
+            Event::Launched { container } => {
+                a.phase = Phase::Running { container };
+                a.last_checkpoint_at = Some(now);
+                if !a.started {
+                    a.queue.push_front(Tx::Start);
+                }
+            }
+            Event::DataRejected { reason } => {
+                a.phase = Phase::DataRejected { reason };
+            }
+            Event::LaunchFailed { reason } => {
+                let exit = Exit {
+                    code: -1,
+                    infrastructure: true,
+                    last_logs: vec![reason],
+                };
+                a.exit = Some(exit.clone());
+                a.phase = Phase::Exited {
+                    exit,
+                    container: None,
+                };
+            }
+            Event::CheckpointsCollected { stored } => {
+                a.collecting = false;
+                if !stored.is_empty() {
+                    a.last_checkpoint_at = Some(now);
+                    a.overdue_flagged = false;
+                }
+                for c in stored {
+                    a.queue.push_back(Tx::Attest {
+                        epoch: c.epoch,
+                        step: c.step,
+                        hash: c.hash,
+                    });
+                }
+            }
+            Event::CollectFailed { reason } => {
+                a.collecting = false;
+                tracing::warn!(%job, generation, %reason, "cannot collect the job's checkpoints");
+            }
+            Event::SignalSent => {}
+            Event::Exited(exit) => {
+                let container = a.phase.container().map(str::to_string);
+                match (&a.phase, exit.code) {
+                    (Phase::Running { container }, 0) => {
+                        a.phase = Phase::Completing {
+                            container: container.clone(),
+                            output: None,
+                        };
+                        actions.push(Action::CollectOutput { job, generation });
+                    }
+                    (Phase::Running { .. }, _) => {
+                        a.exit = Some(exit.clone());
+                        a.phase = Phase::Exited {
+                            exit,
+                            container: container.clone(),
+                        };
+                        if let Some(container) = container {
+                            actions.push(Action::Remove {
+                                job,
+                                generation,
+                                container,
+                            });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Event::OutputStored { hash } => {
+                if let Phase::Completing { output, .. } = &mut a.phase {
+                    *output = Some(hash);
+                    a.queue.push_back(Tx::Complete { output_hash: hash });
+                }
+            }
+            Event::OutputMissing { reason } => {
+                let exit = Exit {
+                    code: 0,
+                    infrastructure: false,
+                    last_logs: vec![reason],
+                };
+                a.exit = Some(exit.clone());
+                let container = a.phase.container().map(str::to_string);
+                a.phase = Phase::Exited {
+                    exit,
+                    container: container.clone(),
+                };
+                if let Some(container) = container {
+                    actions.push(Action::Remove {
+                        job,
+                        generation,
+                        container,
+                    });
+                }
+            }
+            Event::TxConfirmed(tx) => {
+                if a.in_flight.as_ref() == Some(&tx) {
+                    a.in_flight = None;
+                }
+                a.retry_delay = FIRST_RETRY;
+                a.retry_at = None;
+                match tx {
+                    Tx::Start => a.started = true,
+                    Tx::Attest { epoch, step, .. } => {
+                        a.last_attested = Some((epoch, step));
+                        a.chain_last = a.chain_last.max(Some((epoch, step)));
+                    }
+                    Tx::Complete { .. } => {
+                        if let Some(container) = a.phase.container() {
+                            actions.push(Action::Remove {
+                                job,
+                                generation,
+                                container: container.to_string(),
+                            });
+                        }
+                        a.phase = Phase::Done;
+                    }
+                }
+            }
+            Event::TxFailed { tx, failure } => {
+                if a.in_flight.as_ref() == Some(&tx) {
+                    a.in_flight = None;
+                }
+                if failure.retryable {
+                    a.queue.push_front(tx);
+                    a.retry_at = Some(now + a.retry_delay);
+                    a.retry_delay = (a.retry_delay * 2).min(MAX_RETRY);
+                } else {
+                    tracing::warn!(%job, generation, ?tx, reason = %failure.message, "the chain refused the transaction; waiting for the chain to say what changed");
+                }
+            }
+            Event::Removed => {
+                if let Phase::Exited { container, .. } = &mut a.phase {
+                    *container = None;
+                }
+            }
+        }
+        actions.extend(self.on_tick(now));
+        actions
+    }
+
+    /// Time passed: checkpoint signals, collection, deadlines, the next transaction.
+    pub fn on_tick(&mut self, now: SystemTime) -> Vec<Action> {
+        let mut actions = Vec::new();
+        for a in self.jobs.values_mut() {
+            let (job, generation) = (a.job, a.generation);
+            if let Phase::Running { container, .. } = &a.phase {
+                if !a.collecting {
+                    a.collecting = true;
+                    actions.push(Action::Collect { job, generation });
+                }
+                let since_checkpoint = a
+                    .last_checkpoint_at
+                    .and_then(|t| now.duration_since(t).ok())
+                    .unwrap_or_default();
+                let since_signal = a.last_signal_at.and_then(|t| now.duration_since(t).ok());
+                // Signal when due, and again each interval while none arrives.
+                if since_checkpoint >= a.policy.interval
+                    && since_signal.is_none_or(|s| s >= a.policy.interval)
+                {
+                    a.last_signal_at = Some(now);
+                    actions.push(Action::SignalCheckpoint {
+                        job,
+                        generation,
+                        container: container.clone(),
+                    });
+                }
+                if let Some(DeadlineStatus::Overdue { late_by }) = a.deadline(now)
+                    && !a.overdue_flagged
+                {
+                    a.overdue_flagged = true;
+                    actions.push(Action::FlagOverdue {
+                        job,
+                        generation,
+                        late_by,
+                    });
+                }
+            }
+            if a.in_flight.is_none() && a.retry_at.is_none_or(|t| now >= t) {
+                a.retry_at = None;
+                while let Some(tx) = a.queue.pop_front() {
+                    let ready = match &tx {
+                        // A container that died before its start was
+                        // confirmed is never started on chain: nothing billed.
+                        Tx::Start => {
+                            if !matches!(a.phase, Phase::Running { .. } | Phase::Completing { .. })
+                            {
+                                continue;
+                            }
+                            true
+                        }
+                        // Attestations wait for the start; those the chain
+                        // already has are dropped (a confirmation that was lost).
+                        Tx::Attest { epoch, step, .. } => {
+                            if a.chain_last.is_some_and(|last| last >= (*epoch, *step)) {
+                                continue;
+                            }
+                            a.started
+                        }
+                        Tx::Complete { .. } => {
+                            !a.queue.iter().any(|t| matches!(t, Tx::Attest { .. }))
+                        }
+                    };
+                    if !ready {
+                        a.queue.push_front(tx);
+                        break;
+                    }
+                    a.in_flight = Some(tx.clone());
+                    actions.push(Action::Send {
+                        job,
+                        generation,
+                        tx,
+                    });
+                    break;
+                }
+            }
+        }
+        actions
+    }
+
+    /// What the heartbeat says about each job.
+    pub fn reports(&self) -> Vec<JobReport> {
+        self.jobs.values().map(Assignment::report).collect()
+    }
+}

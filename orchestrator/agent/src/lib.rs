@@ -1,0 +1,22 @@
+//! The MCJS node agent: one per provider host. It registers its node, watches
+//! the chain for the jobs assigned to it, stages their data, runs their
+//! containers under the job contract (docs/job-contract.md), checkpoints and
+//! attests them, completes them, and stops at once when the chain fences it.
+//!
+//! * [`core`]: the decisions, a pure function of the chain's view, local
+//!   events and `now`.
+//! * [`shell`]: the async reconcile loop that carries them out.
+//! * [`chain`]: what the agent needs from the chain; [`rpc`] implements it.
+//! * [`spec_store`]: job specs off chain, by their sha256.
+
+pub mod chain;
+pub mod core;
+pub mod metrics;
+pub mod output;
+pub mod register;
+pub mod rpc;
+pub mod shell;
+pub mod spec_store;
+
+pub use shell::{Agent, AgentConfig, AgentError};
+pub use spec_store::{get_spec, put_spec};

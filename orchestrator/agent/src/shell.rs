@@ -1,0 +1,868 @@
+//! The thin async shell around [`crate::core`]: an idempotent reconcile loop
+//! re-driven every tick, whose actions run as tracked tasks that report back
+//! as events. Shutdown: a `CancellationToken` to tell, a `TaskTracker` to wait.
+
+use crate::chain::{AgentChain, ChainFailure, chain_job};
+use crate::core::{
+    Action, Attested, ChainJob, Core, CorePolicy, Event, Exit, FoundContainer, StoredCheckpoint,
+    Tx, TxFailure,
+};
+use crate::metrics::AgentMetrics;
+use crate::output::store_output;
+use crate::spec_store::get_spec;
+use bollard::query_parameters::ListContainersOptionsBuilder;
+use mcjs_client::ix::{self, Deployment};
+use mcjs_client::program::instructions::{AttestCheckpointArgs, CompleteJobArgs};
+use mcjs_client::{Pubkey, pda};
+use mcjs_protocol::{HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, Heartbeat, JobReport};
+use mcjs_runtime::docker::{DockerEngine, JOB_LABEL};
+use mcjs_runtime::engine::{
+    ContainerEngine, ContainerId, ContainerSpec, GpuRequest, JobMounts, JobSignal,
+};
+use mcjs_runtime::launch::{LaunchError, launch};
+use mcjs_runtime::staging::{DataCache, DataInput, StagingError};
+use mcjs_runtime::store::{CheckpointPipeline, CheckpointStore, ExpectedCheckpoint};
+use mcjs_spec::JobSpec;
+use object_store::ObjectStore;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Label carrying the assignment generation on every job container.
+pub const GENERATION_LABEL: &str = "mcjs.generation";
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub node_index: u32,
+    /// Cache, per-job directories (data, checkpoints, output, restore).
+    pub work_dir: PathBuf,
+    /// How often the loop reconciles with the chain.
+    pub tick: Duration,
+    /// Checkpoints are enforced at least this often, whatever a job asks.
+    pub max_checkpoint_interval: Option<Duration>,
+    /// Hashing threads per checkpoint (0: one per core).
+    pub hash_threads: usize,
+    /// Heartbeats go here (`http://host:port`), when set.
+    pub scheduler: Option<String>,
+    /// The agent's own API, announced in heartbeats.
+    pub agent_url: String,
+}
+
+/// Why the agent could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Chain(#[from] ChainFailure),
+    #[error(
+        "provider account {provider} of wallet {authority} does not exist: register the provider first (`mcjs provider register --stake <USDC>` with this wallet), then start the agent"
+    )]
+    NoProvider { provider: Pubkey, authority: Pubkey },
+    #[error("node {node} is not registered; start the agent once to register it")]
+    NoNode { node: Pubkey },
+    #[error(transparent)]
+    Engine(#[from] mcjs_runtime::engine::EngineError),
+    #[error("cannot list the job containers: {0}")]
+    List(String),
+}
+
+/// What the agent knows about one assignment beyond the core's state.
+struct RunCtx {
+    spec: JobSpec,
+    pipeline: CheckpointPipeline,
+    output_dir: PathBuf,
+}
+
+struct Shared<C> {
+    chain: C,
+    engine: DockerEngine,
+    config: AgentConfig,
+    node: Pubkey,
+    provider: Pubkey,
+    payout: Pubkey,
+    deployment: Deployment,
+    store: Arc<dyn ObjectStore>,
+    store_root: Arc<dyn ObjectStore>,
+    cache: DataCache,
+    metrics: AgentMetrics,
+    /// From the last chain snapshot: spec hash, owner, terms.
+    /// Jobs on this node as last seen on chain, with their refund accounts.
+    known: Mutex<HashMap<Pubkey, (ChainJob, Pubkey)>>,
+    runs: Mutex<HashMap<(Pubkey, u32), Arc<RunCtx>>>,
+    /// When each checkpoint was stored, for the attestation latency.
+    stored_at: Mutex<HashMap<(Pubkey, u64), Instant>>,
+    reports: Mutex<Vec<JobReport>>,
+    /// Whether this host can give containers GPUs.
+    host_gpus: bool,
+}
+
+type EventTx = mpsc::UnboundedSender<(Pubkey, u32, Event)>;
+
+/// The node agent.
+pub struct Agent<C: AgentChain> {
+    shared: Arc<Shared<C>>,
+}
+
+impl<C: AgentChain> Clone for Agent<C> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<C: AgentChain> Agent<C> {
+    /// Connects to the engine and reads the provider's payout account. The
+    /// node must be registered ([`crate::register::register_node`]).
+    pub async fn new(
+        chain: C,
+        config: AgentConfig,
+        store: Arc<dyn ObjectStore>,
+        metrics: AgentMetrics,
+    ) -> Result<Self, AgentError> {
+        let authority = chain.authority();
+        let provider = pda::provider(&authority);
+        let provider_account = chain
+            .provider(provider)
+            .await?
+            .ok_or(AgentError::NoProvider {
+                provider,
+                authority,
+            })?;
+        let node = pda::node(&provider, config.node_index);
+        if chain.node(node).await?.is_none() {
+            return Err(AgentError::NoNode { node });
+        }
+        let deployment = chain.deployment().await?;
+        let engine = DockerEngine::connect().await?;
+        let cache = DataCache::new(config.work_dir.join("cache"));
+        Ok(Self {
+            shared: Arc::new(Shared {
+                chain,
+                engine,
+                node,
+                provider,
+                payout: provider_account.payout,
+                deployment,
+                store_root: Arc::clone(&store),
+                store,
+                cache,
+                metrics,
+                known: Mutex::default(),
+                runs: Mutex::default(),
+                stored_at: Mutex::default(),
+                reports: Mutex::default(),
+                host_gpus: std::path::Path::new("/dev/nvidiactl").exists(),
+                config,
+            }),
+        })
+    }
+
+    pub fn node(&self) -> Pubkey {
+        self.shared.node
+    }
+
+    pub fn metrics(&self) -> &AgentMetrics {
+        &self.shared.metrics
+    }
+
+    /// The latest job reports (what the heartbeat carries).
+    pub fn reports(&self) -> Vec<JobReport> {
+        self.shared.reports.lock().expect("reports lock").clone()
+    }
+
+    /// Runs until `cancel` fires. Containers keep running when the agent
+    /// stops: the next start adopts them.
+    pub async fn run(&self, cancel: CancellationToken) -> Result<(), AgentError> {
+        let s = &self.shared;
+        let tracker = TaskTracker::new();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut core = Core::new(CorePolicy {
+            max_checkpoint_interval: s.config.max_checkpoint_interval,
+        });
+        core.found_containers(self.find_containers().await?);
+        if let Some(url) = s.config.scheduler.clone() {
+            tracker.spawn(heartbeats(Arc::clone(s), url, cancel.clone()));
+        }
+        let mut waiting: HashSet<String> = HashSet::new();
+        let mut tick = tokio::time::interval(s.config.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let actions = tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = tick.tick() => match self.snapshot().await {
+                    Ok(snapshot) => core.on_chain(&snapshot, SystemTime::now()),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the chain; holding every job as it is");
+                        core.on_tick(SystemTime::now())
+                    }
+                },
+                Some((job, generation, event)) = rx.recv() => {
+                    self.observe(&event);
+                    core.on_event(job, generation, event, SystemTime::now())
+                }
+            };
+            for action in actions {
+                self.execute(action, &tx, &tracker);
+            }
+            // Containers adopted after a restart get a waiter too.
+            for a in core.jobs.values() {
+                if let crate::core::Phase::Running { container } = &a.phase
+                    && waiting.insert(container.clone())
+                {
+                    let this = self.clone();
+                    let (job, generation, container, tx) =
+                        (a.job, a.generation, container.clone(), tx.clone());
+                    tracker
+                        .spawn(async move { this.wait_exit(job, generation, container, tx).await });
+                }
+            }
+            self.publish(&core);
+        }
+        tracker.close();
+        // Waiters wait on containers that outlive the agent: do not wait for them.
+        tokio::time::timeout(Duration::from_secs(2), tracker.wait())
+            .await
+            .ok();
+        Ok(())
+    }
+
+    fn publish(&self, core: &Core) {
+        let s = &self.shared;
+        *s.reports.lock().expect("reports lock") = core.reports();
+        s.metrics.jobs.reset();
+        for a in core.jobs.values() {
+            let phase = serde_json::to_value(a.phase.wire())
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            s.metrics.jobs.with_label_values(&[&phase]).inc();
+        }
+    }
+
+    fn observe(&self, event: &Event) {
+        let m = &self.shared.metrics;
+        match event {
+            Event::DataRejected { .. } => m.data_rejected.inc(),
+            Event::Exited(exit) => m
+                .exits
+                .with_label_values(&[match exit.code {
+                    0 => "done",
+                    2 => "bad_input",
+                    75 => "preempted",
+                    _ => "crashed",
+                }])
+                .inc(),
+            _ => {}
+        }
+    }
+
+    async fn snapshot(&self) -> Result<Vec<ChainJob>, ChainFailure> {
+        let s = &self.shared;
+        let jobs = s.chain.jobs_on_node(s.node).await?;
+        let mut known = s.known.lock().expect("known lock");
+        let mut out = Vec::new();
+        for (key, job) in &jobs {
+            if let Some(cj) = chain_job(*key, job, &s.node) {
+                known.insert(*key, (cj.clone(), job.refund_account));
+                out.push(cj);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn find_containers(&self) -> Result<Vec<FoundContainer>, AgentError> {
+        let docker = self.shared.engine.docker();
+        let filters = HashMap::from([("label".to_string(), vec![GENERATION_LABEL.to_string()])]);
+        let options = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let list = docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| AgentError::List(e.to_string()))?;
+        let mut found = Vec::new();
+        for c in list {
+            let labels = c.labels.unwrap_or_default();
+            let (Some(id), Some(job), Some(generation)) = (
+                c.id,
+                labels.get(JOB_LABEL).and_then(|j| j.parse::<Pubkey>().ok()),
+                labels
+                    .get(GENERATION_LABEL)
+                    .and_then(|g| g.parse::<u32>().ok()),
+            ) else {
+                continue;
+            };
+            if labels.get(NODE_LABEL) != Some(&self.shared.node.to_string()) {
+                continue;
+            }
+            let running = c.state.is_some_and(|s| s.to_string() == "running");
+            found.push(FoundContainer {
+                id,
+                job,
+                generation,
+                running,
+            });
+        }
+        Ok(found)
+    }
+
+    fn execute(&self, action: Action, tx: &EventTx, tracker: &TaskTracker) {
+        let this = self.clone();
+        let tx = tx.clone();
+        tracker.spawn(async move {
+            if let Some((job, generation, event)) = this.perform(action).await {
+                let _ = tx.send((job, generation, event));
+            }
+        });
+    }
+
+    async fn perform(&self, action: Action) -> Option<(Pubkey, u32, Event)> {
+        let s = &self.shared;
+        match action {
+            Action::Launch {
+                job,
+                generation,
+                restore,
+            } => Some((job, generation, self.launch(job, generation, restore).await)),
+            Action::Collect { job, generation } => {
+                let event = match self.ctx(job, generation).await {
+                    Ok(ctx) => self.collect(job, &ctx).await,
+                    Err(reason) => Event::CollectFailed { reason },
+                };
+                Some((job, generation, event))
+            }
+            Action::SignalCheckpoint {
+                job,
+                container,
+                generation,
+            } => {
+                if let Err(e) = s
+                    .engine
+                    .signal(&ContainerId(container), JobSignal::Checkpoint)
+                    .await
+                {
+                    tracing::warn!(%job, error = %e, "cannot signal the job to checkpoint");
+                }
+                tracing::info!(%job, generation, "checkpoint signal sent");
+                None
+            }
+            Action::CollectOutput { job, generation } => {
+                let event = match self.ctx(job, generation).await {
+                    Ok(ctx) => match store_output(
+                        s.store_root.as_ref(),
+                        &job.to_string(),
+                        generation,
+                        &ctx.output_dir,
+                        &ctx.spec,
+                    )
+                    .await
+                    {
+                        Ok(hash) => Event::OutputStored { hash },
+                        Err(e) => Event::OutputMissing {
+                            reason: e.to_string(),
+                        },
+                    },
+                    Err(reason) => Event::OutputMissing { reason },
+                };
+                Some((job, generation, event))
+            }
+            Action::Send {
+                job,
+                generation,
+                tx,
+            } => {
+                let started = Instant::now();
+                let result = self.send(job, generation, &tx).await;
+                let kind = match tx {
+                    Tx::Start => "start_job",
+                    Tx::Attest { .. } => "attest_checkpoint",
+                    Tx::Complete { .. } => "complete_job",
+                };
+                let outcome = if result.is_ok() {
+                    "confirmed"
+                } else {
+                    "failed"
+                };
+                s.metrics
+                    .transactions
+                    .with_label_values(&[kind, outcome])
+                    .inc();
+                match &result {
+                    Ok(()) => {
+                        tracing::info!(%job, generation, ?tx, ms = started.elapsed().as_millis() as u64, "transaction confirmed");
+                        if let Tx::Attest { step, .. } = &tx
+                            && let Some(at) =
+                                s.stored_at.lock().expect("lock").remove(&(job, *step))
+                        {
+                            s.metrics
+                                .attestation_latency_seconds
+                                .observe(at.elapsed().as_secs_f64());
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(%job, generation, ?tx, error = %e, "transaction failed")
+                    }
+                }
+                let event = match result {
+                    Ok(()) => Event::TxConfirmed(tx),
+                    Err(f) => Event::TxFailed {
+                        tx,
+                        failure: TxFailure {
+                            message: f.message,
+                            retryable: f.retryable,
+                        },
+                    },
+                };
+                Some((job, generation, event))
+            }
+            Action::Stop {
+                job,
+                generation,
+                container,
+            } => {
+                s.metrics.fenced.inc();
+                if let Err(e) = s.engine.remove(&ContainerId(container.clone())).await {
+                    tracing::warn!(%job, generation, %container, error = %e, "cannot stop the fenced container");
+                } else {
+                    tracing::warn!(%job, generation, %container, "fenced container stopped");
+                }
+                None
+            }
+            Action::Remove {
+                job,
+                generation,
+                container,
+            } => {
+                let _ = s.engine.remove(&ContainerId(container)).await;
+                Some((job, generation, Event::Removed))
+            }
+            Action::RemoveStray { container } => {
+                tracing::info!(%container, "removing a container of no current assignment");
+                let _ = s.engine.remove(&ContainerId(container)).await;
+                None
+            }
+            Action::FlagOverdue {
+                job,
+                generation,
+                late_by,
+            } => {
+                s.metrics.overdue.inc();
+                tracing::warn!(%job, generation, late_by_secs = late_by.as_secs(), "the job missed its checkpoint deadline");
+                None
+            }
+        }
+    }
+
+    fn job_dir(&self, job: Pubkey, generation: u32) -> PathBuf {
+        self.shared
+            .config
+            .work_dir
+            .join("jobs")
+            .join(job.to_string())
+            .join(format!("g{generation}"))
+    }
+
+    /// The context of an assignment, rebuilt from the spec store when the
+    /// agent adopted its container after a restart.
+    async fn ctx(&self, job: Pubkey, generation: u32) -> Result<Arc<RunCtx>, String> {
+        let s = &self.shared;
+        if let Some(ctx) = s.runs.lock().expect("runs lock").get(&(job, generation)) {
+            return Ok(Arc::clone(ctx));
+        }
+        let spec_hash = s
+            .known
+            .lock()
+            .expect("known lock")
+            .get(&job)
+            .map(|(j, _)| j.spec_hash)
+            .ok_or_else(|| format!("job {job} is not on this node"))?;
+        let spec = get_spec(s.store.as_ref(), &spec_hash)
+            .await
+            .map_err(|e| e.to_string())?;
+        let ctx = Arc::new(
+            self.run_ctx(job, generation, spec)
+                .map_err(|e| e.to_string())?,
+        );
+        s.runs
+            .lock()
+            .expect("runs lock")
+            .insert((job, generation), Arc::clone(&ctx));
+        Ok(ctx)
+    }
+
+    fn run_ctx(
+        &self,
+        job: Pubkey,
+        generation: u32,
+        spec: JobSpec,
+    ) -> Result<RunCtx, mcjs_runtime::store::StoreError> {
+        let dir = self.job_dir(job, generation);
+        let store = CheckpointStore::new(
+            Arc::clone(&self.shared.store_root),
+            usize::from(spec.checkpoint.keep),
+        );
+        Ok(RunCtx {
+            pipeline: CheckpointPipeline {
+                store,
+                job_id: job.to_string(),
+                local_root: dir.join("checkpoints"),
+                hash_threads: self.shared.config.hash_threads,
+            },
+            output_dir: dir.join("output"),
+            spec,
+        })
+    }
+
+    async fn collect(&self, job: Pubkey, ctx: &RunCtx) -> Event {
+        let s = &self.shared;
+        let started = Instant::now();
+        match ctx.pipeline.collect().await {
+            Ok(stored) => {
+                let mut out = Vec::new();
+                let n = stored.len().max(1) as f64;
+                for c in stored {
+                    let bytes = c.total_bytes();
+                    let secs = started.elapsed().as_secs_f64() / n;
+                    s.metrics.checkpoint_seconds.observe(secs);
+                    s.metrics.checkpoint_bytes.observe(bytes as f64);
+                    if secs > 0.0 {
+                        s.metrics.hash_bytes_per_second.set(bytes as f64 / secs);
+                    }
+                    let Ok(epoch) = u32::try_from(c.epoch) else {
+                        return Event::CollectFailed {
+                            reason: format!(
+                                "checkpoint epoch {} does not fit the chain's u32",
+                                c.epoch
+                            ),
+                        };
+                    };
+                    tracing::info!(%job, step = c.step, hash = %c.hash, bytes, "checkpoint stored");
+                    s.stored_at
+                        .lock()
+                        .expect("lock")
+                        .insert((job, c.step), Instant::now());
+                    out.push(StoredCheckpoint {
+                        epoch,
+                        step: c.step,
+                        hash: c.hash,
+                    });
+                }
+                Event::CheckpointsCollected { stored: out }
+            }
+            Err(e) => Event::CollectFailed {
+                reason: e.to_string(),
+            },
+        }
+    }
+
+    async fn launch(&self, job: Pubkey, generation: u32, restore: Option<Attested>) -> Event {
+        let s = &self.shared;
+        let failed = |reason: String| {
+            tracing::warn!(%job, generation, %reason, "the job cannot be launched");
+            Event::LaunchFailed { reason }
+        };
+        let Some((chain_job, _owner)) = s.known.lock().expect("known lock").get(&job).cloned()
+        else {
+            return failed("the job left this node".into());
+        };
+        let spec = match get_spec(s.store.as_ref(), &chain_job.spec_hash).await {
+            Ok(spec) => spec,
+            Err(e) => return failed(e.to_string()),
+        };
+        let ctx = match self.run_ctx(job, generation, spec) {
+            Ok(c) => Arc::new(c),
+            Err(e) => return failed(e.to_string()),
+        };
+        let dir = self.job_dir(job, generation);
+        let restore_dir = match restore {
+            None => None,
+            Some(last) => {
+                let mut expected = vec![ExpectedCheckpoint {
+                    step: last.step,
+                    hash: last.hash,
+                }];
+                match s.chain.attested(job).await {
+                    Ok(history) => expected.extend(
+                        history
+                            .into_iter()
+                            .filter(|a| (a.epoch, a.step) < (last.epoch, last.step))
+                            .map(|a| ExpectedCheckpoint {
+                                step: a.step,
+                                hash: a.hash,
+                            }),
+                    ),
+                    Err(e) => {
+                        tracing::warn!(%job, error = %e, "cannot read the job's attestation history; only the last checkpoint can be restored")
+                    }
+                }
+                match ctx
+                    .pipeline
+                    .store
+                    .restore(&job.to_string(), &expected, &dir.join("restore"))
+                    .await
+                {
+                    Ok(r) => {
+                        for skipped in &r.skipped {
+                            tracing::warn!(%job, %skipped, "checkpoint skipped on restore");
+                        }
+                        tracing::info!(%job, step = r.checkpoint.step, "restoring from checkpoint");
+                        Some(r.dir)
+                    }
+                    Err(e) => return failed(e.to_string()),
+                }
+            }
+        };
+        let spec = &ctx.spec;
+        if spec.output.dir.as_str() != mcjs_spec::DEFAULT_OUTPUT_DIR {
+            return failed(format!(
+                "output dir {} is not supported by this agent; use the default {}",
+                spec.output.dir.as_str(),
+                mcjs_spec::DEFAULT_OUTPUT_DIR
+            ));
+        }
+        let image = self.resolve_image(&spec.work.image).await;
+        let mut cspec = ContainerSpec::new(
+            job.to_string(),
+            image,
+            JobMounts {
+                data: dir.join("data"),
+                checkpoints: dir.join("checkpoints"),
+                output: dir.join("output"),
+                restore: restore_dir,
+            },
+        );
+        cspec.entrypoint = Some(spec.work.command.clone());
+        cspec.args = spec.work.args.clone();
+        cspec.env = spec
+            .work
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        cspec.resources.cpus = f64::from(spec.request.hardware.cpu_cores);
+        cspec.resources.memory_mib =
+            u32::try_from(spec.request.hardware.ram.mib_ceil()).unwrap_or(u32::MAX);
+        cspec.resources.gpus = if s.host_gpus {
+            GpuRequest::Count(u32::from(spec.request.hardware.gpu_count))
+        } else {
+            tracing::warn!(%job, "this host has no NVIDIA device: the container runs without GPUs");
+            GpuRequest::None
+        };
+        cspec.checkpoint_interval = crate::core::Core::new(CorePolicy {
+            max_checkpoint_interval: s.config.max_checkpoint_interval,
+        })
+        .effective_interval(&chain_job);
+        cspec.labels = vec![
+            (GENERATION_LABEL.to_string(), generation.to_string()),
+            (NODE_LABEL.to_string(), s.node.to_string()),
+        ];
+        let inputs: Vec<DataInput> = spec
+            .data
+            .iter()
+            .map(|d| DataInput {
+                name: d.name.as_str().to_string(),
+                uri: d.uri.as_str().to_string(),
+                sha256: d.sha256.to_string(),
+            })
+            .collect();
+        match launch(&s.engine, &s.cache, &inputs, &cspec).await {
+            Ok((id, staged)) => {
+                tracing::info!(%job, generation, container = %id, inputs = staged.len(), "job container running");
+                s.runs
+                    .lock()
+                    .expect("runs lock")
+                    .insert((job, generation), ctx);
+                Event::Launched { container: id.0 }
+            }
+            Err(LaunchError::Staging {
+                source: e @ StagingError::HashMismatch { .. },
+                ..
+            }) => {
+                tracing::error!(%job, generation, error = %e, "input rejected: the job is not started");
+                Event::DataRejected {
+                    reason: e.to_string(),
+                }
+            }
+            Err(e) => failed(e.to_string()),
+        }
+    }
+
+    /// The spec pins `name@sha256:D`. A registry image carries D as a repo
+    /// digest; an image loaded or built locally has no repo digest, and D is
+    /// then its image id. Either way the digest, not the name, picks the code.
+    async fn resolve_image(&self, image: &mcjs_spec::fields::ImageRef) -> String {
+        let id = format!("sha256:{}", image.digest());
+        match self.shared.engine.docker().inspect_image(&id).await {
+            Ok(_) => id,
+            Err(_) => image.to_string(),
+        }
+    }
+
+    async fn wait_exit(&self, job: Pubkey, generation: u32, container: String, tx: EventTx) {
+        let s = &self.shared;
+        let report = match s.engine.wait(&ContainerId(container.clone())).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(%job, %container, error = %e, "lost the container");
+                mcjs_runtime::engine::ExitReport {
+                    code: -1,
+                    meaning: mcjs_runtime::contract::ExitMeaning::Crashed,
+                    oom_killed: false,
+                    last_log_lines: vec![e.to_string()],
+                }
+            }
+        };
+        // The checkpoints written just before the exit are attested before
+        // the job is completed or reported.
+        if let Ok(ctx) = self.ctx(job, generation).await {
+            let event = self.collect(job, &ctx).await;
+            let _ = tx.send((job, generation, event));
+        }
+        let infrastructure = report.oom_killed
+            || report.code < 0
+            || report.code >= 128
+            || report.code == mcjs_runtime::contract::EXIT_PREEMPTED;
+        tracing::info!(%job, generation, code = report.code, infrastructure, "job container exited");
+        let _ = tx.send((
+            job,
+            generation,
+            Event::Exited(Exit {
+                code: report.code,
+                infrastructure,
+                last_logs: report.last_log_lines,
+            }),
+        ));
+    }
+
+    async fn send(&self, job: Pubkey, generation: u32, tx: &Tx) -> Result<(), ChainFailure> {
+        let s = &self.shared;
+        let authority = s.chain.authority();
+        let ix = match tx {
+            Tx::Start => ix::start_job(&authority, &job, &s.node, generation),
+            Tx::Attest { epoch, step, hash } => ix::attest_checkpoint(
+                &authority,
+                &job,
+                &s.node,
+                &s.payout,
+                &s.deployment,
+                AttestCheckpointArgs {
+                    generation,
+                    epoch: *epoch,
+                    step: *step,
+                    checkpoint_hash: hash.0,
+                },
+            ),
+            Tx::Complete { output_hash } => {
+                let owner = s
+                    .known
+                    .lock()
+                    .expect("known lock")
+                    .get(&job)
+                    .map(|(_, refund_account)| *refund_account)
+                    .ok_or_else(|| ChainFailure {
+                        message: format!("job {job} left this node"),
+                        program_error: None,
+                        retryable: false,
+                    })?;
+                let owner_token = owner;
+                ix::complete_job(
+                    &authority,
+                    &job,
+                    &s.node,
+                    &s.payout,
+                    &owner_token,
+                    &s.deployment,
+                    CompleteJobArgs {
+                        generation,
+                        output_hash: output_hash.0,
+                    },
+                )
+            }
+        };
+        s.chain.send(ix).await
+    }
+}
+
+/// Label carrying the node account on every job container, so that agents of
+/// several nodes on one host leave each other's containers alone.
+pub const NODE_LABEL: &str = "mcjs.node";
+
+async fn heartbeats<C: AgentChain>(s: Arc<Shared<C>>, url: String, cancel: CancellationToken) {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_millis(HEARTBEAT_INTERVAL_MS))
+        .build()
+        .expect("an HTTP client with a timeout");
+    let endpoint = format!("{}{HEARTBEAT_PATH}", url.trim_end_matches('/'));
+    let mut every = tokio::time::interval(Duration::from_millis(HEARTBEAT_INTERVAL_MS));
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = every.tick() => {}
+        }
+        let beat = Heartbeat {
+            node: s.node.to_string(),
+            provider: s.provider.to_string(),
+            agent_url: s.config.agent_url.clone(),
+            sent_at_unix_ms: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or_default(),
+            jobs: s.reports.lock().expect("reports lock").clone(),
+        };
+        match http
+            .post(&endpoint)
+            .json(&beat)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+        {
+            Ok(_) => failing = false,
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(scheduler = %endpoint, error = %e, "heartbeat not delivered");
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// The agent's HTTP API: the HAL's routes plus the agent's metrics and job reports.
+pub fn router<C: AgentChain>(hal: mcjs_hal::api::ApiState, agent: &Agent<C>) -> axum::Router {
+    use axum::routing::get;
+    let metrics = agent.metrics().clone();
+    let reports_of = agent.clone();
+    let agent_routes = axum::Router::new()
+        .route(
+            "/v1/agent/metrics",
+            get(move || {
+                let text = metrics.render();
+                async move { text }
+            }),
+        )
+        .route(
+            "/v1/agent/jobs",
+            get(move || {
+                let reports = reports_of.reports();
+                async move { axum::Json(reports) }
+            }),
+        );
+    agent_routes.merge(mcjs_hal::api::router(hal))
+}
+
+/// Serves [`router`] on `addr` until `cancel` fires.
+pub async fn serve<C: AgentChain>(
+    listener: tokio::net::TcpListener,
+    hal: mcjs_hal::api::ApiState,
+    agent: &Agent<C>,
+    cancel: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(hal, agent))
+        .with_graceful_shutdown(async move { cancel.cancelled().await })
+        .await
+}

@@ -1,0 +1,569 @@
+//! The agent against the real local chain (surfpool with the MCJS program)
+//! and the real Docker engine, running the reference trainer. The test plays
+//! the job owner and the scheduler. Needs a Docker engine; fails without one.
+
+use mcjs_agent::core::Attested;
+use mcjs_agent::metrics::AgentMetrics;
+use mcjs_agent::register::register_node;
+use mcjs_agent::rpc::RpcChain;
+use mcjs_agent::{Agent, AgentConfig, put_spec};
+use mcjs_client::program::instructions::{ReportFailureArgs, SubmitJobArgs};
+use mcjs_client::program::state::{FailureCause, Job, JobRequirements, JobState, JobTerms};
+use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, ix, pda};
+use mcjs_localnet::{Localnet, LocalnetConfig, USDC, read_keypair};
+use mcjs_protocol::JobPhase;
+use mcjs_runtime::checkpoint::{Sha256Digest, hash_checkpoint};
+use mcjs_runtime::store::{CheckpointStore, ExpectedCheckpoint};
+use mcjs_spec::JobSpec;
+use object_store::ObjectStore;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn trainer_image() -> &'static str {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    IMAGE.get_or_init(|| {
+        let out =
+            std::process::Command::new(workspace_root().join("examples/trainer/build-image.sh"))
+                .output()
+                .expect("run examples/trainer/build-image.sh");
+        assert!(
+            out.status.success(),
+            "building the trainer image failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    })
+}
+
+fn free_port_pair() -> u16 {
+    loop {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        if port < 65000 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+}
+
+fn csv(rows: usize) -> String {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut out = String::new();
+    for _ in 0..rows {
+        let mut x = Vec::new();
+        for _ in 0..6 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            x.push(((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0);
+        }
+        for v in &x {
+            out.push_str(&format!("{v},"));
+        }
+        out.push_str(&format!("{}\n", u8::from(x[0] * x[1] + 0.3 * x[2] > 0.0)));
+    }
+    out
+}
+
+struct World {
+    _localnet: Localnet,
+    dir: tempfile::TempDir,
+    client: ChainClient,
+    user: Keypair,
+    scheduler: Keypair,
+    provider: Keypair,
+    store: Arc<dyn ObjectStore>,
+    mint: Pubkey,
+    treasury: Pubkey,
+}
+
+impl World {
+    async fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let localnet = Localnet::start(LocalnetConfig {
+            rpc_port: free_port_pair(),
+            dir: dir.path().join("chain"),
+            slot_time_ms: 20,
+            ..LocalnetConfig::default()
+        })
+        .await
+        .expect("start the local chain");
+        let info = localnet.info().clone();
+        let client = localnet.client();
+        let user = read_keypair(&info.wallets.user).unwrap();
+        let scheduler = read_keypair(&info.wallets.scheduler).unwrap();
+        let provider = read_keypair(&info.wallets.providers[0]).unwrap();
+        let mint: Pubkey = info.usdc_mint.parse().unwrap();
+        let treasury: Pubkey = info.treasury.parse().unwrap();
+        let token = ix::usdc_account(&provider.pubkey(), &mint);
+        client
+            .send(
+                &[ix::register_provider(
+                    &provider.pubkey(),
+                    &token,
+                    &token,
+                    &mint,
+                    100 * USDC,
+                )],
+                &[&provider],
+            )
+            .await
+            .expect("register the provider");
+        std::fs::create_dir_all(dir.path().join("store")).unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(
+            object_store::local::LocalFileSystem::new_with_prefix(dir.path().join("store"))
+                .unwrap(),
+        );
+        World {
+            _localnet: localnet,
+            dir,
+            client,
+            user,
+            scheduler,
+            provider,
+            store,
+            mint,
+            treasury,
+        }
+    }
+
+    fn spec(&self, args: &[&str], data_sha256: Option<&str>) -> JobSpec {
+        let data = csv(256);
+        let src = self.dir.path().join("train.csv");
+        std::fs::write(&src, &data).unwrap();
+        let sha = data_sha256
+            .map(str::to_string)
+            .unwrap_or_else(|| hex::encode(Sha256::digest(data.as_bytes())));
+        let image = trainer_image().strip_prefix("sha256:").unwrap().to_string();
+        let mut all_args = vec!["--data", "train.csv", "--batch-size", "32"];
+        all_args.extend_from_slice(args);
+        let json = serde_json::json!({
+            "version": 1,
+            "work": {
+                "kind": "training",
+                "model_id": "mcjs/mlp",
+                "image": format!("mcjs-trainer@sha256:{image}"),
+                "command": ["/mcjs-trainer", "train"],
+                "args": all_args,
+                "queue_tolerant": true
+            },
+            "data": [{
+                "name": "train.csv",
+                "role": "dataset",
+                "uri": url::Url::from_file_path(&src).unwrap().to_string(),
+                "sha256": sha
+            }],
+            "request": {
+                "hardware": {"gpu_count": 1, "cpu_cores": 1, "ram": "256MiB", "disk": "1GiB"},
+                "duration": {"mode": "until_done", "limit": "1h"},
+                "max_price_per_gpu_hour": "2.00"
+            },
+            "output": {
+                "produces": ["model"],
+                "destination": "file:///tmp/mcjs-out",
+                "required_artifacts": ["model.bin", "metrics.json"]
+            },
+            "checkpoint": {"interval": "1m", "max_size": "1MiB", "keep": 3, "restart_budget": 3}
+        });
+        JobSpec::from_value(&json).expect("a valid spec")
+    }
+
+    /// Publishes the spec, submits the job with a bond of 1 USDC and assigns it to `node`.
+    async fn submit_and_assign(&self, spec: &JobSpec, job_id: u64, node: &Pubkey) -> Pubkey {
+        let hash = put_spec(self.store.as_ref(), spec).await.unwrap();
+        let summary = spec.requirement_summary();
+        let terms = spec.terms();
+        let args = SubmitJobArgs {
+            job_id,
+            spec_hash: hash,
+            requirements: JobRequirements {
+                gpu_count: summary.gpu_count,
+                min_vram_mib: summary.min_vram_mib,
+                min_compute_capability: summary.min_compute_capability,
+                gpu_models: summary.gpu_models,
+                min_checkpoint_write_mibps: summary.min_checkpoint_write_mibps,
+            },
+            terms: JobTerms {
+                checkpoint_interval_secs: terms.checkpoint_interval_secs,
+                max_duration_secs: terms.max_duration_secs,
+                deadline: terms.deadline_unix,
+                max_price_per_gpu_hour: terms.max_price_per_gpu_hour,
+                restart_budget: terms.restart_budget,
+            },
+            bond: USDC,
+        };
+        let owner = self.user.pubkey();
+        let owner_token = ix::usdc_account(&owner, &self.mint);
+        self.client
+            .send(
+                &[ix::submit_job(&owner, &owner_token, &self.mint, args)],
+                &[&self.user],
+            )
+            .await
+            .expect("submit the job");
+        let job = pda::job(&owner, job_id);
+        self.assign(&job, node).await;
+        job
+    }
+
+    async fn assign(&self, job: &Pubkey, node: &Pubkey) {
+        let provider = pda::provider(&self.provider.pubkey());
+        self.client
+            .send(
+                &[ix::assign_job(
+                    &self.scheduler.pubkey(),
+                    job,
+                    node,
+                    &provider,
+                )],
+                &[&self.scheduler],
+            )
+            .await
+            .expect("assign the job");
+    }
+
+    /// Registers node `index` from the 4×A100 profile and starts its agent.
+    async fn agent(
+        &self,
+        index: u32,
+        max_interval: Option<Duration>,
+    ) -> (Agent<RpcChain>, CancellationToken, Pubkey) {
+        let profile: mcjs_hal::NodeProfile = serde_json::from_str(include_str!(
+            "../../../app/cli/tests/fixtures/node-a100x4.json"
+        ))
+        .unwrap();
+        let wallet = self.provider.insecure_clone();
+        let chain = RpcChain::new(self.client.clone(), wallet);
+        register_node(&chain, &profile, index, 3 * USDC / 2)
+            .await
+            .expect("register the node");
+        let config = AgentConfig {
+            node_index: index,
+            work_dir: self.dir.path().join(format!("agent-{index}")),
+            tick: Duration::from_millis(200),
+            max_checkpoint_interval: max_interval,
+            hash_threads: 2,
+            scheduler: None,
+            agent_url: "http://127.0.0.1:0".into(),
+        };
+        let agent = Agent::new(chain, config, Arc::clone(&self.store), AgentMetrics::new())
+            .await
+            .expect("start the agent");
+        let cancel = CancellationToken::new();
+        let (a, c) = (agent.clone(), cancel.clone());
+        tokio::spawn(async move { a.run(c).await.expect("the agent runs") });
+        let node = agent.node();
+        (agent, cancel, node)
+    }
+
+    async fn job(&self, key: &Pubkey) -> Job {
+        self.client.job(key).await.unwrap().expect("the job exists")
+    }
+
+    async fn balance(&self, owner: &Pubkey) -> u64 {
+        self.client
+            .token_balance(&ix::usdc_account(owner, &self.mint))
+            .await
+            .unwrap()
+    }
+
+    async fn wait_for<T>(
+        &self,
+        what: &str,
+        secs: u64,
+        mut check: impl AsyncFnMut() -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Removes every container the agent of `node` left running.
+async fn remove_containers(node: &Pubkey) {
+    let _ = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "docker rm -f $(docker ps -aq --filter label=mcjs.node={node}) 2>/dev/null"
+        ))
+        .output();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_runs_is_attested_completes_and_pays_the_provider() {
+    let w = World::new().await;
+    let (agent, cancel, node) = w.agent(0, None).await;
+    let spec = w.spec(
+        &[
+            "--epochs",
+            "6",
+            "--step-sleep-ms",
+            "25",
+            "--checkpoint-every-steps",
+            "16",
+        ],
+        None,
+    );
+    let owner = w.user.pubkey();
+    let owner_before = w.balance(&owner).await;
+    let provider_before = w.balance(&w.provider.pubkey()).await;
+    let treasury_before = w.client.token_balance(&w.treasury).await.unwrap();
+    let job = w.submit_and_assign(&spec, 1, &node).await;
+    let done = w
+        .wait_for("the job to complete", 120, async || {
+            let j = w.job(&job).await;
+            matches!(j.state, JobState::Completed { .. }).then_some(j)
+        })
+        .await;
+    cancel.cancel();
+    // Checkpoints were attested, and the newest attested hash is that of the stored files.
+    assert!(
+        done.checkpoint_count >= 2,
+        "{} attestations",
+        done.checkpoint_count
+    );
+    let last = done.last_checkpoint.expect("a checkpoint was attested");
+    let store = CheckpointStore::new(Arc::clone(&w.store), 3);
+    let restored = store
+        .restore(
+            &job.to_string(),
+            &[ExpectedCheckpoint {
+                step: last.step,
+                hash: Sha256Digest(last.hash),
+            }],
+            &w.dir.path().join("verify"),
+        )
+        .await
+        .expect("the attested checkpoint is in the store and hashes to the attested value");
+    assert_eq!(hash_checkpoint(&restored.dir, 1).unwrap().hash.0, last.hash);
+    // Every attestation in the job's history names a checkpoint hash the agent stored.
+    let history = w.client.job_history(&job).await.unwrap();
+    let attested: Vec<Attested> = history
+        .iter()
+        .filter_map(|e| match &e.event {
+            mcjs_client::history::McjsEvent::CheckpointAttested(a) => Some(Attested {
+                epoch: a.epoch,
+                step: a.step,
+                hash: Sha256Digest(a.checkpoint_hash),
+                generation: a.generation,
+            }),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(attested.len() as u32, done.checkpoint_count);
+    // The output hash is that of the stored output.
+    let output: mcjs_agent::output::StoredOutput = serde_json::from_slice(
+        &w.store
+            .get(&object_store::path::Path::from(format!(
+                "jobs/{job}/output/output.json"
+            )))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(done.output_hash, Some(output.hash.0));
+    assert!(output.files.iter().any(|f| f.path == "model.bin"));
+    // Money: the provider got what was paid minus the commission, the owner the rest of the bond back.
+    let paid = done.paid;
+    assert!(paid > 0, "the provider was paid for checkpointed progress");
+    let commission = paid * 500 / 10_000;
+    assert_eq!(
+        w.balance(&w.provider.pubkey()).await - provider_before,
+        paid - commission
+    );
+    assert_eq!(
+        w.client.token_balance(&w.treasury).await.unwrap() - treasury_before,
+        commission
+    );
+    assert_eq!(owner_before - w.balance(&owner).await, paid);
+    let metrics = agent.metrics().render();
+    assert!(
+        metrics
+            .contains("mcjs_agent_transactions_total{outcome=\"confirmed\",tx=\"complete_job\"} 1"),
+        "{metrics}"
+    );
+    remove_containers(&node).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn data_that_does_not_match_its_hash_is_refused_and_nothing_is_billed() {
+    let w = World::new().await;
+    let (agent, cancel, node) = w.agent(1, None).await;
+    let spec = w.spec(&["--epochs", "1"], Some(&"ab".repeat(32)));
+    let job = w.submit_and_assign(&spec, 2, &node).await;
+    w.wait_for("the data to be rejected", 60, async || {
+        agent
+            .reports()
+            .iter()
+            .any(|r| r.job == job.to_string() && r.phase == JobPhase::DataRejected)
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let j = w.job(&job).await;
+    assert!(
+        matches!(j.state, JobState::Assigned { .. }),
+        "never started: {:?}",
+        j.state
+    );
+    assert_eq!(j.paid, 0);
+    assert_eq!(agent.metrics().data_rejected.get(), 1);
+    let containers = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("label=mcjs.node={node}")])
+        .output()
+        .unwrap();
+    assert!(containers.stdout.is_empty(), "no container was started");
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_that_never_checkpoints_is_flagged() {
+    let w = World::new().await;
+    // One step takes a minute: the job cannot answer the checkpoint signal.
+    let (agent, cancel, node) = w.agent(2, Some(Duration::from_secs(2))).await;
+    let spec = w.spec(&["--epochs", "1", "--step-sleep-ms", "60000"], None);
+    let job = w.submit_and_assign(&spec, 3, &node).await;
+    w.wait_for("the missed deadline to be flagged", 60, async || {
+        agent
+            .reports()
+            .iter()
+            .any(|r| r.job == job.to_string() && r.checkpoint_overdue)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(agent.metrics().overdue.get(), 1);
+    assert!(matches!(w.job(&job).await.state, JobState::Running { .. }));
+    cancel.cancel();
+    remove_containers(&node).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crash_is_reported_and_the_next_assignment_restores_past_a_corrupt_checkpoint() {
+    let w = World::new().await;
+    let (agent, cancel, node) = w.agent(3, None).await;
+    // Checkpoints at steps 10, 20, 30, 40; the process dies after step 45.
+    let spec = w.spec(
+        &[
+            "--epochs",
+            "20",
+            "--step-sleep-ms",
+            "20",
+            "--checkpoint-every-steps",
+            "10",
+            "--halt-at-step",
+            "45",
+        ],
+        None,
+    );
+    let job = w.submit_and_assign(&spec, 4, &node).await;
+    let report = w
+        .wait_for("the crash to be reported", 90, async || {
+            agent
+                .reports()
+                .into_iter()
+                .find(|r| r.job == job.to_string() && r.phase == JobPhase::Exited)
+        })
+        .await;
+    let exit = report.exit.expect("an exit report");
+    assert_eq!((exit.code, exit.infrastructure), (86, false));
+    assert!(!exit.last_logs.is_empty());
+    let j = w
+        .wait_for("every checkpoint to be attested", 30, async || {
+            let j = w.job(&job).await;
+            (j.last_checkpoint.map(|c| c.step) == Some(40)).then_some(j)
+        })
+        .await;
+    // The scheduler reports the failure; the newest checkpoint rots in the store.
+    let owner_token = ix::usdc_account(&w.user.pubkey(), &w.mint);
+    let provider = pda::provider(&w.provider.pubkey());
+    let payout = ix::usdc_account(&w.provider.pubkey(), &w.mint);
+    let deployment = w.client.deployment().await.unwrap();
+    w.client
+        .send(
+            &[ix::report_failure(
+                &w.scheduler.pubkey(),
+                &job,
+                &node,
+                &provider,
+                &payout,
+                &owner_token,
+                &deployment,
+                ReportFailureArgs {
+                    generation: j.generation,
+                    cause: FailureCause::JobError,
+                },
+            )],
+            &[&w.scheduler],
+        )
+        .await
+        .expect("report the failure");
+    let ckpts = w.dir.path().join(format!("store/jobs/{job}/checkpoints"));
+    let newest = std::fs::read_dir(&ckpts)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .max()
+        .unwrap();
+    assert!(
+        newest
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("00000000000000000040-")
+    );
+    let state = newest.join("files/state.bin");
+    let mut bytes = std::fs::read(&state).unwrap();
+    bytes[0] ^= 0xff;
+    std::fs::write(&state, bytes).unwrap();
+    w.assign(&job, &node).await;
+    // Removal and reassignment each move the generation on.
+    let generation = w.job(&job).await.generation;
+    assert_eq!(generation, j.generation + 2);
+    let restore_root = w
+        .dir
+        .path()
+        .join(format!("agent-3/jobs/{job}/g{generation}/restore"));
+    let restored = w
+        .wait_for("the restore", 60, async || {
+            if let Some(r) = agent
+                .reports()
+                .iter()
+                .find(|r| r.generation == generation && r.exit.is_some())
+            {
+                panic!("the new assignment failed: {r:?}");
+            }
+            std::fs::read_dir(&restore_root).ok().and_then(|entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .find(|n| !n.starts_with('.'))
+            })
+        })
+        .await;
+    assert!(
+        restored.starts_with("00000000000000000030-"),
+        "fell back to step 30: {restored}"
+    );
+    // The job runs again under the new generation.
+    w.wait_for("the job to run again", 60, async || {
+        let j = w.job(&job).await;
+        (matches!(j.state, JobState::Running { .. }) && j.generation == generation).then_some(())
+    })
+    .await;
+    cancel.cancel();
+    remove_containers(&node).await;
+}

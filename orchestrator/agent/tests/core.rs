@@ -1,0 +1,614 @@
+//! The decision core with a fake clock: what the agent does for each thing
+//! the chain and its containers tell it.
+
+use mcjs_agent::core::{
+    Action, Attested, ChainJob, ChainState, Core, CorePolicy, Event, Exit, FoundContainer, Phase,
+    StoredCheckpoint, Tx, TxFailure,
+};
+use mcjs_client::Pubkey;
+use mcjs_protocol::JobPhase;
+use mcjs_runtime::checkpoint::Sha256Digest;
+use std::time::{Duration, SystemTime};
+
+const T0: SystemTime = SystemTime::UNIX_EPOCH;
+
+fn at(secs: u64) -> SystemTime {
+    T0 + Duration::from_secs(1_000_000 + secs)
+}
+
+fn key(n: u8) -> Pubkey {
+    Pubkey::new_from_array([n; 32])
+}
+
+fn job(n: u8, generation: u32, state: ChainState) -> ChainJob {
+    ChainJob {
+        key: key(n),
+        generation,
+        state,
+        spec_hash: [n; 32],
+        last_checkpoint: None,
+        checkpoint_interval: Duration::from_secs(60),
+    }
+}
+
+fn hash(n: u8) -> Sha256Digest {
+    Sha256Digest([n; 32])
+}
+
+fn core() -> Core {
+    Core::new(CorePolicy {
+        max_checkpoint_interval: None,
+    })
+}
+
+fn sends(actions: &[Action]) -> Vec<Tx> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { tx, .. } => Some(tx.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A core with job 1 (generation 3) launched in container "c1" and its start confirmed.
+fn running() -> Core {
+    let mut c = core();
+    c.on_chain(&[job(1, 3, ChainState::Assigned)], at(0));
+    c.on_event(
+        key(1),
+        3,
+        Event::Launched {
+            container: "c1".into(),
+        },
+        at(1),
+    );
+    c.on_event(key(1), 3, Event::TxConfirmed(Tx::Start), at(2));
+    c
+}
+
+fn checkpoints(steps: &[u64]) -> Event {
+    Event::CheckpointsCollected {
+        stored: steps
+            .iter()
+            .map(|&s| StoredCheckpoint {
+                epoch: 1,
+                step: s,
+                hash: hash(s as u8),
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn an_assigned_job_is_launched_and_then_started_on_chain() {
+    let mut c = core();
+    let actions = c.on_chain(&[job(1, 3, ChainState::Assigned)], at(0));
+    assert_eq!(
+        actions,
+        [Action::Launch {
+            job: key(1),
+            generation: 3,
+            restore: None
+        }]
+    );
+    // Nothing is sent while the data is staged: nothing is billed.
+    assert!(sends(&c.on_tick(at(30))).is_empty());
+    let actions = c.on_event(
+        key(1),
+        3,
+        Event::Launched {
+            container: "c1".into(),
+        },
+        at(31),
+    );
+    assert_eq!(sends(&actions), [Tx::Start]);
+    assert!(actions.contains(&Action::Collect {
+        job: key(1),
+        generation: 3
+    }));
+    // A second snapshot does not launch it again.
+    let again = c.on_chain(&[job(1, 3, ChainState::Assigned)], at(32));
+    assert!(!again.iter().any(|a| matches!(a, Action::Launch { .. })));
+}
+
+#[test]
+fn a_job_with_a_checkpoint_is_launched_to_restore_it() {
+    let mut c = core();
+    let mut j = job(1, 4, ChainState::Assigned);
+    let last = Attested {
+        epoch: 2,
+        step: 40,
+        hash: hash(9),
+        generation: 3,
+    };
+    j.last_checkpoint = Some(last);
+    let actions = c.on_chain(&[j], at(0));
+    assert_eq!(
+        actions,
+        [Action::Launch {
+            job: key(1),
+            generation: 4,
+            restore: Some(last)
+        }]
+    );
+}
+
+#[test]
+fn stored_checkpoints_are_attested_in_order_one_at_a_time() {
+    let mut c = running();
+    let actions = c.on_event(key(1), 3, checkpoints(&[10, 20]), at(10));
+    assert_eq!(
+        sends(&actions),
+        [Tx::Attest {
+            epoch: 1,
+            step: 10,
+            hash: hash(10)
+        }]
+    );
+    let actions = c.on_event(
+        key(1),
+        3,
+        Event::TxConfirmed(Tx::Attest {
+            epoch: 1,
+            step: 10,
+            hash: hash(10),
+        }),
+        at(11),
+    );
+    assert_eq!(
+        sends(&actions),
+        [Tx::Attest {
+            epoch: 1,
+            step: 20,
+            hash: hash(20)
+        }]
+    );
+    assert_eq!(c.jobs[&key(1)].last_attested, Some((1, 10)));
+}
+
+#[test]
+fn checkpoints_wait_for_the_start_to_be_confirmed() {
+    let mut c = core();
+    c.on_chain(&[job(1, 3, ChainState::Assigned)], at(0));
+    c.on_event(
+        key(1),
+        3,
+        Event::Launched {
+            container: "c1".into(),
+        },
+        at(1),
+    );
+    let actions = c.on_event(key(1), 3, checkpoints(&[5]), at(2));
+    assert!(
+        sends(&actions).is_empty(),
+        "the start is in flight: {actions:?}"
+    );
+    let actions = c.on_event(key(1), 3, Event::TxConfirmed(Tx::Start), at(3));
+    assert_eq!(sends(&actions).len(), 1);
+}
+
+#[test]
+fn a_lost_start_confirmation_is_taken_from_the_chain() {
+    let mut c = core();
+    c.on_chain(&[job(1, 3, ChainState::Assigned)], at(0));
+    c.on_event(
+        key(1),
+        3,
+        Event::Launched {
+            container: "c1".into(),
+        },
+        at(1),
+    );
+    c.on_event(key(1), 3, checkpoints(&[5]), at(2));
+    // The start landed but its confirmation never came back.
+    let actions = c.on_chain(&[job(1, 3, ChainState::Running)], at(3));
+    assert!(
+        matches!(sends(&actions)[..], [Tx::Attest { step: 5, .. }]),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn fencing_stops_the_container_and_drops_what_was_queued() {
+    // (what the chain says next, expected new launch)
+    let cases: [(Vec<ChainJob>, bool); 3] = [
+        (vec![], false),                               // unassigned, or moved to another node
+        (vec![job(1, 4, ChainState::Assigned)], true), // reassigned to this node: a new generation
+        (vec![job(2, 1, ChainState::Assigned)], false), // only another job is here now
+    ];
+    for (snapshot, relaunch) in cases {
+        let mut c = running();
+        c.on_event(key(1), 3, checkpoints(&[10, 20]), at(10));
+        let actions = c.on_chain(&snapshot, at(11));
+        assert!(
+            actions.contains(&Action::Stop {
+                job: key(1),
+                generation: 3,
+                container: "c1".into()
+            }),
+            "{actions:?}"
+        );
+        assert!(
+            sends(&actions).is_empty(),
+            "nothing is sent for a fenced generation"
+        );
+        assert_eq!(
+            actions
+                .iter()
+                .any(|a| matches!(a, Action::Launch { job, generation: 4, .. } if *job == key(1))),
+            relaunch
+        );
+        // A late result of the fenced generation changes nothing.
+        let late = c.on_event(
+            key(1),
+            3,
+            Event::TxConfirmed(Tx::Attest {
+                epoch: 1,
+                step: 10,
+                hash: hash(10),
+            }),
+            at(12),
+        );
+        assert!(sends(&late).is_empty());
+    }
+}
+
+#[test]
+fn a_container_launched_after_its_fencing_is_stopped() {
+    let mut c = core();
+    c.on_chain(&[job(1, 3, ChainState::Assigned)], at(0));
+    c.on_chain(&[], at(1));
+    let actions = c.on_event(
+        key(1),
+        3,
+        Event::Launched {
+            container: "late".into(),
+        },
+        at(2),
+    );
+    assert_eq!(
+        actions,
+        [Action::Stop {
+            job: key(1),
+            generation: 3,
+            container: "late".into()
+        }]
+    );
+}
+
+#[test]
+fn a_clean_exit_completes_after_the_last_attestation() {
+    let mut c = running();
+    c.on_event(key(1), 3, checkpoints(&[10]), at(10));
+    let actions = c.on_event(key(1), 3, Event::Exited(exit(0)), at(11));
+    assert!(actions.contains(&Action::CollectOutput {
+        job: key(1),
+        generation: 3
+    }));
+    let actions = c.on_event(key(1), 3, Event::OutputStored { hash: hash(77) }, at(12));
+    assert!(
+        sends(&actions).is_empty(),
+        "the attestation is still in flight"
+    );
+    let actions = c.on_event(
+        key(1),
+        3,
+        Event::TxConfirmed(Tx::Attest {
+            epoch: 1,
+            step: 10,
+            hash: hash(10),
+        }),
+        at(13),
+    );
+    assert_eq!(
+        sends(&actions),
+        [Tx::Complete {
+            output_hash: hash(77)
+        }]
+    );
+    let actions = c.on_event(
+        key(1),
+        3,
+        Event::TxConfirmed(Tx::Complete {
+            output_hash: hash(77),
+        }),
+        at(14),
+    );
+    assert!(actions.contains(&Action::Remove {
+        job: key(1),
+        generation: 3,
+        container: "c1".into()
+    }));
+    assert_eq!(c.jobs[&key(1)].phase, Phase::Done);
+    // The job leaves the node: nothing to stop.
+    let actions = c.on_chain(&[], at(15));
+    assert!(!actions.iter().any(|a| matches!(a, Action::Stop { .. })));
+}
+
+fn exit(code: i64) -> Exit {
+    Exit {
+        code,
+        infrastructure: code >= 128,
+        last_logs: vec![format!("exiting {code}")],
+    }
+}
+
+#[test]
+fn exit_codes_decide_between_completing_and_reporting() {
+    // (code, completes, infrastructure)
+    for (code, completes, infrastructure) in [
+        (0, true, false),
+        (1, false, false),
+        (2, false, false),
+        (86, false, false),
+        (137, false, true),
+    ] {
+        let mut c = running();
+        let actions = c.on_event(key(1), 3, Event::Exited(exit(code)), at(5));
+        let collecting = actions.contains(&Action::CollectOutput {
+            job: key(1),
+            generation: 3,
+        });
+        assert_eq!(collecting, completes, "code {code}");
+        let report = &c.reports()[0];
+        if completes {
+            assert_eq!(report.phase, JobPhase::Completing);
+            assert!(report.exit.is_none());
+        } else {
+            assert_eq!(report.phase, JobPhase::Exited, "code {code}");
+            let e = report.exit.as_ref().unwrap();
+            assert_eq!((e.code, e.infrastructure), (code, infrastructure));
+            assert_eq!(e.last_logs, [format!("exiting {code}")]);
+            assert!(actions.iter().any(|a| matches!(a, Action::Remove { .. })));
+        }
+    }
+}
+
+#[test]
+fn a_container_that_dies_before_its_start_is_never_started_on_chain() {
+    let mut c = core();
+    c.on_chain(&[job(1, 3, ChainState::Assigned)], at(0));
+    let launched = c.on_event(
+        key(1),
+        3,
+        Event::Launched {
+            container: "c1".into(),
+        },
+        at(1),
+    );
+    assert_eq!(sends(&launched), [Tx::Start]);
+    c.on_event(
+        key(1),
+        3,
+        Event::TxFailed {
+            tx: Tx::Start,
+            failure: TxFailure {
+                message: "unreachable".into(),
+                retryable: true,
+            },
+        },
+        at(2),
+    );
+    c.on_event(key(1), 3, Event::Exited(exit(1)), at(3));
+    assert!(sends(&c.on_tick(at(60))).is_empty());
+}
+
+#[test]
+fn an_output_missing_after_exit_zero_is_reported_not_completed() {
+    let mut c = running();
+    c.on_event(key(1), 3, Event::Exited(exit(0)), at(5));
+    let actions = c.on_event(
+        key(1),
+        3,
+        Event::OutputMissing {
+            reason: "model.bin is missing".into(),
+        },
+        at(6),
+    );
+    assert!(sends(&actions).is_empty());
+    let r = &c.reports()[0];
+    assert_eq!(r.phase, JobPhase::Exited);
+    assert_eq!(r.exit.as_ref().unwrap().last_logs, ["model.bin is missing"]);
+}
+
+#[test]
+fn rejected_data_never_starts_the_job() {
+    let mut c = core();
+    c.on_chain(&[job(1, 3, ChainState::Assigned)], at(0));
+    let actions = c.on_event(
+        key(1),
+        3,
+        Event::DataRejected {
+            reason: "sha256 mismatch".into(),
+        },
+        at(1),
+    );
+    assert!(actions.is_empty());
+    assert_eq!(c.reports()[0].phase, JobPhase::DataRejected);
+    // Later snapshots neither retry the staging nor start it.
+    let later = c.on_chain(&[job(1, 3, ChainState::Assigned)], at(100));
+    assert!(later.is_empty(), "{later:?}");
+}
+
+#[test]
+fn the_job_is_signalled_at_the_interval_and_flagged_once_when_overdue() {
+    let mut c = running(); // launched at 1 s, interval 60 s, grace 15 s
+    // (time, signal expected, overdue flag expected)
+    let timeline = [
+        (30, false, false),
+        (61, true, false),
+        (62, false, false),
+        (76, false, false),
+        (77, false, true),
+        (78, false, false),
+        (121, true, false),
+    ];
+    for (t, signal, overdue) in timeline {
+        let actions = c.on_tick(at(t));
+        let signalled = actions
+            .iter()
+            .any(|a| matches!(a, Action::SignalCheckpoint { .. }));
+        let flagged = actions
+            .iter()
+            .any(|a| matches!(a, Action::FlagOverdue { .. }));
+        assert_eq!(
+            (signalled, flagged),
+            (signal, overdue),
+            "at {t} s: {actions:?}"
+        );
+    }
+    assert!(c.reports()[0].checkpoint_overdue);
+    // A checkpoint clears the flag and restarts the clock.
+    c.on_event(key(1), 3, checkpoints(&[10]), at(130));
+    assert!(!c.reports()[0].checkpoint_overdue);
+    let quiet = c.on_tick(at(180));
+    assert!(
+        !quiet
+            .iter()
+            .any(|a| matches!(a, Action::SignalCheckpoint { .. }))
+    );
+}
+
+#[test]
+fn the_agent_cap_shortens_the_checkpoint_interval() {
+    let mut c = Core::new(CorePolicy {
+        max_checkpoint_interval: Some(Duration::from_secs(4)),
+    });
+    assert_eq!(
+        c.effective_interval(&job(1, 3, ChainState::Assigned)),
+        Duration::from_secs(4)
+    );
+    c.on_chain(&[job(1, 3, ChainState::Assigned)], at(0));
+    c.on_event(
+        key(1),
+        3,
+        Event::Launched {
+            container: "c1".into(),
+        },
+        at(0),
+    );
+    let actions = c.on_tick(at(4));
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::SignalCheckpoint { .. }))
+    );
+}
+
+#[test]
+fn a_transient_failure_is_retried_with_backoff_and_a_refusal_is_not() {
+    let mut c = running();
+    c.on_event(key(1), 3, checkpoints(&[10]), at(10));
+    let attest = Tx::Attest {
+        epoch: 1,
+        step: 10,
+        hash: hash(10),
+    };
+    let fail = |retryable| Event::TxFailed {
+        tx: attest.clone(),
+        failure: TxFailure {
+            message: "x".into(),
+            retryable,
+        },
+    };
+    let t = at(20);
+    assert!(sends(&c.on_event(key(1), 3, fail(true), t)).is_empty());
+    assert!(sends(&c.on_tick(t + Duration::from_millis(400))).is_empty());
+    assert_eq!(
+        sends(&c.on_tick(t + Duration::from_millis(500))),
+        [attest.clone()]
+    );
+    // Second failure: twice the wait.
+    let t2 = t + Duration::from_secs(1);
+    c.on_event(key(1), 3, fail(true), t2);
+    assert!(sends(&c.on_tick(t2 + Duration::from_millis(900))).is_empty());
+    assert_eq!(
+        sends(&c.on_tick(t2 + Duration::from_secs(1))),
+        [attest.clone()]
+    );
+    // A refusal by the program is not retried.
+    c.on_event(key(1), 3, fail(false), t2 + Duration::from_secs(2));
+    assert!(sends(&c.on_tick(t2 + Duration::from_secs(60))).is_empty());
+}
+
+#[test]
+fn checkpoints_the_chain_already_has_are_not_attested_again() {
+    let mut c = running();
+    let mut j = job(1, 3, ChainState::Running);
+    j.last_checkpoint = Some(Attested {
+        epoch: 1,
+        step: 20,
+        hash: hash(20),
+        generation: 3,
+    });
+    c.on_chain(&[j], at(5));
+    let actions = c.on_event(key(1), 3, checkpoints(&[10, 20, 30]), at(6));
+    assert_eq!(
+        sends(&actions),
+        [Tx::Attest {
+            epoch: 1,
+            step: 30,
+            hash: hash(30)
+        }]
+    );
+}
+
+#[test]
+fn after_a_restart_containers_are_adopted_or_removed() {
+    let mut c = core();
+    c.found_containers(vec![
+        FoundContainer {
+            id: "mine".into(),
+            job: key(1),
+            generation: 3,
+            running: true,
+        },
+        FoundContainer {
+            id: "stale".into(),
+            job: key(1),
+            generation: 2,
+            running: true,
+        },
+        FoundContainer {
+            id: "gone".into(),
+            job: key(9),
+            generation: 1,
+            running: false,
+        },
+    ]);
+    let actions = c.on_chain(
+        &[
+            job(1, 3, ChainState::Running),
+            job(2, 1, ChainState::Assigned),
+        ],
+        at(0),
+    );
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::Launch { job, .. } if *job == key(1)))
+    );
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Launch { job, .. } if *job == key(2)))
+    );
+    let mut removed: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::RemoveStray { container } => Some(container.as_str()),
+            _ => None,
+        })
+        .collect();
+    removed.sort();
+    assert_eq!(removed, ["gone", "stale"]);
+    assert_eq!(
+        c.jobs[&key(1)].phase,
+        Phase::Running {
+            container: "mine".into()
+        }
+    );
+    // Already running on chain: no second start.
+    assert!(sends(&actions).is_empty());
+}
