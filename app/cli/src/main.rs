@@ -94,6 +94,8 @@ enum Command {
     },
     /// The scheduler daemon: places jobs, detects failed nodes, reports them.
     Scheduler(cmd::scheduler::SchedulerArgs),
+    /// Run the whole story locally: chain, scheduler, three agents, a job, a node killed, recovery, payout, audit.
+    Demo(cmd::demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -102,6 +104,7 @@ fn main() -> ExitCode {
         Command::Spec { cmd } => cmd::spec::run(cmd, &cli.global),
         Command::Hal { cmd } => cmd::hal::run(cmd, &cli.global),
         Command::Scheduler(args) => cmd::scheduler::run(args, &cli.global),
+        Command::Demo(args) => cmd::demo::run(args, &cli.global),
         Command::Localnet(args) => cmd::localnet::run(args, &cli.global),
         Command::Job { cmd } => cmd::job::run(cmd, &cli.global),
         Command::Provider { cmd } => cmd::provider::run(cmd, &cli.global),
