@@ -626,6 +626,31 @@ fn the_config_file_supplies_url_and_wallet_and_flags_override_it() {
     let out = run(&["-u", "http://127.0.0.1:1", "admin", "show"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 
+    let out = run(&[
+        "admin",
+        "init",
+        "--usdc-mint",
+        &chain.info.usdc_mint,
+        "--treasury",
+        &chain.info.treasury,
+        "--scheduler",
+        &admin.pubkey().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already initialised"),
+        "{}",
+        text(&out)
+    );
+    let user = chain.info.wallets.user.to_str().unwrap().to_string();
+    let out = run(&["-k", &user, "admin", "set", "--pause"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not the admin"),
+        "{}",
+        text(&out)
+    );
+
     // The admin changes a parameter through the config's wallet.
     let set = ok_json(run(&["admin", "set", "--commission-bps", "600"]));
     assert_eq!(set["commission_bps"], 600);

@@ -8,8 +8,16 @@ use mcjs::state::{FailureCause, NodeStatus, PauseReason};
 
 use crate::events::data_lines;
 
-fn usdc(base_units: u64) -> String {
-    format!("{}.{:06}", base_units / 1_000_000, base_units % 1_000_000)
+/// "12.50", "0.000001": cents always, further decimals only when present.
+pub fn usdc(base_units: u64) -> String {
+    let frac = format!("{:06}", base_units % 1_000_000);
+    let trimmed = frac.trim_end_matches('0');
+    let shown = if trimmed.len() < 2 {
+        &frac[..2]
+    } else {
+        trimmed
+    };
+    format!("{}.{shown}", base_units / 1_000_000)
 }
 
 fn short(hash: &[u8; 32]) -> String {
@@ -302,4 +310,15 @@ pub struct HistoryEntry {
     /// Every key that signed the transaction, fee payer first.
     pub signers: Vec<Pubkey>,
     pub event: McjsEvent,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn usdc_amounts_show_cents_and_only_the_decimals_present() {
+        assert_eq!(super::usdc(100_000_000), "100.00");
+        assert_eq!(super::usdc(12_500_000), "12.50");
+        assert_eq!(super::usdc(1), "0.000001");
+        assert_eq!(super::usdc(1_234_500), "1.2345");
+    }
 }

@@ -804,11 +804,6 @@ impl ChainClient {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let client = self.clone();
         tokio::spawn(async move {
-            // The current state first, so a watcher never waits for a change to see anything.
-            let first = client.account(&key).await;
-            if tx.send(first).await.is_err() {
-                return;
-            }
             let subscribed = tokio::time::timeout(
                 Duration::from_secs(5),
                 PubsubClient::new(client.ws_url.as_str()),
@@ -823,6 +818,11 @@ impl ChainClient {
                 if let Ok((mut updates, _unsubscribe)) =
                     pubsub.account_subscribe(&key, Some(config)).await
                 {
+                    // Read only once subscribed, so that no change falls
+                    // between the read and the first notification.
+                    if tx.send(client.account(&key).await).await.is_err() {
+                        return;
+                    }
                     while let Some(update) = updates.next().await {
                         let account = ui_to_account(&update.value);
                         if tx.send(Ok(account)).await.is_err() {
@@ -834,7 +834,6 @@ impl ChainClient {
             tracing::debug!(%key, "websocket unavailable; polling the account instead");
             let mut last: Option<Option<Account>> = None;
             loop {
-                tokio::time::sleep(client.poll_interval.max(Duration::from_millis(200))).await;
                 let now = client.account(&key).await;
                 let changed = match (&now, &last) {
                     (Ok(a), Some(b)) => a != b,
@@ -846,6 +845,7 @@ impl ChainClient {
                 if changed && tx.send(now).await.is_err() {
                     return;
                 }
+                tokio::time::sleep(client.poll_interval.max(Duration::from_millis(200))).await;
             }
         });
         futures_util::stream::unfold(rx, |mut rx| async move {

@@ -539,3 +539,33 @@ async fn initialise(
         .await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keypair_files_round_trip_and_a_malformed_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wallets/k.json");
+        let keypair = Keypair::new();
+        write_keypair(&path, &keypair).unwrap();
+        assert_eq!(read_keypair(&path).unwrap().pubkey(), keypair.pubkey());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(serde_json::from_str::<Vec<u8>>(&text).unwrap().len(), 64);
+
+        std::fs::write(&path, "[1, 2, 3]").unwrap();
+        let err = read_keypair(&path).unwrap_err().to_string();
+        assert!(err.contains("is not a keypair file"), "{err}");
+        std::fs::write(&path, "not json").unwrap();
+        assert!(read_keypair(&path).is_err());
+    }
+
+    #[test]
+    fn a_port_in_use_is_refused_before_anything_starts() {
+        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let err = check_port(port, "JSON-RPC").unwrap_err().to_string();
+        assert!(err.contains(&format!("port {port} is in use")), "{err}");
+    }
+}

@@ -635,8 +635,10 @@ fn human_secs(secs: i64) -> String {
     if secs < 0 {
         return format!("{} past", human_secs(-secs));
     }
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    if h > 0 {
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    if d > 0 {
+        format!("{d}d{h:02}h")
+    } else if h > 0 {
         format!("{h}h{m:02}m")
     } else {
         format!("{m}m{s:02}s")
