@@ -11,6 +11,7 @@
 //! Used by `mcjs demo` and by the end-to-end tests.
 
 pub mod link;
+pub mod workload;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs `mcjs demo` on this machine, installing what a fresh machine lacks:
+# a local chain, the scheduler and three agents as separate processes, the
+# reference training job submitted from a wallet, its node killed part-way,
+# the recovery on another node, the payout and refund, and the audit.
+#
+#   scripts/demo.sh [mcjs demo flags, e.g. --slot-time-ms 400 --epochs 12]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/mcjs/target}"
+source scripts/setup.sh
+cargo build --locked -p mcjs-cli
+exec "$CARGO_TARGET_DIR/debug/mcjs" demo "$@"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what MCJS needs on a fresh machine (sourced by test.sh and demo.sh):
+# a C compiler, the musl target for the trainer's static image, a running
+# Docker engine.
+
+need() { command -v "$1" >/dev/null 2>&1; }
+say() { echo "mcjs-test: $*" >&2; }
+
+if ! need cargo; then
+    say "cargo is not installed; install Rust 1.95 with rustup (https://rustup.rs)"
+    exit 2
+fi
+if ! need cc; then
+    say "installing a C compiler (gcc) for the fake NVML library and -sys crates"
+    apt-get update -qq && apt-get install -y -qq gcc >/dev/null
+fi
+if need rustup && ! rustup target list --installed | grep -qx x86_64-unknown-linux-musl; then
+    say "adding the x86_64-unknown-linux-musl target (static trainer image)"
+    rustup target add x86_64-unknown-linux-musl
+fi
+if ! need docker; then
+    say "installing the Docker client and engine (docker.io)"
+    apt-get update -qq && apt-get install -y -qq docker.io >/dev/null
+fi
+if ! docker info >/dev/null 2>&1; then
+    say "starting the Docker engine"
+    (dockerd >/tmp/mcjs-dockerd.log 2>&1 &)
+    for _ in $(seq 1 30); do docker info >/dev/null 2>&1 && break; sleep 1; done
+    docker info >/dev/null 2>&1 || { say "no Docker engine: see /tmp/mcjs-dockerd.log"; exit 2; }
+fi
+
