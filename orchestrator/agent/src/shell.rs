@@ -403,6 +403,13 @@ impl<C: AgentChain> Agent<C> {
                                 .attestation_latency_seconds
                                 .observe(at.elapsed().as_secs_f64());
                         }
+                        // Only an attested checkpoint supersedes older ones.
+                        if let Tx::Attest { step, .. } = &tx
+                            && let Ok(ctx) = self.ctx(job, generation).await
+                            && let Err(e) = ctx.pipeline.store.prune(&job.to_string(), *step).await
+                        {
+                            tracing::warn!(%job, error = %e, "cannot prune old checkpoints");
+                        }
                     }
                     Err(e) => {
                         tracing::warn!(%job, generation, ?tx, error = %e, "transaction failed")

@@ -172,8 +172,8 @@ impl CheckpointStore {
         }
     }
 
-    /// Uploads a complete local checkpoint, its descriptor last, then drops
-    /// the job's checkpoints beyond the last K.
+    /// Uploads a complete local checkpoint, its descriptor last. Nothing is
+    /// deleted here: see [`CheckpointStore::prune`].
     #[tracing::instrument(skip_all, fields(job_id, step = local.manifest.step, hash = %digest.hash))]
     pub async fn put(
         &self,
@@ -228,7 +228,6 @@ impl CheckpointStore {
             .await
             .map_err(Self::object("write", &descriptor))?;
         tracing::info!(bytes = stored.total_bytes(), "checkpoint stored");
-        self.prune(job_id).await?;
         Ok(stored)
     }
 
@@ -261,12 +260,26 @@ impl CheckpointStore {
         Ok(found)
     }
 
-    /// Deletes all but the newest K checkpoints of the job; returns the deleted.
-    pub async fn prune(&self, job_id: &str) -> Result<Vec<StoredCheckpoint>, StoreError> {
-        let all = self.list(job_id).await?;
-        let excess = all.len().saturating_sub(self.keep);
+    /// Deletes the job's checkpoints that a newer attested one has made
+    /// useless: of those at or before `attested_step` (the last step the
+    /// chain has attested) it keeps the newest K; everything after it stays,
+    /// since it may yet be attested. A node cut off from the chain therefore
+    /// never deletes the checkpoint another node must resume from. Returns
+    /// the deleted checkpoints.
+    pub async fn prune(
+        &self,
+        job_id: &str,
+        attested_step: u64,
+    ) -> Result<Vec<StoredCheckpoint>, StoreError> {
+        let settled: Vec<StoredCheckpoint> = self
+            .list(job_id)
+            .await?
+            .into_iter()
+            .filter(|c| c.step <= attested_step)
+            .collect();
+        let excess = settled.len().saturating_sub(self.keep);
         let mut removed = Vec::new();
-        for old in all.into_iter().take(excess) {
+        for old in settled.into_iter().take(excess) {
             self.delete(&old).await?;
             removed.push(old);
         }

@@ -69,13 +69,35 @@ async fn complete_checkpoints_are_stored_and_removed_locally_half_written_ones_a
 }
 
 #[tokio::test]
-async fn only_the_last_k_checkpoints_are_kept() {
+async fn only_the_last_k_attested_checkpoints_are_kept() {
     let f = fixture(2);
-    for step in [10, 20, 30, 40] {
+    for step in [10, 20, 30, 40, 50] {
         write_checkpoint(&f.local, step, format!("payload {step}").as_bytes());
         f.pipeline.collect().await.unwrap();
     }
-    let steps: Vec<u64> = f
+    let steps = |f: &Fixture| {
+        let store = f.pipeline.store.clone();
+        async move {
+            store
+                .list("job-7")
+                .await
+                .unwrap()
+                .iter()
+                .map(|c| c.step)
+                .collect::<Vec<u64>>()
+        }
+    };
+    // Storing deletes nothing: the chain has not attested any of them yet.
+    assert_eq!(steps(&f).await, [10, 20, 30, 40, 50]);
+    // Step 40 attested: of 10..=40 the newest two stay, and 50, not yet
+    // attested, stays too.
+    let removed = f.pipeline.store.prune("job-7", 40).await.unwrap();
+    assert_eq!(removed.iter().map(|c| c.step).collect::<Vec<_>>(), [10, 20]);
+    assert_eq!(steps(&f).await, [30, 40, 50]);
+    // A node that cannot attest (partitioned) never loses the attested one.
+    let removed = f.pipeline.store.prune("job-7", 30).await.unwrap();
+    assert!(removed.is_empty());
+    let remaining: Vec<u64> = f
         .pipeline
         .store
         .list("job-7")
@@ -84,7 +106,7 @@ async fn only_the_last_k_checkpoints_are_kept() {
         .iter()
         .map(|c| c.step)
         .collect();
-    assert_eq!(steps, [30, 40]);
+    assert_eq!(remaining, [30, 40, 50]);
     // Deleted ones leave no files behind.
     let files = walk(&f.store_root);
     assert!(

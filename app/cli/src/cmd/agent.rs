@@ -66,6 +66,7 @@ pub fn run(cmd: AgentCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
 }
 
 fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
+    crate::logging::init();
     let ctx = Ctx::resolve(global)?;
     let wallet = ctx.wallet()?;
     let profile = match &args.profile {

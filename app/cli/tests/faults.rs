@@ -1,0 +1,375 @@
+//! Fault injection across real processes: the local chain, the scheduler
+//! daemon and three agents, the reference trainer in Docker. Each test ends
+//! with the job completed (or, for the restart budget, failed), the final
+//! model byte-identical to an uninterrupted run, the on-chain history
+//! verifying, and every token accounted for.
+//!
+//! The tests share one machine's cores, so they run one at a time.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use mcjs::state::{Job, JobState};
+use mcjs_client::history::McjsEvent;
+use mcjs_client::{Pubkey, Signer, ix, pda};
+use mcjs_cluster::{Cluster, ClusterConfig, is_running, kill_containers, workload};
+use sha2::{Digest, Sha256};
+
+const USDC: u64 = 1_000_000;
+/// What the local chain mints: 10,000 to the user, 1,000 to each provider.
+const MINTED: u64 = 13_000 * USDC;
+const BOND: u64 = 20 * USDC;
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn image() -> &'static str {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    IMAGE.get_or_init(|| workload::build_trainer_image().expect("the trainer image builds"))
+}
+
+struct Scenario {
+    cluster: Cluster,
+    dir: tempfile::TempDir,
+    job: Pubkey,
+    reference: PathBuf,
+}
+
+/// A cluster of three agents and one submitted training job.
+async fn scenario(epochs: u32, restart_budget: u8) -> Scenario {
+    // MCJS_KEEP_TEST_DIRS=1 keeps every cluster's directory (logs, store) for a post-mortem.
+    let mut dir = tempfile::Builder::new()
+        .prefix("mcjs-faults-")
+        .tempdir()
+        .unwrap();
+    if std::env::var_os("MCJS_KEEP_TEST_DIRS").is_some() {
+        dir.disable_cleanup(true);
+    }
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let csv = workload::dataset(512);
+    std::fs::write(data.join("train.csv"), &csv).unwrap();
+    let sha = hex::encode(Sha256::digest(csv.as_bytes()));
+    let nodes = root().join("examples/nodes");
+    let cluster = Cluster::start(ClusterConfig {
+        dir: dir.path().join("cluster"),
+        mcjs_bin: PathBuf::from(env!("CARGO_BIN_EXE_mcjs")),
+        agents: 3,
+        slot_time_ms: 50,
+        heartbeat_timeout_ms: 3_000,
+        profiles: vec![
+            nodes.join("geforce-rtx-4090.json"),
+            nodes.join("v100-sxm2-32gb-x2.json"),
+            nodes.join("a100-sxm4-80gb-x4.json"),
+        ],
+        prices: vec!["1.00".into(), "1.20".into(), "1.50".into()],
+        provider_stake_usdc: 200,
+    })
+    .await
+    .expect("the cluster starts");
+    let args = workload::trainer_args(epochs);
+    let reference =
+        workload::uninterrupted_run(image(), &data, &dir.path().join("reference"), &args)
+            .expect("the uninterrupted run");
+    let spec = dir.path().join("job.json");
+    std::fs::write(
+        &spec,
+        workload::spec_json(
+            image(),
+            &data.join("train.csv"),
+            &sha,
+            &args,
+            restart_budget,
+        ),
+    )
+    .unwrap();
+    let user = cluster.info.wallets.user.clone();
+    cluster
+        .run_mcjs(
+            &user,
+            &[
+                "job",
+                "submit",
+                spec.to_str().unwrap(),
+                "--bond",
+                "20",
+                "--job-id",
+                "1",
+                "--store",
+                cluster.store.to_str().unwrap(),
+            ],
+        )
+        .expect("submit");
+    let job = pda::job(&cluster.user_wallet().unwrap().pubkey(), 1);
+    Scenario {
+        cluster,
+        dir,
+        job,
+        reference,
+    }
+}
+
+impl Scenario {
+    async fn wait(&self, what: &str, secs: u64, done: impl FnMut(&Job) -> bool) -> Job {
+        self.cluster
+            .wait_for_job(&self.job, Duration::from_secs(secs), done)
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "waiting for {what}: {e:#}; logs in {}",
+                    self.dir.path().display()
+                )
+            })
+    }
+
+    async fn running_with_checkpoints(&self, n: u32) -> Job {
+        self.wait("the job to run", 60, is_running).await;
+        self.wait("checkpoints", 90, |j| {
+            is_running(j) && j.checkpoint_count >= n
+        })
+        .await
+    }
+
+    async fn recovered_after(&self, failed: &Job) -> Job {
+        self.wait("the job to run again", 60, |j| {
+            is_running(j) && j.generation > failed.generation + 1
+        })
+        .await
+    }
+
+    async fn completed(&self) -> Job {
+        let job = self
+            .wait("the job to finish", 180, |j| j.state.is_terminal())
+            .await;
+        assert!(
+            matches!(job.state, JobState::Completed { .. }),
+            "the job ended {}; logs in {}",
+            job.state.name(),
+            self.dir.path().display()
+        );
+        job
+    }
+
+    /// The final model is byte-identical to the uninterrupted run's.
+    fn assert_model_identical(&self) {
+        let out = self
+            .cluster
+            .store
+            .join("jobs")
+            .join(self.job.to_string())
+            .join("output");
+        let model =
+            workload::find_file(&out, "model.bin").expect("the stored output has the model");
+        assert_eq!(
+            std::fs::read(model).unwrap(),
+            std::fs::read(&self.reference).unwrap(),
+            "the recovered run's model differs from the uninterrupted run's"
+        );
+    }
+
+    /// `mcjs audit job` verifies the history against the on-chain commitment.
+    fn assert_audit_verifies(&self) {
+        let out = self
+            .cluster
+            .run_mcjs(
+                &self.cluster.info.wallets.user,
+                &["audit", "job", &self.job.to_string()],
+            )
+            .expect("the audit verifies");
+        assert!(out.contains("VERIFIED"), "{out}");
+    }
+
+    /// Every token minted is in one of the accounts of this world, and the
+    /// job's vault is empty once it ended.
+    async fn assert_tokens_conserved(&self) {
+        let client = self.cluster.client();
+        let d = client.deployment().await.unwrap();
+        let mut accounts = vec![d.treasury, pda::vault(&self.job)];
+        let wallets = &self.cluster.info.wallets;
+        for w in [&wallets.user, &wallets.admin, &wallets.scheduler]
+            .into_iter()
+            .chain(wallets.providers.iter())
+        {
+            let key = mcjs_localnet::read_keypair(w).unwrap().pubkey();
+            accounts.push(ix::usdc_account(&key, &d.usdc_mint));
+            accounts.push(pda::vault(&pda::provider(&key)));
+        }
+        accounts.sort();
+        accounts.dedup();
+        let mut total = 0;
+        for a in &accounts {
+            total += client.token_balance(a).await.unwrap_or(0);
+        }
+        assert_eq!(total, MINTED, "tokens were created or lost");
+        assert_eq!(
+            client
+                .token_balance(&pda::vault(&self.job))
+                .await
+                .unwrap_or(0),
+            0
+        );
+    }
+
+    async fn events(&self) -> Vec<McjsEvent> {
+        self.cluster
+            .client()
+            .job_history(&self.job)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.event)
+            .collect()
+    }
+
+    async fn assert_completed_and_verified(&self) -> Job {
+        let done = self.completed().await;
+        self.assert_model_identical();
+        self.assert_audit_verifies();
+        self.assert_tokens_conserved().await;
+        done
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_container_killed_mid_epoch() {
+    let _one = serial();
+    let s = scenario(10, 3).await;
+    let before = s.running_with_checkpoints(2).await;
+    kill_containers(&format!("mcjs.job={}", s.job));
+    let after = s.recovered_after(&before).await;
+    assert!(after.restarts_used >= 1);
+    s.assert_completed_and_verified().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_killed_with_its_container() {
+    let _one = serial();
+    let mut s = scenario(10, 3).await;
+    let before = s.running_with_checkpoints(2).await;
+    let victim = s.cluster.agent_of_node(&before.node.unwrap()).unwrap();
+    s.cluster.kill_agent(victim);
+    let after = s.recovered_after(&before).await;
+    assert_ne!(after.node, before.node, "the job resumes on another node");
+    let done = s.assert_completed_and_verified().await;
+    assert!(done.restarts_used >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_agent_is_fenced_and_stops_its_container_when_healed() {
+    let _one = serial();
+    let s = scenario(12, 3).await;
+    let before = s.running_with_checkpoints(2).await;
+    let old_node = before.node.unwrap();
+    let victim = s.cluster.agent_of_node(&old_node).unwrap();
+    s.cluster.partition_agent(victim);
+    let after = s.recovered_after(&before).await;
+    assert_ne!(after.node, Some(old_node));
+    s.cluster.heal_agent(victim);
+    // Healed, the old agent sees its generation superseded and stops its container.
+    let mut stopped = false;
+    for _ in 0..100 {
+        let out = std::process::Command::new("docker")
+            .args([
+                "ps",
+                "-q",
+                "--filter",
+                &format!("label=mcjs.node={old_node}"),
+            ])
+            .output()
+            .unwrap();
+        if out.stdout.iter().all(|b| b.is_ascii_whitespace()) {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(stopped, "the fenced node still runs a container");
+    s.assert_completed_and_verified().await;
+    // No attestation from the fenced generation after it was fenced.
+    let events = s.events().await;
+    let fenced_at = events
+        .iter()
+        .position(|e| matches!(e, McjsEvent::FailureReported(f) if f.failed_generation == before.generation))
+        .expect("the failure was reported");
+    assert!(events[fenced_at..].iter().all(
+        |e| !matches!(e, McjsEvent::CheckpointAttested(a) if a.generation == before.generation)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scheduler_killed_and_restarted_mid_job() {
+    let _one = serial();
+    let mut s = scenario(10, 3).await;
+    s.running_with_checkpoints(1).await;
+    s.cluster.kill_scheduler();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    s.cluster.start_scheduler().unwrap();
+    s.assert_completed_and_verified().await;
+    let assignments = s
+        .events()
+        .await
+        .iter()
+        .filter(|e| matches!(e, McjsEvent::JobAssigned(_)))
+        .count();
+    assert_eq!(assignments, 1, "nothing is placed twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_latest_checkpoint_corrupted_before_a_restore() {
+    let _one = serial();
+    let mut s = scenario(10, 3).await;
+    let before = s.running_with_checkpoints(3).await;
+    let victim = s.cluster.agent_of_node(&before.node.unwrap()).unwrap();
+    s.cluster.kill_agent(victim);
+    let killed = s.cluster.client().job(&s.job).await.unwrap().unwrap();
+    s.cluster
+        .corrupt_latest_checkpoint(&s.job)
+        .expect("a stored checkpoint to corrupt");
+    s.recovered_after(&killed).await;
+    s.assert_completed_and_verified().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_failures_in_a_row_exhaust_a_restart_budget_of_one() {
+    let _one = serial();
+    let mut s = scenario(40, 1).await;
+    let first = s.running_with_checkpoints(2).await;
+    s.cluster
+        .kill_agent(s.cluster.agent_of_node(&first.node.unwrap()).unwrap());
+    let second = s.recovered_after(&first).await;
+    s.wait("a checkpoint on the second node", 60, |j| {
+        j.checkpoint_count > second.checkpoint_count
+    })
+    .await;
+    s.cluster
+        .kill_agent(s.cluster.agent_of_node(&second.node.unwrap()).unwrap());
+    let failed = s
+        .wait("the job to fail", 60, |j| j.state.is_terminal())
+        .await;
+    assert!(
+        matches!(failed.state, JobState::Failed { .. }),
+        "{:?}",
+        failed.state
+    );
+    assert_eq!(failed.bond, 0);
+    s.assert_audit_verifies();
+    s.assert_tokens_conserved().await;
+    // The owner paid only for attested progress and got the rest back, plus
+    // two slashes.
+    let client = s.cluster.client();
+    let d = client.deployment().await.unwrap();
+    let user = s.cluster.user_wallet().unwrap().pubkey();
+    let balance = client
+        .token_balance(&ix::usdc_account(&user, &d.usdc_mint))
+        .await
+        .unwrap();
+    assert_eq!(balance, 10_000 * USDC - failed.paid + 2 * 5 * USDC);
+    assert!(failed.paid < BOND);
+}
