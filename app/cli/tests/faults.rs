@@ -373,3 +373,80 @@ async fn two_failures_in_a_row_exhaust_a_restart_budget_of_one() {
     assert_eq!(balance, 10_000 * USDC - failed.paid + 2 * 5 * USDC);
     assert!(failed.paid < BOND);
 }
+
+/// A randomized soak: `MCJS_SOAK_RUNS` runs (default 1) with one fault each,
+/// of a random kind at a random point (`MCJS_SOAK_SEED` to replay). Reports
+/// completed jobs, byte-identical models and the compute lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn randomized_soak() {
+    let _one = serial();
+    let runs: u64 = std::env::var("MCJS_SOAK_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let seed: u64 = std::env::var("MCJS_SOAK_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    eprintln!("soak: {runs} runs, MCJS_SOAK_SEED={seed}");
+    let mut rng = seed;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let (mut completed, mut identical, mut lost_secs) = (0, 0, 0i64);
+    for run in 0..runs {
+        let kind = next(4);
+        let after = 1 + next(4) as u32;
+        let mut s = scenario(8, 3).await;
+        let before = s.running_with_checkpoints(after).await;
+        let victim = s.cluster.agent_of_node(&before.node.unwrap()).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        lost_secs += (now - before.last_checkpoint.unwrap().time).max(0);
+        let name = match kind {
+            0 => {
+                kill_containers(&format!("mcjs.job={}", s.job));
+                "container killed"
+            }
+            1 => {
+                s.cluster.kill_agent(victim);
+                "agent killed"
+            }
+            2 => {
+                s.cluster.partition_agent(victim);
+                "agent partitioned"
+            }
+            _ => {
+                s.cluster.kill_scheduler();
+                s.cluster.start_scheduler().unwrap();
+                "scheduler restarted"
+            }
+        };
+        eprintln!("soak run {run}: {name} after {after} checkpoints");
+        if kind == 2 {
+            s.recovered_after(&before).await;
+            s.cluster.heal_agent(victim);
+        }
+        let done = s.completed().await;
+        completed += 1;
+        s.assert_audit_verifies();
+        s.assert_tokens_conserved().await;
+        s.assert_model_identical();
+        identical += 1;
+        assert!(done.output_hash.is_some());
+    }
+    eprintln!(
+        "soak: {completed}/{runs} completed, {identical} byte-identical models, {lost_secs} s of compute lost in all"
+    );
+}

@@ -3,7 +3,7 @@
 
 use crate::chain::{AgentChain, ChainFailure};
 use mcjs_client::program::instructions::{RegisterNodeArgs, UpdateNodeArgs};
-use mcjs_client::program::state::HardwareProfile;
+use mcjs_client::program::state::{HardwareProfile, NodeStatus};
 use mcjs_client::{Pubkey, ix, pda};
 use mcjs_hal::NodeProfile;
 use serde::Serialize;
@@ -119,6 +119,20 @@ pub async fn register_node<C: AgentChain>(
         )
     };
     chain.send(instruction).await?;
+    // A node taken offline by a reported failure comes back when its agent
+    // starts again; a busy node keeps its job.
+    if let Some(existing) = chain.node(node).await?
+        && existing.status == NodeStatus::Offline
+        && existing.current_job.is_none()
+    {
+        chain
+            .send(ix::set_node_status(
+                &authority,
+                index,
+                NodeStatus::Available,
+            ))
+            .await?;
+    }
     Ok(Registered {
         node: node.to_string(),
         index,

@@ -1,0 +1,140 @@
+//! Provisioning and recovery times on the local chain with the reference
+//! trainer, over repeated runs in one cluster:
+//!
+//! * provisioning: from `job submit` confirmed to the container running
+//!   (the job Running on chain);
+//! * recovery: from the node's death (agent and container SIGKILLed) to the
+//!   job Running again on another node;
+//! * compute lost per failure: from the last attested checkpoint to the kill,
+//!   against the checkpoint interval.
+//!
+//! cargo build -p mcjs-cli && cargo run -p mcjs-cluster --example recovery_bench -- \
+//!     [--runs 5] [--slot-time-ms 400] [--mcjs $CARGO_TARGET_DIR/debug/mcjs]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mcjs_client::{Signer, pda};
+use mcjs_cluster::{Cluster, ClusterConfig, is_running, workload};
+use sha2::{Digest, Sha256};
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn summary(name: &str, mut xs: Vec<f64>) {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "| {name} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
+        xs.len(),
+        percentile(&xs, 50.0),
+        percentile(&xs, 99.0),
+        xs[0],
+        xs[xs.len() - 1]
+    );
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let runs: u64 = arg("--runs").map_or(5, |v| v.parse().unwrap());
+    let slot: u64 = arg("--slot-time-ms").map_or(400, |v| v.parse().unwrap());
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    let mcjs =
+        arg("--mcjs").map_or_else(|| PathBuf::from(&target).join("debug/mcjs"), PathBuf::from);
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::Builder::new().prefix("mcjs-bench-").tempdir()?;
+    let nodes = root.join("examples/nodes");
+    let image = workload::build_trainer_image()?;
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data)?;
+    let csv = workload::dataset(512);
+    std::fs::write(data.join("train.csv"), &csv)?;
+    let sha = hex::encode(Sha256::digest(csv.as_bytes()));
+    let mut cluster = Cluster::start(ClusterConfig {
+        dir: dir.path().join("cluster"),
+        mcjs_bin: mcjs,
+        agents: 3,
+        slot_time_ms: slot,
+        heartbeat_timeout_ms: 3_000,
+        profiles: vec![nodes.join("geforce-rtx-4090.json")],
+        prices: vec!["1.00".into()],
+        provider_stake_usdc: 300,
+    })
+    .await?;
+    let user = cluster.info.wallets.user.clone();
+    let owner = cluster.user_wallet()?.pubkey();
+    let spec = dir.path().join("job.json");
+    let args = workload::trainer_args(8);
+    std::fs::write(
+        &spec,
+        workload::spec_json(&image, &data.join("train.csv"), &sha, &args, 3),
+    )?;
+
+    let (mut provisioning, mut recovery, mut lost) = (Vec::new(), Vec::new(), Vec::new());
+    for run in 1..=runs {
+        let store = cluster.store.to_str().unwrap().to_string();
+        cluster.run_mcjs(
+            &user,
+            &[
+                "job",
+                "submit",
+                spec.to_str().unwrap(),
+                "--bond",
+                "5",
+                "--job-id",
+                &run.to_string(),
+                "--store",
+                &store,
+            ],
+        )?;
+        let submitted = Instant::now();
+        let job = pda::job(&owner, run);
+        let running = cluster
+            .wait_for_job(&job, Duration::from_secs(60), is_running)
+            .await?;
+        provisioning.push(submitted.elapsed().as_secs_f64());
+        let before = cluster
+            .wait_for_job(&job, Duration::from_secs(60), |j| {
+                is_running(j) && j.checkpoint_count >= 2
+            })
+            .await?;
+        let victim = cluster.agent_of_node(&before.node.unwrap()).unwrap();
+        let last = before.last_checkpoint.unwrap();
+        let now_unix = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs() as i64;
+        cluster.kill_agent(victim);
+        let killed = Instant::now();
+        lost.push((now_unix - last.time).max(0) as f64);
+        cluster
+            .wait_for_job(&job, Duration::from_secs(60), |j| {
+                is_running(j) && j.generation > running.generation + 1
+            })
+            .await?;
+        recovery.push(killed.elapsed().as_secs_f64());
+        cluster.restart_agent(victim)?;
+        cluster
+            .wait_for_job(&job, Duration::from_secs(120), |j| j.state.is_terminal())
+            .await?;
+        eprintln!(
+            "run {run}: provisioning {:.2} s, recovery {:.2} s",
+            provisioning.last().unwrap(),
+            recovery.last().unwrap()
+        );
+    }
+    println!(
+        "slot time {slot} ms, heartbeat timeout 3 s, checkpoint interval 60 s (the trainer also checkpoints every 16 steps)"
+    );
+    println!("| measure (s) | runs | median | p99 | min | max |");
+    println!("|---|---|---|---|---|---|");
+    summary("provisioning: submit confirmed → running", provisioning);
+    summary("recovery: node killed → running elsewhere", recovery);
+    summary("compute lost per failure (interval 60 s)", lost);
+    Ok(())
+}
