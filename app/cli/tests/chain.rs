@@ -225,15 +225,19 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    let (line_tx, line_rx) = std::sync::mpsc::channel::<String>();
     let watched = std::thread::spawn({
         let stdout = watcher.stdout.take().unwrap();
         move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<String>>()
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = line_tx.send(line);
+            }
         }
     });
+    // The watcher has seen the job pending before anything happens to it.
+    let first_line = line_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("job watch printed the job's first state");
 
     // The scheduler assigns it; the provider's agent starts it, attests three
     // checkpoints and completes it.
@@ -318,7 +322,10 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    let lines = watched.join().unwrap();
+    watched.join().unwrap();
+    let lines: Vec<String> = std::iter::once(first_line)
+        .chain(line_rx.try_iter())
+        .collect();
     assert_eq!(status.code(), Some(0), "{lines:#?}");
     let states: Vec<String> = lines
         .iter()
