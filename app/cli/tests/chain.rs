@@ -4,6 +4,9 @@
 //! (assign, start, attest, complete) is done here with the chain client,
 //! signed with their wallets.
 
+mod common;
+use common::fake_k80_nvml;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -955,33 +958,6 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
     ));
     assert_eq!(withdrawn["stake"], "105.00", "150 + 10 - 5 slashed - 50");
     assert!(withdrawn["pending_withdrawal"].is_null());
-}
-
-/// The fake NVML of the HAL's tests, reporting one K80 board (two GPUs).
-fn fake_k80_nvml(dir: &Path) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../orchestrator/hal/tests/fake_nvml/fake_nvml.c");
-    let lib = dir.join("libnvidia-ml.so.1");
-    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-shared", "-fPIC", "-O1", "-DFAKE_NVML_R470", "-o"])
-        .arg(&lib)
-        .arg(&source)
-        .arg("-ldl")
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let gpu = |pci: &str| {
-        format!(
-            "gpu\nname Tesla K80\nmemory_mib 12288\ncc 3 7\npci {pci}\ntemperature 45\necc 1\necc_uncorrected_volatile 0\n"
-        )
-    };
-    let config = format!(
-        "driver 470.256.02\ncuda 11040\n{}{}",
-        gpu("00000000:04:00.0"),
-        gpu("00000000:05:00.0")
-    );
-    std::fs::write(dir.join("libnvidia-ml.so.1.conf"), config).unwrap();
-    lib
 }
 
 #[test]

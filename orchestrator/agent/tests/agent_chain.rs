@@ -52,25 +52,6 @@ fn free_port_pair() -> u16 {
     }
 }
 
-fn csv(rows: usize) -> String {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut out = String::new();
-    for _ in 0..rows {
-        let mut x = Vec::new();
-        for _ in 0..6 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            x.push(((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0);
-        }
-        for v in &x {
-            out.push_str(&format!("{v},"));
-        }
-        out.push_str(&format!("{}\n", u8::from(x[0] * x[1] + 0.3 * x[2] > 0.0)));
-    }
-    out
-}
-
 struct World {
     _localnet: Localnet,
     dir: tempfile::TempDir,
@@ -134,7 +115,7 @@ impl World {
     }
 
     fn spec(&self, args: &[&str], data_sha256: Option<&str>) -> JobSpec {
-        let data = csv(256);
+        let data = mcjs_cluster::workload::dataset(256);
         let src = self.dir.path().join("train.csv");
         std::fs::write(&src, &data).unwrap();
         let sha = data_sha256

@@ -8,16 +8,9 @@ use mcjs::state::{FailureCause, NodeStatus, PauseReason};
 
 use crate::events::data_lines;
 
-/// "12.50", "0.000001": cents always, further decimals only when present.
+/// USDC base units as the CLI shows them ("12.50", "0.000001").
 pub fn usdc(base_units: u64) -> String {
-    let frac = format!("{:06}", base_units % 1_000_000);
-    let trimmed = frac.trim_end_matches('0');
-    let shown = if trimmed.len() < 2 {
-        &frac[..2]
-    } else {
-        trimmed
-    };
-    format!("{}.{shown}", base_units / 1_000_000)
+    mcjs_spec::units::Usdc(base_units).to_string()
 }
 
 fn short(hash: &[u8; 32]) -> String {

@@ -68,7 +68,7 @@ pub enum Action {
         #[serde(with = "b58")]
         provider: Pubkey,
         generation: u32,
-        #[serde(with = "cause_name")]
+        #[serde(with = "cause_serde")]
         cause: FailureCause,
         detail: String,
     },
@@ -88,7 +88,7 @@ impl fmt::Display for Action {
             } => write!(
                 f,
                 "report job {job} failed on node {node} (generation {generation}, {}): {detail}",
-                cause_name::name(cause)
+                cause_name(cause)
             ),
         }
     }
@@ -348,20 +348,21 @@ mod b58 {
     }
 }
 
-mod cause_name {
+/// The cause's name in logs, JSON and metric labels.
+pub fn cause_name(cause: &FailureCause) -> &'static str {
+    match cause {
+        FailureCause::NodeLost => "node_lost",
+        FailureCause::ContainerDied => "container_died",
+        FailureCause::CheckpointOverdue => "checkpoint_overdue",
+        FailureCause::JobError => "job_error",
+    }
+}
+
+mod cause_serde {
     use mcjs::state::FailureCause;
     use serde::Serializer;
 
-    pub fn name(cause: &FailureCause) -> &'static str {
-        match cause {
-            FailureCause::NodeLost => "node_lost",
-            FailureCause::ContainerDied => "container_died",
-            FailureCause::CheckpointOverdue => "checkpoint_overdue",
-            FailureCause::JobError => "job_error",
-        }
-    }
-
     pub fn serialize<S: Serializer>(cause: &FailureCause, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(name(cause))
+        s.serialize_str(super::cause_name(cause))
     }
 }

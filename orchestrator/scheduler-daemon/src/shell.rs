@@ -10,13 +10,13 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcjs::state::{FailureCause, Job, JobState};
+use mcjs::state::{Job, JobState};
 use mcjs_client::rpc::JobFilter;
 use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer, ix};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
-use crate::core::{Action, DetectorConfig, Observation, reconcile};
+use crate::core::{Action, DetectorConfig, Observation, cause_name, reconcile};
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::server::{Clock, ServerState, router};
@@ -178,7 +178,7 @@ impl Daemon {
                         } => {
                             self.metrics
                                 .failures
-                                .with_label_values(&[cause_label(cause)])
+                                .with_label_values(&[cause_name(cause)])
                                 .inc();
                             memory.recovering_since.insert(*job, (now, generation + 1));
                         }
@@ -273,14 +273,5 @@ impl Daemon {
                 }
             }
         }
-    }
-}
-
-fn cause_label(cause: &FailureCause) -> &'static str {
-    match cause {
-        FailureCause::NodeLost => "node_lost",
-        FailureCause::ContainerDied => "container_died",
-        FailureCause::CheckpointOverdue => "checkpoint_overdue",
-        FailureCause::JobError => "job_error",
     }
 }
