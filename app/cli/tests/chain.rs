@@ -14,8 +14,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use mcjs::instructions::{AttestCheckpointArgs, CompleteJobArgs};
-use mcjs_client::{ChainClient, JobFilter, Pubkey, Signer, ix, pda};
-use mcjs_localnet::{Localnet, LocalnetConfig, LocalnetInfo, read_keypair};
+use mcjs_client::{ChainClient, JobFilter, Keypair, Pubkey, Signer, ix, pda};
+use mcjs_localnet::{Localnet, LocalnetConfig, LocalnetInfo, read_keypair, write_keypair};
 use serde_json::Value;
 
 struct Chain {
@@ -169,6 +169,10 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         &["--output", "json", "provider", "register", "--stake", "200"],
     ));
     assert_eq!(registered["stake"], "200.00");
+    let keys = tempfile::tempdir().unwrap();
+    let operator_path = keys.path().join("node-operator.json");
+    let operator = Keypair::new();
+    write_keypair(&operator_path, &operator).unwrap();
     let node = ok_json(chain.mcjs(
         &provider_path,
         &[
@@ -178,6 +182,8 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
             "register",
             "--profile",
             fixture("node-a100x4.json").to_str().unwrap(),
+            "--operator",
+            operator_path.to_str().unwrap(),
             "--price",
             "1.5",
         ],
@@ -264,12 +270,13 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         client
             .send(
                 &[ix::start_job(
-                    &provider.pubkey(),
+                    &operator.pubkey(),
                     &job_key,
                     &node_key,
+                    &provider_account,
                     generation,
                 )],
-                &[&provider],
+                &[&operator],
             )
             .await
             .expect("start");
@@ -277,9 +284,10 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
             client
                 .send(
                     &[ix::attest_checkpoint(
-                        &provider.pubkey(),
+                        &operator.pubkey(),
                         &job_key,
                         &node_key,
+                        &provider_account,
                         &payout,
                         &deployment,
                         AttestCheckpointArgs {
@@ -289,7 +297,7 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
                             checkpoint_hash: [step as u8; 32],
                         },
                     )],
-                    &[&provider],
+                    &[&operator],
                 )
                 .await
                 .expect("attest");
@@ -297,9 +305,10 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         client
             .send(
                 &[ix::complete_job(
-                    &provider.pubkey(),
+                    &operator.pubkey(),
                     &job_key,
                     &node_key,
+                    &provider_account,
                     &payout,
                     &user_token,
                     &deployment,
@@ -308,7 +317,7 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
                         output_hash: [0xab; 32],
                     },
                 )],
-                &[&provider],
+                &[&operator],
             )
             .await
             .expect("complete");
@@ -795,6 +804,10 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
         &provider_path,
         &["--output", "json", "provider", "register", "--stake", "150"],
     ));
+    let keys = tempfile::tempdir().unwrap();
+    let operator_path = keys.path().join("node-operator.json");
+    let operator = Keypair::new();
+    write_keypair(&operator_path, &operator).unwrap();
     let node = ok_json(chain.mcjs(
         &provider_path,
         &[
@@ -804,6 +817,8 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
             "register",
             "--profile",
             fixture("node-a100x4.json").to_str().unwrap(),
+            "--operator",
+            operator_path.to_str().unwrap(),
             "--price",
             "1.5",
         ],
@@ -843,12 +858,13 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
             client
                 .send(
                     &[ix::start_job(
-                        &provider.pubkey(),
+                        &operator.pubkey(),
                         &job_key,
                         &node_key,
+                        &provider_account,
                         generation,
                     )],
-                    &[&provider],
+                    &[&operator],
                 )
                 .await
                 .expect("start");
@@ -971,6 +987,7 @@ fn a_provider_registers_a_node_from_a_live_probe_and_updates_its_price() {
     ));
     let checkpoints = dir.path().join("checkpoints");
     std::fs::create_dir(&checkpoints).unwrap();
+    let operator = Keypair::new().pubkey().to_string();
     let probe = |extra: &[&str]| {
         let mut args = vec![
             "--output",
@@ -982,6 +999,8 @@ fn a_provider_registers_a_node_from_a_live_probe_and_updates_its_price() {
             checkpoints.to_str().unwrap(),
             "--sample-size",
             "8MiB",
+            "--operator",
+            &operator,
             "--price",
             "0.4",
         ];

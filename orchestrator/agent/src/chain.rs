@@ -23,7 +23,7 @@ pub struct ChainFailure {
 }
 
 pub trait AgentChain: Send + Sync + 'static {
-    /// The wallet that signs for the provider.
+    /// The key the agent signs with: its node's operator key.
     fn authority(&self) -> Pubkey;
 
     /// Jobs whose `node` is `node` (assigned or running).

@@ -1,8 +1,9 @@
-//! Putting the node on chain: `register_node` the first time, `update_node`
-//! after (a fresh probe, a new price).
+//! The agent's identity on chain: it runs with its node's operator key (a
+//! key that can run jobs but never move the provider's money), refuses any
+//! other key, and keeps the node's measured profile current.
 
 use crate::chain::{AgentChain, ChainFailure};
-use mcjs_client::program::instructions::{RegisterNodeArgs, UpdateNodeArgs};
+use mcjs_client::program::instructions::UpdateNodeArgs;
 use mcjs_client::program::state::{HardwareProfile, NodeStatus};
 use mcjs_client::{Pubkey, ix, pda};
 use mcjs_hal::NodeProfile;
@@ -12,15 +13,25 @@ use std::fmt;
 #[derive(Debug, thiserror::Error)]
 pub enum RegisterError {
     #[error(
-        "provider account {provider} of wallet {authority} does not exist: register the provider first (`mcjs provider register --stake <USDC>` signed by this wallet), then start the agent"
+        "node {node} is not registered: the provider registers it with its wallet (`mcjs node register --operator {operator}`), then the agent runs with that operator key"
     )]
-    NoProvider { provider: Pubkey, authority: Pubkey },
+    NoNode { node: Pubkey, operator: Pubkey },
     #[error(
-        "the node profile has no GPU to register (the HAL found none); run the agent on a GPU host or give --profile a profile with GPUs"
+        "this key ({key}) is not the operator key of node {node} (that is {operator}): run the agent with the node's operator key (`--node-key`), or rotate it with `mcjs node update --operator {key}` from the provider's wallet"
+    )]
+    NotOperator {
+        node: Pubkey,
+        key: Pubkey,
+        operator: Pubkey,
+    },
+    #[error(
+        "this key ({key}) owns provider account {provider} and can withdraw its stake: keep it off the node; make an operator key with `mcjs node keygen`, set it with `mcjs node update --operator`, and run the agent with `--node-key`"
+    )]
+    WalletKey { key: Pubkey, provider: Pubkey },
+    #[error(
+        "the node profile has no GPU to report (the HAL found none); run the agent on a GPU host or give --profile a profile with GPUs"
     )]
     NoGpu,
-    #[error("the price per GPU-hour must be above zero")]
-    NoPrice,
     #[error(transparent)]
     Chain(#[from] ChainFailure),
 }
@@ -28,9 +39,9 @@ pub enum RegisterError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Registered {
     pub node: String,
+    pub provider: String,
+    pub operator: String,
     pub index: u32,
-    /// True when this call created the node, false when it updated it.
-    pub created: bool,
     pub gpu_model: String,
     pub gpu_count: u8,
     pub readiness: u8,
@@ -41,14 +52,11 @@ impl fmt::Display for Registered {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "node {} (index {}) {}: {}x {} readiness {} at {} base units per GPU-hour",
+            "node {} (index {} of provider {}) run by operator key {}: {}x {} readiness {} at {} base units per GPU-hour",
             self.node,
             self.index,
-            if self.created {
-                "registered"
-            } else {
-                "updated"
-            },
+            self.provider,
+            self.operator,
             self.gpu_count,
             self.gpu_model,
             self.readiness,
@@ -72,74 +80,71 @@ pub fn hardware(profile: &NodeProfile) -> HardwareProfile {
     }
 }
 
-/// Registers node `index` of the chain's authority, or updates it if it exists.
-pub async fn register_node<C: AgentChain>(
+/// Checks that the chain's signing key is `node`'s operator key and not a
+/// provider's wallet, then reports the node's fresh profile and readiness
+/// (with the operator key: it may do that, not change the price) and brings
+/// the node back if a failure report had taken it offline.
+pub async fn adopt_node<C: AgentChain>(
     chain: &C,
+    node: Pubkey,
     profile: &NodeProfile,
-    index: u32,
-    price_per_gpu_hour: u64,
 ) -> Result<Registered, RegisterError> {
-    let authority = chain.authority();
-    let provider = pda::provider(&authority);
-    if chain.provider(provider).await?.is_none() {
-        return Err(RegisterError::NoProvider {
-            provider,
-            authority,
+    let key = chain.authority();
+    let wallet_provider = pda::provider(&key);
+    if chain.provider(wallet_provider).await?.is_some() {
+        return Err(RegisterError::WalletKey {
+            key,
+            provider: wallet_provider,
+        });
+    }
+    let existing = chain.node(node).await?.ok_or(RegisterError::NoNode {
+        node,
+        operator: key,
+    })?;
+    if existing.operator != key {
+        return Err(RegisterError::NotOperator {
+            node,
+            key,
+            operator: existing.operator,
         });
     }
     let hw = hardware(profile);
     if hw.gpu_count == 0 || hw.gpu_model.is_empty() {
         return Err(RegisterError::NoGpu);
     }
-    if price_per_gpu_hour == 0 {
-        return Err(RegisterError::NoPrice);
-    }
     let readiness = mcjs_hal::readiness(profile).score;
-    let node = pda::node(&provider, index);
-    let created = chain.node(node).await?.is_none();
-    let instruction = if created {
-        ix::register_node(
-            &authority,
-            RegisterNodeArgs {
-                index,
-                hardware: hw.clone(),
-                readiness,
-                price_per_gpu_hour,
-            },
-        )
-    } else {
-        ix::update_node(
-            &authority,
-            index,
+    chain
+        .send(ix::update_node(
+            &key,
+            &existing.provider,
+            existing.index,
             UpdateNodeArgs {
                 hardware: Some(hw.clone()),
                 readiness: Some(readiness),
-                price_per_gpu_hour: Some(price_per_gpu_hour),
+                ..UpdateNodeArgs::default()
             },
-        )
-    };
-    chain.send(instruction).await?;
+        ))
+        .await?;
     // A node taken offline by a reported failure comes back when its agent
     // starts again; a busy node keeps its job.
-    if let Some(existing) = chain.node(node).await?
-        && existing.status == NodeStatus::Offline
-        && existing.current_job.is_none()
-    {
+    if existing.status == NodeStatus::Offline && existing.current_job.is_none() {
         chain
             .send(ix::set_node_status(
-                &authority,
-                index,
+                &key,
+                &existing.provider,
+                existing.index,
                 NodeStatus::Available,
             ))
             .await?;
     }
     Ok(Registered {
         node: node.to_string(),
-        index,
-        created,
+        provider: existing.provider.to_string(),
+        operator: key.to_string(),
+        index: existing.index,
         gpu_model: hw.gpu_model,
         gpu_count: hw.gpu_count,
         readiness,
-        price_per_gpu_hour,
+        price_per_gpu_hour: existing.price_per_gpu_hour,
     })
 }

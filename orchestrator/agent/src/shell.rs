@@ -13,7 +13,7 @@ use crate::spec_store::get_spec;
 use bollard::query_parameters::ListContainersOptionsBuilder;
 use mcjs_client::ix::{self, Deployment};
 use mcjs_client::program::instructions::{AttestCheckpointArgs, CompleteJobArgs};
-use mcjs_client::{Pubkey, pda};
+use mcjs_client::Pubkey;
 use mcjs_protocol::{HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, Heartbeat, JobReport};
 use mcjs_runtime::docker::{DockerEngine, JOB_LABEL};
 use mcjs_runtime::engine::{
@@ -37,7 +37,8 @@ pub const GENERATION_LABEL: &str = "mcjs.generation";
 
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    pub node_index: u32,
+    /// The Node account this agent runs; the chain's signing key must be its operator key.
+    pub node: Pubkey,
     /// Cache, per-job directories (data, checkpoints, output, restore).
     pub work_dir: PathBuf,
     /// How often the loop reconciles with the chain.
@@ -57,12 +58,16 @@ pub struct AgentConfig {
 pub enum AgentError {
     #[error(transparent)]
     Chain(#[from] ChainFailure),
+    #[error("provider account {provider} of node {node} does not exist")]
+    NoProvider { provider: Pubkey, node: Pubkey },
     #[error(
-        "provider account {provider} of wallet {authority} does not exist: register the provider first (`mcjs provider register --stake <USDC>` with this wallet), then start the agent"
+        "node {node} is not registered: the provider registers it with `mcjs node register --operator <KEY>`"
     )]
-    NoProvider { provider: Pubkey, authority: Pubkey },
-    #[error("node {node} is not registered; start the agent once to register it")]
     NoNode { node: Pubkey },
+    #[error(
+        "this key ({key}) is not the operator key of node {node}: run the agent with the node's operator key"
+    )]
+    NotOperator { node: Pubkey, key: Pubkey },
     #[error(transparent)]
     Engine(#[from] mcjs_runtime::engine::EngineError),
     #[error("cannot list the job containers: {0}")]
@@ -116,26 +121,25 @@ impl<C: AgentChain> Clone for Agent<C> {
 
 impl<C: AgentChain> Agent<C> {
     /// Connects to the engine and reads the provider's payout account. The
-    /// node must be registered ([`crate::register::register_node`]).
+    /// node must be registered with the chain's signing key as its operator
+    /// key ([`crate::register::adopt_node`]).
     pub async fn new(
         chain: C,
         config: AgentConfig,
         store: Arc<dyn ObjectStore>,
         metrics: AgentMetrics,
     ) -> Result<Self, AgentError> {
-        let authority = chain.authority();
-        let provider = pda::provider(&authority);
+        let node = config.node;
+        let node_account = chain.node(node).await?.ok_or(AgentError::NoNode { node })?;
+        let key = chain.authority();
+        if node_account.operator != key {
+            return Err(AgentError::NotOperator { node, key });
+        }
+        let provider = node_account.provider;
         let provider_account = chain
             .provider(provider)
             .await?
-            .ok_or(AgentError::NoProvider {
-                provider,
-                authority,
-            })?;
-        let node = pda::node(&provider, config.node_index);
-        if chain.node(node).await?.is_none() {
-            return Err(AgentError::NoNode { node });
-        }
+            .ok_or(AgentError::NoProvider { provider, node })?;
         let deployment = chain.deployment().await?;
         let engine = DockerEngine::connect().await?;
         let cache = DataCache::new(config.work_dir.join("cache"));
@@ -750,11 +754,12 @@ impl<C: AgentChain> Agent<C> {
         let s = &self.shared;
         let authority = s.chain.authority();
         let ix = match tx {
-            Tx::Start => ix::start_job(&authority, &job, &s.node, generation),
+            Tx::Start => ix::start_job(&authority, &job, &s.node, &s.provider, generation),
             Tx::Attest { epoch, step, hash } => ix::attest_checkpoint(
                 &authority,
                 &job,
                 &s.node,
+                &s.provider,
                 &s.payout,
                 &s.deployment,
                 AttestCheckpointArgs {
@@ -781,6 +786,7 @@ impl<C: AgentChain> Agent<C> {
                     &authority,
                     &job,
                     &s.node,
+                    &s.provider,
                     &s.payout,
                     &owner_token,
                     &s.deployment,

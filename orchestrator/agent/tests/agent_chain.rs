@@ -4,10 +4,10 @@
 
 use mcjs_agent::core::Attested;
 use mcjs_agent::metrics::AgentMetrics;
-use mcjs_agent::register::register_node;
+use mcjs_agent::register::adopt_node;
 use mcjs_agent::rpc::RpcChain;
 use mcjs_agent::{Agent, AgentConfig, put_spec};
-use mcjs_client::program::instructions::{ReportFailureArgs, SubmitJobArgs};
+use mcjs_client::program::instructions::{RegisterNodeArgs, ReportFailureArgs, SubmitJobArgs};
 use mcjs_client::program::state::{FailureCause, Job, JobRequirements, JobState, JobTerms};
 use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, ix, pda};
 use mcjs_localnet::{Localnet, LocalnetConfig, USDC, read_keypair};
@@ -219,13 +219,36 @@ impl World {
             "../../../app/cli/tests/fixtures/node-a100x4.json"
         ))
         .unwrap();
-        let wallet = self.provider.insecure_clone();
-        let chain = RpcChain::new(self.client.clone(), wallet);
-        register_node(&chain, &profile, index, 3 * USDC / 2)
+        // The provider registers the node with its wallet and an operator
+        // key; the agent holds only the operator key.
+        let operator = Keypair::new();
+        let provider_account = pda::provider(&self.provider.pubkey());
+        let node = pda::node(&provider_account, index);
+        self.client
+            .send(
+                &[
+                    ix::register_node(
+                        &self.provider.pubkey(),
+                        RegisterNodeArgs {
+                            index,
+                            operator: operator.pubkey(),
+                            hardware: mcjs_agent::register::hardware(&profile),
+                            readiness: mcjs_hal::readiness(&profile).score,
+                            price_per_gpu_hour: 3 * USDC / 2,
+                        },
+                    ),
+                    ix::fund_operator(&self.provider.pubkey(), &operator.pubkey(), 100_000_000),
+                ],
+                &[&self.provider],
+            )
             .await
             .expect("register the node");
+        let chain = RpcChain::new(self.client.clone(), operator);
+        adopt_node(&chain, node, &profile)
+            .await
+            .expect("the agent adopts its node");
         let config = AgentConfig {
-            node_index: index,
+            node,
             work_dir: self.dir.path().join(format!("agent-{index}")),
             tick: Duration::from_millis(200),
             max_checkpoint_interval: max_interval,

@@ -173,6 +173,14 @@ all_errors![
     CheckpointNotAdvancing,
     JobNotStalled,
     JobErrorNeedsScheduler,
+    InvalidHardwareProfile,
+    InvalidOperator,
+    NotNodeOperator,
+    OperatorNotAllowed,
+    NotUpgradeAuthority,
+    NotCompensable,
+    CompensationTooLarge,
+    InsufficientPool,
 ];
 
 #[cfg(test)]

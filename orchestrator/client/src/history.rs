@@ -68,6 +68,7 @@ program_events![
     JobCancelled,
     JobExpired,
     JobClosed,
+    OwnerCompensated,
 ];
 
 impl std::fmt::Debug for McjsEvent {
@@ -102,6 +103,7 @@ impl McjsEvent {
             JobCancelled(e) => e.job,
             JobExpired(e) => e.job,
             JobClosed(e) => e.job,
+            OwnerCompensated(e) => e.job,
             _ => return None,
         })
     }
@@ -137,6 +139,8 @@ impl McjsEvent {
             JobCancelled(e) => e.by,
             JobExpired(e) => e.by,
             JobClosed(e) => e.by,
+            OwnerCompensated(e) => e.by,
+            NodeUpdated(e) => e.by,
             JobSubmitted(e) => e.owner,
             _ => return None,
         })
@@ -166,8 +170,8 @@ impl McjsEvent {
         use McjsEvent::*;
         match self {
             ConfigInitialized(e) => format!(
-                "config initialised: admin {}, scheduler {}, mint {}, treasury {}",
-                e.admin, e.scheduler, e.usdc_mint, e.treasury
+                "config initialised: admin {}, scheduler {}, mint {}, treasury {}, insurance pool {}",
+                e.admin, e.scheduler, e.usdc_mint, e.treasury, e.insurance_pool
             ),
             ConfigUpdated(e) => format!("config updated: {:?} -> {:?}", e.old, e.new),
             ProviderRegistered(e) => format!(
@@ -183,22 +187,30 @@ impl McjsEvent {
                 e.available_at
             ),
             StakeWithdrawn(e) => format!(
-                "{} USDC withdrawn, stake now {} USDC",
+                "{} USDC withdrawn, stake now {} USDC{}",
                 usdc(e.amount),
-                usdc(e.stake)
+                usdc(e.stake),
+                swept(e.swept)
             ),
             NodeRegistered(e) => format!(
-                "node {} (index {}) registered: {}x {}, readiness {}, {} USDC/GPU-hour",
+                "node {} (index {}) registered with operator key {}: {}x {}, readiness {}, {} USDC/GPU-hour",
                 e.node,
                 e.index,
+                e.operator,
                 e.hardware.gpu_count,
                 e.hardware.gpu_model,
                 e.readiness,
                 usdc(e.price_per_gpu_hour)
             ),
             NodeUpdated(e) => format!(
-                "node {} updated: {}x {}, readiness {}, {} USDC/GPU-hour",
+                "node {} updated by {}{}: {}x {}, readiness {}, {} USDC/GPU-hour",
                 e.node,
+                e.by,
+                if e.old_operator != e.operator {
+                    format!(", operator key {} -> {}", e.old_operator, e.operator)
+                } else {
+                    String::new()
+                },
                 e.hardware.gpu_count,
                 e.hardware.gpu_model,
                 e.readiness,
@@ -246,11 +258,12 @@ impl McjsEvent {
                 usdc(e.refund)
             ),
             FailureReported(e) => format!(
-                "failure of generation {} on node {}: {}, slashed {} USDC, restarts used {}{}",
+                "failure of generation {} on node {}: {}, slashed {} USDC to the insurance pool {}, restarts used {}{}",
                 e.failed_generation,
                 e.node,
                 failure_cause(e.cause),
                 usdc(e.slashed),
+                e.slashed_to,
                 e.restarts_used,
                 if e.job_failed {
                     format!(", job failed, refund {} USDC", usdc(e.refund))
@@ -270,7 +283,14 @@ impl McjsEvent {
             BondToppedUp(e) => format!("bond +{} USDC, now {} USDC", usdc(e.amount), usdc(e.bond)),
             JobCancelled(e) => format!("cancelled, refund {} USDC", usdc(e.refund)),
             JobExpired(e) => format!("expired, refund {} USDC", usdc(e.refund)),
-            JobClosed(_) => "closed".to_string(),
+            JobClosed(e) => format!("closed{}", swept(e.swept)),
+            OwnerCompensated(e) => format!(
+                "owner compensated {} USDC from the insurance pool (to {}, {} USDC in all), pool now {} USDC",
+                usdc(e.amount),
+                e.owner_token,
+                usdc(e.compensated),
+                usdc(e.pool_balance)
+            ),
         }
     }
 }
@@ -289,6 +309,17 @@ pub fn failure_cause(cause: FailureCause) -> &'static str {
         FailureCause::ContainerDied => "container died",
         FailureCause::CheckpointOverdue => "checkpoint overdue",
         FailureCause::JobError => "job error",
+        FailureCause::JobYielded => "job yielded",
+        FailureCause::JobFatal => "job fatal error",
+    }
+}
+
+/// Stray tokens returned with a vault, when there were any.
+fn swept(amount: u64) -> String {
+    if amount == 0 {
+        String::new()
+    } else {
+        format!(" (+{} USDC sent into the vault from outside, returned)", usdc(amount))
     }
 }
 

@@ -12,6 +12,7 @@ use mcjs::{accounts as acc, instruction as data, instructions as args, state::se
 
 const SYSTEM_PROGRAM: Pubkey = anchor_lang::solana_program::system_program::ID;
 const TOKEN_PROGRAM: Pubkey = spl_token::ID;
+const UPGRADEABLE_LOADER: Pubkey = anchor_lang::solana_program::bpf_loader_upgradeable::ID;
 
 fn build(accounts: impl ToAccountMetas, data: impl InstructionData) -> Instruction {
     Instruction {
@@ -40,10 +41,20 @@ pub fn initialize(
             config: pda::config(),
             usdc_mint: *usdc_mint,
             treasury: *treasury,
+            insurance_pool: pda::insurance_pool(),
+            program: mcjs::ID,
+            program_data: program_data_address(),
+            token_program: TOKEN_PROGRAM,
             system_program: SYSTEM_PROGRAM,
         },
         data::Initialize { args },
     )
+}
+
+/// The program's programdata account under the upgradeable loader (absent
+/// where the program runs as a builtin).
+pub fn program_data_address() -> Pubkey {
+    Pubkey::find_program_address(&[mcjs::ID.as_ref()], &UPGRADEABLE_LOADER).0
 }
 
 pub fn update_config(
@@ -153,25 +164,37 @@ pub fn register_node(owner: &Pubkey, args: args::RegisterNodeArgs) -> Instructio
     )
 }
 
-pub fn update_node(owner: &Pubkey, index: u32, args: args::UpdateNodeArgs) -> Instruction {
-    let provider = pda::provider(owner);
+/// `authority` is the provider's wallet or the node's operator key;
+/// `provider` the Provider account that owns node `index`.
+pub fn update_node(
+    authority: &Pubkey,
+    provider: &Pubkey,
+    index: u32,
+    args: args::UpdateNodeArgs,
+) -> Instruction {
     build(
         acc::UpdateNode {
-            owner: *owner,
-            provider,
-            node: pda::node(&provider, index),
+            authority: *authority,
+            provider: *provider,
+            node: pda::node(provider, index),
         },
         data::UpdateNode { args },
     )
 }
 
-pub fn set_node_status(owner: &Pubkey, index: u32, status: mcjs::state::NodeStatus) -> Instruction {
-    let provider = pda::provider(owner);
+/// `authority` is the provider's wallet or the node's operator key;
+/// `provider` the Provider account that owns node `index`.
+pub fn set_node_status(
+    authority: &Pubkey,
+    provider: &Pubkey,
+    index: u32,
+    status: mcjs::state::NodeStatus,
+) -> Instruction {
     build(
         acc::SetNodeStatus {
-            owner: *owner,
-            provider,
-            node: pda::node(&provider, index),
+            authority: *authority,
+            provider: *provider,
+            node: pda::node(provider, index),
         },
         data::SetNodeStatus {
             args: args::SetNodeStatusArgs { status },
@@ -220,12 +243,18 @@ pub fn assign_job(
     )
 }
 
-/// `authority` is the provider's wallet.
-pub fn start_job(authority: &Pubkey, job: &Pubkey, node: &Pubkey, generation: u32) -> Instruction {
+/// `authority` is the node's operator key; `provider` the node's Provider account.
+pub fn start_job(
+    authority: &Pubkey,
+    job: &Pubkey,
+    node: &Pubkey,
+    provider: &Pubkey,
+    generation: u32,
+) -> Instruction {
     build(
         acc::StartJob {
             authority: *authority,
-            provider: pda::provider(authority),
+            provider: *provider,
             node: *node,
             job: *job,
         },
@@ -235,10 +264,13 @@ pub fn start_job(authority: &Pubkey, job: &Pubkey, node: &Pubkey, generation: u3
     )
 }
 
+/// `authority` is the node's operator key; `provider` the node's Provider account.
+#[allow(clippy::too_many_arguments)]
 pub fn attest_checkpoint(
     authority: &Pubkey,
     job: &Pubkey,
     node: &Pubkey,
+    provider: &Pubkey,
     provider_payout: &Pubkey,
     deployment: &Deployment,
     args: args::AttestCheckpointArgs,
@@ -247,7 +279,7 @@ pub fn attest_checkpoint(
         acc::AttestCheckpoint {
             authority: *authority,
             config: pda::config(),
-            provider: pda::provider(authority),
+            provider: *provider,
             node: *node,
             job: *job,
             job_vault: pda::vault(job),
@@ -260,11 +292,13 @@ pub fn attest_checkpoint(
     )
 }
 
+/// `authority` is the node's operator key; `provider` the node's Provider account.
 #[allow(clippy::too_many_arguments)]
 pub fn complete_job(
     authority: &Pubkey,
     job: &Pubkey,
     node: &Pubkey,
+    provider: &Pubkey,
     provider_payout: &Pubkey,
     owner_token: &Pubkey,
     deployment: &Deployment,
@@ -274,7 +308,7 @@ pub fn complete_job(
         acc::CompleteJob {
             authority: *authority,
             config: pda::config(),
-            provider: pda::provider(authority),
+            provider: *provider,
             node: *node,
             job: *job,
             job_vault: pda::vault(job),
@@ -312,6 +346,7 @@ pub fn report_failure(
             usdc_mint: deployment.usdc_mint,
             provider_payout: *provider_payout,
             treasury: deployment.treasury,
+            insurance_pool: pda::insurance_pool(),
             owner_token: *owner_token,
             token_program: TOKEN_PROGRAM,
         },
@@ -418,16 +453,55 @@ pub fn expire_job(
     )
 }
 
-pub fn close_job(owner: &Pubkey, job: &Pubkey) -> Instruction {
+/// `owner_token` is any USDC account of the owner's: it receives tokens sent
+/// into the vault after the job settled.
+pub fn close_job(
+    owner: &Pubkey,
+    job: &Pubkey,
+    owner_token: &Pubkey,
+    usdc_mint: &Pubkey,
+) -> Instruction {
     build(
         acc::CloseJob {
             owner: *owner,
             job: *job,
             job_vault: pda::vault(job),
+            config: pda::config(),
+            usdc_mint: *usdc_mint,
+            owner_token: *owner_token,
             token_program: TOKEN_PROGRAM,
         },
         data::CloseJob {},
     )
+}
+
+/// `owner_token` must be the job's recorded refund account.
+pub fn compensate_owner(
+    admin: &Pubkey,
+    job: &Pubkey,
+    owner_token: &Pubkey,
+    usdc_mint: &Pubkey,
+    amount: u64,
+) -> Instruction {
+    build(
+        acc::CompensateOwner {
+            admin: *admin,
+            config: pda::config(),
+            job: *job,
+            insurance_pool: pda::insurance_pool(),
+            usdc_mint: *usdc_mint,
+            owner_token: *owner_token,
+            token_program: TOKEN_PROGRAM,
+        },
+        data::CompensateOwner {
+            args: args::CompensateOwnerArgs { amount },
+        },
+    )
+}
+
+/// Lamports from a wallet to a node's operator key, for its transaction fees.
+pub fn fund_operator(payer: &Pubkey, operator: &Pubkey, lamports: u64) -> Instruction {
+    anchor_lang::solana_program::system_instruction::transfer(payer, operator, lamports)
 }
 
 /// Replaces every occurrence of `from` among an instruction's accounts.

@@ -19,6 +19,7 @@ pub mod ix;
 pub mod rpc;
 
 pub use anchor_lang::prelude::Pubkey;
+pub use anchor_lang::solana_program::instruction::Instruction;
 pub use mcjs::state::seeds::pda;
 pub use mcjs::{self as program, ID as PROGRAM_ID};
 #[cfg(feature = "rpc")]

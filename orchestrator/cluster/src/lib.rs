@@ -44,7 +44,9 @@ pub struct ClusterConfig {
 
 pub struct AgentProcess {
     pub index: usize,
-    pub wallet: PathBuf,
+    /// The node's operator key: all the agent holds (the provider's wallet
+    /// stays with the cluster, as it would stay off a real host).
+    pub node_key: PathBuf,
     /// The agent's Node account.
     pub node: Pubkey,
     pub provider: Pubkey,
@@ -213,11 +215,44 @@ impl Cluster {
         }
     }
 
-    async fn add_agent(&mut self, i: usize) -> anyhow::Result<()> {
+    /// The provider's wallet makes an operator key for its node and
+    /// registers the node with it, as a provider would before starting an agent.
+    fn register_node(&self, i: usize) -> anyhow::Result<(Pubkey, PathBuf)> {
         let wallet = self.provider_wallet(i)?;
         let owner = mcjs_localnet::read_keypair(&wallet)?.pubkey();
         let provider = pda::provider(&owner);
         let node = pda::node(&provider, 0);
+        let keys = self.config.dir.join("keys");
+        std::fs::create_dir_all(&keys)?;
+        let node_key = keys.join(format!("node-{}.json", i + 1));
+        if !node_key.exists() {
+            self.run_mcjs(&wallet, &["node", "keygen", "-o", &node_key.to_string_lossy()])?;
+        }
+        let profile = &self.config.profiles[i % self.config.profiles.len()];
+        let price = &self.config.prices[i % self.config.prices.len()];
+        self.run_mcjs(
+            &wallet,
+            &[
+                "node",
+                "register",
+                "--index",
+                "0",
+                "--operator",
+                &node_key.to_string_lossy(),
+                "--profile",
+                &profile.to_string_lossy(),
+                "--price",
+                price,
+            ],
+        )?;
+        Ok((node, node_key))
+    }
+
+    async fn add_agent(&mut self, i: usize) -> anyhow::Result<()> {
+        let wallet = self.provider_wallet(i)?;
+        let owner = mcjs_localnet::read_keypair(&wallet)?.pubkey();
+        let provider = pda::provider(&owner);
+        let (node, node_key) = self.register_node(i)?;
         let work_dir = self.config.dir.join(format!("agent-{}", i + 1));
         std::fs::create_dir_all(&work_dir)?;
         let listen = format!("127.0.0.1:{}", free_port(false).await?);
@@ -231,7 +266,7 @@ impl Cluster {
         let sched_link = Link::open(TcpListener::bind("127.0.0.1:0").await?, scheduler).await?;
         let mut agent = AgentProcess {
             index: i,
-            wallet,
+            node_key,
             node,
             provider,
             work_dir,
@@ -249,14 +284,13 @@ impl Cluster {
     fn spawn_agent(&self, agent: &mut AgentProcess) -> anyhow::Result<()> {
         let logs = self.config.dir.join("logs");
         let profile = &self.config.profiles[agent.index % self.config.profiles.len()];
-        let price = &self.config.prices[agent.index % self.config.prices.len()];
         let name = format!("agent-{}", agent.index + 1);
         let child = Command::new(&self.config.mcjs_bin)
             .arg("-u")
             .arg(&agent.rpc_url)
-            .arg("-k")
-            .arg(&agent.wallet)
-            .args(["agent", "run", "--node-index", "0"])
+            .args(["agent", "run", "--node", &agent.node.to_string()])
+            .arg("--node-key")
+            .arg(&agent.node_key)
             .arg("--work-dir")
             .arg(&agent.work_dir)
             .arg("--store")
@@ -265,7 +299,6 @@ impl Cluster {
             .args(["--listen", &agent.listen])
             .arg("--profile")
             .arg(profile)
-            .args(["--price", price])
             .stdin(Stdio::null())
             .stdout(log_file(&logs, &name)?)
             .stderr(log_file(&logs, &format!("{name}.err"))?)
@@ -285,7 +318,7 @@ impl Cluster {
         kill_containers(&format!("mcjs.node={}", agent.node));
     }
 
-    /// Restarts a killed agent on the same node (same wallet, work dir, links).
+    /// Restarts a killed agent on the same node (same operator key, work dir, links).
     pub fn restart_agent(&mut self, i: usize) -> anyhow::Result<()> {
         let mut agent = std::mem::replace(&mut self.agents[i], placeholder());
         let result = self.spawn_agent(&mut agent);
@@ -318,7 +351,12 @@ impl Cluster {
         loop {
             let mut registered = 0;
             for agent in &self.agents {
-                if client.node(&agent.node).await.ok().flatten().is_some() {
+                // Nodes are registered by their providers before the agents
+                // start; an agent is up once it serves its API (it does so
+                // after adopting its node with its operator key).
+                let on_chain = client.node(&agent.node).await.ok().flatten().is_some();
+                let serving = tokio::net::TcpStream::connect(&agent.listen).await.is_ok();
+                if on_chain && serving {
                     registered += 1;
                 }
             }
@@ -413,7 +451,7 @@ impl Drop for Cluster {
 fn placeholder() -> AgentProcess {
     AgentProcess {
         index: 0,
-        wallet: PathBuf::new(),
+        node_key: PathBuf::new(),
         node: Pubkey::default(),
         provider: Pubkey::default(),
         work_dir: PathBuf::new(),

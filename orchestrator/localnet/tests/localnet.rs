@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 use mcjs::instructions::{RegisterNodeArgs, SubmitJobArgs};
 use mcjs::state::{HardwareProfile, JobRequirements, JobState, JobTerms};
 use mcjs_client::history::McjsEvent;
-use mcjs_client::{ChainClient, JobFilter, Signer, ix, pda};
+use mcjs_client::{ChainClient, JobFilter, Keypair, Signer, ix, pda};
 use mcjs_localnet::{Localnet, LocalnetConfig, LocalnetInfo, USDC, read_keypair};
 
 fn free_port_pair() -> u16 {
@@ -161,6 +161,7 @@ async fn jobs_are_found_by_owner_state_and_node_and_watched_with_or_without_the_
                     &provider.pubkey(),
                     RegisterNodeArgs {
                         index: 0,
+                        operator: Keypair::new().pubkey(),
                         hardware: hardware(),
                         readiness: 80,
                         price_per_gpu_hour: USDC,
@@ -300,6 +301,7 @@ async fn a_refused_transaction_is_named_after_the_program_that_refused_it() {
                 &provider.pubkey(),
                 RegisterNodeArgs {
                     index: 0,
+                    operator: Keypair::new().pubkey(),
                     hardware: hardware(),
                     readiness: 80,
                     price_per_gpu_hour: USDC,

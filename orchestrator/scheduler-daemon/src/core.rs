@@ -355,6 +355,8 @@ pub fn cause_name(cause: &FailureCause) -> &'static str {
         FailureCause::ContainerDied => "container_died",
         FailureCause::CheckpointOverdue => "checkpoint_overdue",
         FailureCause::JobError => "job_error",
+        FailureCause::JobYielded => "job_yielded",
+        FailureCause::JobFatal => "job_fatal",
     }
 }
 

@@ -55,6 +55,8 @@ impl JobBuilder {
                 gpu_models: vec![],
                 min_checkpoint_write_mibps: 10,
             },
+            last_failure: None,
+            compensated: 0,
         })
     }
 
@@ -85,6 +87,7 @@ fn node(provider: Pubkey, vram_mib: u32) -> Node {
     Node {
         provider,
         index: 0,
+        operator: key(200),
         hardware: HardwareProfile {
             gpu_model: "a100-sxm4-80gb".into(),
             gpu_count: 1,

@@ -109,4 +109,22 @@ pub enum McjsError {
     JobNotStalled,
     #[msg("only the scheduler authority may report a job error")]
     JobErrorNeedsScheduler,
+
+    // Appended: codes are positional.
+    #[msg("the hardware profile is out of bounds: at least one GPU, sizes within the program's limits")]
+    InvalidHardwareProfile,
+    #[msg("the node's operator key must be set and must not be the provider's wallet")]
+    InvalidOperator,
+    #[msg("the signer is not the node's operator key")]
+    NotNodeOperator,
+    #[msg("the operator key may only report the node's status and measured profile")]
+    OperatorNotAllowed,
+    #[msg("only the program's upgrade authority may initialise the program")]
+    NotUpgradeAuthority,
+    #[msg("the job did not fail through its providers' fault")]
+    NotCompensable,
+    #[msg("the compensation exceeds what the job's owner paid, less what was already compensated")]
+    CompensationTooLarge,
+    #[msg("the insurance pool holds too little")]
+    InsufficientPool,
 }

@@ -13,6 +13,7 @@ pub struct ConfigInitialized {
     pub scheduler: Pubkey,
     pub usdc_mint: Pubkey,
     pub treasury: Pubkey,
+    pub insurance_pool: Pubkey,
     pub params: ConfigParams,
 }
 
@@ -49,6 +50,8 @@ pub struct StakeWithdrawn {
     pub provider: Pubkey,
     pub amount: u64,
     pub stake: u64,
+    /// Tokens sent into the vault from outside its bookkeeping, returned with it.
+    pub swept: u64,
 }
 
 #[event]
@@ -56,6 +59,7 @@ pub struct NodeRegistered {
     pub node: Pubkey,
     pub provider: Pubkey,
     pub index: u32,
+    pub operator: Pubkey,
     pub hardware: HardwareProfile,
     pub readiness: u8,
     pub price_per_gpu_hour: u64,
@@ -64,6 +68,10 @@ pub struct NodeRegistered {
 #[event]
 pub struct NodeUpdated {
     pub node: Pubkey,
+    /// The operator key before and after (equal unless rotated).
+    pub old_operator: Pubkey,
+    pub operator: Pubkey,
+    pub by: Pubkey,
     pub hardware: HardwareProfile,
     pub readiness: u8,
     pub price_per_gpu_hour: u64,
@@ -151,6 +159,8 @@ pub struct FailureReported {
     pub failed_generation: u32,
     pub cause: FailureCause,
     pub slashed: u64,
+    /// Where the slash went: the insurance pool.
+    pub slashed_to: Pubkey,
     pub restarts_used: u8,
     /// True when the restart budget was spent and the job ended Failed.
     pub job_failed: bool,
@@ -203,6 +213,19 @@ pub struct JobExpired {
 #[event]
 pub struct JobClosed {
     pub job: Pubkey,
+    pub by: Pubkey,
+    /// Tokens sent into the vault from outside its bookkeeping, returned to the owner.
+    pub swept: u64,
+}
+
+#[event]
+pub struct OwnerCompensated {
+    pub job: Pubkey,
+    pub owner_token: Pubkey,
+    pub amount: u64,
+    /// Compensated over the job's life, at most what its owner paid.
+    pub compensated: u64,
+    pub pool_balance: u64,
     pub by: Pubkey,
 }
 

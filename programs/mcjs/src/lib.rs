@@ -20,7 +20,7 @@ declare_id!("AuhJzp4ahHy1c5roHmYBic35bHXpUk5B9L5TCxErDQLe");
 pub mod mcjs {
     use super::*;
 
-    /// Creates the program's Config (once).
+    /// Creates the program's Config and insurance pool (once; the upgrade authority on a cluster).
     pub fn initialize(ctx: Context<Initialize>, args: InitializeArgs) -> Result<()> {
         Initialize::initialize(ctx, args)
     }
@@ -81,12 +81,12 @@ pub mod mcjs {
         AssignJob::assign_job(ctx)
     }
 
-    /// The assigned provider reports the job's container running.
+    /// The assigned node's operator key reports the job's container running.
     pub fn start_job(ctx: Context<StartJob>, args: StartJobArgs) -> Result<()> {
         StartJob::start_job(ctx, args)
     }
 
-    /// The assigned provider attests a checkpoint; payment accrues.
+    /// The assigned node's operator key attests a checkpoint; payment accrues.
     pub fn attest_checkpoint(
         ctx: Context<AttestCheckpoint>,
         args: AttestCheckpointArgs,
@@ -94,7 +94,7 @@ pub mod mcjs {
         AttestCheckpoint::attest_checkpoint(ctx, args)
     }
 
-    /// The assigned provider completes the job with its output hash; settles.
+    /// The assigned node's operator key completes the job with its output hash; settles.
     pub fn complete_job(ctx: Context<CompleteJob>, args: CompleteJobArgs) -> Result<()> {
         CompleteJob::complete_job(ctx, args)
     }
@@ -129,8 +129,17 @@ pub mod mcjs {
         ExpireJob::expire_job(ctx)
     }
 
-    /// The owner closes a finished job; rent back to the owner.
+    /// The owner closes a finished job; rent and any stray tokens back to the owner.
     pub fn close_job(ctx: Context<CloseJob>) -> Result<()> {
         CloseJob::close_job(ctx)
+    }
+
+    /// The admin pays the owner of a job that failed through its providers'
+    /// fault from the insurance pool, at most what the owner paid.
+    pub fn compensate_owner(
+        ctx: Context<CompensateOwner>,
+        args: CompensateOwnerArgs,
+    ) -> Result<()> {
+        CompensateOwner::compensate_owner(ctx, args)
     }
 }

@@ -6,28 +6,33 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use mcjs_agent::register::register_node;
+use mcjs_agent::register::adopt_node;
 use mcjs_agent::rpc::RpcChain;
 use mcjs_agent::{Agent, AgentConfig};
 use tokio_util::sync::CancellationToken;
 
-use crate::chain::{Ctx, parse_usdc};
+use crate::chain::{Ctx, parse_pubkey, read_wallet};
 use crate::cmd::hal::ProbeArgs;
 use crate::{EXIT_OK, GlobalArgs};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum AgentCommand {
-    /// Register (or update) this node on chain, then run the jobs the chain
-    /// assigns to it until interrupted (Ctrl-C). The wallet (-k) must own a
-    /// registered provider: `mcjs provider register --stake <USDC>` first.
+    /// Run the jobs the chain assigns to a node until interrupted (Ctrl-C),
+    /// signing with the node's operator key. The provider registers the node
+    /// first from its wallet (`mcjs node register --operator <KEY>`); the
+    /// wallet itself never comes near the node, and the agent refuses to run
+    /// with a key that owns a provider account.
     Run(RunArgs),
 }
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// The node's index under the wallet's provider.
-    #[arg(long, default_value_t = 0)]
-    pub node_index: u32,
+    /// The node's operator key (a keypair file from `mcjs node keygen`).
+    #[arg(long)]
+    pub node_key: PathBuf,
+    /// The Node account this agent runs (printed by `mcjs node register`).
+    #[arg(long)]
+    pub node: String,
     /// Node-local directory for the data cache and each job's data, checkpoints and output.
     #[arg(long, default_value = ".mcjs-agent")]
     pub work_dir: PathBuf,
@@ -43,9 +48,6 @@ pub struct RunArgs {
     /// Use this HAL profile (JSON of `mcjs hal probe --output json`) instead of probing the host.
     #[arg(long)]
     pub profile: Option<PathBuf>,
-    /// Price in USDC per GPU-hour, e.g. 1.25.
-    #[arg(long, value_parser = parse_usdc, default_value = "1")]
-    pub price: u64,
     /// Enforce checkpoints at least this often (seconds), whatever a job asks.
     #[arg(long)]
     pub max_checkpoint_interval_secs: Option<u64>,
@@ -68,7 +70,8 @@ pub fn run(cmd: AgentCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
 fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
     crate::logging::init();
     let ctx = Ctx::resolve(global)?;
-    let wallet = ctx.wallet()?;
+    let node_key = read_wallet(&args.node_key)?;
+    let node = parse_pubkey(&args.node, "node")?;
     let profile = match &args.profile {
         Some(path) => crate::cmd::hal::load_profile(path)?,
         None => crate::cmd::hal::probe(&args.probe)?,
@@ -81,15 +84,15 @@ fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
     let work_dir = std::fs::canonicalize(&args.work_dir)?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
-        let chain = RpcChain::new(ctx.client(), wallet);
-        let registered = register_node(&chain, &profile, args.node_index, args.price).await?;
+        let chain = RpcChain::new(ctx.client(), node_key);
+        let registered = adopt_node(&chain, node, &profile).await?;
         global.output.print(&registered)?;
         let store: Arc<dyn object_store::ObjectStore> = Arc::new(
             object_store::local::LocalFileSystem::new_with_prefix(&store_root)
                 .with_context(|| format!("cannot open the store {}", store_root.display()))?,
         );
         let config = AgentConfig {
-            node_index: args.node_index,
+            node,
             work_dir,
             tick: Duration::from_millis(args.tick_ms.max(50)),
             max_checkpoint_interval: args.max_checkpoint_interval_secs.map(Duration::from_secs),

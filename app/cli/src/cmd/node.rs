@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail};
 use mcjs::instructions::{RegisterNodeArgs, UpdateNodeArgs};
 use mcjs::state::{HardwareProfile, Node};
-use mcjs_client::{ChainClient, Pubkey, Signer, history::node_status, ix, pda};
+use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, history::node_status, ix, pda};
 use mcjs_hal::NodeProfile;
 use serde::Serialize;
 
@@ -26,12 +26,31 @@ pub struct ProfileSource {
     pub probe_args: ProbeArgs,
 }
 
+/// Lamports a fresh operator key gets for its transaction fees (0.05 SOL:
+/// about 10,000 transactions at the base fee).
+const DEFAULT_OPERATOR_LAMPORTS: u64 = 50_000_000;
+
 #[derive(clap::Subcommand, Debug)]
 pub enum NodeCommand {
+    /// Write a fresh operator key for a node (a Solana keypair file). The
+    /// node's agent runs with it; it can run jobs but never move the
+    /// provider's money.
+    Keygen {
+        /// Where to write the keypair; refused if the file exists.
+        #[arg(long, short = 'o')]
+        outfile: PathBuf,
+    },
     /// Register a node of the wallet's provider from its HAL profile.
     Register {
         #[command(flatten)]
         source: ProfileSource,
+        /// The node's operator key (`mcjs node keygen`): what its agent signs with.
+        #[arg(long, value_parser = parse_operator)]
+        operator: Pubkey,
+        /// Lamports sent from the wallet to the operator key for its fees,
+        /// when it holds less.
+        #[arg(long, default_value_t = DEFAULT_OPERATOR_LAMPORTS)]
+        operator_lamports: u64,
         /// USDC per GPU-hour, e.g. 1.5.
         #[arg(long, value_parser = parse_usdc)]
         price: u64,
@@ -39,7 +58,8 @@ pub enum NodeCommand {
         #[arg(long)]
         index: Option<u32>,
     },
-    /// Update a node's hardware (from a new profile), readiness or price.
+    /// Update a node's hardware (from a new profile), readiness, price or
+    /// operator key. A new operator key fences the old one at once.
     Update {
         /// The node's index under the wallet's provider.
         index: u32,
@@ -47,6 +67,12 @@ pub enum NodeCommand {
         source: ProfileSource,
         #[arg(long, value_parser = parse_usdc)]
         price: Option<u64>,
+        /// Rotate the node's operator key.
+        #[arg(long, value_parser = parse_operator)]
+        operator: Option<Pubkey>,
+        /// Lamports sent to a new operator key for its fees, when it holds less.
+        #[arg(long, default_value_t = DEFAULT_OPERATOR_LAMPORTS)]
+        operator_lamports: u64,
     },
     /// Show a node, or every node of a provider (default: the wallet's).
     Status {
@@ -58,7 +84,65 @@ pub enum NodeCommand {
     },
 }
 
+fn parse_operator(text: &str) -> anyhow::Result<Pubkey> {
+    if let Ok(key) = text.parse() {
+        return Ok(key);
+    }
+    let path = std::path::Path::new(text);
+    if path.exists() {
+        return Ok(crate::chain::read_wallet(path)?.pubkey());
+    }
+    bail!("operator {text:?} is neither an address nor a keypair file (make one with `mcjs node keygen -o FILE`)")
+}
+
+#[derive(Serialize)]
+struct KeyWritten {
+    operator: String,
+    path: String,
+}
+
+impl fmt::Display for KeyWritten {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "operator key {} written to {}\nregister the node with it: mcjs node register --operator {} …\nthen run its agent with: mcjs agent run --node-key {} --node <NODE>",
+            self.operator, self.path, self.operator, self.path
+        )
+    }
+}
+
+/// Writes a fresh keypair, refusing to overwrite one.
+fn keygen(outfile: &std::path::Path, global: &GlobalArgs) -> anyhow::Result<u8> {
+    if outfile.exists() {
+        bail!(
+            "{} exists: refusing to overwrite a key (a node's operator key may be in use)",
+            outfile.display()
+        );
+    }
+    let key = Keypair::new();
+    mcjs_localnet::write_keypair(outfile, &key).map_err(|e| anyhow!("{e}"))?;
+    global.output.print(&KeyWritten {
+        operator: key.pubkey().to_string(),
+        path: outfile.display().to_string(),
+    })?;
+    Ok(EXIT_OK)
+}
+
+/// The instruction funding an operator key up to `lamports`, if it holds less.
+async fn top_up_operator(
+    client: &ChainClient,
+    payer: &Pubkey,
+    operator: &Pubkey,
+    lamports: u64,
+) -> anyhow::Result<Option<mcjs_client::Instruction>> {
+    let balance = client.sol_balance(operator).await?;
+    Ok((balance < lamports).then(|| ix::fund_operator(payer, operator, lamports - balance)))
+}
+
 pub fn run(cmd: NodeCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
+    if let NodeCommand::Keygen { outfile } = &cmd {
+        return keygen(outfile, global);
+    }
     let ctx = Ctx::resolve(global)?;
     // The probe runs its own runtime; load the profile before entering ours.
     let profile = match &cmd {
@@ -83,24 +167,11 @@ fn load(source: &ProfileSource) -> anyhow::Result<NodeProfile> {
 
 /// The on-chain hardware of a profile, refusing what no job could use.
 fn hardware_of(profile: &NodeProfile) -> anyhow::Result<(HardwareProfile, u8)> {
-    let summary = profile.chain_summary();
-    if summary.gpu_count == 0 || summary.gpu_model.is_empty() {
+    let hardware = mcjs_agent::register::hardware(profile);
+    if hardware.gpu_count == 0 || hardware.gpu_model.is_empty() {
         bail!("the profile shows no GPU: a node must have at least one GPU to take jobs");
     }
-    let readiness = mcjs_hal::readiness(profile).score;
-    Ok((
-        HardwareProfile {
-            gpu_model: summary.gpu_model,
-            gpu_count: summary.gpu_count,
-            vram_per_gpu_mib: summary.vram_per_gpu_mib,
-            compute_capability: summary.compute_capability,
-            cpu_cores: summary.cpu_cores,
-            ram_mib: summary.ram_mib,
-            disk_gib: summary.disk_gib,
-            checkpoint_write_mibps: summary.checkpoint_write_mibps,
-        },
-        readiness,
-    ))
+    Ok((hardware, mcjs_hal::readiness(profile).score))
 }
 
 async fn run_async(
@@ -111,7 +182,14 @@ async fn run_async(
 ) -> anyhow::Result<u8> {
     let client = ctx.client();
     match cmd {
-        NodeCommand::Register { price, index, .. } => {
+        NodeCommand::Keygen { .. } => unreachable!("handled before connecting"),
+        NodeCommand::Register {
+            price,
+            index,
+            operator,
+            operator_lamports,
+            ..
+        } => {
             let (hardware, readiness) = hardware_of(profile.as_ref().expect("loaded"))?;
             let wallet = ctx.wallet()?;
             let owner = wallet.pubkey();
@@ -120,6 +198,11 @@ async fn run_async(
                 anyhow!("the wallet {owner} is not a registered provider: run `mcjs provider register --stake N` first")
             })?;
             require_funds(&client, &wallet, &owner, 0).await?;
+            if operator == owner {
+                bail!(
+                    "the operator key must not be the provider's wallet: the wallet can withdraw the stake and must stay off the node; make one with `mcjs node keygen -o FILE`"
+                );
+            }
             let index = index.unwrap_or(provider.node_count);
             let node = pda::node(&provider_key, index);
             if client.account(&node).await?.is_some() {
@@ -127,26 +210,31 @@ async fn run_async(
                     "the provider already has a node with index {index} ({node}); use `mcjs node update {index}`"
                 );
             }
-            let sig = client
-                .send(
-                    &[ix::register_node(
-                        &owner,
-                        RegisterNodeArgs {
-                            index,
-                            hardware,
-                            readiness,
-                            price_per_gpu_hour: price,
-                        },
-                    )],
-                    &[&wallet],
-                )
-                .await?;
+            let mut ixs = vec![ix::register_node(
+                &owner,
+                RegisterNodeArgs {
+                    index,
+                    operator,
+                    hardware,
+                    readiness,
+                    price_per_gpu_hour: price,
+                },
+            )];
+            ixs.extend(top_up_operator(&client, &owner, &operator, operator_lamports).await?);
+            let sig = client.send(&ixs, &[&wallet]).await?;
             print_nodes(&client, global, vec![node], "registered", Some(sig)).await
         }
-        NodeCommand::Update { index, price, .. } => {
+        NodeCommand::Update {
+            index,
+            price,
+            operator,
+            operator_lamports,
+            ..
+        } => {
             let wallet = ctx.wallet()?;
             let owner = wallet.pubkey();
-            let node = pda::node(&pda::provider(&owner), index);
+            let provider = pda::provider(&owner);
+            let node = pda::node(&provider, index);
             if client.node(&node).await?.is_none() {
                 bail!("the wallet's provider has no node with index {index} ({node})");
             }
@@ -157,23 +245,29 @@ async fn run_async(
                 }
                 None => (None, None),
             };
-            if hardware.is_none() && price.is_none() {
-                bail!("nothing to update: give --profile FILE, --probe or --price");
+            if hardware.is_none() && price.is_none() && operator.is_none() {
+                bail!("nothing to update: give --profile FILE, --probe, --price or --operator");
             }
-            let sig = client
-                .send(
-                    &[ix::update_node(
-                        &owner,
-                        index,
-                        UpdateNodeArgs {
-                            hardware,
-                            readiness,
-                            price_per_gpu_hour: price,
-                        },
-                    )],
-                    &[&wallet],
-                )
-                .await?;
+            if operator == Some(owner) {
+                bail!(
+                    "the operator key must not be the provider's wallet: make one with `mcjs node keygen -o FILE`"
+                );
+            }
+            let mut ixs = vec![ix::update_node(
+                &owner,
+                &provider,
+                index,
+                UpdateNodeArgs {
+                    hardware,
+                    readiness,
+                    price_per_gpu_hour: price,
+                    operator,
+                },
+            )];
+            if let Some(operator) = &operator {
+                ixs.extend(top_up_operator(&client, &owner, operator, operator_lamports).await?);
+            }
+            let sig = client.send(&ixs, &[&wallet]).await?;
             print_nodes(&client, global, vec![node], "updated", Some(sig)).await
         }
         NodeCommand::Status { node, provider } => {
@@ -232,6 +326,7 @@ struct NodeView {
     node: String,
     provider: String,
     index: u32,
+    operator: String,
     gpu_model: String,
     gpu_count: u8,
     vram_per_gpu_mib: u32,
@@ -254,6 +349,7 @@ impl NodeView {
             node: key.to_string(),
             provider: node.provider.to_string(),
             index: node.index,
+            operator: node.operator.to_string(),
             gpu_model: hw.gpu_model.clone(),
             gpu_count: hw.gpu_count,
             vram_per_gpu_mib: hw.vram_per_gpu_mib,
@@ -293,6 +389,7 @@ impl fmt::Display for NodesView {
                 "node {} (index {} of provider {})",
                 n.node, n.index, n.provider
             )?;
+            writeln!(f, "  operator     {}", n.operator)?;
             writeln!(
                 f,
                 "  gpus         {}x {} ({} MiB, sm {})",

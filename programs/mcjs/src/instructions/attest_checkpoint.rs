@@ -3,7 +3,7 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, CheckpointAttested, JobPaused};
-use crate::instructions::settlement::{settle_segment, SettlementAccounts};
+use crate::instructions::settlement::{take_off_node, OffNode, SettlementAccounts};
 use crate::state::{seeds::*, Config, Job, Node, PauseReason, Provider};
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
@@ -16,15 +16,14 @@ pub struct AttestCheckpointArgs {
 
 #[derive(Accounts)]
 pub struct AttestCheckpoint<'info> {
-    /// The wallet of the assigned node's provider.
+    /// The assigned node's operator key.
     pub authority: Signer<'info>,
     #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
     pub config: Box<Account<'info, Config>>,
     #[account(
         mut,
-        seeds = [SEED_PREFIX, authority.key().as_ref(), SEED_PROVIDER],
+        seeds = [SEED_PREFIX, provider.owner.as_ref(), SEED_PROVIDER],
         bump = provider.bump,
-        constraint = provider.owner == authority.key() @ McjsError::NotOwner,
     )]
     pub provider: Box<Account<'info, Provider>>,
     #[account(
@@ -32,6 +31,7 @@ pub struct AttestCheckpoint<'info> {
         seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_NODE, &node.index.to_le_bytes()],
         bump = node.bump,
         has_one = provider @ McjsError::WrongProvider,
+        constraint = node.is_operator(&authority.key()) @ McjsError::NotNodeOperator,
     )]
     pub node: Box<Account<'info, Node>>,
     #[account(
@@ -86,22 +86,25 @@ impl AttestCheckpoint<'_> {
         });
 
         if accrual.bond_exhausted {
-            let settlement = SettlementAccounts {
-                job_vault: &accounts.job_vault,
-                usdc_mint: &accounts.usdc_mint,
-                provider_payout: &accounts.provider_payout,
-                treasury: &accounts.treasury,
-                token_program: &accounts.token_program,
-            };
-            settle_segment(
-                job,
-                &settlement,
-                accounts.provider.key(),
-                accounts.config.params.commission_bps,
+            take_off_node(
+                OffNode {
+                    job,
+                    node: &mut accounts.node,
+                    provider: &mut accounts.provider,
+                    settlement: SettlementAccounts {
+                        job_vault: &accounts.job_vault,
+                        usdc_mint: &accounts.usdc_mint,
+                        provider_payout: &accounts.provider_payout,
+                        treasury: &accounts.treasury,
+                        token_program: &accounts.token_program,
+                    },
+                    commission_bps: accounts.config.params.commission_bps,
+                    owner_token: None,
+                },
+                true,
+                now,
+                |job| job.pause(PauseReason::InsufficientBond, now),
             )?;
-            job.pause(PauseReason::InsufficientBond, now)?;
-            accounts.node.release(job.key(), true, now)?;
-            accounts.provider.release_assignment()?;
             emit_event(JobPaused {
                 job: job.key(),
                 generation: job.generation,
@@ -109,6 +112,7 @@ impl AttestCheckpoint<'_> {
                 by: accounts.authority.key(),
                 at: now,
             });
+            return Ok(());
         }
         job.invariant()?;
         accounts.node.invariant()?;

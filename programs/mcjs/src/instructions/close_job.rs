@@ -1,11 +1,11 @@
 use anchor_lang::prelude::*;
-use anchor_spl::token::{Token, TokenAccount};
+use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, JobClosed};
 use crate::job_signer_seeds;
-use crate::state::{seeds::*, Job};
-use crate::token::close_vault;
+use crate::state::{seeds::*, Config, Job};
+use crate::token::{close_vault, pay_out};
 
 #[derive(Accounts)]
 pub struct CloseJob<'info> {
@@ -25,6 +25,18 @@ pub struct CloseJob<'info> {
         bump = job.vault_bump,
     )]
     pub job_vault: Box<Account<'info, TokenAccount>>,
+    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    pub config: Box<Account<'info, Config>>,
+    #[account(address = config.usdc_mint @ McjsError::WrongMint)]
+    pub usdc_mint: Box<Account<'info, Mint>>,
+    /// Any USDC account of the owner's: receives whatever was sent into the
+    /// vault from outside (the bond itself was settled at the terminal state).
+    #[account(
+        mut,
+        constraint = owner_token.mint == usdc_mint.key() @ McjsError::WrongMint,
+        constraint = owner_token.owner == owner.key() @ McjsError::WrongTokenAccount,
+    )]
+    pub owner_token: Box<Account<'info, TokenAccount>>,
     pub token_program: Program<'info, Token>,
 }
 
@@ -34,12 +46,25 @@ impl CloseJob<'_> {
         Ok(())
     }
 
-    /// Closes a finished job's vault and account, returning the rent to the owner.
+    /// Closes a finished job's vault and account, returning the rent to the
+    /// owner. Tokens anyone sent into the vault after the job settled are
+    /// swept to the owner first: SPL Token refuses to close an account with
+    /// a balance, so dust must never be able to keep a job open.
     #[access_control(ctx.accounts.validate())]
     pub fn close_job(ctx: Context<Self>) -> Result<()> {
         let accounts = ctx.accounts;
         let (owner, id, bump);
         let seeds = job_signer_seeds!(accounts.job, owner, id, bump);
+        let swept = accounts.job_vault.amount;
+        pay_out(
+            &accounts.token_program,
+            &accounts.job_vault,
+            &accounts.usdc_mint,
+            &accounts.owner_token,
+            accounts.job.to_account_info(),
+            &[&seeds],
+            swept,
+        )?;
         close_vault(
             &accounts.token_program,
             &accounts.job_vault,
@@ -50,6 +75,7 @@ impl CloseJob<'_> {
         emit_event(JobClosed {
             job: accounts.job.key(),
             by: accounts.owner.key(),
+            swept,
         });
         Ok(())
     }

@@ -3,7 +3,7 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, JobCompleted};
-use crate::instructions::settlement::{refund_bond, settle_segment, SettlementAccounts};
+use crate::instructions::settlement::{take_off_node, OffNode, SettlementAccounts};
 use crate::state::{seeds::*, Config, Job, Node, Provider};
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
@@ -14,15 +14,14 @@ pub struct CompleteJobArgs {
 
 #[derive(Accounts)]
 pub struct CompleteJob<'info> {
-    /// The wallet of the assigned node's provider.
+    /// The assigned node's operator key.
     pub authority: Signer<'info>,
     #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
     pub config: Box<Account<'info, Config>>,
     #[account(
         mut,
-        seeds = [SEED_PREFIX, authority.key().as_ref(), SEED_PROVIDER],
+        seeds = [SEED_PREFIX, provider.owner.as_ref(), SEED_PROVIDER],
         bump = provider.bump,
-        constraint = provider.owner == authority.key() @ McjsError::NotOwner,
     )]
     pub provider: Box<Account<'info, Provider>>,
     #[account(
@@ -30,6 +29,7 @@ pub struct CompleteJob<'info> {
         seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_NODE, &node.index.to_le_bytes()],
         bump = node.bump,
         has_one = provider @ McjsError::WrongProvider,
+        constraint = node.is_operator(&authority.key()) @ McjsError::NotNodeOperator,
     )]
     pub node: Box<Account<'info, Node>>,
     #[account(
@@ -79,36 +79,31 @@ impl CompleteJob<'_> {
             McjsError::JobNotRunning
         );
         job.accrue(now, accounts.config.params.liveness_factor)?;
-        let settlement = SettlementAccounts {
-            job_vault: &accounts.job_vault,
-            usdc_mint: &accounts.usdc_mint,
-            provider_payout: &accounts.provider_payout,
-            treasury: &accounts.treasury,
-            token_program: &accounts.token_program,
-        };
-        settle_segment(
-            job,
-            &settlement,
-            accounts.provider.key(),
-            accounts.config.params.commission_bps,
+        let refund = take_off_node(
+            OffNode {
+                job,
+                node: &mut accounts.node,
+                provider: &mut accounts.provider,
+                settlement: SettlementAccounts {
+                    job_vault: &accounts.job_vault,
+                    usdc_mint: &accounts.usdc_mint,
+                    provider_payout: &accounts.provider_payout,
+                    treasury: &accounts.treasury,
+                    token_program: &accounts.token_program,
+                },
+                commission_bps: accounts.config.params.commission_bps,
+                owner_token: Some(&accounts.owner_token),
+            },
+            true,
+            now,
+            |job| job.complete(args.output_hash, now),
         )?;
-        job.complete(args.output_hash, now)?;
-        let refund = refund_bond(
-            job,
-            &accounts.job_vault,
-            &accounts.usdc_mint,
-            &accounts.owner_token,
-            &accounts.token_program,
-        )?;
-        accounts.node.release(job.key(), true, now)?;
         let provider = &mut accounts.provider;
-        provider.release_assignment()?;
         provider.jobs_completed = provider
             .jobs_completed
             .checked_add(1)
             .ok_or(McjsError::Overflow)?;
-        job.invariant()?;
-        accounts.node.invariant()?;
+        let job = &accounts.job;
         emit_event(JobCompleted {
             job: job.key(),
             node: accounts.node.key(),

@@ -1,5 +1,6 @@
 use anchor_lang::prelude::*;
-use anchor_spl::token::{Mint, TokenAccount};
+use anchor_lang::solana_program::bpf_loader_upgradeable;
+use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, ConfigInitialized};
@@ -26,15 +27,68 @@ pub struct Initialize<'info> {
     pub usdc_mint: Account<'info, Mint>,
     #[account(constraint = treasury.mint == usdc_mint.key() @ McjsError::WrongMint)]
     pub treasury: Account<'info, TokenAccount>,
+    /// Receives every slash; only `compensate_owner` moves tokens out.
+    #[account(
+        init,
+        payer = admin,
+        seeds = [SEED_PREFIX, SEED_INSURANCE],
+        bump,
+        token::mint = usdc_mint,
+        token::authority = config,
+        token::token_program = token_program,
+    )]
+    pub insurance_pool: Account<'info, TokenAccount>,
+    /// CHECK: this program's own account (its address is checked); on a
+    /// cluster it is owned by the upgradeable loader and names its programdata.
+    #[account(address = crate::ID)]
+    pub program: UncheckedAccount<'info>,
+    /// CHECK: the programdata account derived from the program id; when the
+    /// program is upgradeable its upgrade authority must be the admin.
+    pub program_data: UncheckedAccount<'info>,
+    pub token_program: Program<'info, Token>,
     pub system_program: Program<'info, System>,
 }
 
 impl Initialize<'_> {
     fn validate(&self, args: &InitializeArgs) -> Result<()> {
+        self.require_upgrade_authority()?;
         args.params.validate()
     }
 
-    /// Creates the Config. Re-initialisation fails: the account already exists.
+    /// On a cluster the program is deployed by the upgradeable loader: only
+    /// its upgrade authority may initialise it, so nobody can front-run the
+    /// deployment and make itself admin. A program without programdata (the
+    /// native build registered as a builtin by the local chain and the test
+    /// harness, which initialise it before anyone else can reach it) has no
+    /// upgrade authority to check.
+    fn require_upgrade_authority(&self) -> Result<()> {
+        if *self.program.owner != bpf_loader_upgradeable::ID {
+            return Ok(());
+        }
+        let (expected, _) =
+            Pubkey::find_program_address(&[crate::ID.as_ref()], &bpf_loader_upgradeable::ID);
+        require_keys_eq!(
+            self.program_data.key(),
+            expected,
+            McjsError::NotUpgradeAuthority
+        );
+        require_keys_eq!(
+            *self.program_data.owner,
+            bpf_loader_upgradeable::ID,
+            McjsError::NotUpgradeAuthority
+        );
+        let data = self.program_data.try_borrow_data()?;
+        let program_data = ProgramData::try_deserialize_unchecked(&mut &data[..])
+            .map_err(|_| error!(McjsError::NotUpgradeAuthority))?;
+        require!(
+            program_data.upgrade_authority_address == Some(self.admin.key()),
+            McjsError::NotUpgradeAuthority
+        );
+        Ok(())
+    }
+
+    /// Creates the Config and the insurance pool. Re-initialisation fails:
+    /// the accounts already exist.
     #[access_control(ctx.accounts.validate(&args))]
     pub fn initialize(ctx: Context<Self>, args: InitializeArgs) -> Result<()> {
         let config = &mut ctx.accounts.config;
@@ -44,9 +98,11 @@ impl Initialize<'_> {
             usdc_mint: ctx.accounts.usdc_mint.key(),
             usdc_decimals: ctx.accounts.usdc_mint.decimals,
             treasury: ctx.accounts.treasury.key(),
+            insurance_pool: ctx.accounts.insurance_pool.key(),
             params: args.params,
             paused: false,
             bump: ctx.bumps.config,
+            pool_bump: ctx.bumps.insurance_pool,
         });
         config.invariant()?;
         emit_event(ConfigInitialized {
@@ -54,6 +110,7 @@ impl Initialize<'_> {
             scheduler: config.scheduler,
             usdc_mint: config.usdc_mint,
             treasury: config.treasury,
+            insurance_pool: config.insurance_pool,
             params: config.params,
         });
         Ok(())

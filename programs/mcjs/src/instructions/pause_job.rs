@@ -3,7 +3,7 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, JobPaused};
-use crate::instructions::settlement::{settle_segment, SettlementAccounts};
+use crate::instructions::settlement::{take_off_node, OffNode, SettlementAccounts};
 use crate::state::{seeds::*, Config, Job, Node, PauseReason, Provider};
 
 #[derive(Accounts)]
@@ -60,25 +60,26 @@ impl PauseJob<'_> {
     pub fn pause_job(ctx: Context<Self>) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
         let accounts = ctx.accounts;
-        let settlement = SettlementAccounts {
-            job_vault: &accounts.job_vault,
-            usdc_mint: &accounts.usdc_mint,
-            provider_payout: &accounts.provider_payout,
-            treasury: &accounts.treasury,
-            token_program: &accounts.token_program,
-        };
-        settle_segment(
-            &mut accounts.job,
-            &settlement,
-            accounts.provider.key(),
-            accounts.config.params.commission_bps,
+        take_off_node(
+            OffNode {
+                job: &mut accounts.job,
+                node: &mut accounts.node,
+                provider: &mut accounts.provider,
+                settlement: SettlementAccounts {
+                    job_vault: &accounts.job_vault,
+                    usdc_mint: &accounts.usdc_mint,
+                    provider_payout: &accounts.provider_payout,
+                    treasury: &accounts.treasury,
+                    token_program: &accounts.token_program,
+                },
+                commission_bps: accounts.config.params.commission_bps,
+                owner_token: None,
+            },
+            true,
+            now,
+            |job| job.pause(PauseReason::Owner, now),
         )?;
-        let job = &mut accounts.job;
-        job.pause(PauseReason::Owner, now)?;
-        accounts.node.release(job.key(), true, now)?;
-        accounts.provider.release_assignment()?;
-        job.invariant()?;
-        accounts.node.invariant()?;
+        let job = &accounts.job;
         emit_event(JobPaused {
             job: job.key(),
             generation: job.generation,

@@ -2,11 +2,16 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, NodeRegistered};
-use crate::state::{seeds::*, Config, HardwareProfile, Node, NodeStatus, Provider};
+use crate::state::{
+    require_operator_apart, seeds::*, Config, HardwareProfile, Node, NodeStatus, Provider,
+    MAX_READINESS,
+};
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct RegisterNodeArgs {
     pub index: u32,
+    /// The key the node's agent signs with; never the provider's wallet.
+    pub operator: Pubkey,
     pub hardware: HardwareProfile,
     pub readiness: u8,
     pub price_per_gpu_hour: u64,
@@ -43,7 +48,11 @@ impl RegisterNode<'_> {
         self.provider
             .require_min_stake(self.config.params.min_provider_stake)?;
         args.hardware.validate()?;
-        require!(args.readiness <= 100, McjsError::InvalidReadiness);
+        require!(
+            args.readiness <= MAX_READINESS,
+            McjsError::InvalidReadiness
+        );
+        require_operator_apart(&args.operator, &self.owner.key())?;
         require!(args.price_per_gpu_hour > 0, McjsError::InvalidPrice);
         Ok(())
     }
@@ -60,6 +69,7 @@ impl RegisterNode<'_> {
         node.set_inner(Node {
             provider: provider.key(),
             index: args.index,
+            operator: args.operator,
             hardware: args.hardware,
             readiness: args.readiness,
             price_per_gpu_hour: args.price_per_gpu_hour,
@@ -73,6 +83,7 @@ impl RegisterNode<'_> {
             node: node.key(),
             provider: node.provider,
             index: node.index,
+            operator: node.operator,
             hardware: node.hardware.clone(),
             readiness: node.readiness,
             price_per_gpu_hour: node.price_per_gpu_hour,

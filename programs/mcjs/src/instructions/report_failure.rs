@@ -3,7 +3,7 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, FailureReported};
-use crate::instructions::settlement::{refund_bond, settle_segment, SettlementAccounts};
+use crate::instructions::settlement::{take_off_node, OffNode, SettlementAccounts};
 use crate::state::{seeds::*, Config, FailureCause, Job, JobState, Node, Provider};
 use crate::token::pay_out;
 
@@ -60,7 +60,11 @@ pub struct ReportFailure<'info> {
     pub provider_payout: Box<Account<'info, TokenAccount>>,
     #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
     pub treasury: Box<Account<'info, TokenAccount>>,
-    /// The job owner's token account: receives the slash and any refund.
+    /// Receives the slash: never the job's owner or the reporter, so that
+    /// nobody profits from a provider's failure.
+    #[account(mut, address = config.insurance_pool @ McjsError::WrongTokenAccount)]
+    pub insurance_pool: Box<Account<'info, TokenAccount>>,
+    /// The job owner's token account: receives the refund if the job ends.
     #[account(
         mut,
         constraint = owner_token.mint == usdc_mint.key() @ McjsError::WrongMint,
@@ -91,24 +95,15 @@ impl ReportFailure<'_> {
     }
 
     /// Takes a job off a failed node: pays the node's provider for attested
-    /// progress only, slashes it for an infrastructure failure, fences the
+    /// progress only, slashes it into the insurance pool for an
+    /// infrastructure failure (never for the job's own), fences the
     /// node (new generation) and queues the job again — or ends it Failed,
     /// refunding the rest, once the restart budget is spent.
     #[access_control(ctx.accounts.validate(&args, Clock::get()?.unix_timestamp))]
     pub fn report_failure(ctx: Context<Self>, args: ReportFailureArgs) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
         let accounts = ctx.accounts;
-        let commission_bps = accounts.config.params.commission_bps;
         let provider_key = accounts.provider.key();
-        let settlement = SettlementAccounts {
-            job_vault: &accounts.job_vault,
-            usdc_mint: &accounts.usdc_mint,
-            provider_payout: &accounts.provider_payout,
-            treasury: &accounts.treasury,
-            token_program: &accounts.token_program,
-        };
-        settle_segment(&mut accounts.job, &settlement, provider_key, commission_bps)?;
-
         let infrastructure = args.cause.is_infrastructure();
         let slashed = if infrastructure {
             accounts
@@ -127,47 +122,50 @@ impl ReportFailure<'_> {
                 &accounts.token_program,
                 &accounts.stake_vault,
                 &accounts.usdc_mint,
-                &accounts.owner_token,
+                &accounts.insurance_pool,
                 accounts.provider.to_account_info(),
                 &[seeds],
                 slashed,
             )?;
+            let provider = &mut accounts.provider;
+            provider.stake = provider
+                .stake
+                .checked_sub(slashed)
+                .ok_or(McjsError::Overflow)?;
+            provider.slashed_total = provider
+                .slashed_total
+                .checked_add(slashed)
+                .ok_or(McjsError::Overflow)?;
         }
-
-        let job = &mut accounts.job;
-        job.fail(now)?;
-        let job_failed = matches!(job.state, JobState::Failed { .. });
-        let refund = if job_failed {
-            refund_bond(
-                job,
-                &accounts.job_vault,
-                &accounts.usdc_mint,
-                &accounts.owner_token,
-                &accounts.token_program,
-            )?
-        } else {
-            0
-        };
-        accounts.node.release(job.key(), !infrastructure, now)?;
-        let provider = &mut accounts.provider;
-        provider.release_assignment()?;
-        provider.stake = provider
-            .stake
-            .checked_sub(slashed)
-            .ok_or(McjsError::Overflow)?;
-        provider.slashed_total = provider
-            .slashed_total
-            .checked_add(slashed)
-            .ok_or(McjsError::Overflow)?;
         if infrastructure {
+            let provider = &mut accounts.provider;
             provider.failures = provider
                 .failures
                 .checked_add(1)
                 .ok_or(McjsError::Overflow)?;
         }
-        job.invariant()?;
-        accounts.node.invariant()?;
-        provider.invariant()?;
+
+        let refund = take_off_node(
+            OffNode {
+                job: &mut accounts.job,
+                node: &mut accounts.node,
+                provider: &mut accounts.provider,
+                settlement: SettlementAccounts {
+                    job_vault: &accounts.job_vault,
+                    usdc_mint: &accounts.usdc_mint,
+                    provider_payout: &accounts.provider_payout,
+                    treasury: &accounts.treasury,
+                    token_program: &accounts.token_program,
+                },
+                commission_bps: accounts.config.params.commission_bps,
+                owner_token: Some(&accounts.owner_token),
+            },
+            !infrastructure,
+            now,
+            |job| job.fail(args.cause, now),
+        )?;
+        let job = &accounts.job;
+        let job_failed = matches!(job.state, JobState::Failed { .. });
         emit_event(FailureReported {
             job: job.key(),
             node: accounts.node.key(),
@@ -175,6 +173,7 @@ impl ReportFailure<'_> {
             failed_generation: args.generation,
             cause: args.cause,
             slashed,
+            slashed_to: accounts.insurance_pool.key(),
             restarts_used: job.restarts_used,
             job_failed,
             refund,

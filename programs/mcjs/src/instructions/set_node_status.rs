@@ -11,11 +11,11 @@ pub struct SetNodeStatusArgs {
 
 #[derive(Accounts)]
 pub struct SetNodeStatus<'info> {
-    pub owner: Signer<'info>,
+    /// The provider's wallet or the node's operator key.
+    pub authority: Signer<'info>,
     #[account(
-        seeds = [SEED_PREFIX, owner.key().as_ref(), SEED_PROVIDER],
+        seeds = [SEED_PREFIX, provider.owner.as_ref(), SEED_PROVIDER],
         bump = provider.bump,
-        has_one = owner @ McjsError::NotOwner,
     )]
     pub provider: Account<'info, Provider>,
     #[account(
@@ -29,6 +29,11 @@ pub struct SetNodeStatus<'info> {
 
 impl SetNodeStatus<'_> {
     fn validate(&self, args: &SetNodeStatusArgs) -> Result<()> {
+        let authority = self.authority.key();
+        require!(
+            authority == self.provider.owner || self.node.is_operator(&authority),
+            McjsError::NotOwner
+        );
         require!(
             matches!(args.status, NodeStatus::Available | NodeStatus::Offline),
             McjsError::InvalidNodeStatus

@@ -3,8 +3,9 @@
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Mint, Token, TokenAccount};
 
+use crate::errors::McjsError;
 use crate::events::{emit_event, SegmentSettled};
-use crate::state::Job;
+use crate::state::{Job, Node, Provider};
 use crate::token::{pay_out, split_commission};
 
 /// Signer seeds of a job PDA (the authority of its vault).
@@ -72,6 +73,54 @@ pub fn settle_segment<'info>(
         commission,
     });
     Ok(())
+}
+
+/// What every instruction that takes a job off its node holds: the job, its
+/// node and provider, and where the segment's payment goes.
+pub struct OffNode<'a, 'info> {
+    pub job: &'a mut Account<'info, Job>,
+    pub node: &'a mut Account<'info, Node>,
+    pub provider: &'a mut Account<'info, Provider>,
+    pub settlement: SettlementAccounts<'a, 'info>,
+    pub commission_bps: u16,
+    /// The owner's refund account, needed when the transition ends the job.
+    pub owner_token: Option<&'a Account<'info, TokenAccount>>,
+}
+
+/// The one way a job leaves a node (attestation on an exhausted bond,
+/// completion, pause, failure report): the segment is settled, `transition`
+/// moves the job (and fences the node with a new generation), the node is
+/// released (`healthy` false takes it offline), a terminal job's remaining
+/// bond is refunded, and every account's invariant is checked. Returns the
+/// refund.
+pub fn take_off_node<'info>(
+    off: OffNode<'_, 'info>,
+    healthy: bool,
+    now: i64,
+    transition: impl FnOnce(&mut Job) -> Result<()>,
+) -> Result<u64> {
+    let provider_key = off.provider.key();
+    settle_segment(off.job, &off.settlement, provider_key, off.commission_bps)?;
+    transition(off.job)?;
+    let refund = if off.job.state.is_terminal() {
+        let owner_token = off.owner_token.ok_or(McjsError::WrongTokenAccount)?;
+        refund_bond(
+            off.job,
+            off.settlement.job_vault,
+            off.settlement.usdc_mint,
+            owner_token,
+            off.settlement.token_program,
+        )?
+    } else {
+        0
+    };
+    let job_key = off.job.key();
+    off.node.release(job_key, healthy, now)?;
+    off.provider.release_assignment()?;
+    off.job.invariant()?;
+    off.node.invariant()?;
+    off.provider.invariant()?;
+    Ok(refund)
 }
 
 /// Returns the whole remaining bond to the owner's token account.

@@ -11,18 +11,18 @@ pub struct StartJobArgs {
 
 #[derive(Accounts)]
 pub struct StartJob<'info> {
-    /// The wallet of the assigned node's provider.
+    /// The assigned node's operator key.
     pub authority: Signer<'info>,
     #[account(
-        seeds = [SEED_PREFIX, authority.key().as_ref(), SEED_PROVIDER],
+        seeds = [SEED_PREFIX, provider.owner.as_ref(), SEED_PROVIDER],
         bump = provider.bump,
-        constraint = provider.owner == authority.key() @ McjsError::NotOwner,
     )]
     pub provider: Box<Account<'info, Provider>>,
     #[account(
         seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_NODE, &node.index.to_le_bytes()],
         bump = node.bump,
         has_one = provider @ McjsError::WrongProvider,
+        constraint = node.is_operator(&authority.key()) @ McjsError::NotNodeOperator,
     )]
     pub node: Box<Account<'info, Node>>,
     #[account(

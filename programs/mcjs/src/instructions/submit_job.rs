@@ -83,6 +83,8 @@ impl SubmitJob<'_> {
             job_id: args.job_id,
             spec_hash: args.spec_hash,
             requirements: args.requirements,
+            last_failure: None,
+            compensated: 0,
             terms: args.terms,
             bond: args.bond,
             paid: 0,

@@ -50,7 +50,8 @@ impl WithdrawStake<'_> {
     }
 
     /// Withdraws the requested stake once the cooldown has passed and no job
-    /// is assigned. A slash since the request reduces what leaves.
+    /// is assigned. A slash since the request reduces what leaves. Tokens
+    /// sent into the vault from outside its bookkeeping leave with it.
     #[access_control(ctx.accounts.validate(Clock::get()?.unix_timestamp))]
     pub fn withdraw_stake(ctx: Context<Self>) -> Result<()> {
         let accounts = ctx.accounts;
@@ -59,6 +60,11 @@ impl WithdrawStake<'_> {
             .pending_withdrawal
             .ok_or(McjsError::NoWithdrawalRequested)?;
         let amount = request.amount.min(accounts.provider.stake);
+        let swept = accounts
+            .stake_vault
+            .amount
+            .saturating_sub(accounts.provider.stake);
+        let total = amount.checked_add(swept).ok_or(McjsError::Overflow)?;
         let owner = accounts.owner.key();
         let bump = [accounts.provider.bump];
         let seeds: &[&[u8]] = &[SEED_PREFIX, owner.as_ref(), SEED_PROVIDER, &bump];
@@ -69,7 +75,7 @@ impl WithdrawStake<'_> {
             &accounts.destination,
             accounts.provider.to_account_info(),
             &[seeds],
-            amount,
+            total,
         )?;
         let provider = &mut accounts.provider;
         provider.stake = provider
@@ -82,6 +88,7 @@ impl WithdrawStake<'_> {
             provider: provider.key(),
             amount,
             stake: provider.stake,
+            swept,
         });
         Ok(())
     }

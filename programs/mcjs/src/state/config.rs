@@ -16,11 +16,16 @@ pub struct Config {
     pub usdc_decimals: u8,
     /// Token account that receives the commission.
     pub treasury: Pubkey,
+    /// Program-owned token account (authority: this Config) that receives
+    /// every slash. It only leaves through `compensate_owner`, to the owner
+    /// of a job that failed for good through its providers' fault.
+    pub insurance_pool: Pubkey,
     pub params: ConfigParams,
     /// While paused no job is submitted or assigned and no node registered;
     /// every way out (cancel, withdraw, complete, report) still works.
     pub paused: bool,
     pub bump: u8,
+    pub pool_bump: u8,
 }
 
 /// The tunable economics of the program.
@@ -28,7 +33,7 @@ pub struct Config {
 pub struct ConfigParams {
     /// The MCJS commission on every payment to a provider, in basis points.
     pub commission_bps: u16,
-    /// Taken from a provider's stake to the job owner for each infrastructure failure.
+    /// Taken from a provider's stake into the insurance pool for each infrastructure failure.
     pub slash_amount: u64,
     /// The stake a provider must hold to register nodes and receive jobs.
     pub min_provider_stake: u64,

@@ -52,6 +52,11 @@ pub struct Job {
     pub bump: u8,
     pub vault_bump: u8,
     pub requirements: JobRequirements,
+    /// The cause of the last reported failure, if any.
+    pub last_failure: Option<FailureCause>,
+    /// Paid back to the owner from the insurance pool (a job that failed
+    /// for good through its providers' fault); never more than `paid`.
+    pub compensated: u64,
 }
 
 /// The compact hardware summary of a Job Specification that the program enforces.
@@ -107,7 +112,10 @@ pub enum PauseReason {
     InsufficientBond,
 }
 
-#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq)]
+/// Why an assignment ended early. Who pays for each way a job can stop is
+/// decided off chain in one table (`mcjs_protocol::failure`, mirrored in
+/// docs/job-contract.md); the program enforces what each cause may do.
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
 pub enum FailureCause {
     /// The node stopped answering (missed heartbeats, partition, crash).
     NodeLost,
@@ -117,11 +125,24 @@ pub enum FailureCause {
     CheckpointOverdue,
     /// The job's own error (a non-zero exit): uses the restart budget, no slash.
     JobError,
+    /// The job stopped itself after checkpointing (exit 75): queued again
+    /// without using the restart budget, no slash.
+    JobYielded,
+    /// The job cannot succeed anywhere (exit 2, a spec that does not match
+    /// its hash): Failed at once, the bond refunded, no slash.
+    JobFatal,
 }
 
 impl FailureCause {
+    /// The provider's fault: slashed, its node taken offline. Only these
+    /// may be reported by anyone other than the scheduler (once stalled).
     pub fn is_infrastructure(&self) -> bool {
-        !matches!(self, FailureCause::JobError)
+        match self {
+            FailureCause::NodeLost
+            | FailureCause::ContainerDied
+            | FailureCause::CheckpointOverdue => true,
+            FailureCause::JobError | FailureCause::JobYielded | FailureCause::JobFatal => false,
+        }
     }
 }
 
@@ -435,17 +456,31 @@ impl Job {
         }
     }
 
-    /// Assigned/Running → Recovering, or Failed once the restart budget is spent.
-    pub fn fail(&mut self, now: i64) -> Result<()> {
+    /// Assigned/Running → Recovering, or Failed once the restart budget is
+    /// spent. A yield is queued again without using the budget; a fatal
+    /// error fails the job at once.
+    pub fn fail(&mut self, cause: FailureCause, now: i64) -> Result<()> {
         match self.state {
             JobState::Assigned { .. } | JobState::Running { .. } => {
                 self.leave_node()?;
-                if self.restarts_used >= self.terms.restart_budget {
-                    self.state = JobState::Failed { at: now };
-                    self.finished_at = Some(now);
-                } else {
-                    self.restarts_used += 1;
-                    self.state = JobState::Recovering { since: now };
+                self.last_failure = Some(cause);
+                let out_of_restarts = self.restarts_used >= self.terms.restart_budget;
+                match cause {
+                    FailureCause::JobYielded => {
+                        self.state = JobState::Recovering { since: now };
+                    }
+                    FailureCause::JobFatal => {
+                        self.state = JobState::Failed { at: now };
+                        self.finished_at = Some(now);
+                    }
+                    _ if out_of_restarts => {
+                        self.state = JobState::Failed { at: now };
+                        self.finished_at = Some(now);
+                    }
+                    _ => {
+                        self.restarts_used += 1;
+                        self.state = JobState::Recovering { since: now };
+                    }
                 }
                 Ok(())
             }
@@ -515,8 +550,22 @@ impl Job {
         }
     }
 
+    /// What the insurance pool may still pay this job's owner: only a job
+    /// that failed for good through its providers' fault, and never more
+    /// than the owner paid.
+    pub fn compensable(&self) -> u64 {
+        let failed_by_provider = matches!(self.state, JobState::Failed { .. })
+            && self.last_failure.is_some_and(|c| c.is_infrastructure());
+        if failed_by_provider {
+            self.paid.saturating_sub(self.compensated)
+        } else {
+            0
+        }
+    }
+
     pub fn invariant(&self) -> Result<()> {
         require!(self.accrued <= self.bond, McjsError::InvalidJobState);
+        require!(self.compensated <= self.paid, McjsError::InvalidJobState);
         require!(
             self.state.is_on_node() == (self.node.is_some() && self.provider.is_some()),
             McjsError::InvalidJobState

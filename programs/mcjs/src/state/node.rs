@@ -3,6 +3,14 @@ use anchor_lang::prelude::*;
 use crate::errors::McjsError;
 
 pub const MAX_GPU_MODEL_LEN: usize = 32;
+/// Bounds a registered profile must fall within: beyond them a value is a
+/// typo or an attack on whoever reads the fleet, not hardware.
+pub const MAX_GPU_COUNT: u8 = 64;
+pub const MAX_VRAM_PER_GPU_MIB: u32 = 1 << 21;
+pub const MIN_COMPUTE_CAPABILITY: u16 = 10;
+pub const MAX_COMPUTE_CAPABILITY: u16 = 999;
+pub const MAX_CHECKPOINT_WRITE_MIBPS: u32 = 1 << 24;
+pub const MAX_READINESS: u8 = 100;
 
 /// A GPU host of a provider, with the hardware profile its HAL measured.
 #[account]
@@ -11,6 +19,11 @@ pub struct Node {
     /// The Provider account (not its owner's wallet).
     pub provider: Pubkey,
     pub index: u32,
+    /// The node's operator key: what its agent signs with. It may start,
+    /// attest and complete the node's jobs and report the node's status and
+    /// measured profile; it can never move the provider's money. Set and
+    /// rotated by the provider's wallet.
+    pub operator: Pubkey,
     pub hardware: HardwareProfile,
     /// HAL readiness score, 0 to 100.
     pub readiness: u8,
@@ -40,13 +53,55 @@ pub struct HardwareProfile {
 }
 
 impl HardwareProfile {
+    /// What every reader of the fleet may rely on: a normalised model name,
+    /// at least one GPU, and sizes within [the bounds](MAX_GPU_COUNT).
     pub fn validate(&self) -> Result<()> {
         require!(
-            !self.gpu_model.is_empty() && self.gpu_model.len() <= MAX_GPU_MODEL_LEN,
+            is_normalized_model(&self.gpu_model),
             McjsError::InvalidGpuModel
+        );
+        require!(
+            (1..=MAX_GPU_COUNT).contains(&self.gpu_count)
+                && (1..=MAX_VRAM_PER_GPU_MIB).contains(&self.vram_per_gpu_mib)
+                && (MIN_COMPUTE_CAPABILITY..=MAX_COMPUTE_CAPABILITY)
+                    .contains(&self.compute_capability)
+                && self.cpu_cores >= 1
+                && self.ram_mib >= 1
+                && self.checkpoint_write_mibps <= MAX_CHECKPOINT_WRITE_MIBPS,
+            McjsError::InvalidHardwareProfile
         );
         Ok(())
     }
+}
+
+/// The program's copy of the GPU model rule (`mcjs_spec::gpu::normalize_model`
+/// owns it off chain; a test checks that the two agree): 1 to
+/// [`MAX_GPU_MODEL_LEN`] bytes of `a-z`, `0-9`, `.`, `+` and `-`, starting
+/// and ending with a letter or digit, with no `--`. Every such name is a
+/// fixed point of the off-chain normalisation.
+pub fn is_normalized_model(model: &str) -> bool {
+    let bytes = model.as_bytes();
+    let allowed = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.+".contains(b);
+    match (bytes.first(), bytes.last()) {
+        (Some(first), Some(last)) => {
+            bytes.len() <= MAX_GPU_MODEL_LEN
+                && bytes.iter().all(allowed)
+                && first.is_ascii_alphanumeric()
+                && last.is_ascii_alphanumeric()
+                && !model.contains("--")
+        }
+        _ => false,
+    }
+}
+
+/// An operator key is a key of its own: set, and never the wallet that owns
+/// the stake (the whole point is that the machine never holds that one).
+pub fn require_operator_apart(operator: &Pubkey, provider_owner: &Pubkey) -> Result<()> {
+    require!(
+        *operator != Pubkey::default() && operator != provider_owner,
+        McjsError::InvalidOperator
+    );
+    Ok(())
 }
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
@@ -63,6 +118,11 @@ impl NodeStatus {
 }
 
 impl Node {
+    /// Whether `key` may act as this node: its operator key.
+    pub fn is_operator(&self, key: &Pubkey) -> bool {
+        self.operator == *key
+    }
+
     pub fn occupy(&mut self, job: Pubkey, now: i64) -> Result<()> {
         match self.status {
             NodeStatus::Available if self.current_job.is_none() => {
@@ -92,7 +152,14 @@ impl Node {
 
     pub fn invariant(&self) -> Result<()> {
         self.hardware.validate()?;
-        require!(self.readiness <= 100, McjsError::InvalidReadiness);
+        require!(
+            self.readiness <= MAX_READINESS,
+            McjsError::InvalidReadiness
+        );
+        require!(
+            self.operator != Pubkey::default(),
+            McjsError::InvalidOperator
+        );
         require!(
             (self.status == NodeStatus::Busy) == self.current_job.is_some(),
             McjsError::InvalidNodeStatus

@@ -10,6 +10,7 @@
 //! | Node           | `mcjs`, provider, `node`, index (u32 LE)                 |
 //! | Job            | `mcjs`, owner, `job`, job id (u64 LE)                    |
 //! | job vault      | `mcjs`, job, `vault`                                     |
+//! | insurance pool | `mcjs`, `insurance`                                      |
 
 pub const SEED_PREFIX: &[u8] = b"mcjs";
 pub const SEED_CONFIG: &[u8] = b"config";
@@ -17,6 +18,7 @@ pub const SEED_PROVIDER: &[u8] = b"provider";
 pub const SEED_NODE: &[u8] = b"node";
 pub const SEED_JOB: &[u8] = b"job";
 pub const SEED_VAULT: &[u8] = b"vault";
+pub const SEED_INSURANCE: &[u8] = b"insurance";
 
 /// PDA derivations for clients (off chain only).
 #[cfg(not(target_os = "solana"))]
@@ -26,6 +28,11 @@ pub mod pda {
 
     pub fn config() -> Pubkey {
         Pubkey::find_program_address(&[SEED_PREFIX, SEED_CONFIG], &crate::ID).0
+    }
+
+    /// The insurance pool's token account (authority: the Config).
+    pub fn insurance_pool() -> Pubkey {
+        Pubkey::find_program_address(&[SEED_PREFIX, SEED_INSURANCE], &crate::ID).0
     }
 
     pub fn provider(owner: &Pubkey) -> Pubkey {
