@@ -191,7 +191,7 @@ impl Scenario {
     async fn assert_tokens_conserved(&self) {
         let client = self.cluster.client();
         let d = client.deployment().await.unwrap();
-        let mut accounts = vec![d.treasury, pda::vault(&self.job)];
+        let mut accounts = vec![d.treasury, pda::vault(&self.job), pda::insurance_pool()];
         let wallets = &self.cluster.info.wallets;
         for w in [&wallets.user, &wallets.admin, &wallets.scheduler]
             .into_iter()
@@ -361,8 +361,8 @@ async fn two_failures_in_a_row_exhaust_a_restart_budget_of_one() {
     assert_eq!(failed.bond, 0);
     s.assert_audit_verifies();
     s.assert_tokens_conserved().await;
-    // The owner paid only for attested progress and got the rest back, plus
-    // two slashes.
+    // The owner paid only for attested progress and got the rest back; the
+    // two slashes went to the insurance pool, not to the owner.
     let client = s.cluster.client();
     let d = client.deployment().await.unwrap();
     let user = s.cluster.user_wallet().unwrap().pubkey();
@@ -370,8 +370,13 @@ async fn two_failures_in_a_row_exhaust_a_restart_budget_of_one() {
         .token_balance(&ix::usdc_account(&user, &d.usdc_mint))
         .await
         .unwrap();
-    assert_eq!(balance, 10_000 * USDC - failed.paid + 2 * 5 * USDC);
+    assert_eq!(balance, 10_000 * USDC - failed.paid);
     assert!(failed.paid < BOND);
+    assert_eq!(
+        client.token_balance(&pda::insurance_pool()).await.unwrap(),
+        2 * 5 * USDC,
+        "both slashes are in the insurance pool"
+    );
 }
 
 /// A randomized soak: `MCJS_SOAK_RUNS` runs (default 1) with one fault each,
