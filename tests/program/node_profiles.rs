@@ -181,6 +181,14 @@ const NVML_NAMES: &[&str] = &[
     "NVIDIA GH200 480GB",
 ];
 
+/// Real names whose normal form is longer than the program holds
+/// ([`MAX_GPU_MODEL_LEN`]): refused for their length alone.
+const NVML_NAMES_LONGER_THAN_THE_PROGRAM_HOLDS: &[&str] = &[
+    "Quadro RTX 5000 with Max-Q Design",
+    "NVIDIA GeForce RTX 2070 Super with Max-Q Design",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+];
+
 /// Inputs that stress the rule: spacing, case, separators, lengths.
 const TRICKY_NAMES: &[&str] = &[
     "NVIDIA  RTX_A6000",
@@ -235,6 +243,19 @@ fn the_program_and_the_spec_agree_on_normalised_gpu_model_names() {
             "the program refuses {normalised:?}, the normal form of {name:?}"
         );
     }
+    // Too long for the account: cut to MAX_GPU_MODEL_LEN bytes, a name is
+    // accepted only once a '-' left at the cut is dropped too (a plain cut
+    // of "geforce-rtx-2070-super-with-max-q-design" ends in '-').
+    for name in NVML_NAMES_LONGER_THAN_THE_PROGRAM_HOLDS {
+        let normalised = normalize_model(name);
+        assert!(normalised.len() > MAX_GPU_MODEL_LEN, "{name:?}");
+        assert!(!is_normalized_model(&normalised), "{name:?}");
+        let cut = normalised[..MAX_GPU_MODEL_LEN].trim_end_matches('-');
+        assert!(is_normalized_model(cut), "{cut:?}");
+    }
+    assert!(!is_normalized_model(
+        &normalize_model("NVIDIA GeForce RTX 2070 Super with Max-Q Design")[..MAX_GPU_MODEL_LEN]
+    ));
     // Spot checks of the normal forms the fleet registers under.
     for (raw, normal) in [
         ("NVIDIA H200", "h200"),
