@@ -13,10 +13,11 @@ use std::collections::HashMap;
 pub enum FleetError {
     #[error("node {0} appears twice: each node id must be unique")]
     DuplicateNode(u64),
-    #[error("node {id} has readiness {readiness}: readiness is a score in 0..=100")]
-    ReadinessOutOfRange { id: u64, readiness: u8 },
-    #[error("node {0} has no gpus: a node must report at least one gpu")]
-    NoGpus(u64),
+    #[error("node {id} reports an impossible profile: {why}")]
+    Implausible {
+        id: u64,
+        why: mcjs_spec::node_limits::NodeLimitError,
+    },
     #[error("node {id} model {given:?} is not normalised: write {expected:?}")]
     ModelNotNormalised {
         id: u64,
@@ -54,35 +55,60 @@ fn order_key(n: &Node) -> (Reverse<u8>, u64, NodeId) {
     (Reverse(n.readiness), n.price_per_gpu_hour, n.id)
 }
 
-fn validate(node: &Node) -> Result<(), FleetError> {
-    if node.readiness > 100 {
-        return Err(FleetError::ReadinessOutOfRange {
-            id: node.id.0,
-            readiness: node.readiness,
-        });
-    }
-    if node.gpu_count == 0 {
-        return Err(FleetError::NoGpus(node.id.0));
-    }
-    let normalised = crate::model::normalise_model(&node.gpu_model);
-    if normalised != node.gpu_model {
+/// Whether the index can hold a node: sizes within the shared bounds
+/// (`mcjs_spec::node_limits`), at least one gpu, readiness a score, the model name normalised.
+/// The one check behind [`FleetIndex::new`], [`FleetIndex::build`] and [`FleetIndex::upsert`];
+/// callers that convert nodes from elsewhere use it to skip a node rather than a fleet.
+pub fn validate_node(node: &Node) -> Result<(), FleetError> {
+    let sizes = mcjs_spec::node_limits::NodeSizes {
+        gpu_count: node.gpu_count,
+        vram_per_gpu_mib: node.vram_per_gpu_mib,
+        compute_capability_sm: node.compute_capability,
+        ram_mib: node.ram_mib,
+        disk_gib: node.disk_free_gib,
+        checkpoint_write_mibps: node.checkpoint_write_mibps,
+        readiness: node.readiness,
+    };
+    sizes.check().map_err(|why| FleetError::Implausible {
+        id: node.id.0,
+        why,
+    })?;
+    if !mcjs_spec::gpu::is_normalized(&node.gpu_model) {
         return Err(FleetError::ModelNotNormalised {
             id: node.id.0,
             given: node.gpu_model.clone(),
-            expected: normalised,
+            expected: mcjs_spec::gpu::normalize_model(&node.gpu_model),
         });
     }
     Ok(())
 }
 
 impl FleetIndex {
+    /// The whole fleet, or the first node that cannot be indexed. For fleets that must be
+    /// whole (the simulator, tests); the daemon uses [`FleetIndex::build`].
     pub fn new(nodes: impl IntoIterator<Item = Node>) -> Result<Self, FleetError> {
+        let (fleet, mut rejected) = Self::build(nodes);
+        match rejected.is_empty() {
+            true => Ok(fleet),
+            false => Err(rejected.swap_remove(0)),
+        }
+    }
+
+    /// Indexes every valid node and returns the others with the reason, in input order: one
+    /// malformed or duplicated node never keeps the rest of the fleet from being scheduled.
+    /// Of two nodes with one id, the first is kept.
+    pub fn build(nodes: impl IntoIterator<Item = Node>) -> (Self, Vec<FleetError>) {
         let mut fleet = Self::default();
+        let mut rejected = Vec::new();
         for node in nodes {
             if fleet.slot_of.contains_key(&node.id) {
-                return Err(FleetError::DuplicateNode(node.id.0));
+                rejected.push(FleetError::DuplicateNode(node.id.0));
+                continue;
             }
-            validate(&node)?;
+            if let Err(why) = validate_node(&node) {
+                rejected.push(why);
+                continue;
+            }
             let slot = fleet.nodes.len() as u32;
             fleet.slot_of.insert(node.id, slot);
             fleet.nodes.push(node);
@@ -96,7 +122,7 @@ impl FleetIndex {
                 .available
                 .sort_by_key(|&s| order_key(&nodes[s as usize]));
         }
-        Ok(fleet)
+        (fleet, rejected)
     }
 
     pub fn len(&self) -> usize {
@@ -121,7 +147,7 @@ impl FleetIndex {
 
     /// Adds a node or replaces its previous state (status, profile, price, failures).
     pub fn upsert(&mut self, node: Node) -> Result<(), FleetError> {
-        validate(&node)?;
+        validate_node(&node)?;
         let slot = match self.slot_of.get(&node.id) {
             Some(&slot) => {
                 self.detach(slot);

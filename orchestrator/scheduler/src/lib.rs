@@ -5,14 +5,12 @@
 //! simulator in [`sim`] drives any [`PlacementPolicy`] over days of simulated time.
 
 pub mod fleet;
-pub mod model;
 pub mod plan;
 pub mod requirements;
 pub mod sim;
 pub mod types;
 
-pub use fleet::{FleetError, FleetIndex};
-pub use model::{model_matches, normalise_model};
+pub use fleet::{FleetError, FleetIndex, validate_node};
 pub use plan::{
     Availability, BestFit, FirstFit, Placement, PlacementPolicy, Plan, PlanRequest, ScarcityAware,
     Unplaced, UnplacedJob,

@@ -2,7 +2,8 @@
 
 use crate::fleet::FleetIndex;
 use crate::requirements::{InvalidJob, Needs, Requirement};
-use crate::types::{ExpectedDemand, Job, JobId, NodeId, PlacementConfig, format_usdc};
+use crate::types::{ExpectedDemand, Job, JobId, NodeId, PlacementConfig};
+use mcjs_spec::units::Usdc;
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
@@ -108,11 +109,11 @@ impl fmt::Display for Availability {
         } else if all(self.too_expensive) {
             write!(
                 f,
-                "all {n} capable {nodes} cost more than {} per gpu-hour",
-                format_usdc(self.max_per_gpu_hour)
+                "all {n} capable {nodes} cost more than {} USDC per gpu-hour",
+                Usdc(self.max_per_gpu_hour)
             )?;
             match self.cheapest_per_gpu_hour {
-                Some(c) => write!(f, " (cheapest free {})", format_usdc(c)),
+                Some(c) => write!(f, " (cheapest free {} USDC)", Usdc(c)),
                 None => Ok(()),
             }
         } else if all(self.held_for_scarcer_jobs) {

@@ -1,6 +1,7 @@
 //! Hard requirements, reduced to what a node's hardware class must offer.
 
-use crate::model::{model_matches, normalise_model};
+use mcjs_spec::checkpoint::{required_free_bytes, required_write_mibps};
+use mcjs_spec::gpu::{allow_list_admits, is_normalized, normalize_model};
 use crate::types::{CheckpointPolicy, HardwareRequirements, Node};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -68,8 +69,8 @@ pub struct Needs {
     pub min_ram_mib: u32,
     /// max(min disk, checkpoint size x (kept + 1)).
     pub min_disk_bytes: u128,
-    /// max(on-chain minimum, ceil(size_MiB x 5 / interval)): a checkpoint write may take at
-    /// most 20% of the interval.
+    /// max(on-chain minimum, the shared checkpoint rule `mcjs_spec::checkpoint`): a checkpoint
+    /// write may take at most 20% of the interval.
     pub min_write_mibps: u128,
     pub needs_stable_bandwidth: bool,
 }
@@ -95,19 +96,16 @@ impl Needs {
         if ckpt.size_bytes > 0 && ckpt.interval_secs == 0 {
             return Err(InvalidJob::ZeroCheckpointInterval);
         }
-        if let Some(bad) = hw.gpu_models.iter().find(|m| normalise_model(m) != **m) {
+        if let Some(bad) = hw.gpu_models.iter().find(|m| !is_normalized(m)) {
             return Err(InvalidJob::ModelNotNormalised {
                 given: bad.clone(),
-                expected: normalise_model(bad),
+                expected: normalize_model(bad),
             });
         }
-        let size = ckpt.size_bytes as u128;
-        let checkpoint_space = size * (ckpt.keep_checkpoints as u128 + 1);
-        let checkpoint_rate = if size == 0 {
-            0
-        } else {
-            (size * 5).div_ceil(ckpt.interval_secs as u128 * MIB)
-        };
+        let size = ckpt.size_bytes;
+        let checkpoint_space = required_free_bytes(size, u32::from(ckpt.keep_checkpoints));
+        let checkpoint_rate =
+            u128::from(required_write_mibps(size, u64::from(ckpt.interval_secs)));
         let mut gpu_models = hw.gpu_models.clone();
         gpu_models.sort();
         gpu_models.dedup();
@@ -129,7 +127,7 @@ impl Needs {
     pub fn unmet(&self, c: &HardwareClass) -> u16 {
         let checks = [
             c.gpu_count >= self.gpu_count,
-            model_matches(&self.gpu_models, &c.gpu_model),
+            allow_list_admits(&self.gpu_models, &c.gpu_model),
             c.vram_per_gpu_mib >= self.min_vram_mib,
             c.compute_capability >= self.min_compute_capability,
             self.min_driver.is_none_or(|d| c.driver >= d),

@@ -99,11 +99,11 @@ impl JobSpec {
             cpu_cores: h.cpu_cores,
             ram_mib: clamp_u32(h.ram.mib_ceil()),
             disk_gib: clamp_u32(h.disk.gib_ceil()),
-            checkpoint_disk_bytes: self
-                .checkpoint
-                .max_size
-                .0
-                .saturating_mul(u64::from(self.checkpoint.keep) + 1),
+            checkpoint_disk_bytes: u64::try_from(crate::checkpoint::required_free_bytes(
+                self.checkpoint.max_size.0,
+                u32::from(self.checkpoint.keep),
+            ))
+            .unwrap_or(u64::MAX),
             min_checkpoint_write_mibps: summary.min_checkpoint_write_mibps,
         }
     }
