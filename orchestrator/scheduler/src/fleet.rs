@@ -28,6 +28,16 @@ pub enum FleetError {
     UnknownNode(u64),
 }
 
+impl FleetError {
+    /// The node the error is about.
+    pub fn node(&self) -> NodeId {
+        NodeId(match self {
+            Self::DuplicateNode(id) | Self::UnknownNode(id) => *id,
+            Self::Implausible { id, .. } | Self::ModelNotNormalised { id, .. } => *id,
+        })
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct ClassEntry {
     pub profile: HardwareClass,

@@ -237,6 +237,9 @@ pub struct SimConfig {
     /// hardware in the report.
     pub scarce_fraction: f64,
     pub scarce_wait_threshold_secs: i64,
+    /// Each node's measured values differ as a real fleet's do (see [`measure`]); off, every
+    /// node of a kind reports its kind's nominal values.
+    pub measured_variation: bool,
 }
 
 impl Default for SimConfig {
@@ -257,6 +260,7 @@ impl Default for SimConfig {
             forecast_horizon_secs: 0,
             scarce_fraction: 0.15,
             scarce_wait_threshold_secs: 600,
+            measured_variation: true,
         }
     }
 }
@@ -343,6 +347,22 @@ pub enum IncidentKind {
     Partition { secs: i64 },
 }
 
+/// Replaces each node's nominal measured values by what a HAL would report on a real fleet:
+/// checkpoint write bandwidth within ±30% of the kind's, 30–100% of the disk free, and RAM a
+/// few hundred MiB under nominal (firmware and kernel reservations differ per machine).
+///
+/// Drawn from a stream of its own, so that the rest of the world (arrivals, crashes, prices)
+/// is the same with or without variation and quality can be compared on one seed.
+pub fn measure(nodes: &mut [Node], seed: u64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6d65_6173_7572_6564);
+    for node in nodes {
+        node.checkpoint_write_mibps =
+            (node.checkpoint_write_mibps as f64 * rng.random_range(0.7..=1.3)) as u32;
+        node.disk_free_gib = (node.disk_free_gib as f64 * rng.random_range(0.3..=1.0)) as u32;
+        node.ram_mib = node.ram_mib.saturating_sub(rng.random_range(0..=600));
+    }
+}
+
 fn exp(rng: &mut ChaCha8Rng, mean: f64) -> f64 {
     -mean * (1.0 - rng.random::<f64>()).ln()
 }
@@ -406,6 +426,10 @@ impl World {
                 }
             })
             .collect();
+        let mut nodes = nodes;
+        if config.measured_variation {
+            measure(&mut nodes, config.seed);
+        }
         let node_mtbf_days: Vec<f64> = kind_of_node.iter().map(|&k| kinds[k].mtbf_days).collect();
 
         let mut incidents = Vec::new();
