@@ -41,6 +41,8 @@ impl FleetError {
 #[derive(Clone, Debug)]
 pub(crate) struct ClassEntry {
     pub profile: HardwareClass,
+    /// The classes with the same discrete properties share a group.
+    pub group: u32,
     /// Nodes of the class that are not offline: how common the hardware is.
     pub online: u32,
     pub busy: u32,
@@ -49,6 +51,9 @@ pub(crate) struct ClassEntry {
     pub available: Vec<u32>,
     /// Available nodes with a failure history, whose back-off depends on the planning time.
     pub with_failures: Vec<u32>,
+    /// Every node of the class, in no order: for jobs whose need falls inside a measured
+    /// bucket, which are told about the nodes that fit one by one.
+    pub members: Vec<u32>,
 }
 
 /// Nodes grouped by hardware class. Planning borrows it immutably.
@@ -56,9 +61,12 @@ pub(crate) struct ClassEntry {
 pub struct FleetIndex {
     pub(crate) nodes: Vec<Node>,
     pub(crate) node_class: Vec<u32>,
+    /// Where each node sits in its class's `members`, so that moving it is O(1).
+    member_pos: Vec<u32>,
     pub(crate) classes: Vec<ClassEntry>,
     slot_of: HashMap<NodeId, u32>,
     class_of: HashMap<HardwareClass, u32>,
+    group_of: HashMap<HardwareClass, u32>,
 }
 
 fn order_key(n: &Node) -> (Reverse<u8>, u64, NodeId) {
@@ -123,6 +131,7 @@ impl FleetIndex {
             fleet.slot_of.insert(node.id, slot);
             fleet.nodes.push(node);
             fleet.node_class.push(0);
+            fleet.member_pos.push(0);
             fleet.attach_unsorted(slot);
         }
         // One sort per class instead of a sorted insert per node.
@@ -147,6 +156,12 @@ impl FleetIndex {
         self.classes.len()
     }
 
+    /// How many distinct combinations of discrete properties (model, gpus, vram, compute
+    /// capability, driver, cpu cores, stability) the fleet has.
+    pub fn group_count(&self) -> usize {
+        self.group_of.len()
+    }
+
     pub fn node(&self, id: NodeId) -> Option<&Node> {
         self.slot_of.get(&id).map(|&s| &self.nodes[s as usize])
     }
@@ -169,6 +184,7 @@ impl FleetIndex {
                 self.slot_of.insert(node.id, slot);
                 self.nodes.push(node);
                 self.node_class.push(0);
+                self.member_pos.push(0);
                 slot
             }
         };
@@ -199,13 +215,17 @@ impl FleetIndex {
             None => {
                 let c = self.classes.len() as u32;
                 self.class_of.insert(profile.clone(), c);
+                let groups = self.group_of.len() as u32;
+                let group = *self.group_of.entry(profile.discrete()).or_insert(groups);
                 self.classes.push(ClassEntry {
                     profile,
+                    group,
                     online: 0,
                     busy: 0,
                     offline: 0,
                     available: Vec::new(),
                     with_failures: Vec::new(),
+                    members: Vec::new(),
                 });
                 c
             }
@@ -215,6 +235,8 @@ impl FleetIndex {
         let has_failures = node.consecutive_failures > 0;
         let status = node.status;
         let entry = &mut self.classes[class as usize];
+        self.member_pos[slot as usize] = entry.members.len() as u32;
+        entry.members.push(slot);
         match status {
             NodeStatus::Offline => entry.offline += 1,
             NodeStatus::Busy => {
@@ -244,6 +266,12 @@ impl FleetIndex {
         let class = self.node_class[slot as usize];
         let key = order_key(node);
         let entry = &mut self.classes[class as usize];
+        let i = self.member_pos[slot as usize] as usize;
+        debug_assert_eq!(entry.members.get(i), Some(&slot));
+        entry.members.swap_remove(i);
+        if let Some(&moved) = entry.members.get(i) {
+            self.member_pos[moved as usize] = i as u32;
+        }
         match node.status {
             NodeStatus::Offline => entry.offline -= 1,
             NodeStatus::Busy => {

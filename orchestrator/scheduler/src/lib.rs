@@ -15,5 +15,7 @@ pub use plan::{
     Availability, BestFit, FirstFit, Placement, PlacementPolicy, Plan, PlanRequest, ScarcityAware,
     Unplaced, UnplacedJob,
 };
-pub use requirements::{HardwareClass, InvalidJob, Needs, Requirement};
+pub use requirements::{
+    HardwareClass, InvalidJob, Needs, Requirement, bucket_ceiling, bucket_floor,
+};
 pub use types::*;

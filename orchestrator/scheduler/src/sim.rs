@@ -5,13 +5,13 @@
 
 use crate::fleet::FleetIndex;
 use crate::plan::{PlacementPolicy, PlanRequest};
-use crate::requirements::{HardwareClass, Needs};
+use crate::requirements::Needs;
 use crate::types::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 
 const USDC: u64 = 1_000_000;
@@ -518,10 +518,12 @@ impl World {
         }
         arrival_times.sort_unstable();
 
-        let mut class_sizes: HashMap<HardwareClass, u64> = HashMap::new();
-        for n in &nodes {
-            *class_sizes.entry(HardwareClass::of(n)).or_default() += 1;
-        }
+        // A job's needs depend only on its kind. Counted on each node's own values, so which
+        // jobs are scarce does not depend on the index's buckets.
+        let capable_by_kind: Vec<u64> = job_kinds
+            .iter()
+            .map(|kind| capable_nodes(&nodes, kind))
+            .collect();
         let scarce_limit = (config.scarce_fraction * nodes.len() as f64) as u64;
         let jobs = arrival_times
             .iter()
@@ -554,7 +556,7 @@ impl World {
                         recovering_from: None,
                     },
                 };
-                let scarce = capable_nodes(&class_sizes, &job) <= scarce_limit;
+                let scarce = capable_by_kind[k] <= scarce_limit;
                 SimJobSpec {
                     job,
                     kind: k,
@@ -574,15 +576,16 @@ impl World {
     }
 }
 
-fn capable_nodes(class_sizes: &HashMap<HardwareClass, u64>, job: &Job) -> u64 {
-    let Ok(needs) = Needs::of(&job.hardware, &job.checkpoint) else {
+fn capable_nodes(nodes: &[Node], kind: &JobKind) -> u64 {
+    let checkpoint = CheckpointPolicy {
+        size_bytes: kind.checkpoint_gib << 30,
+        interval_secs: kind.interval_secs,
+        keep_checkpoints: 2,
+    };
+    let Ok(needs) = Needs::of(&kind.hardware, &checkpoint) else {
         return 0;
     };
-    class_sizes
-        .iter()
-        .filter(|(c, _)| needs.unmet(c) == 0)
-        .map(|(_, n)| n)
-        .sum()
+    nodes.iter().filter(|n| needs.admits(n)).count() as u64
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
