@@ -18,7 +18,7 @@ pub struct RequirementSummary {
     pub min_compute_capability: u16,
     /// Normalised, at most 4, each at most 32 bytes; empty: any model.
     pub gpu_models: Vec<String>,
-    /// ceil(max_checkpoint_size_MiB * 5 / interval_secs).
+    /// `crate::checkpoint::required_write_mibps(max_checkpoint_size, interval)`.
     pub min_checkpoint_write_mibps: u32,
 }
 
