@@ -152,7 +152,6 @@ pub fn checkpoint_capability(
     })
 }
 
-
 impl fmt::Display for Capability {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let size_gib = self.size_bytes as f64 / (MIB * 1024.0);

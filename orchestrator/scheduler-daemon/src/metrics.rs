@@ -114,9 +114,19 @@ mod tests {
     fn skipped_accounts_are_exported_by_kind_from_the_start() {
         let m = Metrics::new();
         let text = m.render().unwrap();
-        assert!(text.contains("mcjs_skipped_accounts{kind=\"node\"} 0"), "{text}");
-        assert!(text.contains("mcjs_skipped_accounts{kind=\"job\"} 0"), "{text}");
+        assert!(
+            text.contains("mcjs_skipped_accounts{kind=\"node\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mcjs_skipped_accounts{kind=\"job\"} 0"),
+            "{text}"
+        );
         m.skipped_accounts.with_label_values(&["node"]).set(3);
-        assert!(m.render().unwrap().contains("mcjs_skipped_accounts{kind=\"node\"} 3"));
+        assert!(
+            m.render()
+                .unwrap()
+                .contains("mcjs_skipped_accounts{kind=\"node\"} 3")
+        );
     }
 }

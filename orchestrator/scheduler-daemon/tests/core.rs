@@ -420,7 +420,11 @@ fn malformed_nodes_are_skipped_by_name_and_every_job_still_goes_to_a_good_node()
     for ((account, why), skipped) in expected_skips.iter().zip(&decision.skipped) {
         assert_eq!(skipped.kind, AccountKind::Node);
         assert_eq!(skipped.account, *account);
-        assert!(skipped.reason.contains(why), "{why:?} in {}", skipped.reason);
+        assert!(
+            skipped.reason.contains(why),
+            "{why:?} in {}",
+            skipped.reason
+        );
     }
 }
 
@@ -495,7 +499,9 @@ fn a_malformed_job_is_skipped_by_name_and_the_others_are_placed() {
     assert_eq!(decision.waiting.len(), 1, "{:?}", decision.waiting);
     assert_eq!(decision.waiting[0].job, key(102));
     assert!(
-        decision.waiting[0].reason.contains("checkpoint write bandwidth"),
+        decision.waiting[0]
+            .reason
+            .contains("checkpoint write bandwidth"),
         "{}",
         decision.waiting[0].reason
     );

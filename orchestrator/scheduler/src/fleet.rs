@@ -87,10 +87,9 @@ pub fn validate_node(node: &Node) -> Result<(), FleetError> {
         checkpoint_write_mibps: node.checkpoint_write_mibps,
         readiness: node.readiness,
     };
-    sizes.check().map_err(|why| FleetError::Implausible {
-        id: node.id.0,
-        why,
-    })?;
+    sizes
+        .check()
+        .map_err(|why| FleetError::Implausible { id: node.id.0, why })?;
     if !mcjs_spec::gpu::is_normalized(&node.gpu_model) {
         return Err(FleetError::ModelNotNormalised {
             id: node.id.0,

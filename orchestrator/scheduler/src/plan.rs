@@ -326,7 +326,7 @@ impl<'a> Planner<'a> {
                 // A class every node has left (after updates) offers nothing.
                 !entry.members.is_empty()
                     && *discrete[entry.group as usize]
-                    .get_or_insert_with(|| needs.unmet_discrete(&entry.profile) == 0)
+                        .get_or_insert_with(|| needs.unmet_discrete(&entry.profile) == 0)
                     && needs.unmet_measured_at_best(&entry.profile) == 0
             })
             .collect();
@@ -689,7 +689,10 @@ impl<'a> Planner<'a> {
             (x, y) => x.or(y),
         };
         if let Some(&cheapest) = prices.first() {
-            a.cheapest_per_gpu_hour = Some(a.cheapest_per_gpu_hour.map_or(cheapest, |c| c.min(cheapest)));
+            a.cheapest_per_gpu_hour = Some(
+                a.cheapest_per_gpu_hour
+                    .map_or(cheapest, |c| c.min(cheapest)),
+            );
         }
     }
 
@@ -725,8 +728,10 @@ impl<'a> Planner<'a> {
                 continue;
             }
             let node_price = node.price_per_gpu_hour;
-            a.cheapest_per_gpu_hour =
-                Some(a.cheapest_per_gpu_hour.map_or(node_price, |c| c.min(node_price)));
+            a.cheapest_per_gpu_hour = Some(
+                a.cheapest_per_gpu_hour
+                    .map_or(node_price, |c| c.min(node_price)),
+            );
             if node_price > price {
                 a.too_expensive += 1;
             } else if state.taken.get(pos).copied().unwrap_or(false) {

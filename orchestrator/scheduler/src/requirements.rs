@@ -1,8 +1,8 @@
 //! Hard requirements, reduced to what a node's hardware class must offer.
 
+use crate::types::{CheckpointPolicy, HardwareRequirements, Node};
 use mcjs_spec::checkpoint::{required_free_bytes, required_write_mibps};
 use mcjs_spec::gpu::{allow_list_admits, is_normalized, normalize_model};
-use crate::types::{CheckpointPolicy, HardwareRequirements, Node};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -221,8 +221,7 @@ impl Needs {
         }
         let size = ckpt.size_bytes;
         let checkpoint_space = required_free_bytes(size, u32::from(ckpt.keep_checkpoints));
-        let checkpoint_rate =
-            u128::from(required_write_mibps(size, u64::from(ckpt.interval_secs)));
+        let checkpoint_rate = u128::from(required_write_mibps(size, u64::from(ckpt.interval_secs)));
         let mut gpu_models = hw.gpu_models.clone();
         gpu_models.sort();
         gpu_models.dedup();
@@ -317,9 +316,10 @@ impl Needs {
 
 /// Bit `i` set for every check `(i, false)`.
 fn mask_of(checks: &[(u16, bool)]) -> u16 {
-    checks
-        .iter()
-        .fold(0, |mask, &(bit, ok)| if ok { mask } else { mask | (1 << bit) })
+    checks.iter().fold(
+        0,
+        |mask, &(bit, ok)| if ok { mask } else { mask | (1 << bit) },
+    )
 }
 
 /// One hard requirement, as named in an explanation.

@@ -52,15 +52,19 @@ mod tests {
             (10 * GIB, 900, 57), // ceil(10240 * 5 / 900) = ceil(56.9)
             (1 << 20, 5, 1),     // exactly 1 MiB/s
             (1 << 20, 6, 1),
-            (1, 3600, 1),                 // any positive size needs at least 1 MiB/s
-            (0, 3600, 0),                 // no checkpoint needs nothing
-            (0, 0, 0),                    // ... even with no interval
-            (1, 0, u64::MAX),             // a checkpoint every 0 s needs infinite bandwidth
-            ((1 << 20) + 1, 9, 1),        // exact on bytes: 5.0000048 / 9 -> 1, not 2
-            (4 * GIB, 1800, 12),          // ceil(4096 * 5 / 1800) = ceil(11.38)
-            (120 * GIB, 1800, 342),       // ceil(122880 * 5 / 1800) = ceil(341.3)
-            (360 * (1 << 20), 360, 5),    // boundary: exactly 5 MiB/s, not 6
-            (u64::MAX, 1, (u128::from(u64::MAX) * 5).div_ceil(1 << 20) as u64),
+            (1, 3600, 1),              // any positive size needs at least 1 MiB/s
+            (0, 3600, 0),              // no checkpoint needs nothing
+            (0, 0, 0),                 // ... even with no interval
+            (1, 0, u64::MAX),          // a checkpoint every 0 s needs infinite bandwidth
+            ((1 << 20) + 1, 9, 1),     // exact on bytes: 5.0000048 / 9 -> 1, not 2
+            (4 * GIB, 1800, 12),       // ceil(4096 * 5 / 1800) = ceil(11.38)
+            (120 * GIB, 1800, 342),    // ceil(122880 * 5 / 1800) = ceil(341.3)
+            (360 * (1 << 20), 360, 5), // boundary: exactly 5 MiB/s, not 6
+            (
+                u64::MAX,
+                1,
+                (u128::from(u64::MAX) * 5).div_ceil(1 << 20) as u64,
+            ),
         ];
         for &(size, interval, expected) in table {
             assert_eq!(

@@ -219,7 +219,10 @@ mod tests {
         ];
         for (raw, expected) in table {
             assert_eq!(normalize_model(raw), expected, "{raw:?}");
-            assert!(expected.is_empty() || is_normalized(expected), "{expected:?}");
+            assert!(
+                expected.is_empty() || is_normalized(expected),
+                "{expected:?}"
+            );
         }
         for not_normal in ["NVIDIA  RTX_A6000", "rtx_a6000", "A100", " k80", ""] {
             assert!(!is_normalized(not_normal), "{not_normal:?}");
@@ -231,7 +234,10 @@ mod tests {
         let list = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(allow_list_admits::<String>(&[], "k80"));
         assert!(allow_list_admits(&list(&["a100"]), "a100-sxm4-80gb"));
-        assert!(allow_list_admits(&list(&["h100", "a100"]), "a100-pcie-40gb"));
+        assert!(allow_list_admits(
+            &list(&["h100", "a100"]),
+            "a100-pcie-40gb"
+        ));
         assert!(!allow_list_admits(&list(&["a100-80gb"]), "a100-sxm4-80gb"));
         assert!(!allow_list_admits(&list(&["a10"]), "a100-sxm4-80gb"));
         assert!(!allow_list_admits(&list(&[""]), "k80"));

@@ -99,14 +99,24 @@ mod tests {
     #[test]
     fn real_machines_are_inside_the_bounds_and_each_absurd_value_is_named() {
         assert_eq!(h100_node().check(), Ok(()));
-        let cases: [(fn(&mut NodeSizes), NodeLimitError); 8] = [
+        type Break = fn(&mut NodeSizes);
+        let cases: [(Break, NodeLimitError); 8] = [
             (|n| n.gpu_count = 0, NodeLimitError::GpuCount(0)),
             (|n| n.gpu_count = 17, NodeLimitError::GpuCount(17)),
-            (|n| n.vram_per_gpu_mib = u32::MAX, NodeLimitError::Vram(u32::MAX)),
-            (|n| n.compute_capability_sm = 1000, NodeLimitError::ComputeCapability(1000)),
+            (
+                |n| n.vram_per_gpu_mib = u32::MAX,
+                NodeLimitError::Vram(u32::MAX),
+            ),
+            (
+                |n| n.compute_capability_sm = 1000,
+                NodeLimitError::ComputeCapability(1000),
+            ),
             (|n| n.ram_mib = u32::MAX, NodeLimitError::Ram(u32::MAX)),
             (|n| n.disk_gib = u32::MAX, NodeLimitError::Disk(u32::MAX)),
-            (|n| n.checkpoint_write_mibps = u32::MAX, NodeLimitError::CheckpointWrite(u32::MAX)),
+            (
+                |n| n.checkpoint_write_mibps = u32::MAX,
+                NodeLimitError::CheckpointWrite(u32::MAX),
+            ),
             (|n| n.readiness = 200, NodeLimitError::Readiness(200)),
         ];
         for (break_it, expected) in cases {
