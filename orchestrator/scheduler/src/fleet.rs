@@ -104,10 +104,10 @@ impl FleetIndex {
     /// The whole fleet, or the first node that cannot be indexed. For fleets that must be
     /// whole (the simulator, tests); the daemon uses [`FleetIndex::build`].
     pub fn new(nodes: impl IntoIterator<Item = Node>) -> Result<Self, FleetError> {
-        let (fleet, mut rejected) = Self::build(nodes);
-        match rejected.is_empty() {
-            true => Ok(fleet),
-            false => Err(rejected.swap_remove(0)),
+        let (fleet, rejected) = Self::build(nodes);
+        match rejected.into_iter().next() {
+            None => Ok(fleet),
+            Some(first) => Err(first),
         }
     }
 

@@ -534,8 +534,9 @@ impl<'a> Planner<'a> {
                 // The class matched on bucket floors, which every node of it reaches; the
                 // node's own values are checked once more so that no placement rests on the
                 // index alone.
-                if !self.shapes[s].needs.admits(node) {
-                    debug_assert!(false, "{} does not meet the needs its class meets", node.id);
+                let admitted = self.shapes[s].needs.admits(node);
+                debug_assert!(admitted, "{} does not meet the needs its class meets", node.id);
+                if !admitted {
                     return None;
                 }
                 let (id, node_price) = (node.id, node.price_per_gpu_hour);
