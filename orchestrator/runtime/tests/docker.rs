@@ -130,6 +130,7 @@ impl Job {
             job_id: self.id.clone(),
             local_root: self.t.path().join(run).join("checkpoints"),
             hash_threads: 2,
+            limits: mcjs_runtime::confined::Limits::UNLIMITED,
         }
     }
 
