@@ -158,7 +158,7 @@ mod tests {
     use super::*;
     use crate::engine::JobMounts;
     use crate::launch::{LaunchError, launch};
-    use crate::staging::{DataCache, DataInput};
+    use crate::staging::{DataCache, DataInput, StagingPolicy};
     use sha2::{Digest, Sha256};
 
     fn setup() -> (tempfile::TempDir, ContainerSpec, DataInput) {
@@ -169,6 +169,7 @@ mod tests {
             name: "train.csv".into(),
             uri: url::Url::from_file_path(&src).unwrap().to_string(),
             sha256: hex::encode(Sha256::digest(b"1,0\n")),
+            max_bytes: None,
         };
         let spec = ContainerSpec::new(
             "job-9",
@@ -183,11 +184,21 @@ mod tests {
         (t, spec, input)
     }
 
+    fn cache(t: &tempfile::TempDir) -> DataCache {
+        DataCache::with_policy(
+            t.path().join("cache"),
+            StagingPolicy {
+                data_roots: vec![t.path().to_path_buf()],
+                ..StagingPolicy::default()
+            },
+        )
+    }
+
     #[tokio::test]
     async fn launch_stages_and_prepares_before_starting() {
         let (t, spec, input) = setup();
         let engine = FakeEngine::new();
-        let cache = DataCache::new(t.path().join("cache"));
+        let cache = cache(&t);
         let (id, staged) = launch(&engine, &cache, &[input], &spec).await.unwrap();
         assert_eq!(staged.len(), 1);
         assert!(t.path().join("data/train.csv").exists());
@@ -209,7 +220,7 @@ mod tests {
         let (t, spec, mut input) = setup();
         input.sha256 = hex::encode(Sha256::digest(b"other"));
         let engine = FakeEngine::new();
-        let cache = DataCache::new(t.path().join("cache"));
+        let cache = cache(&t);
         let err = launch(&engine, &cache, &[input], &spec).await.unwrap_err();
         assert!(matches!(err, LaunchError::Staging { .. }), "{err}");
         assert!(engine.started().is_empty());
@@ -219,7 +230,7 @@ mod tests {
     async fn sigkill_and_remove_end_a_container_like_docker_does() {
         let (t, spec, input) = setup();
         let engine = FakeEngine::new();
-        let cache = DataCache::new(t.path().join("cache"));
+        let cache = cache(&t);
         let (id, _) = launch(&engine, &cache, &[input], &spec).await.unwrap();
         engine.signal(&id, JobSignal::Kill).await.unwrap();
         assert_eq!(engine.wait(&id).await.unwrap().code, 137);
