@@ -4,6 +4,7 @@
 use crate::contract::{self, ExitMeaning};
 use crate::engine::{
     ContainerEngine, ContainerId, ContainerSpec, EngineError, ExitReport, GpuRequest, JobSignal,
+    ListedContainer,
 };
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
@@ -12,7 +13,7 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, KillContainerOptionsBuilder,
-    LogsOptionsBuilder, RemoveContainerOptionsBuilder,
+    ListContainersOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -376,6 +377,33 @@ impl ContainerEngine for DockerEngine {
             t.follower.abort();
         }
         result
+    }
+
+    async fn list_labelled(&self, label: &str) -> Result<Vec<ListedContainer>, EngineError> {
+        let filters = HashMap::from([("label".to_string(), vec![label.to_string()])]);
+        let options = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let list = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| EngineError::Unreachable(e.to_string()))?;
+        Ok(list
+            .into_iter()
+            .filter_map(|c| {
+                Some(ListedContainer {
+                    id: ContainerId(c.id?),
+                    labels: c.labels.unwrap_or_default(),
+                    running: c.state.is_some_and(|s| s.to_string() == "running"),
+                })
+            })
+            .collect())
+    }
+
+    async fn has_image(&self, image: &str) -> bool {
+        self.docker.inspect_image(image).await.is_ok()
     }
 }
 

@@ -6,6 +6,7 @@
 use crate::contract::ExitMeaning;
 use crate::engine::{
     ContainerEngine, ContainerId, ContainerSpec, EngineError, ExitReport, JobSignal,
+    ListedContainer,
 };
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -24,6 +25,7 @@ struct State {
     next: u64,
     containers: HashMap<String, FakeContainer>,
     refuse_starts: Option<String>,
+    images: Vec<String>,
 }
 
 #[derive(Default)]
@@ -54,6 +56,11 @@ impl FakeEngine {
                 });
             }
         });
+    }
+
+    /// The engine holds `image` from now on.
+    pub fn add_image(&self, image: &str) {
+        self.with(|s| s.images.push(image.to_string()));
     }
 
     /// Every later `start` fails as if the engine refused it.
@@ -151,6 +158,33 @@ impl ContainerEngine for FakeEngine {
             c.removed = true;
         })
     }
+
+    async fn list_labelled(&self, label: &str) -> Result<Vec<ListedContainer>, EngineError> {
+        self.with(|s| {
+            let mut all: Vec<ListedContainer> = s
+                .containers
+                .iter()
+                .filter(|(_, c)| !c.removed)
+                .map(|(id, c)| {
+                    let mut labels: std::collections::HashMap<String, String> =
+                        c.spec.labels.iter().cloned().collect();
+                    labels.insert(crate::docker::JOB_LABEL.to_string(), c.spec.job_id.clone());
+                    ListedContainer {
+                        id: ContainerId(id.clone()),
+                        labels,
+                        running: c.exit.is_none(),
+                    }
+                })
+                .filter(|c| c.labels.contains_key(label))
+                .collect();
+            all.sort_by(|a, b| a.id.0.cmp(&b.id.0));
+            Ok(all)
+        })
+    }
+
+    async fn has_image(&self, image: &str) -> bool {
+        self.with(|s| s.images.iter().any(|i| i == image))
+    }
 }
 
 #[cfg(test)]
@@ -224,6 +258,24 @@ mod tests {
         let err = launch(&engine, &cache, &[input], &spec).await.unwrap_err();
         assert!(matches!(err, LaunchError::Staging { .. }), "{err}");
         assert!(engine.started().is_empty());
+    }
+
+    #[tokio::test]
+    async fn containers_are_listed_by_label_and_images_known_once_added() {
+        let (t, mut spec, input) = setup();
+        spec.labels = vec![("mcjs.generation".into(), "4".into())];
+        let engine = FakeEngine::new();
+        let cache = cache(&t);
+        let (id, _) = launch(&engine, &cache, &[input], &spec).await.unwrap();
+        let listed = engine.list_labelled("mcjs.generation").await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].id, id);
+        assert_eq!(listed[0].labels["mcjs.job"], "job-9");
+        assert!(listed[0].running);
+        assert!(engine.list_labelled("other").await.unwrap().is_empty());
+        assert!(!engine.has_image(&spec.image).await);
+        engine.add_image(&spec.image);
+        assert!(engine.has_image(&spec.image).await);
     }
 
     #[tokio::test]
