@@ -513,16 +513,22 @@ pub async fn upload_tree(
         threads
     };
     let budget = Arc::new(AtomicU64::new(limits.max_bytes));
-    let uploads = futures_util::stream::iter(walk.files.iter().map(|f| {
-        let (dir, budget, store) = (Arc::clone(&dir), Arc::clone(&budget), Arc::clone(store));
-        let dst = ObjectPath::from(format!("{prefix}/{}", f.path));
-        let path = f.path.clone();
-        async move {
-            let (size, sha256) = copy_hashing(store, dir, path.clone(), dst, budget).await?;
-            Ok::<_, StoreError>(FileDigest { path, size, sha256 })
-        }
-    }))
-    .buffer_unordered(threads.max(1));
+    // Boxed and collected first: a lazily mapped stream of async blocks
+    // trips rustc's Send inference in callers (rust-lang/rust#102211).
+    let jobs: Vec<futures_util::future::BoxFuture<'static, Result<FileDigest, StoreError>>> = walk
+        .files
+        .iter()
+        .map(|f| {
+            let (dir, budget, store) = (Arc::clone(&dir), Arc::clone(&budget), Arc::clone(store));
+            let dst = ObjectPath::from(format!("{prefix}/{}", f.path));
+            let path = f.path.clone();
+            Box::pin(async move {
+                let (size, sha256) = copy_hashing(store, dir, path.clone(), dst, budget).await?;
+                Ok::<_, StoreError>(FileDigest { path, size, sha256 })
+            }) as futures_util::future::BoxFuture<'static, _>
+        })
+        .collect();
+    let uploads = futures_util::stream::iter(jobs).buffer_unordered(threads.max(1));
     let result: Result<Vec<FileDigest>, StoreError> = uploads.try_collect().await;
     match result {
         Ok(mut files) => {
