@@ -232,6 +232,10 @@ impl World {
             hash_threads: 2,
             scheduler: None,
             agent_url: "http://127.0.0.1:0".into(),
+            staging: mcjs_runtime::staging::StagingPolicy {
+                data_roots: vec![self.dir.path().to_path_buf()],
+                ..Default::default()
+            },
         };
         let agent = Agent::new(chain, config, Arc::clone(&self.store), AgentMetrics::new())
             .await
