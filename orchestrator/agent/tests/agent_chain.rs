@@ -585,7 +585,7 @@ fn store_holds(root: &Path, needle: &[u8]) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_job_swapping_in_symlinks_to_host_files_is_stopped_as_its_own_fault_and_an_honest_job_beside_it_completes()
+async fn a_job_swapping_in_symlinks_to_host_files_is_stopped_as_its_own_fault_and_an_honest_job_on_the_node_then_completes()
  {
     const CANARY: &[u8] = b"mcjs-canary-0b9d-provider-wallet-bytes";
     let w = World::new().await;
@@ -601,8 +601,9 @@ async fn a_job_swapping_in_symlinks_to_host_files_is_stopped_as_its_own_fault_an
     hostile["work"]["args"] =
         serde_json::json!(["symlink-race", canary.display().to_string(), "30"]);
     let hostile = JobSpec::from_value(&hostile).expect("a valid spec");
+    let provider = pda::provider(&w.provider.pubkey());
+    let stake_before = w.client.provider(&provider).await.unwrap().unwrap().stake;
     let bad = w.submit_and_assign(&hostile, 20, &node).await;
-    let good = w.submit_and_assign(&honest, 21, &node).await;
 
     let report = w
         .wait_for("the hostile job to be stopped", 120, async || {
@@ -620,6 +621,37 @@ async fn a_job_swapping_in_symlinks_to_host_files_is_stopped_as_its_own_fault_an
             .any(|l| l.contains("checkpoint refused")),
         "{exit:?}"
     );
+    // What the scheduler does with an exit that is not the infrastructure's:
+    // a job error, which slashes no one. Then the node takes the honest job.
+    let j = w.job(&bad).await;
+    let owner_token = ix::usdc_account(&w.user.pubkey(), &w.mint);
+    let payout = ix::usdc_account(&w.provider.pubkey(), &w.mint);
+    let deployment = w.client.deployment().await.unwrap();
+    w.client
+        .send(
+            &[ix::report_failure(
+                &w.scheduler.pubkey(),
+                &bad,
+                &node,
+                &provider,
+                &payout,
+                &owner_token,
+                &deployment,
+                ReportFailureArgs {
+                    generation: j.generation,
+                    cause: FailureCause::JobError,
+                },
+            )],
+            &[&w.scheduler],
+        )
+        .await
+        .expect("report the failure");
+    assert_eq!(
+        w.client.provider(&provider).await.unwrap().unwrap().stake,
+        stake_before,
+        "the provider was slashed for a hostile job"
+    );
+    let good = w.submit_and_assign(&honest, 21, &node).await;
     let done = w
         .wait_for("the honest job to complete", 180, async || {
             let j = w.job(&good).await;
