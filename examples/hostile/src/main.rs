@@ -43,6 +43,13 @@ fn checkpoint(root: &Path, step: u64) -> PathBuf {
     d
 }
 
+/// Puts the manifest in place as the contract says: written, then renamed.
+fn put_manifest(dir: &Path, step: u64) {
+    let tmp = dir.join(format!("{MANIFEST}.tmp"));
+    fs::write(&tmp, manifest(step)).unwrap();
+    fs::rename(tmp, dir.join(MANIFEST)).unwrap();
+}
+
 fn wait_forever() -> ! {
     loop {
         std::thread::sleep(Duration::from_secs(3600));
@@ -68,7 +75,7 @@ fn main() {
                 let state = d.join("state.bin");
                 fs::copy(&state, d.join(".real")).unwrap();
                 symlink(&host, d.join(".link")).unwrap();
-                fs::write(d.join(MANIFEST), manifest(step)).unwrap();
+                put_manifest(&d, step);
                 // rename(2) swaps atomically: state.bin is always either the
                 // honest file or a symlink to the host's file.
                 let until = Instant::now() + Duration::from_millis(150);
@@ -104,7 +111,7 @@ fn main() {
             for i in 0..n {
                 fs::write(d.join(format!("f{i:08}")), b"x").unwrap();
             }
-            fs::write(d.join(MANIFEST), manifest(1)).unwrap();
+            put_manifest(&d, 1);
             println!("many-files: {n} files in place");
             wait_forever();
         }
