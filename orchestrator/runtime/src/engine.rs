@@ -361,6 +361,54 @@ pub trait ContainerEngine: Send + Sync {
     fn has_image(&self, image: &str) -> impl Future<Output = bool> + Send;
 }
 
+/// A shared engine is an engine: a test keeps a handle on the fake one it
+/// hands to the agent.
+impl<E: ContainerEngine> ContainerEngine for std::sync::Arc<E> {
+    fn start(
+        &self,
+        spec: &ContainerSpec,
+    ) -> impl Future<Output = Result<ContainerId, EngineError>> + Send {
+        (**self).start(spec)
+    }
+
+    fn signal(
+        &self,
+        id: &ContainerId,
+        signal: JobSignal,
+    ) -> impl Future<Output = Result<(), EngineError>> + Send {
+        (**self).signal(id, signal)
+    }
+
+    fn wait(
+        &self,
+        id: &ContainerId,
+    ) -> impl Future<Output = Result<ExitReport, EngineError>> + Send {
+        (**self).wait(id)
+    }
+
+    fn is_running(
+        &self,
+        id: &ContainerId,
+    ) -> impl Future<Output = Result<bool, EngineError>> + Send {
+        (**self).is_running(id)
+    }
+
+    fn remove(&self, id: &ContainerId) -> impl Future<Output = Result<(), EngineError>> + Send {
+        (**self).remove(id)
+    }
+
+    fn list_labelled(
+        &self,
+        label: &str,
+    ) -> impl Future<Output = Result<Vec<ListedContainer>, EngineError>> + Send {
+        (**self).list_labelled(label)
+    }
+
+    fn has_image(&self, image: &str) -> impl Future<Output = bool> + Send {
+        (**self).has_image(image)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
