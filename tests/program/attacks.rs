@@ -490,7 +490,7 @@ fn overflow_sized_amounts_are_refused() {
 
     // A node price that overflows the rate of a many-GPU job.
     let mut big = a100_80gb();
-    big.gpu_count = 64;
+    big.gpu_count = 16;
     let whale = s
         .env
         .provider_with_nodes(200 * USDC, &[big], u64::MAX / 100);

@@ -1,6 +1,6 @@
 //! Node profiles the program holds: a normalised GPU model name (the
 //! program's copy of `mcjs_spec::gpu::normalize_model`'s rule, held to it
-//! here), 1 to 64 GPUs, sizes within bounds, readiness at most 100; refused
+//! here), 1 to 16 GPUs, sizes within bounds, readiness at most 100; refused
 //! at registration and at update alike.
 
 use mcjs::errors::McjsError;
@@ -56,9 +56,9 @@ fn malformed_profiles() -> Vec<(&'static str, HardwareProfile, McjsError)> {
             McjsError::InvalidHardwareProfile,
         ),
         (
-            "65 GPUs",
+            "17 GPUs",
             HardwareProfile {
-                gpu_count: 65,
+                gpu_count: 17,
                 ..a100_80gb()
             },
             McjsError::InvalidHardwareProfile,
@@ -115,7 +115,7 @@ fn malformed_node_profiles_are_refused_at_registration_and_nothing_changes() {
     // The edges themselves are accepted.
     let edge = HardwareProfile {
         gpu_model: format!("rtx-a6000{}", "x".repeat(32 - 9)),
-        gpu_count: 64,
+        gpu_count: 16,
         ..a100_80gb()
     };
     env.send(&[register(edge.clone(), 100)], &[&provider.wallet.kp])
@@ -277,4 +277,60 @@ fn the_program_and_the_spec_agree_on_normalised_gpu_model_names() {
     }
     assert!(is_normalized_model(&"x".repeat(32)));
     assert!(!is_normalized_model(&"x".repeat(33)));
+}
+
+#[test]
+fn the_program_and_the_scheduler_agree_on_node_bounds() {
+    use mcjs_spec::node_limits::{self as limits, NodeSizes};
+    // The program's copy of each bound equals the scheduler's.
+    assert_eq!(MAX_GPU_COUNT, limits::MAX_NODE_GPUS);
+    assert_eq!(MAX_VRAM_PER_GPU_MIB, limits::MAX_VRAM_PER_GPU_MIB);
+    assert_eq!(MAX_COMPUTE_CAPABILITY, limits::MAX_COMPUTE_CAPABILITY_SM);
+    assert_eq!(MAX_RAM_MIB, limits::MAX_RAM_MIB);
+    assert_eq!(MAX_DISK_GIB, limits::MAX_DISK_GIB);
+    assert_eq!(MAX_CHECKPOINT_WRITE_MIBPS, limits::MAX_CHECKPOINT_WRITE_MIBPS);
+    assert_eq!(MAX_READINESS, limits::MAX_READINESS);
+    // And on a table of profiles at and past each edge: whatever the program
+    // registers, the scheduler can place on (the program also refuses zeros
+    // the scheduler tolerates).
+    let base = a100_80gb();
+    let mut table = vec![base.clone()];
+    for gpus in [0, 1, 16, 17, 255] {
+        table.push(HardwareProfile { gpu_count: gpus, ..base.clone() });
+    }
+    for vram in [0, 1, 1 << 20, (1 << 20) + 1, u32::MAX] {
+        table.push(HardwareProfile { vram_per_gpu_mib: vram, ..base.clone() });
+    }
+    for cc in [0, 9, 10, 999, 1000, u16::MAX] {
+        table.push(HardwareProfile { compute_capability: cc, ..base.clone() });
+    }
+    for ram in [0, 1, 64 << 20, (64 << 20) + 1, u32::MAX] {
+        table.push(HardwareProfile { ram_mib: ram, ..base.clone() });
+    }
+    for disk in [0, 1 << 20, (1 << 20) + 1, u32::MAX] {
+        table.push(HardwareProfile { disk_gib: disk, ..base.clone() });
+    }
+    for bw in [0, 1 << 20, (1 << 20) + 1, u32::MAX] {
+        table.push(HardwareProfile { checkpoint_write_mibps: bw, ..base.clone() });
+    }
+    let mut accepted = 0;
+    for hw in &table {
+        let sizes = NodeSizes {
+            gpu_count: hw.gpu_count,
+            vram_per_gpu_mib: hw.vram_per_gpu_mib,
+            compute_capability_sm: hw.compute_capability,
+            ram_mib: hw.ram_mib,
+            disk_gib: hw.disk_gib,
+            checkpoint_write_mibps: hw.checkpoint_write_mibps,
+            readiness: 90,
+        };
+        if hw.validate().is_ok() {
+            accepted += 1;
+            assert!(
+                sizes.check().is_ok(),
+                "the program registers {hw:?}, which the scheduler would skip"
+            );
+        }
+    }
+    assert!(accepted >= 10, "the table exercises accepted profiles too");
 }

@@ -342,7 +342,10 @@ impl NodeProfile {
             .max_by(|(ka, na), (kb, nb)| na.cmp(nb).then(ka.2.cmp(&kb.2)).then(ka.1.cmp(&kb.1)));
         let (gpu_model, gpu_count, vram_per_gpu_mib, compute_capability) = match main {
             Some(((model, vram, cc), count)) => (
-                normalize::truncate_utf8(model, CHAIN_GPU_MODEL_MAX_BYTES).to_string(),
+                // A cut can end on a separator, which the program refuses.
+                normalize::truncate_utf8(model, CHAIN_GPU_MODEL_MAX_BYTES)
+                    .trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+                    .to_string(),
                 u8::try_from(count).unwrap_or(u8::MAX),
                 vram,
                 cc,

@@ -179,4 +179,18 @@ fn the_chain_summary_registers_the_largest_group_and_caps_the_model_length() {
     let s = only_long.chain_summary();
     assert_eq!(s.gpu_model.len(), 32);
     assert_eq!(s.gpu_model, "some-very-long-accelerator-model");
+    // A cut that lands on a separator drops it: the program refuses a
+    // model name ending in '-'.
+    let cut_on_separator = profile(
+        ubuntu_host(),
+        "550",
+        vec![gpu(
+            "NVIDIA GeForce RTX 2070 Super with Max-Q Design",
+            "0000:01:00.0",
+            30,
+        )],
+        1,
+    );
+    let s = cut_on_separator.chain_summary();
+    assert_eq!(s.gpu_model, "geforce-rtx-2070-super-with-max");
 }

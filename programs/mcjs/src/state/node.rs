@@ -4,12 +4,16 @@ use crate::errors::McjsError;
 
 pub const MAX_GPU_MODEL_LEN: usize = 32;
 /// Bounds a registered profile must fall within: beyond them a value is a
-/// typo or an attack on whoever reads the fleet, not hardware.
-pub const MAX_GPU_COUNT: u8 = 64;
-pub const MAX_VRAM_PER_GPU_MIB: u32 = 1 << 21;
+/// typo or an attack on whoever reads the fleet, not hardware. The program's
+/// copy of `mcjs_spec::node_limits` (the scheduler skips nodes outside
+/// those), held equal by a test; the program also refuses zeros.
+pub const MAX_GPU_COUNT: u8 = 16;
+pub const MAX_VRAM_PER_GPU_MIB: u32 = 1 << 20;
 pub const MIN_COMPUTE_CAPABILITY: u16 = 10;
 pub const MAX_COMPUTE_CAPABILITY: u16 = 999;
-pub const MAX_CHECKPOINT_WRITE_MIBPS: u32 = 1 << 24;
+pub const MAX_RAM_MIB: u32 = 64 << 20;
+pub const MAX_DISK_GIB: u32 = 1 << 20;
+pub const MAX_CHECKPOINT_WRITE_MIBPS: u32 = 1 << 20;
 pub const MAX_READINESS: u8 = 100;
 
 /// A GPU host of a provider, with the hardware profile its HAL measured.
@@ -66,7 +70,8 @@ impl HardwareProfile {
                 && (MIN_COMPUTE_CAPABILITY..=MAX_COMPUTE_CAPABILITY)
                     .contains(&self.compute_capability)
                 && self.cpu_cores >= 1
-                && self.ram_mib >= 1
+                && (1..=MAX_RAM_MIB).contains(&self.ram_mib)
+                && self.disk_gib <= MAX_DISK_GIB
                 && self.checkpoint_write_mibps <= MAX_CHECKPOINT_WRITE_MIBPS,
             McjsError::InvalidHardwareProfile
         );
