@@ -4,17 +4,19 @@
 
 use crate::chain::{AgentChain, ChainFailure, chain_job};
 use crate::core::{
-    Action, Attested, ChainJob, Core, CorePolicy, Event, Exit, FoundContainer, StoredCheckpoint,
-    Tx, TxFailure,
+    Action, Attested, ChainJob, ContainerExit, Core, CorePolicy, Event, FoundContainer,
+    StoredCheckpoint, Tx, TxFailure,
 };
 use crate::metrics::AgentMetrics;
 use crate::output::store_output;
-use crate::spec_store::get_spec;
+use crate::spec_store::{SpecStoreError, get_spec};
 use bollard::query_parameters::ListContainersOptionsBuilder;
+use mcjs_client::Pubkey;
 use mcjs_client::ix::{self, Deployment};
 use mcjs_client::program::instructions::{AttestCheckpointArgs, CompleteJobArgs};
-use mcjs_client::Pubkey;
-use mcjs_protocol::{HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, Heartbeat, JobReport};
+use mcjs_protocol::{
+    HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, Heartbeat, JobReport, SignedRequest, StopReason,
+};
 use mcjs_runtime::docker::{DockerEngine, JOB_LABEL};
 use mcjs_runtime::engine::{
     ContainerEngine, ContainerId, ContainerSpec, GpuRequest, JobMounts, JobSignal,
@@ -253,10 +255,12 @@ impl<C: AgentChain> Agent<C> {
             Event::DataRejected { .. } => m.data_rejected.inc(),
             Event::Exited(exit) => m
                 .exits
-                .with_label_values(&[match exit.code {
-                    0 => "done",
-                    2 => "bad_input",
-                    75 => "preempted",
+                .with_label_values(&[match exit.stop_reason() {
+                    StopReason::Exited { code: 0 } => "done",
+                    StopReason::Exited { code: 2 } => "bad_input",
+                    StopReason::Exited { code: 75 } => "preempted",
+                    StopReason::OutOfMemory => "out_of_memory",
+                    StopReason::EngineFailure => "engine_lost",
                     _ => "crashed",
                 }])
                 .inc(),
@@ -573,21 +577,22 @@ impl<C: AgentChain> Agent<C> {
 
     async fn launch(&self, job: Pubkey, generation: u32, restore: Option<Attested>) -> Event {
         let s = &self.shared;
-        let failed = |reason: String| {
+        let failed = |stop: StopReason, reason: String| {
             tracing::warn!(%job, generation, %reason, "the job cannot be launched");
-            Event::LaunchFailed { reason }
+            Event::LaunchFailed { stop, reason }
         };
         let Some((chain_job, _owner)) = s.known.lock().expect("known lock").get(&job).cloned()
         else {
-            return failed("the job left this node".into());
+            // Only a fenced assignment gets here: nothing is reported for it.
+            return failed(StopReason::StartRefused, "the job left this node".into());
         };
         let spec = match get_spec(s.store.as_ref(), &chain_job.spec_hash).await {
             Ok(spec) => spec,
-            Err(e) => return failed(e.to_string()),
+            Err(e) => return failed(spec_stop(&e), e.to_string()),
         };
         let ctx = match self.run_ctx(job, generation, spec) {
             Ok(c) => Arc::new(c),
-            Err(e) => return failed(e.to_string()),
+            Err(e) => return failed(StopReason::InputUnavailable, e.to_string()),
         };
         let dir = self.job_dir(job, generation);
         let restore_dir = match restore {
@@ -624,17 +629,20 @@ impl<C: AgentChain> Agent<C> {
                         tracing::info!(%job, step = r.checkpoint.step, "restoring from checkpoint");
                         Some(r.dir)
                     }
-                    Err(e) => return failed(e.to_string()),
+                    Err(e) => return failed(StopReason::RestoreFailed, e.to_string()),
                 }
             }
         };
         let spec = &ctx.spec;
         if spec.output.dir.as_str() != mcjs_spec::DEFAULT_OUTPUT_DIR {
-            return failed(format!(
-                "output dir {} is not supported by this agent; use the default {}",
-                spec.output.dir.as_str(),
-                mcjs_spec::DEFAULT_OUTPUT_DIR
-            ));
+            return failed(
+                StopReason::SpecUnusable,
+                format!(
+                    "output dir {} is not supported by this agent; use the default {}",
+                    spec.output.dir.as_str(),
+                    mcjs_spec::DEFAULT_OUTPUT_DIR
+                ),
+            );
         }
         let image = self.resolve_image(&spec.work.image).await;
         let mut cspec = ContainerSpec::new(
@@ -699,7 +707,7 @@ impl<C: AgentChain> Agent<C> {
                     reason: e.to_string(),
                 }
             }
-            Err(e) => failed(e.to_string()),
+            Err(e) => failed(launch_stop(&e), e.to_string()),
         }
     }
 
@@ -716,15 +724,20 @@ impl<C: AgentChain> Agent<C> {
 
     async fn wait_exit(&self, job: Pubkey, generation: u32, container: String, tx: EventTx) {
         let s = &self.shared;
-        let report = match s.engine.wait(&ContainerId(container.clone())).await {
-            Ok(r) => r,
+        let exit = match s.engine.wait(&ContainerId(container.clone())).await {
+            Ok(r) => ContainerExit {
+                code: r.code,
+                oom_killed: r.oom_killed,
+                engine_lost: false,
+                last_logs: r.last_log_lines,
+            },
             Err(e) => {
                 tracing::warn!(%job, %container, error = %e, "lost the container");
-                mcjs_runtime::engine::ExitReport {
+                ContainerExit {
                     code: -1,
-                    meaning: mcjs_runtime::contract::ExitMeaning::Crashed,
                     oom_killed: false,
-                    last_log_lines: vec![e.to_string()],
+                    engine_lost: true,
+                    last_logs: vec![e.to_string()],
                 }
             }
         };
@@ -734,20 +747,8 @@ impl<C: AgentChain> Agent<C> {
             let event = self.collect(job, &ctx).await;
             let _ = tx.send((job, generation, event));
         }
-        let infrastructure = report.oom_killed
-            || report.code < 0
-            || report.code >= 128
-            || report.code == mcjs_runtime::contract::EXIT_PREEMPTED;
-        tracing::info!(%job, generation, code = report.code, infrastructure, "job container exited");
-        let _ = tx.send((
-            job,
-            generation,
-            Event::Exited(Exit {
-                code: report.code,
-                infrastructure,
-                last_logs: report.last_log_lines,
-            }),
-        ));
+        tracing::info!(%job, generation, code = exit.code, oom_killed = exit.oom_killed, "job container exited");
+        let _ = tx.send((job, generation, Event::Exited(exit)));
     }
 
     async fn send(&self, job: Pubkey, generation: u32, tx: &Tx) -> Result<(), ChainFailure> {
@@ -813,24 +814,33 @@ async fn heartbeats<C: AgentChain>(s: Arc<Shared<C>>, url: String, cancel: Cance
     let endpoint = format!("{}{HEARTBEAT_PATH}", url.trim_end_matches('/'));
     let mut every = tokio::time::interval(Duration::from_millis(HEARTBEAT_INTERVAL_MS));
     let mut failing = false;
+    let mut seq = None;
+    let signer = s.chain.authority().to_bytes();
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = every.tick() => {}
         }
+        let now_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or_default();
+        let next = mcjs_protocol::auth::next_sequence(seq, now_ms);
+        seq = Some(next);
         let beat = Heartbeat {
             node: s.node.to_string(),
             provider: s.provider.to_string(),
             agent_url: s.config.agent_url.clone(),
-            sent_at_unix_ms: SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_millis() as i64)
-                .unwrap_or_default(),
+            sent_at_unix_ms: now_ms,
+            seq: next,
             jobs: s.reports.lock().expect("reports lock").clone(),
         };
+        // Signed with the key the chain authorises for this node, so that
+        // no one else can speak for it.
+        let sealed = SignedRequest::seal(HEARTBEAT_PATH, &beat, &signer, |m| s.chain.sign(m));
         match http
             .post(&endpoint)
-            .json(&beat)
+            .json(&sealed)
             .send()
             .await
             .and_then(|r| r.error_for_status())
@@ -878,4 +888,46 @@ pub async fn serve<C: AgentChain>(
     axum::serve(listener, router(hal, agent))
         .with_graceful_shutdown(async move { cancel.cancelled().await })
         .await
+}
+
+/// What a spec that could not be read says about the job.
+fn spec_stop(e: &SpecStoreError) -> StopReason {
+    match e {
+        SpecStoreError::Missing { .. } => StopReason::SpecMissing,
+        SpecStoreError::HashMismatch { .. } => StopReason::SpecMismatch,
+        SpecStoreError::Invalid { .. } => StopReason::SpecUnusable,
+        SpecStoreError::Store { .. } => StopReason::InputUnavailable,
+    }
+}
+
+/// What a launch that failed says about the job. A full disk counts against
+/// the node only where the job's own bytes cannot have filled it: preparing
+/// its empty directories. Staging fills the disk with the job's declared
+/// inputs, so a full disk there is the job's until declared sizes are enforced.
+fn launch_stop(e: &LaunchError) -> StopReason {
+    use mcjs_runtime::engine::EngineError;
+    match e {
+        LaunchError::Staging {
+            source: StagingError::HashMismatch { .. },
+            ..
+        } => StopReason::InputMismatch,
+        LaunchError::Staging { .. } => StopReason::InputUnavailable,
+        LaunchError::Engine {
+            source: EngineError::Prepare { source, .. },
+            ..
+        } if source.kind() == std::io::ErrorKind::StorageFull => StopReason::NodeDiskFull,
+        LaunchError::Engine {
+            source: EngineError::Unreachable(_),
+            ..
+        } => StopReason::EngineFailure,
+        LaunchError::Engine {
+            source: EngineError::Engine { reason, .. },
+            ..
+        } if reason.contains("No such image") || reason.contains("pull access denied") => {
+            StopReason::ImageMissing
+        }
+        // The engine refused the job's container: its image or command may be
+        // the cause, so this is never evidence against the provider.
+        LaunchError::Engine { .. } => StopReason::StartRefused,
+    }
 }

@@ -1,0 +1,353 @@
+//! Who pays for a failure: every way a job can stop, and whose fault it is.
+//!
+//! This is the one place the rule is written. The agent reports *what
+//! happened* ([`StopReason`], a fact it observed); the scheduler turns that
+//! fact into a verdict with [`StopReason::fault`] and reports the matching
+//! on-chain cause ([`StopReason::chain_cause`]). docs/job-contract.md holds
+//! the same table, and a test in each core walks every row.
+//!
+//! The doctrine (docs, "Who is trusted with what"): a provider is slashed
+//! only on evidence that the job's owner cannot fabricate. Everything a job
+//! controls — its exit code, its memory use, its image, its spec, its data,
+//! its output, whether it checkpoints — is the job's own fault: it uses the
+//! restart budget, or ends the job, but never slashes. Only the agent knows
+//! whether it stopped a container itself, so an exit it did not cause is the
+//! job's, whatever the code (137 included).
+
+use serde::{Deserialize, Serialize};
+
+/// Why a job stopped on its node: what the agent (or, for silence, the
+/// scheduler) observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum StopReason {
+    /// The container exited by itself with this code: the agent did not stop
+    /// it. Codes ≥ 128 (a signal the job received, e.g. 137) are included.
+    Exited { code: i64 },
+    /// The kernel killed the container for exceeding its memory limit, which
+    /// is the memory the job itself declared.
+    OutOfMemory,
+    /// The image the spec pins could not be found or pulled.
+    ImageMissing,
+    /// The spec the chain names is not in the spec store.
+    SpecMissing,
+    /// The spec store's bytes do not hash to the spec hash the chain records.
+    SpecMismatch,
+    /// The spec is there but cannot run (not a valid spec, or asks for what
+    /// the contract does not offer, such as a non-default output dir).
+    SpecUnusable,
+    /// The job exited 0 without its declared output.
+    OutputMissing,
+    /// An input's sha256 differs from the one the spec declares.
+    InputMismatch,
+    /// An input could not be fetched from the URI the spec names.
+    InputUnavailable,
+    /// No attested checkpoint could be fetched and verified to resume from.
+    RestoreFailed,
+    /// The engine refused to create or start the job's container (the job's
+    /// own image or command can cause this, e.g. a missing entrypoint).
+    StartRefused,
+    /// The job wrote no checkpoint for its interval plus grace, despite the
+    /// agent's signal.
+    CheckpointMissed,
+    /// Staging the job's declared inputs took longer than the start timeout.
+    StagingTooSlow,
+    /// The agent stopped the container itself (not a fencing: the chain had
+    /// not moved the job on).
+    StoppedByAgent,
+    /// The container engine could not be reached or lost the running container.
+    EngineFailure,
+    /// The agent's own writes for the job (staging, restore, the job's
+    /// directories) found the node's disk full.
+    NodeDiskFull,
+    /// Observed by the scheduler: no signed heartbeat for the timeout (the
+    /// node or its agent died, or the node is partitioned away).
+    NodeLost,
+    /// Observed by the scheduler: an assignment whose container did not start
+    /// within the start timeout while its agent was not staging.
+    NeverStarted,
+    /// Observed by the scheduler: nothing attested for the overdue window
+    /// while the agent did not report that the job itself missed a checkpoint.
+    AttestationOverdue,
+}
+
+/// What a job's own failure does to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobOutcome {
+    /// Resume from the last checkpoint, using one restart of the budget
+    /// (the job fails when the budget is spent).
+    Retry,
+    /// Resume from the last checkpoint without using the budget.
+    RetryFree,
+    /// Fail the job now, refunding the rest of its bond: retrying cannot help.
+    FailNow,
+}
+
+/// Who pays for a stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "fault", content = "outcome")]
+pub enum Fault {
+    /// The job's own doing: never a slash.
+    Job(JobOutcome),
+    /// The provider's: its stake is slashed and its node marked failed.
+    Provider,
+}
+
+/// The program's `FailureCause`, named here so that this crate needs no
+/// Solana types; the scheduler maps it one to one (a test holds the two
+/// together).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChainCause {
+    NodeLost,
+    ContainerDied,
+    CheckpointOverdue,
+    JobError,
+    JobYielded,
+    JobFatal,
+}
+
+/// Exit codes of the job contract.
+pub const EXIT_DONE: i64 = 0;
+pub const EXIT_BAD_INPUT: i64 = 2;
+pub const EXIT_PREEMPTED: i64 = 75;
+
+impl StopReason {
+    /// Every reason, for tables and tests (`Exited` once per kind of code).
+    pub const ROWS: [StopReason; 25] = [
+        StopReason::Exited { code: EXIT_DONE },
+        StopReason::Exited {
+            code: EXIT_BAD_INPUT,
+        },
+        StopReason::Exited {
+            code: EXIT_PREEMPTED,
+        },
+        StopReason::Exited { code: 1 },
+        StopReason::Exited { code: 86 },
+        StopReason::Exited { code: 137 },
+        StopReason::Exited { code: 143 },
+        StopReason::OutOfMemory,
+        StopReason::ImageMissing,
+        StopReason::SpecMissing,
+        StopReason::SpecMismatch,
+        StopReason::SpecUnusable,
+        StopReason::OutputMissing,
+        StopReason::InputMismatch,
+        StopReason::InputUnavailable,
+        StopReason::RestoreFailed,
+        StopReason::StartRefused,
+        StopReason::CheckpointMissed,
+        StopReason::StagingTooSlow,
+        StopReason::StoppedByAgent,
+        StopReason::EngineFailure,
+        StopReason::NodeDiskFull,
+        StopReason::NodeLost,
+        StopReason::NeverStarted,
+        StopReason::AttestationOverdue,
+    ];
+
+    /// Who pays, or `None` when the job simply finished (exit 0 with its
+    /// output: it is completed, not reported).
+    pub fn fault(self) -> Option<Fault> {
+        use JobOutcome::*;
+        Some(match self {
+            StopReason::Exited { code: EXIT_DONE } => return None,
+            StopReason::Exited {
+                code: EXIT_PREEMPTED,
+            } => Fault::Job(RetryFree),
+            StopReason::Exited {
+                code: EXIT_BAD_INPUT,
+            } => Fault::Job(FailNow),
+            StopReason::Exited { .. } => Fault::Job(Retry),
+            StopReason::OutOfMemory => Fault::Job(Retry),
+            // Another node may reach the registry; an image that exists
+            // nowhere ends the job when its budget is spent.
+            StopReason::ImageMissing => Fault::Job(Retry),
+            StopReason::SpecMissing | StopReason::SpecMismatch | StopReason::SpecUnusable => {
+                Fault::Job(FailNow)
+            }
+            // A later run may write it, or the store may take it then.
+            StopReason::OutputMissing => Fault::Job(Retry),
+            // Retried rather than failed at once: one node's word (a provider
+            // may lie, or its cache be corrupt) must not end a job outright.
+            StopReason::InputMismatch | StopReason::InputUnavailable => Fault::Job(Retry),
+            StopReason::RestoreFailed => Fault::Job(Retry),
+            // The job's own image or command can make the engine refuse.
+            StopReason::StartRefused => Fault::Job(Retry),
+            StopReason::CheckpointMissed => Fault::Job(Retry),
+            StopReason::StagingTooSlow => Fault::Job(Retry),
+            StopReason::StoppedByAgent
+            | StopReason::EngineFailure
+            | StopReason::NodeDiskFull
+            | StopReason::NodeLost
+            | StopReason::NeverStarted
+            | StopReason::AttestationOverdue => Fault::Provider,
+        })
+    }
+
+    /// The cause reported on chain, or `None` when nothing is reported.
+    pub fn chain_cause(self) -> Option<ChainCause> {
+        Some(match self.fault()? {
+            Fault::Job(JobOutcome::Retry) => ChainCause::JobError,
+            Fault::Job(JobOutcome::RetryFree) => ChainCause::JobYielded,
+            Fault::Job(JobOutcome::FailNow) => ChainCause::JobFatal,
+            Fault::Provider => match self {
+                StopReason::NodeLost | StopReason::NeverStarted => ChainCause::NodeLost,
+                StopReason::AttestationOverdue => ChainCause::CheckpointOverdue,
+                _ => ChainCause::ContainerDied,
+            },
+        })
+    }
+
+    /// Whether the provider is slashed for this stop.
+    pub fn slashes(self) -> bool {
+        self.fault() == Some(Fault::Provider)
+    }
+
+    /// A short name for logs and metric labels (`exited_137`, `node_lost`).
+    pub fn label(self) -> String {
+        match self {
+            StopReason::Exited { code } => format!("exited_{code}"),
+            other => serde_json::to_value(other)
+                .ok()
+                .and_then(|v| v.get("reason").and_then(|r| r.as_str().map(str::to_string)))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use JobOutcome::*;
+
+    /// The table of docs/job-contract.md, row by row.
+    #[test]
+    fn every_stop_has_the_documented_payer_and_cause() {
+        use ChainCause as C;
+        use StopReason as S;
+        let table: Vec<(S, Option<Fault>, Option<C>)> = vec![
+            (S::Exited { code: 0 }, None, None),
+            (
+                S::Exited { code: 2 },
+                Some(Fault::Job(FailNow)),
+                Some(C::JobFatal),
+            ),
+            (
+                S::Exited { code: 75 },
+                Some(Fault::Job(RetryFree)),
+                Some(C::JobYielded),
+            ),
+            (
+                S::Exited { code: 1 },
+                Some(Fault::Job(Retry)),
+                Some(C::JobError),
+            ),
+            (
+                S::Exited { code: 86 },
+                Some(Fault::Job(Retry)),
+                Some(C::JobError),
+            ),
+            (
+                S::Exited { code: -1 },
+                Some(Fault::Job(Retry)),
+                Some(C::JobError),
+            ),
+            (
+                S::Exited { code: 137 },
+                Some(Fault::Job(Retry)),
+                Some(C::JobError),
+            ),
+            (
+                S::Exited { code: 143 },
+                Some(Fault::Job(Retry)),
+                Some(C::JobError),
+            ),
+            (
+                S::Exited { code: 255 },
+                Some(Fault::Job(Retry)),
+                Some(C::JobError),
+            ),
+            (S::OutOfMemory, Some(Fault::Job(Retry)), Some(C::JobError)),
+            (S::ImageMissing, Some(Fault::Job(Retry)), Some(C::JobError)),
+            (S::SpecMissing, Some(Fault::Job(FailNow)), Some(C::JobFatal)),
+            (
+                S::SpecMismatch,
+                Some(Fault::Job(FailNow)),
+                Some(C::JobFatal),
+            ),
+            (
+                S::SpecUnusable,
+                Some(Fault::Job(FailNow)),
+                Some(C::JobFatal),
+            ),
+            (S::OutputMissing, Some(Fault::Job(Retry)), Some(C::JobError)),
+            (S::InputMismatch, Some(Fault::Job(Retry)), Some(C::JobError)),
+            (
+                S::InputUnavailable,
+                Some(Fault::Job(Retry)),
+                Some(C::JobError),
+            ),
+            (S::RestoreFailed, Some(Fault::Job(Retry)), Some(C::JobError)),
+            (S::StartRefused, Some(Fault::Job(Retry)), Some(C::JobError)),
+            (
+                S::CheckpointMissed,
+                Some(Fault::Job(Retry)),
+                Some(C::JobError),
+            ),
+            (
+                S::StagingTooSlow,
+                Some(Fault::Job(Retry)),
+                Some(C::JobError),
+            ),
+            (
+                S::StoppedByAgent,
+                Some(Fault::Provider),
+                Some(C::ContainerDied),
+            ),
+            (
+                S::EngineFailure,
+                Some(Fault::Provider),
+                Some(C::ContainerDied),
+            ),
+            (
+                S::NodeDiskFull,
+                Some(Fault::Provider),
+                Some(C::ContainerDied),
+            ),
+            (S::NodeLost, Some(Fault::Provider), Some(C::NodeLost)),
+            (S::NeverStarted, Some(Fault::Provider), Some(C::NodeLost)),
+            (
+                S::AttestationOverdue,
+                Some(Fault::Provider),
+                Some(C::CheckpointOverdue),
+            ),
+        ];
+        for (reason, fault, cause) in table {
+            assert_eq!(reason.fault(), fault, "{reason:?}");
+            assert_eq!(reason.chain_cause(), cause, "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn no_exit_the_job_causes_itself_slashes_its_provider() {
+        for code in -1..=300 {
+            assert!(!StopReason::Exited { code }.slashes(), "exit {code}");
+        }
+    }
+
+    #[test]
+    fn reasons_round_trip_as_tagged_json() {
+        for reason in StopReason::ROWS {
+            let text = serde_json::to_string(&reason).unwrap();
+            assert_eq!(serde_json::from_str::<StopReason>(&text).unwrap(), reason);
+        }
+        assert_eq!(
+            serde_json::to_string(&StopReason::Exited { code: 137 }).unwrap(),
+            r#"{"reason":"exited","code":137}"#
+        );
+        assert_eq!(StopReason::Exited { code: 137 }.label(), "exited_137");
+        assert_eq!(StopReason::NodeDiskFull.label(), "node_disk_full");
+    }
+}
