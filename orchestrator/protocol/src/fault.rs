@@ -330,6 +330,72 @@ mod tests {
         }
     }
 
+    /// docs/job-contract.md carries the same table: every row there agrees
+    /// with the code, and every reason here has a row there.
+    #[test]
+    fn the_job_contract_says_exactly_what_the_table_does() {
+        let doc = include_str!("../../../docs/job-contract.md");
+        let start = doc
+            .find("## Who pays when a job stops")
+            .expect("the section");
+        let mut seen = std::collections::HashSet::new();
+        for line in doc[start..]
+            .lines()
+            .filter(|l| l.starts_with("| ") && l.contains("| `"))
+        {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let (how, reason, whose, what, cause) =
+                (cells[1], cells[2], cells[3], cells[4], cells[5]);
+            let label = reason.split('`').nth(1).expect("the reason in backticks");
+            let stop = if label == "exited" {
+                let code: i64 = how
+                    .split(|c: char| !c.is_ascii_digit())
+                    .find(|n| !n.is_empty())
+                    .expect("an exit row names its code")
+                    .parse()
+                    .unwrap();
+                StopReason::Exited { code }
+            } else {
+                StopReason::ROWS
+                    .into_iter()
+                    .find(|r| r.label() == label)
+                    .unwrap_or_else(|| panic!("no reason {label:?} in the code"))
+            };
+            seen.insert(label.to_string());
+            let fault = stop.fault();
+            match whose {
+                "nobody's" => assert_eq!(fault, None, "{line}"),
+                "the job's" => assert!(matches!(fault, Some(Fault::Job(_))), "{line}"),
+                "the provider's" => assert_eq!(fault, Some(Fault::Provider), "{line}"),
+                other => panic!("unknown payer {other:?} in {line}"),
+            }
+            let said = match fault {
+                None => "completed",
+                Some(Fault::Job(Retry)) => "one restart used",
+                Some(Fault::Job(RetryFree)) => "no restart used",
+                Some(Fault::Job(FailNow)) => "fails now",
+                Some(Fault::Provider) => "slash",
+            };
+            assert!(what.contains(said), "{line}: expected {said:?}");
+            let cause_doc = cause.trim_matches('`');
+            let cause_code = stop
+                .chain_cause()
+                .map(|c| format!("{c:?}"))
+                .unwrap_or_else(|| "—".into());
+            assert_eq!(cause_doc, cause_code, "{line}");
+        }
+        for reason in StopReason::ROWS {
+            let label = match reason {
+                StopReason::Exited { .. } => "exited".to_string(),
+                other => other.label(),
+            };
+            assert!(
+                seen.contains(&label),
+                "{label} has no row in docs/job-contract.md"
+            );
+        }
+    }
+
     #[test]
     fn no_exit_the_job_causes_itself_slashes_its_provider() {
         for code in -1..=300 {
