@@ -191,7 +191,8 @@ impl Scenario {
     async fn assert_tokens_conserved(&self) {
         let client = self.cluster.client();
         let d = client.deployment().await.unwrap();
-        let mut accounts = vec![d.treasury, pda::vault(&self.job)];
+        // Slashes go to the insurance pool.
+        let mut accounts = vec![d.treasury, pda::insurance_pool(), pda::vault(&self.job)];
         let wallets = &self.cluster.info.wallets;
         for w in [&wallets.user, &wallets.admin, &wallets.scheduler]
             .into_iter()
@@ -464,8 +465,8 @@ async fn two_failures_in_a_row_exhaust_a_restart_budget_of_one() {
     assert_eq!(failed.bond, 0);
     s.assert_audit_verifies();
     s.assert_tokens_conserved().await;
-    // The owner paid only for attested progress and got the rest back, plus
-    // two slashes.
+    // The owner paid only for attested progress and got the rest back; the
+    // two slashes went to the insurance pool, not to anyone who could profit.
     let client = s.cluster.client();
     let d = client.deployment().await.unwrap();
     let user = s.cluster.user_wallet().unwrap().pubkey();
@@ -473,7 +474,11 @@ async fn two_failures_in_a_row_exhaust_a_restart_budget_of_one() {
         .token_balance(&ix::usdc_account(&user, &d.usdc_mint))
         .await
         .unwrap();
-    assert_eq!(balance, 10_000 * USDC - failed.paid + 2 * 5 * USDC);
+    assert_eq!(balance, 10_000 * USDC - failed.paid);
+    assert_eq!(
+        client.token_balance(&pda::insurance_pool()).await.unwrap(),
+        2 * 5 * USDC
+    );
     assert!(failed.paid < BOND);
 }
 
