@@ -698,3 +698,112 @@ async fn jobs_that_end_themselves_never_slash_their_provider() {
         remove_containers(&node).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_agent_runs_only_with_its_nodes_operator_key_never_a_wallet_that_can_withdraw() {
+    let w = World::new().await;
+    let profile: mcjs_hal::NodeProfile = serde_json::from_str(include_str!(
+        "../../../app/cli/tests/fixtures/node-a100x4.json"
+    ))
+    .unwrap();
+    // The node, registered by the provider's wallet with operator key A.
+    let operator = Keypair::new();
+    let provider = pda::provider(&w.provider.pubkey());
+    let node = pda::node(&provider, 7);
+    w.client
+        .send(
+            &[
+                ix::register_node(
+                    &w.provider.pubkey(),
+                    RegisterNodeArgs {
+                        index: 7,
+                        operator: operator.pubkey(),
+                        hardware: mcjs_agent::register::hardware(&profile),
+                        readiness: 50,
+                        price_per_gpu_hour: USDC,
+                    },
+                ),
+                ix::fund_operator(&w.provider.pubkey(), &operator.pubkey(), 100_000_000),
+            ],
+            &[&w.provider],
+        )
+        .await
+        .expect("register the node");
+    let before = w.client.node(&node).await.unwrap().unwrap();
+
+    // The provider's own wallet: it owns the stake, so the agent refuses it.
+    let wallet_chain = RpcChain::new(w.client.clone(), w.provider.insecure_clone());
+    let err = adopt_node(&wallet_chain, node, &profile).await.unwrap_err();
+    assert!(
+        matches!(err, mcjs_agent::register::RegisterError::WalletKey { .. }),
+        "{err}"
+    );
+    // A key that is not the node's operator key.
+    let stranger = Keypair::new();
+    let stranger_chain = RpcChain::new(w.client.clone(), stranger.insecure_clone());
+    let err = adopt_node(&stranger_chain, node, &profile).await.unwrap_err();
+    assert!(
+        matches!(err, mcjs_agent::register::RegisterError::NotOperator { .. }),
+        "{err}"
+    );
+    let config = |node| AgentConfig {
+        node,
+        work_dir: w.dir.path().join("agent-identity"),
+        tick: Duration::from_millis(200),
+        max_checkpoint_interval: None,
+        hash_threads: 1,
+        scheduler: None,
+        agent_url: "http://127.0.0.1:0".into(),
+    };
+    assert!(
+        Agent::new(
+            stranger_chain,
+            config(node),
+            Arc::clone(&w.store),
+            AgentMetrics::new()
+        )
+        .await
+        .is_err(),
+        "a stranger's key runs no node"
+    );
+    // Refusals changed nothing on chain.
+    assert_eq!(w.client.node(&node).await.unwrap().unwrap().readiness, before.readiness);
+
+    // The operator key adopts its node: the measured readiness is reported.
+    let chain = RpcChain::new(w.client.clone(), operator.insecure_clone());
+    let adopted = adopt_node(&chain, node, &profile).await.expect("adopt");
+    assert_eq!(adopted.operator, operator.pubkey().to_string());
+    let after = w.client.node(&node).await.unwrap().unwrap();
+    assert_eq!(after.readiness, mcjs_hal::readiness(&profile).score);
+    assert_eq!(after.price_per_gpu_hour, USDC, "the operator key cannot touch the price");
+
+    // The provider rotates the key: the old one is fenced at once.
+    let rotated = Keypair::new();
+    w.client
+        .send(
+            &[
+                ix::update_node(
+                    &w.provider.pubkey(),
+                    &provider,
+                    7,
+                    mcjs_client::program::instructions::UpdateNodeArgs {
+                        operator: Some(rotated.pubkey()),
+                        ..Default::default()
+                    },
+                ),
+                ix::fund_operator(&w.provider.pubkey(), &rotated.pubkey(), 100_000_000),
+            ],
+            &[&w.provider],
+        )
+        .await
+        .expect("rotate the operator key");
+    let err = adopt_node(&chain, node, &profile).await.unwrap_err();
+    assert!(
+        matches!(err, mcjs_agent::register::RegisterError::NotOperator { .. }),
+        "{err}"
+    );
+    let rotated_chain = RpcChain::new(w.client.clone(), rotated);
+    adopt_node(&rotated_chain, node, &profile)
+        .await
+        .expect("the new key adopts the node");
+}

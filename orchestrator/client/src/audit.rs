@@ -321,6 +321,8 @@ pub struct FailureRecord {
     pub generation: u32,
     pub cause: &'static str,
     pub slashed: u64,
+    /// Where the slash went: the insurance pool.
+    pub slashed_to: String,
     pub reported_by: String,
     pub at: i64,
 }
@@ -341,6 +343,7 @@ pub fn audit_provider(
                 generation: e.failed_generation,
                 cause: crate::history::failure_cause(e.cause),
                 slashed: e.slashed,
+                slashed_to: e.slashed_to.to_string(),
                 reported_by: e.by.to_string(),
                 at: e.at,
             }),

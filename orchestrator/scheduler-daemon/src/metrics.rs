@@ -1,7 +1,9 @@
 //! Prometheus metrics of the scheduler daemon.
 
+use crate::core::AccountKind;
 use prometheus::{
-    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 pub struct Metrics {
@@ -17,6 +19,9 @@ pub struct Metrics {
     /// Agent requests refused, by reason (`mcjs_protocol::Refusal::label`).
     pub refused: IntCounterVec,
     pub transaction_errors: IntCounter,
+    /// Accounts the last round left out of placement because they cannot be scheduled, by
+    /// kind ("node", "job"): anything above zero is a malformed account to look at.
+    pub skipped_accounts: IntGaugeVec,
 }
 
 impl Metrics {
@@ -67,6 +72,14 @@ impl Metrics {
                 "Transactions the chain refused or that could not be sent",
             )
             .unwrap(),
+            skipped_accounts: IntGaugeVec::new(
+                Opts::new(
+                    "mcjs_skipped_accounts",
+                    "Accounts left out of the last placement round because they cannot be scheduled, by kind",
+                ),
+                &["kind"],
+            )
+            .unwrap(),
             registry,
         };
         for c in [
@@ -80,12 +93,17 @@ impl Metrics {
             Box::new(m.heartbeats.clone()),
             Box::new(m.refused.clone()),
             Box::new(m.transaction_errors.clone()),
+            Box::new(m.skipped_accounts.clone()),
         ] {
             m.registry.register(c).expect("metric names are unique");
         }
         // Every reason shows from the start, at zero, so an alert can rate() it.
         for reason in mcjs_protocol::Refusal::LABELS {
             m.refused.with_label_values(&[reason]);
+        }
+        // Present at zero from the start, so that a dashboard can tell "none" from "unknown".
+        for kind in [AccountKind::Node, AccountKind::Job] {
+            m.skipped_accounts.with_label_values(&[kind.name()]).set(0);
         }
         m
     }
@@ -100,5 +118,30 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skipped_accounts_are_exported_by_kind_from_the_start() {
+        let m = Metrics::new();
+        let text = m.render().unwrap();
+        assert!(
+            text.contains("mcjs_skipped_accounts{kind=\"node\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mcjs_skipped_accounts{kind=\"job\"} 0"),
+            "{text}"
+        );
+        m.skipped_accounts.with_label_values(&["node"]).set(3);
+        assert!(
+            m.render()
+                .unwrap()
+                .contains("mcjs_skipped_accounts{kind=\"node\"} 3")
+        );
     }
 }

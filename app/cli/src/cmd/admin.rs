@@ -93,8 +93,18 @@ pub enum AdminCommand {
         #[command(flatten)]
         params: ParamArgs,
     },
-    /// Show the Config.
+    /// Show the Config and the insurance pool's balance.
     Show,
+    /// Pay the owner of a job that failed for good through its providers'
+    /// fault from the insurance pool (admin only), at most what the owner
+    /// paid for the job, to the account its bond came from.
+    Compensate {
+        /// The Job account.
+        job: String,
+        /// USDC, e.g. 2.5.
+        #[arg(long, value_parser = crate::chain::parse_usdc)]
+        amount: u64,
+    },
 }
 
 fn default_params() -> ConfigParams {
@@ -171,6 +181,28 @@ pub fn run(cmd: AdminCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
                 show(&client, global, "updated", Some(sig)).await
             }
             AdminCommand::Show => show(&client, global, "config", None).await,
+            AdminCommand::Compensate { job, amount } => {
+                let wallet = ctx.wallet()?;
+                let job = parse_pubkey(&job, "job")?;
+                let account = client
+                    .job(&job)
+                    .await?
+                    .ok_or_else(|| anyhow::anyhow!("no job at {job} on {}", client.url()))?;
+                let mint = client.config().await?.1.usdc_mint;
+                let sig = client
+                    .send(
+                        &[ix::compensate_owner(
+                            &wallet.pubkey(),
+                            &job,
+                            &account.refund_account,
+                            &mint,
+                            amount,
+                        )],
+                        &[&wallet],
+                    )
+                    .await?;
+                show(&client, global, "compensated", Some(sig)).await
+            }
         }
     })
 }
@@ -182,9 +214,10 @@ async fn show(
     signature: Option<mcjs_client::Signature>,
 ) -> anyhow::Result<u8> {
     let (key, config) = client.config().await?;
+    let pool = client.token_balance(&config.insurance_pool).await?;
     global
         .output
-        .print(&ConfigView::new(action, signature, key, &config))?;
+        .print(&ConfigView::new(action, signature, key, &config, pool))?;
     Ok(EXIT_OK)
 }
 
@@ -199,6 +232,9 @@ struct ConfigView {
     usdc_mint: String,
     usdc_decimals: u8,
     treasury: String,
+    insurance_pool: String,
+    /// What the pool holds: every slash so far, less compensations paid.
+    insurance_pool_balance: String,
     commission_bps: u16,
     slash_amount: String,
     min_provider_stake: String,
@@ -213,6 +249,7 @@ impl ConfigView {
         signature: Option<mcjs_client::Signature>,
         key: mcjs_client::Pubkey,
         c: &Config,
+        pool_balance: u64,
     ) -> Self {
         Self {
             action,
@@ -223,6 +260,8 @@ impl ConfigView {
             usdc_mint: c.usdc_mint.to_string(),
             usdc_decimals: c.usdc_decimals,
             treasury: c.treasury.to_string(),
+            insurance_pool: c.insurance_pool.to_string(),
+            insurance_pool_balance: usdc(pool_balance),
             commission_bps: c.params.commission_bps,
             slash_amount: usdc(c.params.slash_amount),
             min_provider_stake: usdc(c.params.min_provider_stake),
@@ -248,8 +287,17 @@ impl fmt::Display for ConfigView {
             self.usdc_mint, self.usdc_decimals
         )?;
         writeln!(f, "  treasury     {}", self.treasury)?;
+        writeln!(
+            f,
+            "  insurance    {} ({} USDC; receives every slash, paid out only by `mcjs admin compensate`)",
+            self.insurance_pool, self.insurance_pool_balance
+        )?;
         writeln!(f, "  commission   {} bps", self.commission_bps)?;
-        writeln!(f, "  slash        {} USDC", self.slash_amount)?;
+        writeln!(
+            f,
+            "  slash        {} USDC per infrastructure failure, into the insurance pool",
+            self.slash_amount
+        )?;
         writeln!(f, "  min stake    {} USDC", self.min_provider_stake)?;
         writeln!(
             f,

@@ -142,20 +142,21 @@ impl fmt::Display for ProviderAuditView {
         )?;
         write!(
             f,
-            "  failures     {}, slashed {} USDC in all",
+            "  failures     {}, slashed {} USDC in all (into the insurance pool, never to a job's owner or its reporter)",
             a.failures,
             usdc(a.slashed_total)
         )?;
         for r in &a.failure_reports {
             write!(
                 f,
-                "\n    {} job {} node {} generation {}: {}, slashed {} USDC, reported by {}",
+                "\n    {} job {} node {} generation {}: {}, slashed {} USDC to {}, reported by {}",
                 r.at,
                 r.job,
                 r.node,
                 r.generation,
                 r.cause,
                 usdc(r.slashed),
+                r.slashed_to,
                 r.reported_by
             )?;
         }

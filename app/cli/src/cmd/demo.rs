@@ -145,6 +145,11 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
     let user = cluster.user_wallet()?;
     let user_wallet = cluster.info.wallets.user.clone();
     let store = cluster.store.clone();
+    let client = cluster.client();
+    let deployment = client.deployment().await?;
+    let user_token = ix::usdc_account(&user.pubkey(), &deployment.usdc_mint);
+    // Before the bond is locked: the user must end with no more than this.
+    let user_before = client.token_balance(&user_token).await?;
     cluster.run_mcjs(
         &user_wallet,
         &[
@@ -160,10 +165,6 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         ],
     )?;
     let job = pda::job(&user.pubkey(), 1);
-    let client = cluster.client();
-    let deployment = client.deployment().await?;
-    let user_token = ix::usdc_account(&user.pubkey(), &deployment.usdc_mint);
-    let user_before = client.token_balance(&user_token).await?;
     let mut payouts_before = Vec::new();
     for a in &cluster.agents {
         let payout = client
@@ -272,6 +273,8 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
 
     let user_after = client.token_balance(&user_token).await?;
     let treasury = client.token_balance(&deployment.treasury).await?;
+    let pool_key = client.config().await?.1.insurance_pool;
+    let pool = client.token_balance(&pool_key).await?;
     let refund = 20_000_000u64.saturating_sub(done.paid);
     let mut slashed_total = 0;
     for (a, before) in cluster.agents.iter().zip(&payouts_before) {
@@ -299,21 +302,36 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
     step(
         t,
         format!(
-            "the job cost {} USDC for checkpointed progress ({} USDC of it MCJS commission); {} USDC of the 20 USDC bond came back, plus {} USDC slashed from the failed node's stake",
+            "the job cost {} USDC for checkpointed progress ({} USDC of it MCJS commission); {} USDC of the 20 USDC bond came back",
             usdc(done.paid),
             usdc(treasury),
             usdc(refund),
-            usdc(slashed_total)
         ),
     );
     step(
         t,
         format!(
-            "the user's USDC went from {} to {} (bond locked before)",
+            "{} USDC slashed from the failed node's stake went to the insurance pool {} (now {} USDC), not to the user: nobody profits from a provider's failure",
+            usdc(slashed_total),
+            pool_key,
+            usdc(pool)
+        ),
+    );
+    step(
+        t,
+        format!(
+            "the user's USDC went from {} to {} (the 20 USDC bond locked, its unspent part returned)",
             usdc(user_before),
             usdc(user_after)
         ),
     );
+    if user_after > user_before {
+        anyhow::bail!(
+            "the user ended with more USDC than it started with ({} > {}): a failure must never pay the job's owner",
+            usdc(user_after),
+            usdc(user_before)
+        );
+    }
 
     let model = workload::find_file(
         &store.join("jobs").join(job.to_string()).join("output"),
