@@ -117,7 +117,7 @@ fn action() -> impl Strategy<Value = Action> {
         1 => Just(Action::Cancel),
         1 => Just(Action::Expire),
         1 => Just(Action::Close),
-        5 => prop_oneof![1i64..900, 900i64..3_600, 3_600i64..30_000]
+        5 => prop_oneof![1i64..900, 900i64..3_600, 3_600i64..30_000, Just(86_400i64)]
             .prop_map(|secs| Action::Warp { secs }),
         1 => (0usize..2, prop_oneof![Just(0u64), 1u64..300 * USDC])
             .prop_map(|(provider, amount)| Action::RequestWithdrawal { provider, amount }),
@@ -651,6 +651,9 @@ fn random_sequences_reach_every_kind_of_state() {
                 (Action::Compensate { .. }, true) => {
                     seen.insert("compensated".to_string());
                 }
+                (Action::Withdraw { .. }, true) => {
+                    seen.insert("withdrew".to_string());
+                }
                 (Action::Start | Action::Attest { .. } | Action::Complete { .. }, false)
                     if matches!(
                         actor,
@@ -680,6 +683,7 @@ fn random_sequences_reach_every_kind_of_state() {
         "Closed",
         "slashed",
         "compensated",
+        "withdrew",
         "a foreign key refused",
     ] {
         assert!(

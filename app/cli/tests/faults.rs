@@ -80,6 +80,7 @@ async fn scenario_with(
         ],
         prices: vec!["1.00".into(), "1.20".into(), "1.50".into()],
         provider_stake_usdc: 200,
+        data_roots: vec![data.clone()],
     })
     .await
     .expect("the cluster starts");

@@ -416,7 +416,7 @@ fn a_launch_that_fails_reports_why_and_the_spec_problems_fail_the_job() {
         (StopReason::SpecMissing, Fault::Job(FailNow)),
         (StopReason::SpecMismatch, Fault::Job(FailNow)),
         (StopReason::SpecUnusable, Fault::Job(FailNow)),
-        (StopReason::InputUnavailable, Fault::Job(Retry)),
+        (StopReason::StoreUnavailable, Fault::Job(Retry)),
         (StopReason::RestoreFailed, Fault::Job(Retry)),
         (StopReason::StartRefused, Fault::Job(Retry)),
         (StopReason::EngineFailure, Fault::Provider),
@@ -493,6 +493,38 @@ fn an_output_missing_after_exit_zero_is_reported_not_completed() {
 }
 
 #[test]
+fn a_job_that_breaks_the_contract_is_stopped_as_its_own_fault() {
+    let mut c = running();
+    let actions = c.on_event(
+        key(1),
+        3,
+        Event::JobFault {
+            reason: "checkpoint refused: state.bin is a symlink".into(),
+        },
+        at(5),
+    );
+    assert!(
+        actions.contains(&Action::Remove {
+            job: key(1),
+            generation: 3,
+            container: "c1".into(),
+        }),
+        "{actions:?}"
+    );
+    let r = &c.reports()[0];
+    assert_eq!(r.phase, JobPhase::Exited);
+    let reported = r.exit.as_ref().unwrap();
+    assert_eq!(reported.stop, StopReason::ContractBroken);
+    assert!(!reported.stop.slashes(), "the provider must not pay for it");
+    assert!(reported.last_logs[0].contains("symlink"));
+    // The container's own death after the removal changes nothing.
+    let after = c.on_event(key(1), 3, Event::Exited(exit(137)), at(6));
+    assert!(sends(&after).is_empty());
+    let still = c.reports()[0].exit.clone().unwrap();
+    assert_eq!(still.stop, StopReason::ContractBroken);
+}
+
+#[test]
 fn rejected_data_never_starts_the_job() {
     let mut c = core();
     c.on_chain(&[job(1, 3, ChainState::Assigned)], at(0));
@@ -507,7 +539,7 @@ fn rejected_data_never_starts_the_job() {
     assert!(actions.is_empty());
     assert_eq!(c.reports()[0].phase, JobPhase::DataRejected);
     let e = c.reports()[0].exit.clone().unwrap();
-    assert_eq!(e.stop, StopReason::InputMismatch);
+    assert_eq!(e.stop, StopReason::InputRejected);
     assert!(!e.stop.slashes());
     // Later snapshots neither retry the staging nor start it.
     let later = c.on_chain(&[job(1, 3, ChainState::Assigned)], at(100));

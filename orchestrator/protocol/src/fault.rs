@@ -38,10 +38,14 @@ pub enum StopReason {
     SpecUnusable,
     /// The job exited 0 without its declared output.
     OutputMissing,
-    /// An input's sha256 differs from the one the spec declares.
-    InputMismatch,
-    /// An input could not be fetched from the URI the spec names.
-    InputUnavailable,
+    /// An input was refused before the job started: its sha256 differs from
+    /// the declared one, it is over its declared size, it could not be
+    /// fetched, or it is not where the provider allows (docs/job-contract.md,
+    /// "Inputs").
+    InputRejected,
+    /// The spec store could not be read (neither the job's nor provably the
+    /// node's doing: never a slash).
+    StoreUnavailable,
     /// No attested checkpoint could be fetched and verified to resume from.
     RestoreFailed,
     /// The engine refused to create or start the job's container (the job's
@@ -50,15 +54,20 @@ pub enum StopReason {
     /// The job wrote no checkpoint for its interval plus grace, despite the
     /// agent's signal.
     CheckpointMissed,
+    /// The agent stopped the job because it broke the contract or its limits
+    /// where the agent reads (a symlink or special file, a checkpoint or
+    /// output over its caps, more disk than it declared).
+    ContractBroken,
     /// Staging the job's declared inputs took longer than the start timeout.
     StagingTooSlow,
-    /// The agent stopped the container itself (not a fencing: the chain had
-    /// not moved the job on).
+    /// The agent stopped the container itself for a reason of its own (not a
+    /// fencing, not a broken contract).
     StoppedByAgent,
     /// The container engine could not be reached or lost the running container.
     EngineFailure,
-    /// The agent's own writes for the job (staging, restore, the job's
-    /// directories) found the node's disk full.
+    /// The node's own storage failed the agent's writes for the job (full,
+    /// or an I/O error) while staging its inputs (bounded by their declared
+    /// sizes) or preparing its directories.
     NodeDiskFull,
     /// Observed by the scheduler: no signed heartbeat for the timeout (the
     /// node or its agent died, or the node is partitioned away).
@@ -115,7 +124,7 @@ pub const EXIT_PREEMPTED: i64 = 75;
 
 impl StopReason {
     /// Every reason, for tables and tests (`Exited` once per kind of code).
-    pub const ROWS: [StopReason; 25] = [
+    pub const ROWS: [StopReason; 26] = [
         StopReason::Exited { code: EXIT_DONE },
         StopReason::Exited {
             code: EXIT_BAD_INPUT,
@@ -133,11 +142,12 @@ impl StopReason {
         StopReason::SpecMismatch,
         StopReason::SpecUnusable,
         StopReason::OutputMissing,
-        StopReason::InputMismatch,
-        StopReason::InputUnavailable,
+        StopReason::InputRejected,
+        StopReason::StoreUnavailable,
         StopReason::RestoreFailed,
         StopReason::StartRefused,
         StopReason::CheckpointMissed,
+        StopReason::ContractBroken,
         StopReason::StagingTooSlow,
         StopReason::StoppedByAgent,
         StopReason::EngineFailure,
@@ -171,11 +181,14 @@ impl StopReason {
             StopReason::OutputMissing => Fault::Job(Retry),
             // Retried rather than failed at once: one node's word (a provider
             // may lie, or its cache be corrupt) must not end a job outright.
-            StopReason::InputMismatch | StopReason::InputUnavailable => Fault::Job(Retry),
+            StopReason::InputRejected | StopReason::StoreUnavailable => Fault::Job(Retry),
             StopReason::RestoreFailed => Fault::Job(Retry),
             // The job's own image or command can make the engine refuse.
             StopReason::StartRefused => Fault::Job(Retry),
             StopReason::CheckpointMissed => Fault::Job(Retry),
+            // Retried: one node's word must not end a job outright, and the
+            // budget bounds a job that breaks the contract every time.
+            StopReason::ContractBroken => Fault::Job(Retry),
             StopReason::StagingTooSlow => Fault::Job(Retry),
             StopReason::StoppedByAgent
             | StopReason::EngineFailure
@@ -283,9 +296,14 @@ mod tests {
                 Some(C::JobFatal),
             ),
             (S::OutputMissing, Some(Fault::Job(Retry)), Some(C::JobError)),
-            (S::InputMismatch, Some(Fault::Job(Retry)), Some(C::JobError)),
+            (S::InputRejected, Some(Fault::Job(Retry)), Some(C::JobError)),
             (
-                S::InputUnavailable,
+                S::ContractBroken,
+                Some(Fault::Job(Retry)),
+                Some(C::JobError),
+            ),
+            (
+                S::StoreUnavailable,
                 Some(Fault::Job(Retry)),
                 Some(C::JobError),
             ),
@@ -365,7 +383,9 @@ mod tests {
             let fault = stop.fault();
             match whose {
                 "nobody's" => assert_eq!(fault, None, "{line}"),
-                "the job's" => assert!(matches!(fault, Some(Fault::Job(_))), "{line}"),
+                "the job's" | "nobody provably: as the job's" => {
+                    assert!(matches!(fault, Some(Fault::Job(_))), "{line}")
+                }
                 "the provider's" => assert_eq!(fault, Some(Fault::Provider), "{line}"),
                 other => panic!("unknown payer {other:?} in {line}"),
             }

@@ -191,8 +191,8 @@ fn detect_failure(
                 Some((exit.stop, last))
             }
             (JobPhase::DataRejected, None) => Some((
-                StopReason::InputMismatch,
-                "an input did not match its declared sha256".into(),
+                StopReason::InputRejected,
+                "an input was refused before the job started".into(),
             )),
             _ => None,
         };

@@ -282,10 +282,12 @@ fn the_agents_stop_report_is_judged_by_the_failure_table() {
         (S::SpecMismatch, Some(C::JobFatal)),
         (S::SpecUnusable, Some(C::JobFatal)),
         (S::OutputMissing, Some(C::JobError)),
-        (S::InputMismatch, Some(C::JobError)),
-        (S::InputUnavailable, Some(C::JobError)),
+        (S::InputRejected, Some(C::JobError)),
+        (S::StoreUnavailable, Some(C::JobError)),
         (S::RestoreFailed, Some(C::JobError)),
         (S::StartRefused, Some(C::JobError)),
+        (S::ContractBroken, Some(C::JobError)),
+        (S::CheckpointMissed, Some(C::JobError)),
         (S::StoppedByAgent, Some(C::ContainerDied)),
         (S::EngineFailure, Some(C::ContainerDied)),
         (S::NodeDiskFull, Some(C::ContainerDied)),
@@ -298,13 +300,13 @@ fn the_agents_stop_report_is_judged_by_the_failure_table() {
         assert_eq!(slashing, stop.fault() == Some(Fault::Provider), "{stop:?}");
     }
     // Rejected data is the job's, with or without the reason attached.
-    let mut rejected = stopped(2, JobPhase::DataRejected, S::InputMismatch);
+    let mut rejected = stopped(2, JobPhase::DataRejected, S::InputRejected);
     assert_eq!(
         cause_for(rejected.clone()),
-        Some((S::InputMismatch, C::JobError))
+        Some((S::InputRejected, C::JobError))
     );
     rejected.exit = None;
-    assert_eq!(cause_for(rejected), Some((S::InputMismatch, C::JobError)));
+    assert_eq!(cause_for(rejected), Some((S::InputRejected, C::JobError)));
     // A report about an older assignment says nothing about this one.
     assert_eq!(
         cause_for(stopped(1, JobPhase::Exited, S::EngineFailure)),
