@@ -259,6 +259,109 @@ async fn the_container_killed_mid_epoch() {
     s.assert_completed_and_verified().await;
 }
 
+/// A stranger who can reach the scheduler's port posts heartbeats claiming
+/// the job's node lost its container (the provider's fault): unsigned,
+/// signed with its own key, and carrying the node's operator key with a
+/// signature that is not the operator's. Every one is refused; the provider keeps its
+/// stake and the job runs on at the same generation to completion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_forged_heartbeats_leave_the_provider_and_the_job_alone() {
+    use mcjs_protocol::{
+        ExitReport, HEARTBEAT_PATH, Heartbeat, JobPhase, JobReport, SignedRequest, StopReason,
+    };
+    let _one = serial();
+    let s = scenario(30, 3).await;
+    let before = s.running_with_checkpoints(1).await;
+    let (node, provider) = (before.node.unwrap(), before.provider.unwrap());
+    let client = s.cluster.client();
+    let stake = client.provider(&provider).await.unwrap().unwrap().stake;
+    // The key that speaks for the node: its operator key.
+    let authorised = client.node(&node).await.unwrap().unwrap().operator;
+    let stranger = mcjs_client::Keypair::new();
+    let http = reqwest::Client::new();
+    let url = format!("{}{HEARTBEAT_PATH}", s.cluster.scheduler_url());
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let mut statuses = std::collections::BTreeMap::new();
+    for i in 0..80u64 {
+        let lie = Heartbeat {
+            node: node.to_string(),
+            provider: provider.to_string(),
+            agent_url: "http://127.0.0.1:9".into(),
+            sent_at_unix_ms: now_ms(),
+            seq: u64::MAX - i,
+            jobs: vec![JobReport {
+                job: s.job.to_string(),
+                generation: before.generation,
+                phase: JobPhase::Exited,
+                last_checkpoint: None,
+                checkpoint_overdue: false,
+                exit: Some(ExitReport {
+                    stop: StopReason::EngineFailure,
+                    last_logs: vec!["container died".into()],
+                }),
+            }],
+        };
+        let foreign =
+            SignedRequest::seal(HEARTBEAT_PATH, &lie, &stranger.pubkey().to_bytes(), |m| {
+                stranger.sign_message(m).into()
+            });
+        let mut forged = foreign.clone();
+        forged.signer = authorised.to_string();
+        let bodies = [
+            ("unsigned", serde_json::to_value(&lie).unwrap()),
+            ("foreign", serde_json::to_value(&foreign).unwrap()),
+            ("forged", serde_json::to_value(&forged).unwrap()),
+        ];
+        for (kind, body) in bodies {
+            let status = http.post(&url).json(&body).send().await.unwrap().status();
+            statuses.insert(kind, status.as_u16());
+        }
+    }
+    assert_eq!(statuses["unsigned"], 401);
+    assert_eq!(statuses["foreign"], 403);
+    assert_eq!(statuses["forged"], 401);
+    // Longer than the heartbeat timeout and several reconcile rounds.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let now = client.job(&s.job).await.unwrap().unwrap();
+    assert!(
+        is_running(&now) || matches!(now.state, JobState::Completed { .. }),
+        "{:?}",
+        now.state
+    );
+    assert_eq!(now.generation, before.generation, "the job was not moved");
+    let after = client.provider(&provider).await.unwrap().unwrap();
+    assert_eq!(after.stake, stake, "the provider was slashed");
+    assert!(
+        !s.events()
+            .await
+            .iter()
+            .any(|e| matches!(e, McjsEvent::FailureReported(_))),
+        "a failure was reported"
+    );
+    let metrics = http
+        .get(format!("{}/metrics", s.cluster.scheduler_url()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for (reason, n) in [("unsigned", 80), ("foreign", 80), ("bad_signature", 80)] {
+        let line = format!("mcjs_agent_requests_refused_total{{reason=\"{reason}\"}} {n}");
+        assert!(metrics.contains(&line), "{line}\n{metrics}");
+    }
+    s.assert_completed_and_verified().await;
+    assert_eq!(
+        client.provider(&provider).await.unwrap().unwrap().stake,
+        stake
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_killed_with_its_container() {
     let _one = serial();

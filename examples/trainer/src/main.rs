@@ -4,7 +4,7 @@
 //! mcjs-trainer gen-data --out FILE [--seed N] [--rows N] [--features N]
 //! mcjs-trainer train [--data FILE] [--epochs N] [--batch-size N] [--hidden N]
 //!                    [--lr X] [--momentum X] [--seed N] [--step-sleep-ms N]
-//!                    [--checkpoint-every-steps N] [--halt-at-step N]
+//!                    [--checkpoint-every-steps N] [--halt-at-step N [--halt-code N]]
 //! ```
 //!
 //! `train` follows docs/job-contract.md: it reads `MCJS_DATA_DIR`, resumes
@@ -150,6 +150,7 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
             "step-sleep-ms",
             "checkpoint-every-steps",
             "halt-at-step",
+            "halt-code",
         ],
     )?;
     let data_dir = env_dir("MCJS_DATA_DIR")?;
@@ -177,6 +178,9 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
     let step_sleep = Duration::from_millis(f.get("step-sleep-ms", 0)?);
     let every_steps: Option<u64> = f.opt("checkpoint-every-steps")?;
     let halt_at: Option<u64> = f.opt("halt-at-step")?;
+    // Which code the halt exits with: tests end the job every way the
+    // contract knows (2, 75, 137 ...), by the job's own hand.
+    let halt_code: u8 = f.get("halt-code", EXIT_HALTED)?;
 
     let ckpt_dir = env_dir("MCJS_CHECKPOINT_DIR")?
         .context("MCJS_CHECKPOINT_DIR is not set: the job needs somewhere to checkpoint")?;
@@ -240,7 +244,11 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
             return Ok(EXIT_PREEMPTED);
         }
         if halt_at == Some(state.global_step) {
-            return Ok(EXIT_HALTED);
+            eprintln!(
+                "mcjs-trainer: halting at step {} with code {halt_code}",
+                state.global_step
+            );
+            return Ok(halt_code);
         }
         if state.step_in_epoch == 0 {
             let (acc, brier) = state.evaluate(&h, &data);

@@ -48,6 +48,10 @@ pub trait AgentChain: Send + Sync + 'static {
 
     fn deployment(&self) -> impl Future<Output = Result<Deployment, ChainFailure>> + Send;
 
+    /// Signs `message` with the authority's key (ed25519): the agent's
+    /// requests to the scheduler carry this signature.
+    fn sign(&self, message: &[u8]) -> [u8; 64];
+
     /// Signs with the authority, sends and waits for confirmation.
     fn send(&self, ix: Instruction) -> impl Future<Output = Result<(), ChainFailure>> + Send;
 }

@@ -6,7 +6,7 @@
 //! tests drive it with a fake one.
 
 use mcjs_client::Pubkey;
-use mcjs_protocol::{ExitReport as WireExit, JobPhase, JobReport};
+use mcjs_protocol::{ExitReport as WireExit, JobPhase, JobReport, StopReason};
 use mcjs_runtime::checkpoint::Sha256Digest;
 use mcjs_runtime::deadline::{CheckpointPolicy, DeadlineStatus, checkpoint_status};
 use serde::Serialize;
@@ -55,12 +55,39 @@ pub struct FoundContainer {
     pub running: bool,
 }
 
-/// How a container ended, as the shell saw it.
+/// How a container ended, as the shell saw it: facts only. The core turns
+/// them into a [`StopReason`]; the table in `mcjs_protocol::fault` says who
+/// pays.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContainerExit {
+    pub code: i64,
+    /// The kernel killed it for exceeding its memory limit (the job's own).
+    pub oom_killed: bool,
+    /// The engine could not say how it ended (it lost the container).
+    pub engine_lost: bool,
+    pub last_logs: Vec<String>,
+}
+
+impl ContainerExit {
+    /// Why the job stopped. The agent stops a container only when the chain
+    /// has fenced its assignment (and then nothing is reported), so every
+    /// exit seen here is one the agent did not cause: the job's own, whatever
+    /// its code, unless the engine lost the container.
+    pub fn stop_reason(&self) -> StopReason {
+        if self.engine_lost {
+            StopReason::EngineFailure
+        } else if self.oom_killed {
+            StopReason::OutOfMemory
+        } else {
+            StopReason::Exited { code: self.code }
+        }
+    }
+}
+
+/// Why a job stopped on this node and what it last said.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Exit {
-    pub code: i64,
-    /// Killed from outside: a signal, the OOM killer, the engine, a failed preparation.
-    pub infrastructure: bool,
+    pub stop: StopReason,
     pub last_logs: Vec<String>,
 }
 
@@ -109,8 +136,9 @@ pub enum Event {
         reason: String,
     },
     /// Preparation failed for another reason (no usable checkpoint, the
-    /// engine refused, the spec is not in the store).
+    /// engine refused, the spec is not in the store); `stop` says which.
     LaunchFailed {
+        stop: StopReason,
         reason: String,
     },
     /// A look at the checkpoint directory finished; these were stored.
@@ -128,7 +156,7 @@ pub enum Event {
         reason: String,
     },
     SignalSent,
-    Exited(Exit),
+    Exited(ContainerExit),
     /// The declared output is present, hashed and stored.
     OutputStored {
         hash: Sha256Digest,
@@ -310,8 +338,7 @@ impl Assignment {
             last_checkpoint: self.last_attested,
             checkpoint_overdue: self.overdue_flagged,
             exit: self.exit.as_ref().map(|e| WireExit {
-                code: e.code,
-                infrastructure: e.infrastructure,
+                stop: e.stop,
                 last_logs: e.last_logs.clone(),
             }),
         }
@@ -479,12 +506,16 @@ impl Core {
                 }
             }
             Event::DataRejected { reason } => {
+                a.exit = Some(Exit {
+                    stop: StopReason::InputRejected,
+                    last_logs: vec![reason.clone()],
+                });
                 a.phase = Phase::DataRejected { reason };
             }
-            Event::LaunchFailed { reason } => {
+            Event::LaunchFailed { stop, reason } => {
+                tracing::warn!(%job, generation, stop = %stop.label(), fault = ?stop.fault(), %reason, "the job did not start");
                 let exit = Exit {
-                    code: -1,
-                    infrastructure: true,
+                    stop,
                     last_logs: vec![reason],
                 };
                 a.exit = Some(exit.clone());
@@ -518,8 +549,7 @@ impl Core {
                     let container = container.clone();
                     tracing::warn!(%job, generation, %reason, "stopping the job: its own fault");
                     let exit = Exit {
-                        code: -1,
-                        infrastructure: false,
+                        stop: StopReason::ContractBroken,
                         last_logs: vec![reason],
                     };
                     a.exit = Some(exit.clone());
@@ -535,17 +565,24 @@ impl Core {
                 }
             }
             Event::SignalSent => {}
-            Event::Exited(exit) => {
+            Event::Exited(seen) => {
                 let container = a.phase.container().map(str::to_string);
-                match (&a.phase, exit.code) {
-                    (Phase::Running { container }, 0) => {
+                let stop = seen.stop_reason();
+                match (&a.phase, stop.fault()) {
+                    // No one's fault: the job finished; its output decides.
+                    (Phase::Running { container }, None) => {
                         a.phase = Phase::Completing {
                             container: container.clone(),
                             output: None,
                         };
                         actions.push(Action::CollectOutput { job, generation });
                     }
-                    (Phase::Running { .. }, _) => {
+                    (Phase::Running { .. }, Some(fault)) => {
+                        tracing::info!(%job, generation, stop = %stop.label(), ?fault, "the job stopped");
+                        let exit = Exit {
+                            stop,
+                            last_logs: seen.last_logs,
+                        };
                         a.exit = Some(exit.clone());
                         a.phase = Phase::Exited {
                             exit,
@@ -570,8 +607,7 @@ impl Core {
             }
             Event::OutputMissing { reason } => {
                 let exit = Exit {
-                    code: 0,
-                    infrastructure: false,
+                    stop: StopReason::OutputMissing,
                     last_logs: vec![reason],
                 };
                 a.exit = Some(exit.clone());

@@ -2,11 +2,17 @@
 //! byte the job writes and every data URI it declares; whatever of that
 //! breaks the contract or a limit ends the job as its own fault (no slash),
 //! and only the node's own failures are the provider's. Every such decision
-//! of the shell is made here, in one place.
+//! of the shell is made here, in one place: an error becomes the
+//! [`StopReason`] the agent reports, and `mcjs_protocol::fault` says who
+//! pays for it.
 
 use crate::core::Event;
+use crate::spec_store::SpecStoreError;
+use mcjs_protocol::StopReason;
 use mcjs_runtime::checkpoint::MAX_FILES;
 use mcjs_runtime::confined::{ConfinedDir, Limits};
+use mcjs_runtime::engine::EngineError;
+use mcjs_runtime::launch::LaunchError;
 use mcjs_runtime::staging::StagingError;
 use mcjs_runtime::store::StoreError;
 use mcjs_spec::JobSpec;
@@ -21,6 +27,10 @@ pub enum Found<'a> {
     Staging(&'a StagingError),
     /// It uses more disk than it declared.
     Footprint(String),
+    /// Its spec could not be read from the spec store.
+    Spec(&'a SpecStoreError),
+    /// Its container could not be prepared or started (staging aside).
+    Launch(&'a LaunchError),
 }
 
 /// The event the core is told: the job's own fault, or the node's.
@@ -35,10 +45,56 @@ pub fn classify(found: Found<'_>) -> Event {
         Found::Staging(e) if e.is_job_fault() => Event::DataRejected {
             reason: e.to_string(),
         },
+        // Staging is bounded by the declared sizes, so the node's own
+        // storage failing it is the node's.
         Found::Staging(e) => Event::LaunchFailed {
+            stop: StopReason::NodeDiskFull,
             reason: e.to_string(),
         },
         Found::Footprint(reason) => Event::JobFault { reason },
+        Found::Spec(e) => Event::LaunchFailed {
+            stop: spec_stop(e),
+            reason: e.to_string(),
+        },
+        Found::Launch(e) => Event::LaunchFailed {
+            stop: launch_stop(e),
+            reason: e.to_string(),
+        },
+    }
+}
+
+fn spec_stop(e: &SpecStoreError) -> StopReason {
+    match e {
+        SpecStoreError::Missing { .. } => StopReason::SpecMissing,
+        SpecStoreError::HashMismatch { .. } => StopReason::SpecMismatch,
+        SpecStoreError::Invalid { .. } => StopReason::SpecUnusable,
+        SpecStoreError::Store { .. } => StopReason::StoreUnavailable,
+    }
+}
+
+fn launch_stop(e: &LaunchError) -> StopReason {
+    match e {
+        LaunchError::Staging { source, .. } if source.is_job_fault() => StopReason::InputRejected,
+        LaunchError::Staging { .. } => StopReason::NodeDiskFull,
+        // Preparing the job's empty directories: nothing of the job's is on
+        // the disk yet.
+        LaunchError::Engine {
+            source: EngineError::Prepare { .. },
+            ..
+        } => StopReason::NodeDiskFull,
+        LaunchError::Engine {
+            source: EngineError::Unreachable(_),
+            ..
+        } => StopReason::EngineFailure,
+        LaunchError::Engine {
+            source: EngineError::Engine { reason, .. },
+            ..
+        } if reason.contains("No such image") || reason.contains("pull access denied") => {
+            StopReason::ImageMissing
+        }
+        // The engine refused the job's container: its image or command may be
+        // the cause, so this is never evidence against the provider.
+        LaunchError::Engine { .. } => StopReason::StartRefused,
     }
 }
 
@@ -119,6 +175,83 @@ mod tests {
         ));
     }
 
+    fn stop_of(event: Event) -> StopReason {
+        match event {
+            Event::LaunchFailed { stop, .. } => stop,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn spec_problems_are_the_jobs_and_a_store_outage_slashes_no_one() {
+        let hash = "ab".repeat(32);
+        for (e, stop) in [
+            (
+                SpecStoreError::Missing { hash: hash.clone() },
+                StopReason::SpecMissing,
+            ),
+            (
+                SpecStoreError::HashMismatch {
+                    expected: hash.clone(),
+                    actual: hash.clone(),
+                },
+                StopReason::SpecMismatch,
+            ),
+            (
+                SpecStoreError::Invalid {
+                    hash: hash.clone(),
+                    reason: "not json".into(),
+                },
+                StopReason::SpecUnusable,
+            ),
+        ] {
+            assert_eq!(stop_of(classify(Found::Spec(&e))), stop);
+            assert!(!stop.slashes());
+        }
+    }
+
+    #[test]
+    fn a_refused_start_is_never_the_providers_a_lost_engine_is() {
+        let refused = |reason: &str| LaunchError::Engine {
+            job_id: "j".into(),
+            source: EngineError::Engine {
+                action: "start the container",
+                job_id: "j".into(),
+                reason: reason.into(),
+            },
+        };
+        let cases = [
+            (
+                refused("exec: \"nope\": executable file not found"),
+                StopReason::StartRefused,
+            ),
+            (
+                refused("No such image: mcjs-trainer@sha256:00"),
+                StopReason::ImageMissing,
+            ),
+            (
+                LaunchError::Engine {
+                    job_id: "j".into(),
+                    source: EngineError::Unreachable("socket gone".into()),
+                },
+                StopReason::EngineFailure,
+            ),
+            (
+                LaunchError::Engine {
+                    job_id: "j".into(),
+                    source: EngineError::Prepare {
+                        path: "/work/jobs/j".into(),
+                        source: std::io::Error::from_raw_os_error(28),
+                    },
+                },
+                StopReason::NodeDiskFull,
+            ),
+        ];
+        for (e, stop) in cases {
+            assert_eq!(stop_of(classify(Found::Launch(&e))), stop, "{e}");
+        }
+    }
+
     #[test]
     fn refused_inputs_are_rejected_data_a_full_disk_is_the_nodes() {
         let refused = StagingError::Refused {
@@ -135,9 +268,9 @@ mod tests {
             path: "/cache".into(),
             source: std::io::Error::from_raw_os_error(28),
         };
-        assert!(matches!(
-            classify(Found::Staging(&disk)),
-            Event::LaunchFailed { .. }
-        ));
+        assert_eq!(
+            stop_of(classify(Found::Staging(&disk))),
+            StopReason::NodeDiskFull
+        );
     }
 }

@@ -42,6 +42,10 @@ impl AgentChain for RpcChain {
         self.wallet.pubkey()
     }
 
+    fn sign(&self, message: &[u8]) -> [u8; 64] {
+        self.wallet.sign_message(message).into()
+    }
+
     async fn jobs_on_node(&self, node: Pubkey) -> Result<Vec<(Pubkey, Job)>, ChainFailure> {
         self.client
             .jobs(JobFilter::Node(node))

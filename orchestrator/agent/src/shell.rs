@@ -4,17 +4,19 @@
 
 use crate::chain::{AgentChain, ChainFailure, chain_job};
 use crate::core::{
-    Action, Attested, ChainJob, Core, CorePolicy, Event, Exit, FoundContainer, StoredCheckpoint,
-    Tx, TxFailure,
+    Action, Attested, ChainJob, ContainerExit, Core, CorePolicy, Event, FoundContainer,
+    StoredCheckpoint, Tx, TxFailure,
 };
 use crate::fault::{Found, classify};
 use crate::metrics::AgentMetrics;
 use crate::output::store_output;
 use crate::spec_store::get_spec;
+use mcjs_client::Pubkey;
 use mcjs_client::ix::{self, Deployment};
 use mcjs_client::program::instructions::{AttestCheckpointArgs, CompleteJobArgs};
-use mcjs_client::Pubkey;
-use mcjs_protocol::{HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, Heartbeat, JobReport};
+use mcjs_protocol::{
+    HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, Heartbeat, JobReport, SignedRequest, StopReason,
+};
 use mcjs_runtime::docker::{DockerEngine, JOB_LABEL};
 use mcjs_runtime::engine::{
     ContainerEngine, ContainerId, ContainerSpec, GpuRequest, JobMounts, JobSignal,
@@ -271,10 +273,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             Event::DataRejected { .. } => m.data_rejected.inc(),
             Event::Exited(exit) => m
                 .exits
-                .with_label_values(&[match exit.code {
-                    0 => "done",
-                    2 => "bad_input",
-                    75 => "preempted",
+                .with_label_values(&[match exit.stop_reason() {
+                    StopReason::Exited { code: 0 } => "done",
+                    StopReason::Exited { code: 2 } => "bad_input",
+                    StopReason::Exited { code: 75 } => "preempted",
+                    StopReason::OutOfMemory => "out_of_memory",
+                    StopReason::EngineFailure => "engine_lost",
                     _ => "crashed",
                 }])
                 .inc(),
@@ -609,21 +613,22 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 
     async fn launch(&self, job: Pubkey, generation: u32, restore: Option<Attested>) -> Event {
         let s = &self.shared;
-        let failed = |reason: String| {
+        let failed = |stop: StopReason, reason: String| {
             tracing::warn!(%job, generation, %reason, "the job cannot be launched");
-            Event::LaunchFailed { reason }
+            Event::LaunchFailed { stop, reason }
         };
         let Some((chain_job, _owner)) = s.known.lock().expect("known lock").get(&job).cloned()
         else {
-            return failed("the job left this node".into());
+            // Only a fenced assignment gets here: nothing is reported for it.
+            return failed(StopReason::StartRefused, "the job left this node".into());
         };
         let spec = match get_spec(s.store.as_ref(), &chain_job.spec_hash).await {
             Ok(spec) => spec,
-            Err(e) => return failed(e.to_string()),
+            Err(e) => return classify(Found::Spec(&e)),
         };
         let ctx = match self.run_ctx(job, generation, spec) {
             Ok(c) => Arc::new(c),
-            Err(e) => return failed(e.to_string()),
+            Err(e) => return failed(StopReason::StoreUnavailable, e.to_string()),
         };
         let dir = self.job_dir(job, generation);
         let restore_dir = match restore {
@@ -660,17 +665,20 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                         tracing::info!(%job, step = r.checkpoint.step, "restoring from checkpoint");
                         Some(r.dir)
                     }
-                    Err(e) => return failed(e.to_string()),
+                    Err(e) => return failed(StopReason::RestoreFailed, e.to_string()),
                 }
             }
         };
         let spec = &ctx.spec;
         if spec.output.dir.as_str() != mcjs_spec::DEFAULT_OUTPUT_DIR {
-            return failed(format!(
-                "output dir {} is not supported by this agent; use the default {}",
-                spec.output.dir.as_str(),
-                mcjs_spec::DEFAULT_OUTPUT_DIR
-            ));
+            return failed(
+                StopReason::SpecUnusable,
+                format!(
+                    "output dir {} is not supported by this agent; use the default {}",
+                    spec.output.dir.as_str(),
+                    mcjs_spec::DEFAULT_OUTPUT_DIR
+                ),
+            );
         }
         let image = self.resolve_image(&spec.work.image).await;
         let mut cspec = ContainerSpec::new(
@@ -731,7 +739,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 tracing::error!(%job, generation, error = %e, "input not staged: the job is not started");
                 classify(Found::Staging(&e))
             }
-            Err(e) => failed(e.to_string()),
+            Err(e) => {
+                tracing::warn!(%job, generation, reason = %e, "the job cannot be launched");
+                classify(Found::Launch(&e))
+            }
         }
     }
 
@@ -748,15 +759,20 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 
     async fn wait_exit(&self, job: Pubkey, generation: u32, container: String, tx: EventTx) {
         let s = &self.shared;
-        let report = match s.engine.wait(&ContainerId(container.clone())).await {
-            Ok(r) => r,
+        let exit = match s.engine.wait(&ContainerId(container.clone())).await {
+            Ok(r) => ContainerExit {
+                code: r.code,
+                oom_killed: r.oom_killed,
+                engine_lost: false,
+                last_logs: r.last_log_lines,
+            },
             Err(e) => {
                 tracing::warn!(%job, %container, error = %e, "lost the container");
-                mcjs_runtime::engine::ExitReport {
+                ContainerExit {
                     code: -1,
-                    meaning: mcjs_runtime::contract::ExitMeaning::Crashed,
                     oom_killed: false,
-                    last_log_lines: vec![e.to_string()],
+                    engine_lost: true,
+                    last_logs: vec![e.to_string()],
                 }
             }
         };
@@ -766,20 +782,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             let event = self.collect(job, &ctx).await;
             let _ = tx.send((job, generation, event));
         }
-        let infrastructure = report.oom_killed
-            || report.code < 0
-            || report.code >= 128
-            || report.code == mcjs_runtime::contract::EXIT_PREEMPTED;
-        tracing::info!(%job, generation, code = report.code, infrastructure, "job container exited");
-        let _ = tx.send((
-            job,
-            generation,
-            Event::Exited(Exit {
-                code: report.code,
-                infrastructure,
-                last_logs: report.last_log_lines,
-            }),
-        ));
+        tracing::info!(%job, generation, code = exit.code, oom_killed = exit.oom_killed, "job container exited");
+        let _ = tx.send((job, generation, Event::Exited(exit)));
     }
 
     async fn send(&self, job: Pubkey, generation: u32, tx: &Tx) -> Result<(), ChainFailure> {
@@ -852,24 +856,33 @@ async fn heartbeats<C: AgentChain, E: ContainerEngine>(
     let endpoint = format!("{}{HEARTBEAT_PATH}", url.trim_end_matches('/'));
     let mut every = tokio::time::interval(Duration::from_millis(HEARTBEAT_INTERVAL_MS));
     let mut failing = false;
+    let mut seq = None;
+    let signer = s.chain.authority().to_bytes();
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = every.tick() => {}
         }
+        let now_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or_default();
+        let next = mcjs_protocol::auth::next_sequence(seq, now_ms);
+        seq = Some(next);
         let beat = Heartbeat {
             node: s.node.to_string(),
             provider: s.provider.to_string(),
             agent_url: s.config.agent_url.clone(),
-            sent_at_unix_ms: SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_millis() as i64)
-                .unwrap_or_default(),
+            sent_at_unix_ms: now_ms,
+            seq: next,
             jobs: s.reports.lock().expect("reports lock").clone(),
         };
+        // Signed with the key the chain authorises for this node, so that
+        // no one else can speak for it.
+        let sealed = SignedRequest::seal(HEARTBEAT_PATH, &beat, &signer, |m| s.chain.sign(m));
         match http
             .post(&endpoint)
-            .json(&beat)
+            .json(&sealed)
             .send()
             .await
             .and_then(|r| r.error_for_status())

@@ -7,11 +7,12 @@ use mcjs_agent::metrics::AgentMetrics;
 use mcjs_agent::register::adopt_node;
 use mcjs_agent::rpc::RpcChain;
 use mcjs_agent::{Agent, AgentConfig, put_spec};
+use mcjs_client::history::McjsEvent;
 use mcjs_client::program::instructions::{RegisterNodeArgs, ReportFailureArgs, SubmitJobArgs};
 use mcjs_client::program::state::{FailureCause, Job, JobRequirements, JobState, JobTerms};
 use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, ix, pda};
 use mcjs_localnet::{Localnet, LocalnetConfig, USDC, read_keypair};
-use mcjs_protocol::JobPhase;
+use mcjs_protocol::{JobPhase, StopReason};
 use mcjs_runtime::checkpoint::{Sha256Digest, hash_checkpoint};
 use mcjs_runtime::store::{CheckpointStore, ExpectedCheckpoint};
 use mcjs_spec::JobSpec;
@@ -157,6 +158,13 @@ impl World {
 
     /// Publishes the spec, submits the job with a bond of 1 USDC and assigns it to `node`.
     async fn submit_and_assign(&self, spec: &JobSpec, job_id: u64, node: &Pubkey) -> Pubkey {
+        let job = self.submit(spec, job_id).await;
+        self.assign(&job, node).await;
+        job
+    }
+
+    /// Publishes the spec and submits the job with a bond of 1 USDC.
+    async fn submit(&self, spec: &JobSpec, job_id: u64) -> Pubkey {
         let hash = put_spec(self.store.as_ref(), spec).await.unwrap();
         let summary = spec.requirement_summary();
         let terms = spec.terms();
@@ -188,9 +196,7 @@ impl World {
             )
             .await
             .expect("submit the job");
-        let job = pda::job(&owner, job_id);
-        self.assign(&job, node).await;
-        job
+        pda::job(&owner, job_id)
     }
 
     async fn assign(&self, job: &Pubkey, node: &Pubkey) {
@@ -214,6 +220,41 @@ impl World {
         &self,
         index: u32,
         max_interval: Option<Duration>,
+    ) -> (Agent<RpcChain>, CancellationToken, Pubkey) {
+        self.agent_of(index, max_interval, None).await
+    }
+
+    /// Starts the real scheduler daemon (placement, failure detection,
+    /// signed heartbeats) with the deployment's scheduler key; returns its URL.
+    async fn scheduler_daemon(&self) -> (String, CancellationToken) {
+        use mcjs_scheduler_daemon::shell::{Daemon, DaemonConfig};
+        let listen: std::net::SocketAddr =
+            format!("127.0.0.1:{}", free_port_pair()).parse().unwrap();
+        let config = DaemonConfig {
+            rpc_url: self.client.url().to_string(),
+            listen,
+            tick: Duration::from_millis(300),
+            detector: Default::default(),
+        };
+        let daemon = Daemon::connect(
+            config,
+            self.scheduler.insecure_clone(),
+            mcjs_scheduler_daemon::server::system_clock(),
+        )
+        .await
+        .expect("the scheduler daemon connects");
+        let cancel = CancellationToken::new();
+        let c = cancel.clone();
+        tokio::spawn(async move { daemon.run(c).await.expect("the daemon runs") });
+        (format!("http://{listen}"), cancel)
+    }
+
+    /// Like [`Self::agent`], heartbeating to `scheduler` when given.
+    async fn agent_of(
+        &self,
+        index: u32,
+        max_interval: Option<Duration>,
+        scheduler: Option<String>,
     ) -> (Agent<RpcChain>, CancellationToken, Pubkey) {
         let profile: mcjs_hal::NodeProfile = serde_json::from_str(include_str!(
             "../../../app/cli/tests/fixtures/node-a100x4.json"
@@ -253,7 +294,7 @@ impl World {
             tick: Duration::from_millis(200),
             max_checkpoint_interval: max_interval,
             hash_threads: 2,
-            scheduler: None,
+            scheduler,
             agent_url: "http://127.0.0.1:0".into(),
             staging: mcjs_runtime::staging::StagingPolicy {
                 data_roots: vec![self.dir.path().to_path_buf()],
@@ -487,7 +528,8 @@ async fn a_crash_is_reported_and_the_next_assignment_restores_past_a_corrupt_che
         })
         .await;
     let exit = report.exit.expect("an exit report");
-    assert_eq!((exit.code, exit.infrastructure), (86, false));
+    assert_eq!(exit.stop, StopReason::Exited { code: 86 });
+    assert!(!exit.stop.slashes());
     assert!(!exit.last_logs.is_empty());
     let j = w
         .wait_for("every checkpoint to be attested", 30, async || {
@@ -574,6 +616,91 @@ async fn a_crash_is_reported_and_the_next_assignment_restores_past_a_corrupt_che
     .await;
     cancel.cancel();
     remove_containers(&node).await;
+}
+
+/// The failure table in real containers under the real agent and the real
+/// scheduler daemon: jobs that end themselves with 137, 75, 2 and 86 never
+/// slash their provider, and each ends as the table says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn jobs_that_end_themselves_never_slash_their_provider() {
+    let w = World::new().await;
+    let (url, stop_scheduler) = w.scheduler_daemon().await;
+    let provider = pda::provider(&w.provider.pubkey());
+    let stake_before = w.client.provider(&provider).await.unwrap().unwrap().stake;
+    let mut agents = Vec::new();
+    for index in 20..24 {
+        agents.push(w.agent_of(index, None, Some(url.clone())).await);
+    }
+    // Checkpoint at step 20, then the job ends itself at step 25 with `code`.
+    let mut jobs = Vec::new();
+    for (i, code) in [137u8, 75, 2, 86].into_iter().enumerate() {
+        let code_arg = code.to_string();
+        let spec = w.spec(
+            &[
+                "--epochs",
+                "20",
+                "--step-sleep-ms",
+                "20",
+                "--checkpoint-every-steps",
+                "10",
+                "--halt-at-step",
+                "25",
+                "--halt-code",
+                &code_arg,
+            ],
+            None,
+        );
+        jobs.push((code, w.submit(&spec, 40 + i as u64).await));
+    }
+    for (code, job) in &jobs {
+        let reported = w
+            .wait_for(&format!("exit {code} to be reported"), 120, async || {
+                let history = w.client.job_history(job).await.ok()?;
+                history.into_iter().find_map(|e| match e.event {
+                    McjsEvent::FailureReported(f) => Some(f),
+                    _ => None,
+                })
+            })
+            .await;
+        assert_eq!(reported.slashed, 0, "exit {code} slashed its provider");
+        let expected = match code {
+            75 => FailureCause::JobYielded,
+            2 => FailureCause::JobFatal,
+            _ => FailureCause::JobError,
+        };
+        assert_eq!(reported.cause, expected, "exit {code}");
+        match code {
+            // Requeued from its checkpoint; the budget is untouched.
+            75 => {
+                assert_eq!(reported.restarts_used, 0);
+                assert!(!reported.job_failed);
+            }
+            // Failed at once, the rest of the bond refunded.
+            2 => {
+                assert!(reported.job_failed);
+                assert_eq!(reported.restarts_used, 0);
+                assert!(reported.refund > 0);
+                let j = w.job(job).await;
+                assert!(matches!(j.state, JobState::Failed { .. }), "{:?}", j.state);
+            }
+            // The job's own crash: one restart of its budget.
+            _ => {
+                assert_eq!(reported.restarts_used, 1, "exit {code}");
+                assert!(!reported.job_failed);
+            }
+        }
+    }
+    let after = w.client.provider(&provider).await.unwrap().unwrap();
+    assert_eq!(
+        after.stake, stake_before,
+        "the provider's stake is untouched"
+    );
+    assert_eq!(after.slashed_total, 0);
+    stop_scheduler.cancel();
+    for (_, cancel, node) in agents {
+        cancel.cancel();
+        remove_containers(&node).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -747,7 +874,8 @@ async fn a_job_swapping_in_symlinks_to_host_files_is_stopped_as_its_own_fault_an
         })
         .await;
     let exit = report.exit.expect("an exit report");
-    assert!(!exit.infrastructure, "the provider must not pay: {exit:?}");
+    assert_eq!(exit.stop, StopReason::ContractBroken, "{exit:?}");
+    assert!(!exit.stop.slashes(), "the provider must not pay: {exit:?}");
     assert!(
         exit.last_logs
             .iter()

@@ -2,11 +2,11 @@
 //! the chain and its containers tell it.
 
 use mcjs_agent::core::{
-    Action, Attested, ChainJob, ChainState, Core, CorePolicy, Event, Exit, FoundContainer, Phase,
-    StoredCheckpoint, Tx, TxFailure,
+    Action, Attested, ChainJob, ChainState, ContainerExit, Core, CorePolicy, Event, FoundContainer,
+    Phase, StoredCheckpoint, Tx, TxFailure,
 };
 use mcjs_client::Pubkey;
-use mcjs_protocol::JobPhase;
+use mcjs_protocol::{Fault, JobOutcome, JobPhase, StopReason};
 use mcjs_runtime::checkpoint::Sha256Digest;
 use std::time::{Duration, SystemTime};
 
@@ -326,42 +326,119 @@ fn a_clean_exit_completes_after_the_last_attestation() {
     assert!(!actions.iter().any(|a| matches!(a, Action::Stop { .. })));
 }
 
-fn exit(code: i64) -> Exit {
-    Exit {
+fn exit(code: i64) -> ContainerExit {
+    ContainerExit {
         code,
-        infrastructure: code >= 128,
+        oom_killed: false,
+        engine_lost: false,
         last_logs: vec![format!("exiting {code}")],
     }
 }
 
+/// The agent's rows of the failure table: what it saw, what it reports, and
+/// who pays. An exit the agent did not cause is the job's, whatever its code.
 #[test]
-fn exit_codes_decide_between_completing_and_reporting() {
-    // (code, completes, infrastructure)
-    for (code, completes, infrastructure) in [
-        (0, true, false),
-        (1, false, false),
-        (2, false, false),
-        (86, false, false),
-        (137, false, true),
-    ] {
+fn every_way_a_container_ends_is_reported_with_the_tables_payer() {
+    use JobOutcome::*;
+    let oom = ContainerExit {
+        oom_killed: true,
+        ..exit(137)
+    };
+    let lost = ContainerExit {
+        engine_lost: true,
+        ..exit(-1)
+    };
+    // (what the shell saw, the reason reported, who pays; None: completes)
+    let rows: Vec<(ContainerExit, StopReason, Option<Fault>)> = vec![
+        (exit(0), StopReason::Exited { code: 0 }, None),
+        (
+            exit(1),
+            StopReason::Exited { code: 1 },
+            Some(Fault::Job(Retry)),
+        ),
+        (
+            exit(2),
+            StopReason::Exited { code: 2 },
+            Some(Fault::Job(FailNow)),
+        ),
+        (
+            exit(75),
+            StopReason::Exited { code: 75 },
+            Some(Fault::Job(RetryFree)),
+        ),
+        (
+            exit(86),
+            StopReason::Exited { code: 86 },
+            Some(Fault::Job(Retry)),
+        ),
+        (
+            exit(137),
+            StopReason::Exited { code: 137 },
+            Some(Fault::Job(Retry)),
+        ),
+        (
+            exit(143),
+            StopReason::Exited { code: 143 },
+            Some(Fault::Job(Retry)),
+        ),
+        (oom, StopReason::OutOfMemory, Some(Fault::Job(Retry))),
+        (lost, StopReason::EngineFailure, Some(Fault::Provider)),
+    ];
+    for (seen, reason, fault) in rows {
+        let code = seen.code;
         let mut c = running();
-        let actions = c.on_event(key(1), 3, Event::Exited(exit(code)), at(5));
+        let actions = c.on_event(key(1), 3, Event::Exited(seen), at(5));
         let collecting = actions.contains(&Action::CollectOutput {
             job: key(1),
             generation: 3,
         });
-        assert_eq!(collecting, completes, "code {code}");
+        assert_eq!(reason.fault(), fault, "{reason:?}");
+        assert_eq!(collecting, fault.is_none(), "code {code}");
         let report = &c.reports()[0];
-        if completes {
+        if fault.is_none() {
             assert_eq!(report.phase, JobPhase::Completing);
             assert!(report.exit.is_none());
         } else {
             assert_eq!(report.phase, JobPhase::Exited, "code {code}");
             let e = report.exit.as_ref().unwrap();
-            assert_eq!((e.code, e.infrastructure), (code, infrastructure));
+            assert_eq!(e.stop, reason);
             assert_eq!(e.last_logs, [format!("exiting {code}")]);
             assert!(actions.iter().any(|a| matches!(a, Action::Remove { .. })));
         }
+    }
+}
+
+#[test]
+fn a_launch_that_fails_reports_why_and_the_spec_problems_fail_the_job() {
+    use JobOutcome::*;
+    for (stop, fault) in [
+        (StopReason::ImageMissing, Fault::Job(Retry)),
+        (StopReason::SpecMissing, Fault::Job(FailNow)),
+        (StopReason::SpecMismatch, Fault::Job(FailNow)),
+        (StopReason::SpecUnusable, Fault::Job(FailNow)),
+        (StopReason::StoreUnavailable, Fault::Job(Retry)),
+        (StopReason::RestoreFailed, Fault::Job(Retry)),
+        (StopReason::StartRefused, Fault::Job(Retry)),
+        (StopReason::EngineFailure, Fault::Provider),
+        (StopReason::NodeDiskFull, Fault::Provider),
+    ] {
+        let mut c = core();
+        c.on_chain(&[job(1, 3, ChainState::Assigned)], at(0));
+        let actions = c.on_event(
+            key(1),
+            3,
+            Event::LaunchFailed {
+                stop,
+                reason: "why".into(),
+            },
+            at(1),
+        );
+        assert!(sends(&actions).is_empty(), "never started on chain");
+        let r = &c.reports()[0];
+        assert_eq!(r.phase, JobPhase::Exited);
+        let e = r.exit.as_ref().unwrap();
+        assert_eq!((e.stop, e.stop.fault()), (stop, Some(fault)));
+        assert_eq!(e.last_logs, ["why"]);
     }
 }
 
@@ -409,7 +486,10 @@ fn an_output_missing_after_exit_zero_is_reported_not_completed() {
     assert!(sends(&actions).is_empty());
     let r = &c.reports()[0];
     assert_eq!(r.phase, JobPhase::Exited);
-    assert_eq!(r.exit.as_ref().unwrap().last_logs, ["model.bin is missing"]);
+    let e = r.exit.as_ref().unwrap();
+    assert_eq!(e.stop, StopReason::OutputMissing);
+    assert_eq!(e.stop.fault(), Some(Fault::Job(JobOutcome::Retry)));
+    assert_eq!(e.last_logs, ["model.bin is missing"]);
 }
 
 #[test]
@@ -434,12 +514,14 @@ fn a_job_that_breaks_the_contract_is_stopped_as_its_own_fault() {
     let r = &c.reports()[0];
     assert_eq!(r.phase, JobPhase::Exited);
     let reported = r.exit.as_ref().unwrap();
-    assert!(!reported.infrastructure, "the provider must not pay for it");
+    assert_eq!(reported.stop, StopReason::ContractBroken);
+    assert!(!reported.stop.slashes(), "the provider must not pay for it");
     assert!(reported.last_logs[0].contains("symlink"));
     // The container's own death after the removal changes nothing.
     let after = c.on_event(key(1), 3, Event::Exited(exit(137)), at(6));
     assert!(sends(&after).is_empty());
-    assert!(!c.reports()[0].exit.as_ref().unwrap().infrastructure);
+    let still = c.reports()[0].exit.clone().unwrap();
+    assert_eq!(still.stop, StopReason::ContractBroken);
 }
 
 #[test]
@@ -456,6 +538,9 @@ fn rejected_data_never_starts_the_job() {
     );
     assert!(actions.is_empty());
     assert_eq!(c.reports()[0].phase, JobPhase::DataRejected);
+    let e = c.reports()[0].exit.clone().unwrap();
+    assert_eq!(e.stop, StopReason::InputRejected);
+    assert!(!e.stop.slashes());
     // Later snapshots neither retry the staging nor start it.
     let later = c.on_chain(&[job(1, 3, ChainState::Assigned)], at(100));
     assert!(later.is_empty(), "{later:?}");

@@ -13,7 +13,7 @@ use mcjs_client::program::state::{
     HardwareProfile, Job, JobRequirements, JobState, JobTerms, Node, NodeStatus, Provider,
 };
 use mcjs_client::{Pubkey, pda};
-use mcjs_protocol::JobPhase;
+use mcjs_protocol::{JobPhase, StopReason};
 use mcjs_runtime::fake::FakeEngine;
 use mcjs_spec::JobSpec;
 use object_store::ObjectStore;
@@ -38,6 +38,11 @@ impl FakeChain {
 impl AgentChain for FakeChain {
     fn authority(&self) -> Pubkey {
         self.authority
+    }
+
+    fn sign(&self, _message: &[u8]) -> [u8; 64] {
+        // No scheduler listens in these tests: nothing checks it.
+        [0; 64]
     }
 
     async fn jobs_on_node(&self, _node: Pubkey) -> Result<Vec<(Pubkey, Job)>, ChainFailure> {
@@ -267,7 +272,8 @@ async fn a_checkpoint_with_a_symlink_to_a_host_file_stops_the_job_as_its_own_fau
     })
     .await;
     let exit = report.exit.unwrap();
-    assert!(!exit.infrastructure, "{exit:?}");
+    assert_eq!(exit.stop, StopReason::ContractBroken, "{exit:?}");
+    assert!(!exit.stop.slashes());
     assert!(exit.last_logs[0].contains("checkpoint refused"), "{exit:?}");
     let id = mcjs_runtime::engine::ContainerId("fake-1".into());
     wait_for("the container to be removed", || {

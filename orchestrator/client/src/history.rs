@@ -303,15 +303,28 @@ pub fn node_status(status: NodeStatus) -> &'static str {
     }
 }
 
-pub fn failure_cause(cause: FailureCause) -> &'static str {
+/// A failure cause's names: for machines (logs, JSON, metric labels, the
+/// scheduler's actions) and for people (histories, audits). The one place
+/// they are written; every crate calls [`cause_name`] or [`failure_cause`].
+fn cause_names(cause: FailureCause) -> (&'static str, &'static str) {
     match cause {
-        FailureCause::NodeLost => "node lost",
-        FailureCause::ContainerDied => "container died",
-        FailureCause::CheckpointOverdue => "checkpoint overdue",
-        FailureCause::JobError => "job error",
-        FailureCause::JobYielded => "job yielded",
-        FailureCause::JobFatal => "job fatal error",
+        FailureCause::NodeLost => ("node_lost", "node lost"),
+        FailureCause::ContainerDied => ("container_died", "container died"),
+        FailureCause::CheckpointOverdue => ("checkpoint_overdue", "checkpoint overdue"),
+        FailureCause::JobError => ("job_error", "job error"),
+        FailureCause::JobYielded => ("job_yielded", "job yielded"),
+        FailureCause::JobFatal => ("job_fatal", "job fatal"),
     }
+}
+
+/// `node_lost`: the cause in logs, JSON and metric labels.
+pub fn cause_name(cause: &FailureCause) -> &'static str {
+    cause_names(*cause).0
+}
+
+/// `node lost`: the cause as people read it.
+pub fn failure_cause(cause: FailureCause) -> &'static str {
+    cause_names(cause).1
 }
 
 /// Stray tokens returned with a vault, when there were any.
@@ -319,7 +332,10 @@ fn swept(amount: u64) -> String {
     if amount == 0 {
         String::new()
     } else {
-        format!(" (+{} USDC sent into the vault from outside, returned)", usdc(amount))
+        format!(
+            " (+{} USDC sent into the vault from outside, returned)",
+            usdc(amount)
+        )
     }
 }
 
@@ -344,5 +360,22 @@ mod tests {
         assert_eq!(super::usdc(12_500_000), "12.50");
         assert_eq!(super::usdc(1), "0.000001");
         assert_eq!(super::usdc(1_234_500), "1.2345");
+    }
+
+    #[test]
+    fn a_causes_names_for_people_and_machines_say_the_same() {
+        use mcjs::state::FailureCause::*;
+        for cause in [
+            NodeLost,
+            ContainerDied,
+            CheckpointOverdue,
+            JobError,
+            JobYielded,
+            JobFatal,
+        ] {
+            let name = super::cause_name(&cause);
+            assert_eq!(super::failure_cause(cause), name.replace('_', " "));
+            assert!(name.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+        }
     }
 }

@@ -20,6 +20,7 @@ pub mod rpc;
 
 pub use anchor_lang::prelude::Pubkey;
 pub use anchor_lang::solana_program::instruction::Instruction;
+pub use history::cause_name;
 pub use mcjs::state::seeds::pda;
 pub use mcjs::{self as program, ID as PROGRAM_ID};
 #[cfg(feature = "rpc")]

@@ -7,11 +7,24 @@
 //! scheduler declares a node failed when it has heard nothing for its
 //! configured timeout (default [`DEFAULT_HEARTBEAT_TIMEOUT_MS`]).
 //!
+//! Every request an agent makes is signed ([`auth`]): a heartbeat can get a
+//! provider slashed, so the scheduler believes only the node's own key.
+//! Why a job stopped, and who pays for it, is decided in one place
+//! ([`fault`]) for the agent and the scheduler alike.
+//!
 //! Keys are base58 strings so that this crate needs no Solana types.
+
+pub mod auth;
+pub mod fault;
+
+pub use auth::{MAX_CLOCK_SKEW_MS, Refusal, SIGNING_DOMAIN, SignedRequest};
+pub use fault::{ChainCause, Fault, JobOutcome, StopReason};
 
 use serde::{Deserialize, Serialize};
 
-/// `POST` a [`Heartbeat`] here (JSON); the answer is a [`HeartbeatAck`].
+/// `POST` a [`Heartbeat`] here, sealed in a [`SignedRequest`] (JSON); the
+/// answer is a [`HeartbeatAck`], or an error `{"error": ...}` with 400, 401
+/// or 403 (see [`Refusal`]).
 pub const HEARTBEAT_PATH: &str = "/v1/heartbeat";
 /// `GET` the scheduler's view of the fleet: a [`FleetView`].
 pub const FLEET_PATH: &str = "/v1/fleet";
@@ -28,9 +41,12 @@ pub struct Heartbeat {
     pub provider: String,
     /// Base URL of the agent's HAL API (profile, capability, metrics).
     pub agent_url: String,
-    /// The agent's clock, for diagnostics only: the scheduler times
-    /// heartbeats by its own clock.
+    /// The agent's clock. The scheduler refuses a heartbeat further than
+    /// [`MAX_CLOCK_SKEW_MS`] from its own clock, and times liveness by its own.
     pub sent_at_unix_ms: i64,
+    /// Grows with every request the agent sends ([`auth::next_sequence`]);
+    /// the scheduler refuses one not above the last it accepted from the node.
+    pub seq: u64,
     /// Every job the agent is working on or has just finished with.
     pub jobs: Vec<JobReport>,
 }
@@ -62,7 +78,7 @@ pub enum JobPhase {
     Running,
     /// The container exited 0 with its output; completing on chain.
     Completing,
-    /// The container exited otherwise; see [`JobReport::exit`].
+    /// The job stopped otherwise (or never started); see [`JobReport::exit`].
     Exited,
     /// An input's hash did not match its declaration; the job never started.
     DataRejected,
@@ -74,10 +90,9 @@ pub enum JobPhase {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExitReport {
-    pub code: i64,
-    /// True when the container was killed from outside (a signal, the OOM
-    /// killer, the engine): the node's fault, not the job's.
-    pub infrastructure: bool,
+    /// What the agent saw; the scheduler decides who pays with
+    /// [`StopReason::fault`].
+    pub stop: StopReason,
     /// The last lines the container wrote.
     pub last_logs: Vec<String>,
 }
@@ -111,6 +126,7 @@ mod tests {
             provider: "P".into(),
             agent_url: "http://127.0.0.1:1".into(),
             sent_at_unix_ms: 5,
+            seq: 9,
             jobs: vec![JobReport {
                 job: "J".into(),
                 generation: 3,
@@ -118,14 +134,14 @@ mod tests {
                 last_checkpoint: Some((1, 20)),
                 checkpoint_overdue: false,
                 exit: Some(ExitReport {
-                    code: 137,
-                    infrastructure: true,
+                    stop: StopReason::Exited { code: 137 },
                     last_logs: vec!["killed".into()],
                 }),
             }],
         };
         let text = serde_json::to_string(&hb).unwrap();
         assert!(text.contains("\"phase\":\"exited\""));
+        assert!(text.contains(r#""stop":{"reason":"exited","code":137}"#));
         assert_eq!(serde_json::from_str::<Heartbeat>(&text).unwrap(), hb);
         let extra = text.replacen('{', "{\"bogus\":1,", 1);
         assert!(serde_json::from_str::<Heartbeat>(&extra).is_err());

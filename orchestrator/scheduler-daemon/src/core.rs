@@ -5,7 +5,7 @@ use std::fmt;
 
 use mcjs::state::{FailureCause, Job, JobState, Node, NodeStatus};
 use mcjs_client::Pubkey;
-use mcjs_protocol::JobPhase;
+use mcjs_protocol::{ChainCause, JobPhase, StopReason};
 use mcjs_scheduler::{
     CheckpointPolicy, FleetIndex, HardwareRequirements, InvalidJob, JobId, Needs, NodeId,
     PlacementConfig, PlacementPolicy, PlanRequest, ScarcityAware, Terms,
@@ -68,6 +68,8 @@ pub enum Action {
         #[serde(with = "b58")]
         provider: Pubkey,
         generation: u32,
+        /// Why the job stopped; the failure table decides `cause` from it.
+        stop: StopReason,
         #[serde(with = "cause_serde")]
         cause: FailureCause,
         detail: String,
@@ -155,6 +157,8 @@ pub fn reconcile(obs: &Observation<'_>, config: &DetectorConfig) -> Decision {
     decision
 }
 
+/// Whether the job's assignment has failed and why. Who pays is the failure
+/// table's call (`mcjs_protocol::fault`): this only establishes what happened.
 fn detect_failure(
     obs: &Observation<'_>,
     config: &DetectorConfig,
@@ -162,41 +166,38 @@ fn detect_failure(
     job: &Job,
 ) -> Option<Action> {
     let (node, provider) = (job.node?, job.provider?);
-    let report = |cause, detail: String| Action::ReportFailure {
-        job: *job_key,
-        node,
-        provider,
-        generation: job.generation,
-        cause,
-        detail,
+    let report = |stop: StopReason, detail: String| {
+        let cause = failure_cause(stop.chain_cause()?);
+        Some(Action::ReportFailure {
+            job: *job_key,
+            node,
+            provider,
+            generation: job.generation,
+            stop,
+            cause,
+            detail,
+        })
     };
     let on_node_since_ms = match job.state {
         JobState::Assigned { since } | JobState::Running { since } => since.saturating_mul(1_000),
         _ => return None,
     };
 
-    if let Some(agent) = obs.liveness.report(&node, job_key, job.generation) {
-        match (agent.phase, &agent.exit) {
-            (JobPhase::Exited, Some(exit)) if exit.infrastructure => {
-                return Some(report(
-                    FailureCause::ContainerDied,
-                    format!("the container was killed (exit {})", exit.code),
-                ));
-            }
-            (JobPhase::Exited, Some(exit)) => {
+    let agent = obs.liveness.report(&node, job_key, job.generation);
+    if let Some(agent) = agent {
+        let stopped = match (agent.phase, &agent.exit) {
+            (JobPhase::Exited | JobPhase::DataRejected, Some(exit)) => {
                 let last = exit.last_logs.last().cloned().unwrap_or_default();
-                return Some(report(
-                    FailureCause::JobError,
-                    format!("the job exited with code {}: {last}", exit.code),
-                ));
+                Some((exit.stop, last))
             }
-            (JobPhase::DataRejected, _) => {
-                return Some(report(
-                    FailureCause::JobError,
-                    "an input did not match its declared sha256".into(),
-                ));
-            }
-            _ => {}
+            (JobPhase::DataRejected, None) => Some((
+                StopReason::InputRejected,
+                "an input was refused before the job started".into(),
+            )),
+            _ => None,
+        };
+        if let Some((stop, last)) = stopped {
+            return report(stop, format!("{}: {last}", stop.label()));
         }
     }
 
@@ -206,10 +207,10 @@ fn detect_failure(
             .max(on_node_since_ms),
     );
     if silent_ms > config.heartbeat_timeout_ms {
-        return Some(report(
-            FailureCause::NodeLost,
-            format!("no heartbeat for {} ms", silent_ms),
-        ));
+        return report(
+            StopReason::NodeLost,
+            format!("no heartbeat for {silent_ms} ms"),
+        );
     }
 
     match job.state {
@@ -219,27 +220,55 @@ fn detect_failure(
             let since_progress_ms = obs
                 .now_ms
                 .saturating_sub(job.progress_mark.saturating_mul(1_000));
-            (since_progress_ms > allowed_ms).then(|| {
-                report(
-                    FailureCause::CheckpointOverdue,
-                    format!(
-                        "no checkpoint attested for {} s (interval {} s)",
-                        since_progress_ms / 1_000,
-                        job.terms.checkpoint_interval_secs
-                    ),
-                )
-            })
+            if since_progress_ms <= allowed_ms {
+                return None;
+            }
+            // The agent signals the job and watches its checkpoint directory:
+            // it knows whether the job wrote nothing (the job's fault) or the
+            // node failed to attest what it wrote (the provider's).
+            let stop = if agent.is_some_and(|a| a.checkpoint_overdue) {
+                StopReason::CheckpointMissed
+            } else {
+                StopReason::AttestationOverdue
+            };
+            report(
+                stop,
+                format!(
+                    "no checkpoint attested for {} s (interval {} s)",
+                    since_progress_ms / 1_000,
+                    job.terms.checkpoint_interval_secs
+                ),
+            )
         }
         JobState::Assigned { since } => {
             let waited_ms = obs.now_ms.saturating_sub(since.saturating_mul(1_000));
-            (waited_ms > config.start_timeout_ms).then(|| {
-                report(
-                    FailureCause::NodeLost,
-                    format!("the container did not start within {} s", waited_ms / 1_000),
-                )
-            })
+            if waited_ms <= config.start_timeout_ms {
+                return None;
+            }
+            // Staging moves the job's own declared inputs: slow data is the job's.
+            let stop = if agent.is_some_and(|a| a.phase == JobPhase::Staging) {
+                StopReason::StagingTooSlow
+            } else {
+                StopReason::NeverStarted
+            };
+            report(
+                stop,
+                format!("the container did not start within {} s", waited_ms / 1_000),
+            )
         }
         _ => None,
+    }
+}
+
+/// The program's cause for the table's (one to one).
+pub fn failure_cause(cause: ChainCause) -> FailureCause {
+    match cause {
+        ChainCause::NodeLost => FailureCause::NodeLost,
+        ChainCause::ContainerDied => FailureCause::ContainerDied,
+        ChainCause::CheckpointOverdue => FailureCause::CheckpointOverdue,
+        ChainCause::JobError => FailureCause::JobError,
+        ChainCause::JobYielded => FailureCause::JobYielded,
+        ChainCause::JobFatal => FailureCause::JobFatal,
     }
 }
 
@@ -386,17 +415,7 @@ mod b58 {
     }
 }
 
-/// The cause's name in logs, JSON and metric labels.
-pub fn cause_name(cause: &FailureCause) -> &'static str {
-    match cause {
-        FailureCause::NodeLost => "node_lost",
-        FailureCause::ContainerDied => "container_died",
-        FailureCause::CheckpointOverdue => "checkpoint_overdue",
-        FailureCause::JobError => "job_error",
-        FailureCause::JobYielded => "job_yielded",
-        FailureCause::JobFatal => "job_fatal",
-    }
-}
+pub use mcjs_client::cause_name;
 
 mod cause_serde {
     use mcjs::state::FailureCause;

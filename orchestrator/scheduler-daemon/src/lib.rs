@@ -7,6 +7,7 @@
 //! stays the source of truth, so a restarted daemon carries on where the
 //! last one stopped and the program refuses anything done twice.
 
+pub mod auth;
 pub mod core;
 pub mod liveness;
 pub mod metrics;

@@ -1,4 +1,5 @@
-//! What the agents last said, timed by the scheduler's own clock.
+//! What the agents last said, timed by the scheduler's own clock. Only
+//! authenticated heartbeats are recorded (`crate::auth`).
 
 use std::collections::HashMap;
 
@@ -8,6 +9,8 @@ use mcjs_protocol::{Heartbeat, JobReport};
 #[derive(Clone, Debug)]
 pub struct NodeHeartbeat {
     pub received_ms: i64,
+    /// The heartbeat's sequence number: the next one must be above it.
+    pub seq: u64,
     pub agent_url: String,
     pub jobs: Vec<JobReport>,
 }
@@ -44,11 +47,17 @@ impl Liveness {
             node,
             NodeHeartbeat {
                 received_ms,
+                seq: heartbeat.seq,
                 agent_url: heartbeat.agent_url,
                 jobs: heartbeat.jobs,
             },
         );
         Ok(())
+    }
+
+    /// The sequence number of the node's last recorded heartbeat.
+    pub fn last_seq(&self, node: &Pubkey) -> Option<u64> {
+        self.nodes.get(node).map(|h| h.seq)
     }
 
     pub fn last(&self, node: &Pubkey) -> Option<&NodeHeartbeat> {

@@ -16,6 +16,8 @@ pub struct Metrics {
     pub ended_unsuccessfully: IntCounter,
     pub assignments: IntCounter,
     pub heartbeats: IntCounter,
+    /// Agent requests refused, by reason (`mcjs_protocol::Refusal::label`).
+    pub refused: IntCounterVec,
     pub transaction_errors: IntCounter,
     /// Accounts the last round left out of placement because they cannot be scheduled, by
     /// kind ("node", "job"): anything above zero is a malformed account to look at.
@@ -57,6 +59,14 @@ impl Metrics {
             .unwrap(),
             assignments: IntCounter::new("mcjs_assignments_total", "Jobs assigned").unwrap(),
             heartbeats: IntCounter::new("mcjs_heartbeats_total", "Heartbeats received").unwrap(),
+            refused: IntCounterVec::new(
+                Opts::new(
+                    "mcjs_agent_requests_refused_total",
+                    "Agent requests refused (unsigned, badly signed, foreign, stale, replayed), by reason",
+                ),
+                &["reason"],
+            )
+            .unwrap(),
             transaction_errors: IntCounter::new(
                 "mcjs_transaction_errors_total",
                 "Transactions the chain refused or that could not be sent",
@@ -81,10 +91,15 @@ impl Metrics {
             Box::new(m.ended_unsuccessfully.clone()),
             Box::new(m.assignments.clone()),
             Box::new(m.heartbeats.clone()),
+            Box::new(m.refused.clone()),
             Box::new(m.transaction_errors.clone()),
             Box::new(m.skipped_accounts.clone()),
         ] {
             m.registry.register(c).expect("metric names are unique");
+        }
+        // Every reason shows from the start, at zero, so an alert can rate() it.
+        for reason in mcjs_protocol::Refusal::LABELS {
+            m.refused.with_label_values(&[reason]);
         }
         // Present at zero from the start, so that a dashboard can tell "none" from "unknown".
         for kind in [AccountKind::Node, AccountKind::Job] {

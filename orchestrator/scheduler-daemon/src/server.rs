@@ -1,17 +1,18 @@
-//! The scheduler's HTTP side: agents' heartbeats in, the fleet view and
-//! Prometheus metrics out.
+//! The scheduler's HTTP side: agents' signed heartbeats in, the fleet view
+//! and Prometheus metrics out.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use mcjs_protocol::{FLEET_PATH, FleetView, HEARTBEAT_PATH, Heartbeat, HeartbeatAck, NodeLiveness};
+use mcjs_protocol::{FLEET_PATH, FleetView, HEARTBEAT_PATH, HeartbeatAck, NodeLiveness};
 use serde::Serialize;
 
+use crate::auth::{Directory, authenticate, record_new};
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 
@@ -30,6 +31,8 @@ pub fn system_clock() -> Clock {
 #[derive(Clone)]
 pub struct ServerState {
     pub liveness: Arc<Mutex<Liveness>>,
+    /// The key that speaks for each node, refreshed from the chain every round.
+    pub directory: Arc<RwLock<Directory>>,
     pub metrics: Arc<Metrics>,
     pub clock: Clock,
     pub heartbeat_timeout_ms: i64,
@@ -63,25 +66,22 @@ pub fn router(state: ServerState) -> Router {
         .with_state(state)
 }
 
-async fn heartbeat(
-    State(state): State<ServerState>,
-    body: Result<Json<Heartbeat>, JsonRejection>,
-) -> Response {
-    let Json(heartbeat) = match body {
-        Ok(body) => body,
-        Err(rejection) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("bad heartbeat: {}", rejection.body_text()),
-            );
-        }
-    };
+/// Records a heartbeat only once it is proven to come from the node's own
+/// key, fresh and new; anything else is refused with a JSON error, counted,
+/// and leaves no trace.
+async fn heartbeat(State(state): State<ServerState>, body: Bytes) -> Response {
     let now = (state.clock)();
-    let recorded = state
-        .liveness
-        .lock()
-        .map_err(|_| ())
-        .and_then(|mut l| l.record(heartbeat, now).map_err(|_| ()));
+    let opened = match state.directory.read() {
+        Ok(directory) => authenticate(&body, now, &directory),
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "node directory poisoned"),
+    };
+    let recorded = match opened {
+        Ok((node, heartbeat)) => match state.liveness.lock() {
+            Ok(mut liveness) => record_new(&mut liveness, &node, heartbeat, now),
+            Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "liveness table poisoned"),
+        },
+        Err(refusal) => Err(refusal),
+    };
     match recorded {
         Ok(()) => {
             state.metrics.heartbeats.inc();
@@ -90,10 +90,16 @@ async fn heartbeat(
             })
             .into_response()
         }
-        Err(()) => error(
-            StatusCode::BAD_REQUEST,
-            "bad heartbeat: `node` is not a base58 public key",
-        ),
+        Err(refusal) => {
+            state
+                .metrics
+                .refused
+                .with_label_values(&[refusal.label()])
+                .inc();
+            tracing::debug!(reason = refusal.label(), %refusal, "heartbeat refused");
+            let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::BAD_REQUEST);
+            error(status, format!("heartbeat refused: {refusal}"))
+        }
     }
 }
 

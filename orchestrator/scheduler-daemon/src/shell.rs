@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use mcjs::state::{Job, JobState};
@@ -16,6 +16,7 @@ use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer, ix};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
+use crate::auth::Directory;
 use crate::core::{AccountKind, Action, DetectorConfig, Observation, cause_name, reconcile};
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
@@ -62,6 +63,9 @@ pub struct Daemon {
     pub scheduler: Keypair,
     pub config: DaemonConfig,
     pub liveness: Arc<Mutex<Liveness>>,
+    /// Who may speak for each node; read from the chain before the first
+    /// heartbeat is served and again every round.
+    pub directory: Arc<RwLock<Directory>>,
     pub metrics: Arc<Metrics>,
     pub clock: Clock,
 }
@@ -81,12 +85,14 @@ impl Daemon {
                 expected: chain_config.scheduler,
             });
         }
+        let directory = Directory::from_chain(&client.nodes().await?);
         let now = clock();
         Ok(Self {
             client,
             scheduler,
             config,
             liveness: Arc::new(Mutex::new(Liveness::new(now))),
+            directory: Arc::new(RwLock::new(directory)),
             metrics: Arc::new(Metrics::new()),
             clock,
         })
@@ -102,6 +108,7 @@ impl Daemon {
             })?;
         let state = ServerState {
             liveness: self.liveness.clone(),
+            directory: self.directory.clone(),
             metrics: self.metrics.clone(),
             clock: self.clock.clone(),
             heartbeat_timeout_ms: self.config.detector.heartbeat_timeout_ms,
@@ -139,6 +146,7 @@ impl Daemon {
     ) -> Result<(), ChainError> {
         let jobs = self.client.jobs(JobFilter::All).await?;
         let nodes = self.client.nodes().await?;
+        *self.directory.write().expect("node directory") = Directory::from_chain(&nodes);
         let now = (self.clock)();
         self.observe_metrics(&jobs, now, memory);
         let decision = {

@@ -2,7 +2,7 @@
 
 use mcjs::state::*;
 use mcjs_client::Pubkey;
-use mcjs_protocol::{ExitReport, Heartbeat, JobPhase, JobReport};
+use mcjs_protocol::{ExitReport, Fault, Heartbeat, JobOutcome, JobPhase, JobReport, StopReason};
 use mcjs_scheduler_daemon::{
     AccountKind, Action, DetectorConfig, Liveness, Observation, reconcile,
 };
@@ -121,6 +121,7 @@ fn heartbeat(node: Pubkey, jobs: Vec<JobReport>) -> Heartbeat {
         provider: key(99).to_string(),
         agent_url: "http://127.0.0.1:1".into(),
         sent_at_unix_ms: 0,
+        seq: 0,
         jobs,
     }
 }
@@ -236,20 +237,22 @@ fn a_restarted_scheduler_gives_every_node_one_timeout_before_judging() {
     assert!(!decide(restart + 3_500, &jobs, &nodes, &live).is_empty());
 }
 
+/// Every row of the failure table the agent can report, through the
+/// daemon: the cause sent to the chain, and never a slash for the job's own
+/// doing.
 #[test]
-fn the_agents_exit_report_distinguishes_the_node_from_the_job() {
+fn the_agents_stop_report_is_judged_by_the_failure_table() {
     let (job, n, p) = (key(10), key(20), key(30));
     let jobs = [(job, JobBuilder::pending().running_on(n, p, 2, T0).0)];
     let nodes = [(n, busy(node(p, 81_920), job))];
-    let exited = |generation, code, infrastructure| JobReport {
+    let stopped = |generation, phase, stop| JobReport {
         job: job.to_string(),
         generation,
-        phase: JobPhase::Exited,
+        phase,
         last_checkpoint: None,
         checkpoint_overdue: false,
         exit: Some(ExitReport {
-            code,
-            infrastructure,
+            stop,
             last_logs: vec!["boom".into()],
         }),
     };
@@ -258,18 +261,147 @@ fn the_agents_exit_report_distinguishes_the_node_from_the_job() {
         live.record(heartbeat(n, vec![report]), T0 * MS + 10)
             .unwrap();
         match decide(T0 * MS + 20, &jobs, &nodes, &live).as_slice() {
-            [Action::ReportFailure { cause, .. }] => Some(*cause),
+            [Action::ReportFailure { cause, stop, .. }] => Some((*stop, *cause)),
             [] => None,
             other => panic!("{other:?}"),
         }
     };
+    use FailureCause as C;
+    use StopReason as S;
+    let rows = [
+        (S::Exited { code: 0 }, None),
+        (S::Exited { code: 2 }, Some(C::JobFatal)),
+        (S::Exited { code: 75 }, Some(C::JobYielded)),
+        (S::Exited { code: 1 }, Some(C::JobError)),
+        (S::Exited { code: 86 }, Some(C::JobError)),
+        (S::Exited { code: 137 }, Some(C::JobError)),
+        (S::Exited { code: 143 }, Some(C::JobError)),
+        (S::OutOfMemory, Some(C::JobError)),
+        (S::ImageMissing, Some(C::JobError)),
+        (S::SpecMissing, Some(C::JobFatal)),
+        (S::SpecMismatch, Some(C::JobFatal)),
+        (S::SpecUnusable, Some(C::JobFatal)),
+        (S::OutputMissing, Some(C::JobError)),
+        (S::InputRejected, Some(C::JobError)),
+        (S::StoreUnavailable, Some(C::JobError)),
+        (S::RestoreFailed, Some(C::JobError)),
+        (S::StartRefused, Some(C::JobError)),
+        (S::ContractBroken, Some(C::JobError)),
+        (S::CheckpointMissed, Some(C::JobError)),
+        (S::StoppedByAgent, Some(C::ContainerDied)),
+        (S::EngineFailure, Some(C::ContainerDied)),
+        (S::NodeDiskFull, Some(C::ContainerDied)),
+    ];
+    for (stop, cause) in rows {
+        let got = cause_for(stopped(2, JobPhase::Exited, stop));
+        assert_eq!(got, cause.map(|c| (stop, c)), "{stop:?}");
+        // Only the provider's own faults reach a slashing cause.
+        let slashing = cause.is_some_and(|c| c.is_infrastructure());
+        assert_eq!(slashing, stop.fault() == Some(Fault::Provider), "{stop:?}");
+    }
+    // Rejected data is the job's, with or without the reason attached.
+    let mut rejected = stopped(2, JobPhase::DataRejected, S::InputRejected);
     assert_eq!(
-        cause_for(exited(2, 137, true)),
-        Some(FailureCause::ContainerDied)
+        cause_for(rejected.clone()),
+        Some((S::InputRejected, C::JobError))
     );
-    assert_eq!(cause_for(exited(2, 1, false)), Some(FailureCause::JobError));
+    rejected.exit = None;
+    assert_eq!(cause_for(rejected), Some((S::InputRejected, C::JobError)));
     // A report about an older assignment says nothing about this one.
-    assert_eq!(cause_for(exited(1, 1, false)), None);
+    assert_eq!(
+        cause_for(stopped(1, JobPhase::Exited, S::EngineFailure)),
+        None
+    );
+}
+
+#[test]
+fn every_cause_of_the_table_is_the_programs_cause_of_the_same_name() {
+    use mcjs_protocol::ChainCause;
+    for cause in [
+        ChainCause::NodeLost,
+        ChainCause::ContainerDied,
+        ChainCause::CheckpointOverdue,
+        ChainCause::JobError,
+        ChainCause::JobYielded,
+        ChainCause::JobFatal,
+    ] {
+        let program = mcjs_scheduler_daemon::core::failure_cause(cause);
+        let name = serde_json::to_value(cause).unwrap();
+        assert_eq!(mcjs_client::cause_name(&program), name.as_str().unwrap());
+    }
+}
+
+#[test]
+fn a_job_that_writes_no_checkpoint_is_its_own_fault_and_silence_on_chain_the_nodes() {
+    let (job, n, p) = (key(10), key(20), key(30));
+    let jobs = [(job, JobBuilder::pending().running_on(n, p, 1, T0).0)];
+    let nodes = [(n, busy(node(p, 81_920), job))];
+    let at = (T0 + 121) * MS;
+    let report = |overdue| JobReport {
+        job: job.to_string(),
+        generation: 1,
+        phase: JobPhase::Running,
+        last_checkpoint: None,
+        checkpoint_overdue: overdue,
+        exit: None,
+    };
+    for (overdue, stop, cause) in [
+        (true, StopReason::CheckpointMissed, FailureCause::JobError),
+        (
+            false,
+            StopReason::AttestationOverdue,
+            FailureCause::CheckpointOverdue,
+        ),
+    ] {
+        let mut live = Liveness::new(T0 * MS);
+        live.record(heartbeat(n, vec![report(overdue)]), at)
+            .unwrap();
+        let actions = decide(at, &jobs, &nodes, &live);
+        assert!(
+            matches!(&actions[..], [Action::ReportFailure { stop: s, cause: c, .. }] if *s == stop && *c == cause),
+            "{actions:?}"
+        );
+    }
+    assert_eq!(
+        StopReason::CheckpointMissed.fault(),
+        Some(Fault::Job(JobOutcome::Retry))
+    );
+}
+
+#[test]
+fn a_start_that_times_out_while_staging_is_the_jobs_and_otherwise_the_nodes() {
+    let (job, n, p) = (key(10), key(20), key(30));
+    let jobs = [(job, JobBuilder::pending().assigned_to(n, p, T0).0)];
+    let nodes = [(n, busy(node(p, 81_920), job))];
+    let at = T0 * MS + DetectorConfig::default().start_timeout_ms + 1;
+    for (phase, stop, cause) in [
+        (
+            JobPhase::Staging,
+            StopReason::StagingTooSlow,
+            FailureCause::JobError,
+        ),
+        (
+            JobPhase::Running,
+            StopReason::NeverStarted,
+            FailureCause::NodeLost,
+        ),
+    ] {
+        let mut live = Liveness::new(T0 * MS);
+        let report = JobReport {
+            job: job.to_string(),
+            generation: 1,
+            phase,
+            last_checkpoint: None,
+            checkpoint_overdue: false,
+            exit: None,
+        };
+        live.record(heartbeat(n, vec![report]), at).unwrap();
+        let actions = decide(at, &jobs, &nodes, &live);
+        assert!(
+            matches!(&actions[..], [Action::ReportFailure { stop: s, cause: c, .. }] if *s == stop && *c == cause),
+            "{phase:?}: {actions:?}"
+        );
+    }
 }
 
 #[test]

@@ -1,17 +1,35 @@
-//! The heartbeat endpoint against a running server and a real HTTP client.
+//! The heartbeat endpoint against a running server and a real HTTP client:
+//! only the node's own key, fresh and in sequence, is heard.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
-use mcjs_client::Pubkey;
+use mcjs_client::{Keypair, Pubkey, Signer};
+use mcjs_protocol::{
+    ExitReport, HEARTBEAT_PATH, Heartbeat, JobPhase, JobReport, SignedRequest, StopReason,
+};
 use mcjs_scheduler_daemon::Liveness;
+use mcjs_scheduler_daemon::auth::Directory;
 use mcjs_scheduler_daemon::metrics::Metrics;
 use mcjs_scheduler_daemon::server::{ServerState, router};
 
-async fn serve(now: Arc<AtomicI64>) -> (String, Arc<Mutex<Liveness>>) {
+/// The scheduler's clock in these tests: a real-looking Unix time in ms.
+const NOW: i64 = 1_700_000_000_000;
+
+struct Server {
+    url: String,
+    liveness: Arc<Mutex<Liveness>>,
+    http: reqwest::Client,
+}
+
+/// A node, its authorised key, and a server that knows them.
+async fn serve(now: Arc<AtomicI64>, node: Pubkey, key: &Keypair) -> Server {
     let liveness = Arc::new(Mutex::new(Liveness::new(0)));
+    let mut directory = Directory::default();
+    directory.insert(node, key.pubkey());
     let state = ServerState {
         liveness: liveness.clone(),
+        directory: Arc::new(RwLock::new(directory)),
         metrics: Arc::new(Metrics::new()),
         clock: Arc::new(move || now.load(Ordering::SeqCst)),
         heartbeat_timeout_ms: 3_000,
@@ -19,34 +37,97 @@ async fn serve(now: Arc<AtomicI64>) -> (String, Arc<Mutex<Liveness>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router(state)).await.unwrap() });
-    (url, liveness)
+    Server {
+        url,
+        liveness,
+        http: reqwest::Client::new(),
+    }
+}
+
+fn beat(node: Pubkey, sent_at: i64, seq: u64) -> Heartbeat {
+    Heartbeat {
+        node: node.to_string(),
+        provider: "P".into(),
+        agent_url: "http://x".into(),
+        sent_at_unix_ms: sent_at,
+        seq,
+        jobs: vec![],
+    }
+}
+
+/// A heartbeat that, if believed, would get the node's provider slashed.
+fn damning(node: Pubkey, sent_at: i64, seq: u64) -> Heartbeat {
+    Heartbeat {
+        jobs: vec![JobReport {
+            job: Pubkey::new_from_array([9; 32]).to_string(),
+            generation: 1,
+            phase: JobPhase::Exited,
+            last_checkpoint: None,
+            checkpoint_overdue: false,
+            exit: Some(ExitReport {
+                stop: StopReason::EngineFailure,
+                last_logs: vec!["the engine lost it".into()],
+            }),
+        }],
+        ..beat(node, sent_at, seq)
+    }
+}
+
+fn sign(key: &Keypair, heartbeat: &Heartbeat) -> SignedRequest {
+    SignedRequest::seal(HEARTBEAT_PATH, heartbeat, &key.pubkey().to_bytes(), |m| {
+        key.sign_message(m).into()
+    })
+}
+
+impl Server {
+    async fn post(&self, body: &impl serde::Serialize) -> (u16, serde_json::Value) {
+        let response = self
+            .http
+            .post(format!("{}{HEARTBEAT_PATH}", self.url))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.json().await.unwrap())
+    }
+
+    async fn metrics(&self) -> String {
+        self.http
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    fn recorded(&self, node: &Pubkey) -> Option<(i64, u64)> {
+        let live = self.liveness.lock().unwrap();
+        live.last(node).map(|h| (h.received_ms, h.seq))
+    }
 }
 
 #[tokio::test]
-async fn heartbeats_are_recorded_by_the_schedulers_clock() {
-    let now = Arc::new(AtomicI64::new(10_000));
-    let (url, liveness) = serve(now.clone()).await;
-    let node = Pubkey::new_from_array([7; 32]);
-    let client = reqwest::Client::new();
-    let body = serde_json::json!({
-        "node": node.to_string(), "provider": "P", "agent_url": "http://x",
-        "sent_at_unix_ms": 1, "jobs": []
-    });
-    let ack: serde_json::Value = client
-        .post(format!("{url}/v1/heartbeat"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(ack["received_at_unix_ms"], 10_000);
-    assert!(liveness.lock().unwrap().is_alive(&node, 13_000, 3_000));
+async fn a_signed_heartbeat_is_recorded_by_the_schedulers_clock() {
+    let now = Arc::new(AtomicI64::new(NOW));
+    let (node, key) = (Pubkey::new_from_array([7; 32]), Keypair::new());
+    let server = serve(now.clone(), node, &key).await;
+    let (status, ack) = server.post(&sign(&key, &beat(node, NOW - 5, 1))).await;
+    assert_eq!(status, 200, "{ack}");
+    assert_eq!(ack["received_at_unix_ms"], NOW);
+    assert!(
+        server
+            .liveness
+            .lock()
+            .unwrap()
+            .is_alive(&node, NOW + 3_000, 3_000)
+    );
 
-    now.store(13_001, Ordering::SeqCst);
-    let fleet: serde_json::Value = client
-        .get(format!("{url}/v1/fleet"))
+    now.store(NOW + 3_001, Ordering::SeqCst);
+    let fleet: serde_json::Value = server
+        .http
+        .get(format!("{}/v1/fleet", server.url))
         .send()
         .await
         .unwrap()
@@ -55,44 +136,168 @@ async fn heartbeats_are_recorded_by_the_schedulers_clock() {
         .unwrap();
     assert_eq!(fleet["nodes"][0]["node"], node.to_string());
     assert_eq!(fleet["nodes"][0]["alive"], false);
-
-    let metrics = client
-        .get(format!("{url}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics().await;
     assert!(metrics.contains("mcjs_heartbeats_total 1"), "{metrics}");
+    // Every refusal reason is exported from the start, at zero.
+    assert!(
+        metrics.contains(r#"mcjs_agent_requests_refused_total{reason="bad_signature"} 0"#),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
-async fn a_bad_heartbeat_gets_a_400_with_a_json_error_and_changes_nothing() {
-    let now = Arc::new(AtomicI64::new(0));
-    let (url, liveness) = serve(now).await;
-    let client = reqwest::Client::new();
-    for body in [
-        serde_json::json!({"node": "not a key", "provider": "P", "agent_url": "u", "sent_at_unix_ms": 1, "jobs": []}),
-        serde_json::json!({"node": "x"}),
-        serde_json::json!({"node": Pubkey::new_from_array([1; 32]).to_string(), "provider": "P", "agent_url": "u", "sent_at_unix_ms": 1, "jobs": [], "extra": true}),
+async fn agent_and_scheduler_clocks_30_s_apart_still_work_either_way() {
+    let now = Arc::new(AtomicI64::new(NOW));
+    let (node, key) = (Pubkey::new_from_array([7; 32]), Keypair::new());
+    let server = serve(now, node, &key).await;
+    let (status, _) = server.post(&sign(&key, &beat(node, NOW - 30_000, 1))).await;
+    assert_eq!(status, 200);
+    let (status, _) = server.post(&sign(&key, &beat(node, NOW + 30_000, 2))).await;
+    assert_eq!(status, 200);
+    assert_eq!(server.recorded(&node), Some((NOW, 2)));
+}
+
+/// Every way a stranger (or a replaying eavesdropper) can try to speak for
+/// the node: refused with the right status and a JSON error, counted by
+/// reason, and nothing of it recorded.
+#[tokio::test]
+async fn forged_replayed_foreign_stale_and_unsigned_heartbeats_are_refused_and_change_nothing() {
+    let now = Arc::new(AtomicI64::new(NOW));
+    let (node, key) = (Pubkey::new_from_array([7; 32]), Keypair::new());
+    let stranger = Keypair::new();
+    let server = serve(now, node, &key).await;
+    // The node's last genuine heartbeat, at sequence 10.
+    let genuine = sign(&key, &beat(node, NOW, 10));
+    assert_eq!(server.post(&genuine).await.0, 200);
+    let before = server.recorded(&node);
+
+    let forged = {
+        // Claims the node's key; the signature is the stranger's.
+        let mut r = sign(&stranger, &damning(node, NOW, 11));
+        r.signer = key.pubkey().to_string();
+        r
+    };
+    let tampered = {
+        // A genuine signature over another body.
+        let mut r = sign(&key, &beat(node, NOW, 12));
+        r.body = serde_json::to_string(&damning(node, NOW, 12)).unwrap();
+        r
+    };
+    let replayed_same = genuine.clone();
+    let replayed_old = sign(&key, &damning(node, NOW, 9));
+    let foreign = sign(&stranger, &damning(node, NOW, 13));
+    let unknown_node = sign(&stranger, &damning(Pubkey::new_from_array([8; 32]), NOW, 1));
+    let stale = sign(&key, &damning(node, NOW - 121_000, 14));
+    let future = sign(&key, &damning(node, NOW + 121_000, 15));
+    let unsigned = serde_json::to_value(damning(node, NOW, 16)).unwrap();
+
+    let cases: Vec<(&str, serde_json::Value, u16, &str)> = vec![
+        (
+            "forged",
+            serde_json::to_value(&forged).unwrap(),
+            401,
+            "bad signature",
+        ),
+        (
+            "tampered",
+            serde_json::to_value(&tampered).unwrap(),
+            401,
+            "bad signature",
+        ),
+        (
+            "replayed",
+            serde_json::to_value(&replayed_same).unwrap(),
+            401,
+            "replayed",
+        ),
+        (
+            "replayed old",
+            serde_json::to_value(&replayed_old).unwrap(),
+            401,
+            "replayed",
+        ),
+        (
+            "foreign",
+            serde_json::to_value(&foreign).unwrap(),
+            403,
+            "is not the key authorised",
+        ),
+        (
+            "unknown node",
+            serde_json::to_value(&unknown_node).unwrap(),
+            403,
+            "unknown node",
+        ),
+        ("stale", serde_json::to_value(&stale).unwrap(), 401, "stale"),
+        (
+            "from the future",
+            serde_json::to_value(&future).unwrap(),
+            401,
+            "stale",
+        ),
+        ("unsigned", unsigned, 401, "unsigned"),
+    ];
+    for (what, body, status, message) in cases {
+        let (got, error) = server.post(&body).await;
+        assert_eq!(got, status, "{what}: {error}");
+        let text = error["error"].as_str().unwrap_or_default();
+        assert!(text.contains(message), "{what}: {text}");
+        assert_eq!(server.recorded(&node), before, "{what} changed the record");
+    }
+    {
+        let live = server.liveness.lock().unwrap();
+        assert_eq!(live.nodes().count(), 1, "the unknown node was not recorded");
+        assert!(live.last(&node).unwrap().jobs.is_empty());
+    }
+
+    let metrics = server.metrics().await;
+    for (reason, n) in [
+        ("bad_signature", 2),
+        ("replayed", 2),
+        ("foreign", 1),
+        ("unknown_node", 1),
+        ("stale", 2),
+        ("unsigned", 1),
     ] {
-        let response = client
-            .post(format!("{url}/v1/heartbeat"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 400);
-        let error: serde_json::Value = response.json().await.unwrap();
+        let line = format!("mcjs_agent_requests_refused_total{{reason=\"{reason}\"}} {n}");
+        assert!(metrics.contains(&line), "{line}\n{metrics}");
+    }
+    assert!(metrics.contains("mcjs_heartbeats_total 1"), "{metrics}");
+
+    // The node itself carries on above its last sequence.
+    assert_eq!(server.post(&sign(&key, &beat(node, NOW, 11))).await.0, 200);
+}
+
+#[tokio::test]
+async fn junk_gets_a_400_with_a_json_error_and_changes_nothing() {
+    let now = Arc::new(AtomicI64::new(NOW));
+    let (node, key) = (Pubkey::new_from_array([7; 32]), Keypair::new());
+    let server = serve(now, node, &key).await;
+    for body in [
+        serde_json::json!({"signature": "x"}),
+        serde_json::to_value({
+            let mut r = sign(&key, &beat(node, NOW, 1));
+            r.body = "{\"node\": 1}".into();
+            r
+        })
+        .unwrap(),
+        serde_json::json!("a string"),
+    ] {
+        let (status, error) = server.post(&body).await;
+        assert!(status == 400 || status == 401, "{status} {error}");
         assert!(
             error["error"]
                 .as_str()
                 .unwrap()
-                .starts_with("bad heartbeat")
+                .starts_with("heartbeat refused")
         );
     }
-    assert_eq!(liveness.lock().unwrap().nodes().count(), 0);
-    let response = client.get(format!("{url}/nope")).send().await.unwrap();
+    assert_eq!(server.liveness.lock().unwrap().nodes().count(), 0);
+    let response = server
+        .http
+        .get(format!("{}/nope", server.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 404);
 }
