@@ -23,11 +23,21 @@ fn chromium_or_fail() {
     );
 }
 
+/// Runs headless Chromium; returns its stdout, and fails on any error the
+/// page logged to its console (Chromium writes every console message to
+/// stderr as `CONSOLE`; the dashboard's script logs nothing).
 async fn chromium(args: &[&str]) -> String {
     let output = tokio::time::timeout(
         Duration::from_secs(90),
         tokio::process::Command::new(CHROMIUM)
-            .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--enable-logging=stderr",
+                "--v=0",
+            ])
             .args(args)
             .kill_on_drop(true)
             .output(),
@@ -40,6 +50,12 @@ async fn chromium(args: &[&str]) -> String {
         "chromium {args:?} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let console_errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains(":CONSOLE"))
+        .collect();
+    assert!(console_errors.is_empty(), "{args:?}: the page logged to its console: {console_errors:#?}");
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
