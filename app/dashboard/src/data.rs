@@ -26,7 +26,8 @@ pub const JOB_STATES: [&str; 9] = [
     "expired",
 ];
 
-const NODE_STATUSES: [NodeStatus; 3] = [NodeStatus::Available, NodeStatus::Busy, NodeStatus::Offline];
+const NODE_STATUSES: [NodeStatus; 3] =
+    [NodeStatus::Available, NodeStatus::Busy, NodeStatus::Offline];
 
 #[derive(Debug, thiserror::Error)]
 pub enum DashError {
@@ -162,7 +163,12 @@ pub async fn overview(client: &ChainClient) -> Result<Overview, DashError> {
         .collect();
     let queue_length = jobs
         .iter()
-        .filter(|(_, j)| matches!(j.state, JobState::Pending { .. } | JobState::Recovering { .. }))
+        .filter(|(_, j)| {
+            matches!(
+                j.state,
+                JobState::Pending { .. } | JobState::Recovering { .. }
+            )
+        })
         .count() as u64;
     let nodes_by_status = NODE_STATUSES
         .iter()
@@ -379,7 +385,9 @@ pub async fn job(client: &ChainClient, key: &Pubkey) -> Result<JobView, DashErro
     let account = match client.job(key).await {
         Ok(account) => account,
         Err(ChainError::Decode { .. }) => {
-            return Err(DashError::NotFound(format!("{key} is not an MCJS job account")));
+            return Err(DashError::NotFound(format!(
+                "{key} is not an MCJS job account"
+            )));
         }
         Err(e) => return Err(e.into()),
     };
@@ -433,7 +441,10 @@ pub fn job_view(key: &Pubkey, account: Option<&Job>, history: &[HistoryEntry]) -
     let mut placements = Vec::new();
     let mut failures = Vec::new();
     let mut output_hash = None;
-    for entry in history.iter().filter(|e| e.event.job().as_ref() == Some(key)) {
+    for entry in history
+        .iter()
+        .filter(|e| e.event.job().as_ref() == Some(key))
+    {
         match &entry.event {
             McjsEvent::JobSubmitted(e) => flow.locked += e.bond,
             McjsEvent::BondToppedUp(e) => {
@@ -447,12 +458,14 @@ pub fn job_view(key: &Pubkey, account: Option<&Job>, history: &[HistoryEntry]) -
             McjsEvent::SegmentSettled(e) => {
                 flow.paid_total += e.provider_amount;
                 flow.commission += e.commission;
-                let p = payments.entry(e.provider).or_insert_with(|| ProviderPayment {
-                    provider: e.provider.to_string(),
-                    amount: 0,
-                    commission: 0,
-                    segments: 0,
-                });
+                let p = payments
+                    .entry(e.provider)
+                    .or_insert_with(|| ProviderPayment {
+                        provider: e.provider.to_string(),
+                        amount: 0,
+                        commission: 0,
+                        segments: 0,
+                    });
                 p.amount += e.provider_amount;
                 p.commission += e.commission;
                 p.segments += 1;
@@ -571,7 +584,8 @@ pub struct PendingWithdrawal {
 
 /// A Provider account, or the wallet that owns one.
 pub async fn provider(client: &ChainClient, given: &Pubkey) -> Result<ProviderView, DashError> {
-    let not_a_provider = || DashError::NotFound(format!("no provider at {given} (nor owned by it)"));
+    let not_a_provider =
+        || DashError::NotFound(format!("no provider at {given} (nor owned by it)"));
     let (key, account) = match client.provider(given).await {
         Ok(Some(account)) => (*given, account),
         Ok(None) | Err(ChainError::Decode { .. }) => {
@@ -656,7 +670,9 @@ pub async fn node(client: &ChainClient, key: &Pubkey) -> Result<NodeView, DashEr
         Ok(Some(node)) => node,
         Ok(None) => return Err(DashError::NotFound(format!("no node at {key}"))),
         Err(ChainError::Decode { .. }) => {
-            return Err(DashError::NotFound(format!("{key} is not an MCJS node account")));
+            return Err(DashError::NotFound(format!(
+                "{key} is not an MCJS node account"
+            )));
         }
         Err(e) => return Err(e.into()),
     };
@@ -723,7 +739,10 @@ pub async fn program(client: &ChainClient) -> Result<ProgramView, DashError> {
         && let Ok(programdata) = <[u8; 32]>::try_from(bytes)
         && let Some(data) = client.account(&Pubkey::new_from_array(programdata)).await?
         && data.data.get(12) == Some(&1)
-        && let Some(authority) = data.data.get(13..45).and_then(|b| <[u8; 32]>::try_from(b).ok())
+        && let Some(authority) = data
+            .data
+            .get(13..45)
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
     {
         upgrade_authority = Some(Pubkey::new_from_array(authority).to_string());
     }
@@ -769,7 +788,13 @@ pub async fn locate(client: &ChainClient, key: &Pubkey) -> Result<String, DashEr
             return Ok(format!("/node/{key}"));
         }
     }
-    if client.provider(&pda::provider(key)).await.ok().flatten().is_some() {
+    if client
+        .provider(&pda::provider(key))
+        .await
+        .ok()
+        .flatten()
+        .is_some()
+    {
         return Ok(format!("/provider/{key}"));
     }
     if !client.job_history(key).await?.is_empty() {
@@ -782,7 +807,10 @@ pub async fn locate(client: &ChainClient, key: &Pubkey) -> Result<String, DashEr
 
 /// A cheap fingerprint of what the pages show, for live updates: the data
 /// of one account, or of every MCJS account.
-pub async fn fingerprint(client: &ChainClient, watch: Option<&Pubkey>) -> Result<String, DashError> {
+pub async fn fingerprint(
+    client: &ChainClient,
+    watch: Option<&Pubkey>,
+) -> Result<String, DashError> {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
     match watch {

@@ -83,7 +83,9 @@ fn templates() -> Environment<'static> {
         env.add_template(name, source)
             .expect("the dashboard's templates parse");
     }
-    env.add_filter("usdc", |base_units: u64| mcjs_client::history::usdc(base_units));
+    env.add_filter("usdc", |base_units: u64| {
+        mcjs_client::history::usdc(base_units)
+    });
     env.add_filter("time", |unix: i64| format_time(unix));
     env.add_filter("short", |text: String| short(&text));
     env.add_filter("percent", |rate: f64| format!("{:.1}%", rate * 100.0));
@@ -92,7 +94,8 @@ fn templates() -> Environment<'static> {
 
 /// A chain timestamp as people read it, in UTC.
 pub fn format_time(unix: i64) -> String {
-    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
+    let format =
+        time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
     time::OffsetDateTime::from_unix_timestamp(unix)
         .ok()
         .and_then(|t| t.format(format).ok())
@@ -231,7 +234,14 @@ async fn job(State(app): AppState, headers: HeaderMap, Path(key): Path<String>) 
     match result {
         Ok(view) => {
             let title = format!("Job {}", short(&view.key));
-            app.page(&headers, "job.html", &title, Some(&view.key), &view, Value::UNDEFINED)
+            app.page(
+                &headers,
+                "job.html",
+                &title,
+                Some(&view.key),
+                &view,
+                Value::UNDEFINED,
+            )
         }
         Err(e) => app.fail(&headers, e),
     }
@@ -246,7 +256,14 @@ async fn provider(State(app): AppState, headers: HeaderMap, Path(key): Path<Stri
     match result {
         Ok(view) => {
             let title = format!("Provider {}", short(&view.key));
-            app.page(&headers, "provider.html", &title, Some(&view.key), &view, Value::UNDEFINED)
+            app.page(
+                &headers,
+                "provider.html",
+                &title,
+                Some(&view.key),
+                &view,
+                Value::UNDEFINED,
+            )
         }
         Err(e) => app.fail(&headers, e),
     }
@@ -261,7 +278,14 @@ async fn node(State(app): AppState, headers: HeaderMap, Path(key): Path<String>)
     match result {
         Ok(view) => {
             let title = format!("Node {}", short(&view.key));
-            app.page(&headers, "node.html", &title, Some(&view.key), &view, Value::UNDEFINED)
+            app.page(
+                &headers,
+                "node.html",
+                &title,
+                Some(&view.key),
+                &view,
+                Value::UNDEFINED,
+            )
         }
         Err(e) => app.fail(&headers, e),
     }
@@ -269,7 +293,14 @@ async fn node(State(app): AppState, headers: HeaderMap, Path(key): Path<String>)
 
 async fn program(State(app): AppState, headers: HeaderMap) -> Response {
     match data::program(&app.client).await {
-        Ok(view) => app.page(&headers, "program.html", "Program", None, &view, Value::UNDEFINED),
+        Ok(view) => app.page(
+            &headers,
+            "program.html",
+            "Program",
+            None,
+            &view,
+            Value::UNDEFINED,
+        ),
         Err(e) => app.fail(&headers, e),
     }
 }
@@ -382,7 +413,10 @@ mod tests {
     fn json_is_served_only_when_asked_for() {
         let mut headers = HeaderMap::new();
         assert!(!wants_json(&headers));
-        headers.insert(header::ACCEPT, "text/html,application/xhtml+xml".parse().unwrap());
+        headers.insert(
+            header::ACCEPT,
+            "text/html,application/xhtml+xml".parse().unwrap(),
+        );
         assert!(!wants_json(&headers));
         headers.insert(header::ACCEPT, "application/json".parse().unwrap());
         assert!(wants_json(&headers));
@@ -400,7 +434,10 @@ mod tests {
     #[test]
     fn a_hostile_address_is_a_bad_request_not_a_panic() {
         for text in ["", "x", "0OIl", &"1".repeat(10_000), "<script>", "é"] {
-            assert!(matches!(parse_address(text, "job"), Err(DashError::BadRequest(_))));
+            assert!(matches!(
+                parse_address(text, "job"),
+                Err(DashError::BadRequest(_))
+            ));
         }
         assert!(parse_address("11111111111111111111111111111111", "job").is_ok());
     }

@@ -51,11 +51,11 @@ async fn chromium(args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let console_errors: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains(":CONSOLE"))
-        .collect();
-    assert!(console_errors.is_empty(), "{args:?}: the page logged to its console: {console_errors:#?}");
+    let console_errors: Vec<&str> = stderr.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(
+        console_errors.is_empty(),
+        "{args:?}: the page logged to its console: {console_errors:#?}"
+    );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
@@ -68,7 +68,10 @@ async fn screenshot(url: &str, file: &Path) {
     let arg = format!("--screenshot={}", file.display());
     chromium(&["--window-size=1280,1800", &arg, url]).await;
     let png = std::fs::read(file).unwrap_or_else(|e| panic!("no screenshot of {url}: {e}"));
-    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{url}: an empty screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "{url}: an empty screenshot"
+    );
 }
 
 fn screenshots_dir() -> PathBuf {
@@ -84,9 +87,15 @@ async fn the_pages_render_in_a_real_browser() {
 
     let overview = dom(&story.url("/")).await;
     assert!(overview.contains(r#"id="jobs-total">3<"#), "{overview}");
-    assert!(overview.contains(r#"data-state="completed">1<"#), "{overview}");
+    assert!(
+        overview.contains(r#"data-state="completed">1<"#),
+        "{overview}"
+    );
     assert!(overview.contains("<svg"), "the chart is drawn: {overview}");
-    assert!(overview.contains(&story.recovered.to_string()), "jobs are linked");
+    assert!(
+        overview.contains(&story.recovered.to_string()),
+        "jobs are linked"
+    );
 
     let job_url = story.url(&format!("/job/{}", story.recovered));
     let job = dom(&job_url).await;
@@ -109,7 +118,13 @@ async fn the_pages_render_in_a_real_browser() {
 
     // After tampering, the browser shows where the record stops verifying.
     let job_account = story.client.job(&story.recovered).await.unwrap().unwrap();
-    let mut data = story.client.account(&story.recovered).await.unwrap().unwrap().data;
+    let mut data = story
+        .client
+        .account(&story.recovered)
+        .await
+        .unwrap()
+        .unwrap()
+        .data;
     let at = data
         .windows(32)
         .position(|w| w == job_account.checkpoint_chain)

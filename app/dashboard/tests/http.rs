@@ -55,7 +55,11 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
             .unwrap()
     };
     assert_eq!(
-        [by_state("completed"), by_state("failed"), by_state("cancelled")],
+        [
+            by_state("completed"),
+            by_state("failed"),
+            by_state("cancelled")
+        ],
         [1, 1, 1]
     );
     assert_eq!(overview["queue_length"], 0);
@@ -66,11 +70,22 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
     assert_eq!(overview["commission_collected"], treasury);
     let pool = client.token_balance(&config.insurance_pool).await.unwrap();
     let provider = client.provider(&story.provider).await.unwrap().unwrap();
-    assert!(provider.slashed_total > 0, "the lost node slashes its provider");
+    assert!(
+        provider.slashed_total > 0,
+        "the lost node slashes its provider"
+    );
     assert_eq!(overview["insurance_pool_balance"], pool);
     assert_eq!(overview["slashed_total"], provider.slashed_total);
-    assert_eq!(overview["slashes"][0]["reported_by"], story.scheduler.pubkey().to_string());
-    let now = overview["timeline"]["samples"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        overview["slashes"][0]["reported_by"],
+        story.scheduler.pubkey().to_string()
+    );
+    let now = overview["timeline"]["samples"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(now["counts"]["completed"], 1, "{now}");
     assert_eq!(now["counts"]["failed"], 1, "{now}");
     assert_eq!(now["counts"]["cancelled"], 1, "{now}");
@@ -91,26 +106,42 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
         job.paid + flow["refund"].as_u64().unwrap(),
         "what was locked was paid or refunded: {flow}"
     );
-    assert_eq!(flow["paid_to_providers"][0]["provider"], story.provider.to_string());
+    assert_eq!(
+        flow["paid_to_providers"][0]["provider"],
+        story.provider.to_string()
+    );
     assert_eq!(flow["paid_to_providers"][0]["segments"], 2);
     assert_eq!(page["audit"]["verified"], true, "{}", page["audit"]);
     let checkpoints = page["checkpoints"].as_array().unwrap();
     assert_eq!(checkpoints.len(), 3);
     assert!(checkpoints.iter().all(|c| c["status"] == "verified"));
-    assert_eq!(checkpoints[1]["generation"], page["placements"][1]["generation"]);
+    assert_eq!(
+        checkpoints[1]["generation"],
+        page["placements"][1]["generation"]
+    );
     assert_eq!(checkpoints[2]["hash"], hex::encode([30u8; 32]));
-    assert_eq!(page["audit"]["on_chain_commitment"], hex::encode(job.checkpoint_chain));
+    assert_eq!(
+        page["audit"]["on_chain_commitment"],
+        hex::encode(job.checkpoint_chain)
+    );
     let placements: Vec<&Value> = page["placements"].as_array().unwrap().iter().collect();
     assert_eq!(placements.len(), 2);
     assert_eq!(placements[0]["node"], story.nodes[0].to_string());
     assert_eq!(placements[1]["node"], story.nodes[1].to_string());
     assert_eq!(page["failures"][0]["cause"], "node lost");
-    assert_eq!(page["failures"][0]["reported_by"], story.scheduler.pubkey().to_string());
+    assert_eq!(
+        page["failures"][0]["reported_by"],
+        story.scheduler.pubkey().to_string()
+    );
     assert_eq!(page["output_hash"], hex::encode(story.output_hash));
     let events = page["events"].as_array().unwrap();
     assert_eq!(events[0]["event"], "JobSubmitted");
     assert_eq!(events[0]["signers"][0], story.user.pubkey().to_string());
-    assert!(events.iter().all(|e| e["slot"].as_u64().unwrap() > 0 && e["signature"].is_string()));
+    assert!(
+        events
+            .iter()
+            .all(|e| e["slot"].as_u64().unwrap() > 0 && e["signature"].is_string())
+    );
 
     // The failed and cancelled jobs refund what was left.
     let (_, failed) = json(&story.url(&format!("/job/{}", story.failed))).await;
@@ -127,11 +158,22 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
     assert_eq!(page["jobs_completed"], provider.jobs_completed);
     assert_eq!(page["failures"], provider.failures);
     assert_eq!(page["slashes"].as_array().unwrap().len(), 1);
-    assert_eq!(page["slashes"][0]["reported_by"], story.scheduler.pubkey().to_string());
-    assert_eq!(page["slashes"][0]["slashed_to"], config.insurance_pool.to_string());
+    assert_eq!(
+        page["slashes"][0]["reported_by"],
+        story.scheduler.pubkey().to_string()
+    );
+    assert_eq!(
+        page["slashes"][0]["slashed_to"],
+        config.insurance_pool.to_string()
+    );
     assert_eq!(page["nodes"].as_array().unwrap().len(), 2);
-    let (_, by_wallet) = json(&story.url(&format!("/provider/{}", story.provider_owner.pubkey()))).await;
-    assert_eq!(by_wallet["key"], story.provider.to_string(), "a provider is found by its owner's wallet");
+    let (_, by_wallet) =
+        json(&story.url(&format!("/provider/{}", story.provider_owner.pubkey()))).await;
+    assert_eq!(
+        by_wallet["key"],
+        story.provider.to_string(),
+        "a provider is found by its owner's wallet"
+    );
 
     let node = client.node(&story.nodes[0]).await.unwrap().unwrap();
     let (_, page) = json(&story.url(&format!("/node/{}", story.nodes[0]))).await;
@@ -150,13 +192,22 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
 
     // Search finds every kind of address.
     for (address, path) in [
-        (story.recovered.to_string(), format!("/job/{}", story.recovered)),
-        (story.provider.to_string(), format!("/provider/{}", story.provider)),
+        (
+            story.recovered.to_string(),
+            format!("/job/{}", story.recovered),
+        ),
+        (
+            story.provider.to_string(),
+            format!("/provider/{}", story.provider),
+        ),
         (
             story.provider_owner.pubkey().to_string(),
             format!("/provider/{}", story.provider_owner.pubkey()),
         ),
-        (story.nodes[1].to_string(), format!("/node/{}", story.nodes[1])),
+        (
+            story.nodes[1].to_string(),
+            format!("/node/{}", story.nodes[1]),
+        ),
         (mcjs_client::PROGRAM_ID.to_string(), "/program".to_string()),
     ] {
         let (status, found) = json(&story.url(&format!("/search?q={address}"))).await;
@@ -168,7 +219,10 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
     let stranger = Keypair::new().pubkey();
     for (path, expected) in [
         ("/job/not-an-address".to_string(), StatusCode::BAD_REQUEST),
-        (format!("/job/{}", "1".repeat(5_000)), StatusCode::BAD_REQUEST),
+        (
+            format!("/job/{}", "1".repeat(5_000)),
+            StatusCode::BAD_REQUEST,
+        ),
         ("/node/%3Cscript%3E".to_string(), StatusCode::BAD_REQUEST),
         ("/search?q=".to_string(), StatusCode::BAD_REQUEST),
         ("/live?watch=zz".to_string(), StatusCode::BAD_REQUEST),
@@ -181,14 +235,20 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
     ] {
         let (status, body) = json(&story.url(&path)).await;
         assert_eq!(status, expected, "{path}: {body}");
-        assert!(!body["error"].as_str().unwrap().is_empty(), "{path}: {body}");
+        assert!(
+            !body["error"].as_str().unwrap().is_empty(),
+            "{path}: {body}"
+        );
         let (status, page) = html(&story.url(&path)).await;
         assert_eq!(status, expected, "{path}");
         assert!(page.contains("id=\"error-message\""), "{path}: {page}");
     }
     let (_, page) = html(&story.url("/search?q=%3Cimg%20src=x%20onerror=alert(1)%3E")).await;
     assert!(!page.contains("<img src=x"), "{page}");
-    assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;"), "{page}");
+    assert!(
+        page.contains("&lt;img src=x onerror=alert(1)&gt;"),
+        "{page}"
+    );
 
     // HTML pages render, and the job page's badge says verified.
     let (status, page) = html(&story.url(&format!("/job/{}", story.recovered))).await;
@@ -208,7 +268,10 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
         .unwrap()
         .unwrap()
         .unwrap();
-    assert!(String::from_utf8_lossy(&first).starts_with("data: "), "{first:?}");
+    assert!(
+        String::from_utf8_lossy(&first).starts_with("data: "),
+        "{first:?}"
+    );
     drop(live);
 
     // Tampering with the job's commitment flips the badge, computed live.
@@ -219,7 +282,10 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
         .position(|w| w == job.checkpoint_chain)
         .expect("the chain is in the account data");
     data[at] ^= 0xff;
-    client.surfnet_set_account_data(&story.recovered, &data).await.unwrap();
+    client
+        .surfnet_set_account_data(&story.recovered, &data)
+        .await
+        .unwrap();
     let (_, page) = json(&story.url(&format!("/job/{}", story.recovered))).await;
     assert_eq!(page["audit"]["verified"], false);
     assert_eq!(page["audit"]["divergence_detail"]["kind"], "commitment");
@@ -229,21 +295,43 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
 
     // A hostile string in a chain account is shown as text, never as markup.
     let mut node = client.node(&story.nodes[1]).await.unwrap().unwrap();
-    let original = client.account(&story.nodes[1]).await.unwrap().unwrap().data.len();
+    let original = client
+        .account(&story.nodes[1])
+        .await
+        .unwrap()
+        .unwrap()
+        .data
+        .len();
     node.hardware.gpu_model = "<script>alert(1)</script>".into();
     let mut data = Vec::new();
     node.try_serialize(&mut data).unwrap();
     data.resize(data.len().max(original), 0);
-    client.surfnet_set_account_data(&story.nodes[1], &data).await.unwrap();
-    for path in [format!("/node/{}", story.nodes[1]), "/".to_string(), format!("/provider/{}", story.provider)] {
+    client
+        .surfnet_set_account_data(&story.nodes[1], &data)
+        .await
+        .unwrap();
+    for path in [
+        format!("/node/{}", story.nodes[1]),
+        "/".to_string(),
+        format!("/provider/{}", story.provider),
+    ] {
         let (status, page) = html(&story.url(&path)).await;
         assert_eq!(status, StatusCode::OK, "{path}");
         assert!(!page.contains("<script>alert(1)"), "{path}: {page}");
-        assert!(page.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"), "{path}: {page}");
+        assert!(
+            page.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"),
+            "{path}: {page}"
+        );
     }
 
     // Nothing here wrote to the chain but the test's own tampering.
     assert_eq!(client.jobs(JobFilter::All).await.unwrap().len(), 3);
-    assert!(client.provider(&pda::provider(&stranger)).await.unwrap().is_none());
+    assert!(
+        client
+            .provider(&pda::provider(&stranger))
+            .await
+            .unwrap()
+            .is_none()
+    );
     story.localnet.stop();
 }

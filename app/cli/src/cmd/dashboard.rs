@@ -27,7 +27,10 @@ pub fn run(args: DashboardArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let local = listener.local_addr().context("the listening address")?;
-        eprintln!("dashboard of {} at http://{local}/ (Ctrl-C to stop)", ctx.url);
+        eprintln!(
+            "dashboard of {} at http://{local}/ (Ctrl-C to stop)",
+            ctx.url
+        );
         mcjs_dashboard::serve(listener, client, async {
             let _ = tokio::signal::ctrl_c().await;
         })

@@ -149,7 +149,12 @@ impl Story {
         for (id, budget) in [(1, 1), (2, 1), (3, 1)] {
             client
                 .send(
-                    &[ix::submit_job(&user.pubkey(), &user_token, &mint, job(id, budget))],
+                    &[ix::submit_job(
+                        &user.pubkey(),
+                        &user_token,
+                        &mint,
+                        job(id, budget),
+                    )],
                     &[&user],
                 )
                 .await
@@ -176,18 +181,34 @@ impl Story {
         // Job 1 on node 0: started, one checkpoint, then the node is lost.
         send(
             &client,
-            vec![ix::assign_job(&scheduler.pubkey(), &recovered, &nodes[0], &provider)],
+            vec![ix::assign_job(
+                &scheduler.pubkey(),
+                &recovered,
+                &nodes[0],
+                &provider,
+            )],
             &[&scheduler],
         )
         .await;
         send(
             &client,
-            vec![ix::start_job(&operators[0].pubkey(), &recovered, &nodes[0], &provider, 1)],
+            vec![ix::start_job(
+                &operators[0].pubkey(),
+                &recovered,
+                &nodes[0],
+                &provider,
+                1,
+            )],
             &[&owner, &operators[0]],
         )
         .await;
         advance(&client, 300).await;
-        send(&client, vec![attest(recovered, 0, 1, 10)], &[&owner, &operators[0]]).await;
+        send(
+            &client,
+            vec![attest(recovered, 0, 1, 10)],
+            &[&owner, &operators[0]],
+        )
+        .await;
         send(
             &client,
             vec![ix::report_failure(
@@ -209,7 +230,12 @@ impl Story {
         // ... recovers on node 1 from that checkpoint, checkpoints twice, completes.
         send(
             &client,
-            vec![ix::assign_job(&scheduler.pubkey(), &recovered, &nodes[1], &provider)],
+            vec![ix::assign_job(
+                &scheduler.pubkey(),
+                &recovered,
+                &nodes[1],
+                &provider,
+            )],
             &[&scheduler],
         )
         .await;
@@ -217,14 +243,30 @@ impl Story {
         let generation = client.job(&recovered).await.unwrap().unwrap().generation;
         send(
             &client,
-            vec![ix::start_job(&operators[1].pubkey(), &recovered, &nodes[1], &provider, generation)],
+            vec![ix::start_job(
+                &operators[1].pubkey(),
+                &recovered,
+                &nodes[1],
+                &provider,
+                generation,
+            )],
             &[&owner, &operators[1]],
         )
         .await;
         advance(&client, 300).await;
-        send(&client, vec![attest(recovered, 1, generation, 20)], &[&owner, &operators[1]]).await;
+        send(
+            &client,
+            vec![attest(recovered, 1, generation, 20)],
+            &[&owner, &operators[1]],
+        )
+        .await;
         advance(&client, 300).await;
-        send(&client, vec![attest(recovered, 1, generation, 30)], &[&owner, &operators[1]]).await;
+        send(
+            &client,
+            vec![attest(recovered, 1, generation, 30)],
+            &[&owner, &operators[1]],
+        )
+        .await;
         let output_hash = [0xab; 32];
         send(
             &client,
@@ -248,13 +290,24 @@ impl Story {
         // Job 2 on node 1 fails fatally (the job's own fault: no slash).
         send(
             &client,
-            vec![ix::assign_job(&scheduler.pubkey(), &failed, &nodes[1], &provider)],
+            vec![ix::assign_job(
+                &scheduler.pubkey(),
+                &failed,
+                &nodes[1],
+                &provider,
+            )],
             &[&scheduler],
         )
         .await;
         send(
             &client,
-            vec![ix::start_job(&operators[1].pubkey(), &failed, &nodes[1], &provider, 1)],
+            vec![ix::start_job(
+                &operators[1].pubkey(),
+                &failed,
+                &nodes[1],
+                &provider,
+                1,
+            )],
             &[&owner, &operators[1]],
         )
         .await;
@@ -280,7 +333,12 @@ impl Story {
         // Job 3 is cancelled while pending.
         send(
             &client,
-            vec![ix::cancel_job(&user.pubkey(), &cancelled, &user_token, &mint)],
+            vec![ix::cancel_job(
+                &user.pubkey(),
+                &cancelled,
+                &user_token,
+                &mint,
+            )],
             &[&user],
         )
         .await;
