@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what MCJS needs on a fresh machine (sourced by test.sh and demo.sh):
-# a C compiler, the musl target for the trainer's static image, a running
-# Docker engine.
+# a C compiler, the musl target for the trainer's and the hostile test job's
+# static images, a running Docker engine; checks the kernel has openat2.
 
 need() { command -v "$1" >/dev/null 2>&1; }
 say() { echo "mcjs-test: $*" >&2; }
@@ -17,6 +17,12 @@ fi
 if need rustup && ! rustup target list --installed | grep -qx x86_64-unknown-linux-musl; then
     say "adding the x86_64-unknown-linux-musl target (static trainer image)"
     rustup target add x86_64-unknown-linux-musl
+fi
+# The agent reads what jobs write only through openat2 (Linux 5.6+).
+kernel="$(uname -r)"; major="${kernel%%.*}"; rest="${kernel#*.}"; minor="${rest%%.*}"
+if [ "$major" -lt 5 ] || { [ "$major" -eq 5 ] && [ "$minor" -lt 6 ]; }; then
+    say "kernel $kernel has no openat2 (needs Linux 5.6+): the agent cannot read job output safely"
+    exit 2
 fi
 if ! need docker; then
     say "installing the Docker client and engine (docker.io)"

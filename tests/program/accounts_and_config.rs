@@ -1,5 +1,7 @@
 //! Config, providers and nodes: every instruction's success and error paths.
 
+use anchor_lang::solana_program::program_pack::Pack;
+use anchor_spl::token::spl_token;
 use mcjs::errors::McjsError;
 use mcjs::events::*;
 use mcjs::instructions::*;
@@ -32,7 +34,19 @@ fn initialize_records_the_config_and_logs_it() {
     assert_eq!(config.treasury, env.treasury);
     assert_eq!(config.params, default_params());
     assert!(!config.paused);
-    assert_eq!(events::<ConfigInitialized>(&logs).len(), 1);
+    assert_eq!(config.insurance_pool, pda::insurance_pool());
+    let pool = env
+        .account(&pda::insurance_pool())
+        .expect("the insurance pool");
+    let pool = spl_token::state::Account::unpack(&pool.data).unwrap();
+    assert_eq!(
+        (pool.mint, pool.owner, pool.amount),
+        (env.mint, pda::config(), 0),
+        "an empty pool of the USDC mint whose authority is the Config"
+    );
+    let initialized = events::<ConfigInitialized>(&logs);
+    assert_eq!(initialized.len(), 1);
+    assert_eq!(initialized[0].insurance_pool, pda::insurance_pool());
 }
 
 #[test]
@@ -201,6 +215,7 @@ fn a_paused_program_takes_no_new_jobs_or_nodes_but_lets_money_out() {
         &provider.key(),
         RegisterNodeArgs {
             index: 7,
+            operator: Keypair::new().pubkey(),
             hardware: k80(),
             readiness: 50,
             price_per_gpu_hour: USDC,
@@ -344,6 +359,7 @@ fn nodes_need_the_minimum_stake_and_a_sane_profile() {
             &small.key(),
             RegisterNodeArgs {
                 index,
+                operator: Keypair::new().pubkey(),
                 hardware,
                 readiness,
                 price_per_gpu_hour: price,
@@ -364,7 +380,10 @@ fn nodes_need_the_minimum_stake_and_a_sane_profile() {
     );
     let mut long_name = k80();
     long_name.gpu_model = "x".repeat(33);
-    expect_failure(env.send(&[register(0, long_name, 50, USDC)], &[&small.wallet.kp]));
+    expect_error(
+        env.send(&[register(0, long_name, 50, USDC)], &[&small.wallet.kp]),
+        McjsError::InvalidGpuModel,
+    );
     expect_error(
         env.send(&[register(0, k80(), 101, USDC)], &[&small.wallet.kp]),
         McjsError::InvalidReadiness,
@@ -394,6 +413,7 @@ fn a_provider_updates_its_node_and_its_status_but_not_another_providers() {
     let bob = env.provider_with_nodes(100 * USDC, &[k80()], USDC);
     let ix = ix::update_node(
         &alice.key(),
+        &alice.pda,
         0,
         UpdateNodeArgs {
             readiness: Some(77),
@@ -416,24 +436,24 @@ fn a_provider_updates_its_node_and_its_status_but_not_another_providers() {
         },
     ] {
         expect_failure(env.send(
-            &[ix::update_node(&alice.key(), 0, bad)],
+            &[ix::update_node(&alice.key(), &alice.pda, 0, bad)],
             &[&alice.wallet.kp],
         ));
     }
 
     // Bob cannot touch Alice's node: his Provider account does not own it.
-    let mut ix = ix::update_node(&bob.key(), 0, UpdateNodeArgs::default());
+    let mut ix = ix::update_node(&bob.key(), &bob.pda, 0, UpdateNodeArgs::default());
     mcjs_client::ix::substitute_account(&mut ix, &bob.nodes[0], &alice.nodes[0]);
     expect_failure(env.send(&[ix], &[&bob.wallet.kp]));
 
-    let offline = ix::set_node_status(&alice.key(), 0, NodeStatus::Offline);
+    let offline = ix::set_node_status(&alice.key(), &alice.pda, 0, NodeStatus::Offline);
     let logs = env.send(&[offline], &[&alice.wallet.kp]).unwrap();
     let changed = events::<NodeStatusChanged>(&logs);
     assert_eq!(
         (changed[0].old, changed[0].new),
         (NodeStatus::Available, NodeStatus::Offline)
     );
-    let busy = ix::set_node_status(&alice.key(), 0, NodeStatus::Busy);
+    let busy = ix::set_node_status(&alice.key(), &alice.pda, 0, NodeStatus::Busy);
     expect_error(
         env.send(&[busy], &[&alice.wallet.kp]),
         McjsError::InvalidNodeStatus,
@@ -446,7 +466,7 @@ fn a_busy_node_keeps_its_status() {
     let owner = env.wallet(500 * USDC);
     let provider = env.provider_with_nodes(200 * USDC, &[a100_80gb()], USDC);
     env.running_job(&owner, &provider, 1);
-    let offline = ix::set_node_status(&provider.key(), 0, NodeStatus::Offline);
+    let offline = ix::set_node_status(&provider.key(), &provider.pda, 0, NodeStatus::Offline);
     expect_error(
         env.send(&[offline], &[&provider.wallet.kp]),
         McjsError::NodeBusy,

@@ -43,9 +43,10 @@ fn scene() -> Scene {
 impl Scene {
     fn complete_ix(&self) -> anchor_lang::solana_program::instruction::Instruction {
         ix::complete_job(
-            &self.provider.key(),
+            &self.provider.operator(0).pubkey(),
             &self.job,
             &self.provider.nodes[0],
+            &self.provider.pda,
             &self.provider.payout,
             &self.owner.token,
             &self.env.deployment(),
@@ -54,6 +55,11 @@ impl Scene {
                 output_hash: [1; 32],
             },
         )
+    }
+
+    /// The key that signs for the job's node.
+    fn operator(&self) -> Keypair {
+        self.provider.operator(0).insecure_clone()
     }
 
     fn cancel_ix(&self) -> anchor_lang::solana_program::instruction::Instruction {
@@ -70,9 +76,9 @@ impl Scene {
 fn a_missing_signer_is_refused() {
     let mut s = scene();
     let before = s.env.snapshot();
-    // The rival pays and signs; the provider's signature is missing.
+    // The rival pays and signs; the operator key's signature is missing.
     let mut complete = s.complete_ix();
-    ix::unsign(&mut complete, &s.provider.key());
+    ix::unsign(&mut complete, &s.provider.operator(0).pubkey());
     let outcome = s.env.send(&[complete], &[&s.rival.wallet.kp]);
     expect_anchor_error(outcome, Anchor::AccountNotSigner);
     let mut assign = ix::assign_job(
@@ -104,14 +110,14 @@ fn a_token_account_of_someone_else_is_refused() {
     let mut complete = s.complete_ix();
     ix::substitute_account(&mut complete, &s.owner.token, &s.provider.wallet.token);
     expect_error(
-        s.env.send(&[complete], &[&s.provider.wallet.kp]),
+        s.env.send(&[complete], &[&s.operator()]),
         McjsError::WrongTokenAccount,
     );
     // Payment steered away from the registered payout account.
     let mut complete = s.complete_ix();
     ix::substitute_account(&mut complete, &s.provider.payout, &s.provider.wallet.token);
     expect_error(
-        s.env.send(&[complete], &[&s.provider.wallet.kp]),
+        s.env.send(&[complete], &[&s.operator()]),
         McjsError::WrongTokenAccount,
     );
     // Commission steered away from the treasury.
@@ -119,7 +125,7 @@ fn a_token_account_of_someone_else_is_refused() {
     let treasury = s.env.treasury;
     ix::substitute_account(&mut complete, &treasury, &s.provider.wallet.token);
     expect_error(
-        s.env.send(&[complete], &[&s.provider.wallet.kp]),
+        s.env.send(&[complete], &[&s.operator()]),
         McjsError::WrongTokenAccount,
     );
     s.env.assert_unchanged(&before);
@@ -159,7 +165,7 @@ fn type_cosplay_is_refused() {
     let mut complete = s.complete_ix();
     ix::substitute_account(&mut complete, &s.job, &s.provider.pda);
     expect_anchor_error(
-        s.env.send(&[complete], &[&s.provider.wallet.kp]),
+        s.env.send(&[complete], &[&s.operator()]),
         Anchor::AccountDiscriminatorMismatch,
     );
     // A Node account passed where the Config goes.
@@ -233,7 +239,7 @@ fn another_jobs_vault_is_refused() {
         &pda::vault(&s.provider.pda),
     );
     expect_anchor_error(
-        s.env.send(&[complete], &[&s.provider.wallet.kp]),
+        s.env.send(&[complete], &[&s.operator()]),
         Anchor::ConstraintSeeds,
     );
     s.env.assert_unchanged(&before);
@@ -289,7 +295,7 @@ fn a_fake_token_program_is_refused() {
     let mut complete = s.complete_ix();
     ix::substitute_account(&mut complete, &spl_token::ID, &mcjs::ID);
     expect_anchor_error(
-        s.env.send(&[complete], &[&s.provider.wallet.kp]),
+        s.env.send(&[complete], &[&s.operator()]),
         Anchor::InvalidProgramId,
     );
     s.env.assert_unchanged(&before);
@@ -303,14 +309,14 @@ fn the_same_account_twice_cannot_pay_itself() {
     let mut complete = s.complete_ix();
     ix::substitute_account(&mut complete, &s.owner.token, &pda::vault(&s.job));
     expect_anchor_error(
-        s.env.send(&[complete], &[&s.provider.wallet.kp]),
+        s.env.send(&[complete], &[&s.operator()]),
         Anchor::ConstraintDuplicateMutableAccount,
     );
     // The treasury as the provider's payout.
     let mut complete = s.complete_ix();
     ix::substitute_account(&mut complete, &s.provider.payout, &s.env.treasury.clone());
     expect_anchor_error(
-        s.env.send(&[complete], &[&s.provider.wallet.kp]),
+        s.env.send(&[complete], &[&s.operator()]),
         Anchor::ConstraintDuplicateMutableAccount,
     );
     // A stake paid from the stake vault into itself.
@@ -339,7 +345,7 @@ fn a_closed_job_cannot_be_revived() {
     let cancel = ix::cancel_job(&owner.key(), &job, &owner.token, &env.mint);
     env.send(&[cancel], &[&owner.kp]).unwrap();
     // Close and send the rent straight back in the same transaction.
-    let close = ix::close_job(&owner.key(), &job);
+    let close = ix::close_job(&owner.key(), &job, &owner.token, &env.mint);
     let refill =
         anchor_lang::solana_program::system_instruction::transfer(&owner.key(), &job, 10_000_000);
     env.send(&[close, refill], &[&owner.kp]).unwrap();
@@ -382,7 +388,7 @@ fn a_fenced_node_can_neither_attest_nor_complete_after_reassignment() {
         McjsError::NotAssignedProvider,
     );
     expect_error(
-        s.env.send(&[s.complete_ix()], &[&s.provider.wallet.kp]),
+        s.env.send(&[s.complete_ix()], &[&s.operator()]),
         McjsError::NotAssignedProvider,
     );
     // The rival with the old generation is stale.
@@ -425,11 +431,13 @@ fn a_provider_cannot_act_on_another_providers_job() {
         s.env.start(&s.job, &s.rival, 0),
         McjsError::NotAssignedProvider,
     );
-    // The rival naming the provider's node under its own Provider account.
+    // The rival's operator naming the provider's node under the rival's Provider account.
+    let rival_operator = s.rival.operator(0).insecure_clone();
     let mut attest = ix::attest_checkpoint(
-        &s.rival.key(),
+        &rival_operator.pubkey(),
         &s.job,
         &s.provider.nodes[0],
+        &s.rival.pda,
         &s.rival.payout,
         &s.env.deployment(),
         AttestCheckpointArgs {
@@ -439,12 +447,13 @@ fn a_provider_cannot_act_on_another_providers_job() {
             checkpoint_hash: [0; 32],
         },
     );
-    expect_failure(s.env.send(&[attest.clone()], &[&s.rival.wallet.kp]));
-    // ... or the provider's Provider account, signed by the rival.
+    expect_failure(s.env.send(&[attest.clone()], &[&rival_operator]));
+    // ... or the provider's own accounts, signed by the rival's operator key.
     ix::substitute_account(&mut attest, &s.rival.pda, &s.provider.pda);
-    expect_anchor_error(
-        s.env.send(&[attest], &[&s.rival.wallet.kp]),
-        Anchor::ConstraintSeeds,
+    ix::substitute_account(&mut attest, &s.rival.payout, &s.provider.payout);
+    expect_error(
+        s.env.send(&[attest], &[&rival_operator]),
+        McjsError::NotNodeOperator,
     );
     // Nor can a job's owner be impersonated by another wallet.
     let mut cancel = s.cancel_ix();
@@ -481,7 +490,7 @@ fn overflow_sized_amounts_are_refused() {
 
     // A node price that overflows the rate of a many-GPU job.
     let mut big = a100_80gb();
-    big.gpu_count = 255;
+    big.gpu_count = 64;
     let whale = s
         .env
         .provider_with_nodes(200 * USDC, &[big], u64::MAX / 100);

@@ -215,6 +215,12 @@ pub struct Env {
     pub jobs: Vec<Pubkey>,
     pub providers: Vec<Pubkey>,
     pub minted: u64,
+    /// Tokens sent into a vault (a job's, a stake vault, the insurance pool)
+    /// from outside the program: they sit above the bookkeeping until
+    /// `close_job` or `withdraw_stake` sweeps them out.
+    pub strays: BTreeMap<Pubkey, u64>,
+    /// Paid out of the insurance pool by `compensate_owner` (through [`Env::compensate`]).
+    pub compensated: u64,
 }
 
 impl Env {
@@ -273,6 +279,8 @@ impl Env {
             jobs: Vec::new(),
             providers: Vec::new(),
             minted: 0,
+            strays: BTreeMap::new(),
+            compensated: 0,
         };
         env.set_time(START_TIME);
         env.mint = env.create_mint(6);
@@ -294,6 +302,8 @@ impl Env {
             jobs: self.jobs.clone(),
             providers: self.providers.clone(),
             minted: self.minted,
+            strays: self.strays.clone(),
+            compensated: self.compensated,
         }
     }
 
@@ -415,6 +425,29 @@ impl Env {
         }
     }
 
+    /// `amount` base units sent straight into `vault` from outside the
+    /// program (minted to a passer-by and transferred), recorded as stray.
+    pub fn send_stray(&mut self, vault: &Pubkey, amount: u64) {
+        let passer_by = self.wallet(amount);
+        let ix = spl_token::instruction::transfer(
+            &spl_token::ID,
+            &passer_by.token,
+            vault,
+            &passer_by.key(),
+            &[],
+            amount,
+        )
+        .unwrap();
+        self.send(&[ix], &[&passer_by.kp])
+            .expect("send stray tokens");
+        *self.strays.entry(*vault).or_default() += amount;
+    }
+
+    /// Stray tokens recorded in `vault`.
+    pub fn stray(&self, vault: &Pubkey) -> u64 {
+        self.strays.get(vault).copied().unwrap_or(0)
+    }
+
     /// A funded wallet (SOL for fees and rent) with `usdc` base units.
     pub fn wallet(&mut self, usdc: u64) -> Wallet {
         let kp = Keypair::new();
@@ -456,6 +489,10 @@ impl Env {
         self.account(key)
             .filter(|a| a.owner == mcjs::ID)
             .and_then(|a| decode::job(&a.data).ok())
+    }
+
+    pub fn pool(&self) -> u64 {
+        self.balance(&pda::insurance_pool())
     }
 
     pub fn provider(&self, key: &Pubkey) -> Provider {
@@ -620,6 +657,45 @@ impl Env {
         self.send(&[ix], &[reporter])
     }
 
+    /// `compensate_owner` signed by `signer`; a success is recorded so
+    /// that the insurance pool's balance stays accounted for.
+    pub fn compensate(
+        &mut self,
+        signer: &Keypair,
+        job: &Pubkey,
+        owner_token: &Pubkey,
+        amount: u64,
+    ) -> Outcome {
+        let ix = ix::compensate_owner(&signer.pubkey(), job, owner_token, &self.mint, amount);
+        let outcome = self.send(&[ix], &[signer]);
+        if outcome.is_ok() {
+            self.compensated += amount;
+        }
+        outcome
+    }
+
+    /// `close_job` by `owner`, stray tokens to `owner_token`; a success
+    /// clears the vault's stray record.
+    pub fn close(&mut self, owner: &Keypair, job: &Pubkey, owner_token: &Pubkey) -> Outcome {
+        let ix = ix::close_job(&owner.pubkey(), job, owner_token, &self.mint);
+        let outcome = self.send(&[ix], &[owner]);
+        if outcome.is_ok() {
+            self.strays.remove(&pda::vault(job));
+        }
+        outcome
+    }
+
+    /// `withdraw_stake` by the provider's wallet to its token account; a
+    /// success clears the stake vault's stray record.
+    pub fn withdraw(&mut self, provider: &ProviderActor) -> Outcome {
+        let ix = ix::withdraw_stake(&provider.key(), &provider.wallet.token, &self.mint);
+        let outcome = self.send(&[ix], &[&provider.wallet.kp]);
+        if outcome.is_ok() {
+            self.strays.remove(&pda::vault(&provider.pda));
+        }
+        outcome
+    }
+
     /// Submit, assign to `provider`'s node 0 and start.
     pub fn running_job(&mut self, owner: &Wallet, provider: &ProviderActor, job_id: u64) -> Pubkey {
         let job = self
@@ -698,7 +774,9 @@ impl Env {
         all
     }
 
-    /// Tokens are conserved and every vault holds what its account says.
+    /// Tokens are conserved and every vault holds exactly what its account
+    /// says plus the stray tokens sent into it; the insurance pool holds
+    /// every slash less every compensation (plus its strays).
     #[track_caller]
     pub fn assert_invariants(&self) {
         let total: u64 = self
@@ -708,23 +786,36 @@ impl Env {
             .sum();
         assert_eq!(total, self.minted, "tokens were created or destroyed");
         for job_key in &self.jobs {
+            let vault = pda::vault(job_key);
             if let Some(job) = self.try_job(job_key) {
-                // Anyone may send tokens straight into a vault; they sit
-                // above the bookkeeping until close sweeps them out.
-                assert!(
-                    self.balance(&pda::vault(job_key)) >= job.bond,
-                    "job vault holds less than the job's bond"
+                assert_eq!(
+                    self.balance(&vault),
+                    job.bond + self.stray(&vault),
+                    "job vault differs from the job's bond plus stray tokens"
                 );
                 job.invariant().expect("job invariant");
             } else {
-                assert_eq!(self.balance(&pda::vault(job_key)), 0);
+                assert_eq!(self.balance(&vault), 0);
+                assert_eq!(self.stray(&vault), 0, "a closed vault keeps no strays");
             }
         }
+        let mut slashed = 0;
         for provider_key in &self.providers {
             let provider = self.provider(provider_key);
-            assert!(
-                self.balance(&pda::vault(provider_key)) >= provider.stake,
-                "stake vault holds less than the provider's stake"
+            let vault = pda::vault(provider_key);
+            assert_eq!(
+                self.balance(&vault),
+                provider.stake + self.stray(&vault),
+                "stake vault differs from the provider's stake plus stray tokens"
+            );
+            slashed += provider.slashed_total;
+        }
+        if self.account(&pda::config()).is_some() {
+            let pool = pda::insurance_pool();
+            assert_eq!(
+                self.balance(&pool) + self.compensated,
+                slashed + self.stray(&pool),
+                "the insurance pool differs from slashes less compensations"
             );
         }
     }

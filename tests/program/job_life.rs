@@ -5,6 +5,7 @@ use mcjs::events::*;
 use mcjs::instructions::*;
 use mcjs::state::*;
 use mcjs_client::ix;
+use solana_signer::Signer;
 
 use crate::harness::*;
 
@@ -210,7 +211,7 @@ fn an_offline_node_or_an_understaked_provider_gets_no_job() {
     let owner = env.wallet(1_000 * USDC);
     let provider = env.provider_with_nodes(100 * USDC, &[a100_80gb(), a100_80gb()], USDC);
     let job = env.submit(&owner, job_args(1, 100 * USDC)).unwrap();
-    let offline = ix::set_node_status(&provider.key(), 0, NodeStatus::Offline);
+    let offline = ix::set_node_status(&provider.key(), &provider.pda, 0, NodeStatus::Offline);
     env.send(&[offline], &[&provider.wallet.kp]).unwrap();
     expect_error(env.assign(&job, &provider, 0), McjsError::NodeNotAvailable);
     // A pending withdrawal takes the stake below the minimum.
@@ -232,11 +233,15 @@ fn start_needs_the_assigned_provider_and_the_current_generation() {
     );
     env.assign(&job, &provider, 0).unwrap();
     expect_error(env.start(&job, &rival, 0), McjsError::NotAssignedProvider);
-    let stale = ix::start_job(&provider.key(), &job, &provider.nodes[0], 0);
-    expect_error(
-        env.send(&[stale], &[&provider.wallet.kp]),
-        McjsError::StaleGeneration,
+    let operator = provider.operator(0);
+    let stale = ix::start_job(
+        &operator.pubkey(),
+        &job,
+        &provider.nodes[0],
+        &provider.pda,
+        0,
     );
+    expect_error(env.send(&[stale], &[operator]), McjsError::StaleGeneration);
     let logs = env.start(&job, &provider, 0).unwrap();
     assert_eq!(events::<JobStarted>(&logs)[0].generation, 1);
     assert_eq!(env.job(&job).first_running_at, Some(START_TIME));
@@ -419,9 +424,11 @@ fn the_scheduler_reports_a_failure_the_node_is_fenced_and_the_job_recovers_elsew
     );
     assert_eq!(
         env.balance(&owner.token),
-        900 * USDC + 5 * USDC,
-        "the slash goes to the owner"
+        900 * USDC,
+        "the slash does not go to the owner"
     );
+    assert_eq!(env.pool(), 5 * USDC, "the slash goes to the insurance pool");
+    assert_eq!(reported.slashed_to, mcjs_client::pda::insurance_pool());
     let p = env.provider(&first.pda);
     assert_eq!(
         (p.stake, p.failures, p.slashed_total),
@@ -674,7 +681,7 @@ fn a_finished_job_is_closed_and_its_rent_returned() {
     let mut env = Env::new();
     let owner = env.wallet(1_000 * USDC);
     let job = env.submit(&owner, job_args(1, 100 * USDC)).unwrap();
-    let close = ix::close_job(&owner.key(), &job);
+    let close = ix::close_job(&owner.key(), &job, &owner.token, &env.mint);
     expect_error(
         env.send(&[close.clone()], &[&owner.kp]),
         McjsError::JobNotFinished,

@@ -5,5 +5,9 @@ mod harness;
 
 mod accounts_and_config;
 mod attacks;
+mod insurance_pool;
+mod job_faults_and_dust;
 mod job_life;
+mod node_profiles;
+mod operator_keys;
 mod properties;

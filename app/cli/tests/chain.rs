@@ -417,10 +417,13 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         audit["steps"][1]["signers"][0],
         scheduler.pubkey().to_string()
     );
+    // The attestations are signed by the node's operator key, not the
+    // provider's wallet.
     assert_eq!(
         audit["steps"][3]["signers"][0],
-        provider.pubkey().to_string()
+        operator.pubkey().to_string()
     );
+    assert_ne!(operator.pubkey(), provider.pubkey());
     assert_eq!(audit["attestations"], 3);
     assert_eq!(audit["recomputed_chain"], status["checkpoint_chain"]);
     assert!(audit["divergence"].is_null());
@@ -796,7 +799,7 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
     let dir = tempfile::tempdir().unwrap();
     let (provider, provider_path) = fresh_wallet(chain, dir.path(), "provider", 300_000_000);
     let (owner, owner_path) = fresh_wallet(chain, dir.path(), "owner", 100_000_000);
-    let (_, stranger_path) = fresh_wallet(chain, dir.path(), "stranger", 0);
+    let (stranger, stranger_path) = fresh_wallet(chain, dir.path(), "stranger", 0);
     let scheduler = read_keypair(&chain.info.wallets.scheduler).unwrap();
     let mint = chain.info.usdc_mint();
 
@@ -900,6 +903,11 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
         .unwrap();
     let owner_token = ix::usdc_account(&owner.pubkey(), &mint);
     let owner_before = chain.block_on(client.token_balance(&owner_token)).unwrap();
+    let stranger_token = ix::usdc_account(&stranger.pubkey(), &mint);
+    let stranger_before = chain.block_on(client.token_balance(&stranger_token)).unwrap_or(0);
+    let pool_before = chain
+        .block_on(client.token_balance(&pda::insurance_pool()))
+        .unwrap();
     let reported = ok_json(chain.mcjs(
         &stranger_path,
         &["--output", "json", "job", "report-failure", &job],
@@ -908,9 +916,21 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
     assert_eq!(reported["job"]["restarts_used"], 1);
     let owner_after = chain.block_on(client.token_balance(&owner_token)).unwrap();
     assert_eq!(
-        owner_after - owner_before,
+        owner_after, owner_before,
+        "nobody profits from a provider's failure: not the owner"
+    );
+    assert_eq!(
+        chain.block_on(client.token_balance(&stranger_token)).unwrap_or(0),
+        stranger_before,
+        "nor the reporter"
+    );
+    assert_eq!(
+        chain
+            .block_on(client.token_balance(&pda::insurance_pool()))
+            .unwrap()
+            - pool_before,
         5_000_000,
-        "the slash goes to the owner"
+        "the slash goes to the insurance pool"
     );
 
     let record = ok_json(chain.mcjs(

@@ -44,6 +44,15 @@ struct Scenario {
 
 /// A cluster of three agents and one submitted training job.
 async fn scenario(epochs: u32, restart_budget: u8) -> Scenario {
+    scenario_with(epochs, restart_budget, async |_| {}).await
+}
+
+/// A cluster of three agents, `prepare`d, then one submitted training job.
+async fn scenario_with(
+    epochs: u32,
+    restart_budget: u8,
+    prepare: impl AsyncFnOnce(&Cluster),
+) -> Scenario {
     // MCJS_KEEP_TEST_DIRS=1 keeps every cluster's directory (logs, store) for a post-mortem.
     let mut dir = tempfile::Builder::new()
         .prefix("mcjs-faults-")
@@ -71,6 +80,7 @@ async fn scenario(epochs: u32, restart_budget: u8) -> Scenario {
         ],
         prices: vec!["1.00".into(), "1.20".into(), "1.50".into()],
         provider_stake_usdc: 200,
+        data_roots: vec![data.clone()],
     })
     .await
     .expect("the cluster starts");
@@ -90,6 +100,7 @@ async fn scenario(epochs: u32, restart_budget: u8) -> Scenario {
         ),
     )
     .unwrap();
+    prepare(&cluster).await;
     let user = cluster.info.wallets.user.clone();
     cluster
         .run_mcjs(
@@ -454,4 +465,36 @@ async fn randomized_soak() {
     eprintln!(
         "soak: {completed}/{runs} completed, {identical} byte-identical models, {lost_secs} s of compute lost in all"
     );
+}
+
+/// One node account that no honest program version would write (an
+/// unnormalised model, no GPU, readiness 200), on a live node that keeps
+/// heartbeating: the scheduler skips that node and places the job elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_node_account_leaves_every_other_job_placed() {
+    use anchor_lang::{AnchorSerialize, Discriminator};
+    let _one = serial();
+    let corrupted = std::sync::Mutex::new(None);
+    let s = scenario_with(6, 3, async |cluster: &Cluster| {
+        let client = cluster.client();
+        let key = cluster.agents[0].node;
+        let mut node = client.node(&key).await.unwrap().expect("the node");
+        node.hardware.gpu_model = "NVIDIA  RTX_A6000".into();
+        node.hardware.gpu_count = 0;
+        node.readiness = 200;
+        let mut data = mcjs::state::Node::DISCRIMINATOR.to_vec();
+        node.serialize(&mut data).unwrap();
+        client
+            .surfnet_set_account_data(&key, &data)
+            .await
+            .expect("overwrite the node account");
+        let read_back = client.node(&key).await.unwrap().expect("still a node");
+        assert_eq!(read_back.readiness, 200);
+        *corrupted.lock().unwrap() = Some(key);
+    })
+    .await;
+    let corrupted = corrupted.lock().unwrap().expect("a node was corrupted");
+    let running = s.wait("the job to run", 60, is_running).await;
+    assert_ne!(running.node, Some(corrupted), "placed on the malformed node");
+    s.assert_completed_and_verified().await;
 }

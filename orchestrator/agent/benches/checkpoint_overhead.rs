@@ -70,6 +70,7 @@ async fn run(
             job_id: "bench".into(),
             local_root: dir.join("checkpoints"),
             hash_threads: 2,
+            limits: mcjs_runtime::confined::Limits::UNLIMITED,
         };
         let done = std::sync::Arc::clone(&done);
         tokio::spawn(async move {

@@ -121,6 +121,12 @@ pub enum Event {
     CollectFailed {
         reason: String,
     },
+    /// The running job broke the contract or its limits (a symlink or
+    /// special file where the agent reads, a checkpoint or output over its
+    /// caps, more disk than it declared): it is stopped, as its own fault.
+    JobFault {
+        reason: String,
+    },
     SignalSent,
     Exited(Exit),
     /// The declared output is present, hashed and stored.
@@ -504,6 +510,29 @@ impl Core {
             Event::CollectFailed { reason } => {
                 a.collecting = false;
                 tracing::warn!(%job, generation, %reason, "cannot collect the job's checkpoints");
+            }
+            Event::JobFault { reason } => {
+                a.collecting = false;
+                if let Phase::Running { container } | Phase::Completing { container, .. } = &a.phase
+                {
+                    let container = container.clone();
+                    tracing::warn!(%job, generation, %reason, "stopping the job: its own fault");
+                    let exit = Exit {
+                        code: -1,
+                        infrastructure: false,
+                        last_logs: vec![reason],
+                    };
+                    a.exit = Some(exit.clone());
+                    a.phase = Phase::Exited {
+                        exit,
+                        container: Some(container.clone()),
+                    };
+                    actions.push(Action::Remove {
+                        job,
+                        generation,
+                        container,
+                    });
+                }
             }
             Event::SignalSent => {}
             Event::Exited(exit) => {

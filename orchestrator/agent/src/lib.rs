@@ -11,6 +11,7 @@
 
 pub mod chain;
 pub mod core;
+pub mod fault;
 pub mod metrics;
 pub mod output;
 pub mod register;
@@ -18,5 +19,6 @@ pub mod rpc;
 pub mod shell;
 pub mod spec_store;
 
+pub use mcjs_runtime::staging::StagingPolicy;
 pub use shell::{Agent, AgentConfig, AgentError};
 pub use spec_store::{get_spec, put_spec};

@@ -2,25 +2,22 @@
 //! hashed like a checkpoint (docs/job-contract.md, "The checkpoint hash") and
 //! stored at `jobs/<job>/output/` in the shared store, `output.json` last.
 
-use mcjs_runtime::checkpoint::{CheckpointDigest, Sha256Digest, hash_checkpoint};
+use mcjs_runtime::checkpoint::Sha256Digest;
+use mcjs_runtime::confined::{ConfinedDir, Limits};
+use mcjs_runtime::store::{StoreError, upload_tree};
 use mcjs_spec::JobSpec;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutPayload};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     #[error("the job exited 0 but its declared output {0} is missing")]
     Missing(String),
-    #[error("cannot hash the output: {0}")]
-    Hash(String),
-    #[error("cannot read {path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("output refused: {0}")]
+    Upload(#[from] StoreError),
     #[error("output store: cannot write {path}: {source}")]
     Store {
         path: String,
@@ -42,41 +39,24 @@ pub fn output_prefix(job: &str) -> String {
     format!("jobs/{job}/output")
 }
 
-/// Checks, hashes and stores the output in `dir`; returns its hash.
+/// Stores the output in `dir` (every read confined to it, each file hashed
+/// as it is uploaded, within `limits`), checks the spec's required
+/// artifacts against what was stored, and returns its hash.
 pub async fn store_output(
-    store: &dyn ObjectStore,
+    store: &Arc<dyn ObjectStore>,
     job: &str,
     generation: u32,
     dir: &Path,
     spec: &JobSpec,
+    limits: Limits,
 ) -> Result<Sha256Digest, OutputError> {
+    let base = output_prefix(job);
+    let root = ConfinedDir::open(dir).map_err(|e| StoreError::Checkpoint(e.into()))?;
+    let digest = upload_tree(store, &format!("{base}/files"), root, limits, 0).await?;
     for artifact in &spec.output.required_artifacts {
-        if !dir.join(artifact.as_str()).is_file() {
+        if !digest.files.iter().any(|f| f.path == artifact.as_str()) {
             return Err(OutputError::Missing(artifact.as_str().to_string()));
         }
-    }
-    let owned = dir.to_path_buf();
-    let digest: CheckpointDigest = tokio::task::spawn_blocking(move || hash_checkpoint(&owned, 0))
-        .await
-        .map_err(|e| OutputError::Hash(e.to_string()))?
-        .map_err(|e| OutputError::Hash(e.to_string()))?;
-    let base = output_prefix(job);
-    for f in &digest.files {
-        let src = dir.join(&f.path);
-        let bytes = tokio::fs::read(&src)
-            .await
-            .map_err(|source| OutputError::Io {
-                path: src.display().to_string(),
-                source,
-            })?;
-        let dst = ObjectPath::from(format!("{base}/files/{}", f.path));
-        store
-            .put(&dst, PutPayload::from(bytes))
-            .await
-            .map_err(|source| OutputError::Store {
-                path: dst.to_string(),
-                source,
-            })?;
     }
     let descriptor = StoredOutput {
         job: job.to_string(),

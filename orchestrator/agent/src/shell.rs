@@ -7,10 +7,10 @@ use crate::core::{
     Action, Attested, ChainJob, Core, CorePolicy, Event, Exit, FoundContainer, StoredCheckpoint,
     Tx, TxFailure,
 };
+use crate::fault::{Found, classify};
 use crate::metrics::AgentMetrics;
 use crate::output::store_output;
 use crate::spec_store::get_spec;
-use bollard::query_parameters::ListContainersOptionsBuilder;
 use mcjs_client::ix::{self, Deployment};
 use mcjs_client::program::instructions::{AttestCheckpointArgs, CompleteJobArgs};
 use mcjs_client::Pubkey;
@@ -20,7 +20,7 @@ use mcjs_runtime::engine::{
     ContainerEngine, ContainerId, ContainerSpec, GpuRequest, JobMounts, JobSignal,
 };
 use mcjs_runtime::launch::{LaunchError, launch};
-use mcjs_runtime::staging::{DataCache, DataInput, StagingError};
+use mcjs_runtime::staging::{DataCache, DataInput, StagingPolicy};
 use mcjs_runtime::store::{CheckpointPipeline, CheckpointStore, ExpectedCheckpoint};
 use mcjs_spec::JobSpec;
 use object_store::ObjectStore;
@@ -51,6 +51,8 @@ pub struct AgentConfig {
     pub scheduler: Option<String>,
     /// The agent's own API, announced in heartbeats.
     pub agent_url: String,
+    /// Where job inputs may come from (data roots, internal networks).
+    pub staging: StagingPolicy,
 }
 
 /// Why the agent could not run.
@@ -79,11 +81,13 @@ struct RunCtx {
     spec: JobSpec,
     pipeline: CheckpointPipeline,
     output_dir: PathBuf,
+    /// When the job's disk use was last measured.
+    measured_at: Mutex<Option<Instant>>,
 }
 
-struct Shared<C> {
+struct Shared<C, E = DockerEngine> {
     chain: C,
-    engine: DockerEngine,
+    engine: E,
     config: AgentConfig,
     node: Pubkey,
     provider: Pubkey,
@@ -106,12 +110,13 @@ struct Shared<C> {
 
 type EventTx = mpsc::UnboundedSender<(Pubkey, u32, Event)>;
 
-/// The node agent.
-pub struct Agent<C: AgentChain> {
-    shared: Arc<Shared<C>>,
+/// The node agent, on Docker by default; any [`ContainerEngine`] (the
+/// runtime's fake one in tests) through [`Agent::with_engine`].
+pub struct Agent<C: AgentChain, E: ContainerEngine + 'static = DockerEngine> {
+    shared: Arc<Shared<C, E>>,
 }
 
-impl<C: AgentChain> Clone for Agent<C> {
+impl<C: AgentChain, E: ContainerEngine + 'static> Clone for Agent<C, E> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -120,14 +125,28 @@ impl<C: AgentChain> Clone for Agent<C> {
 }
 
 impl<C: AgentChain> Agent<C> {
-    /// Connects to the engine and reads the provider's payout account. The
-    /// node must be registered with the chain's signing key as its operator
-    /// key ([`crate::register::adopt_node`]).
+    /// Connects to the Docker engine; see [`Agent::with_engine`].
     pub async fn new(
         chain: C,
         config: AgentConfig,
         store: Arc<dyn ObjectStore>,
         metrics: AgentMetrics,
+    ) -> Result<Self, AgentError> {
+        let engine = DockerEngine::connect().await?;
+        Self::with_engine(chain, config, store, metrics, engine).await
+    }
+}
+
+impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
+    /// Reads the provider's payout account; jobs run on `engine`. The node
+    /// must be registered with the chain's signing key as its operator key
+    /// ([`crate::register::adopt_node`]).
+    pub async fn with_engine(
+        chain: C,
+        config: AgentConfig,
+        store: Arc<dyn ObjectStore>,
+        metrics: AgentMetrics,
+        engine: E,
     ) -> Result<Self, AgentError> {
         let node = config.node;
         let node_account = chain.node(node).await?.ok_or(AgentError::NoNode { node })?;
@@ -141,8 +160,7 @@ impl<C: AgentChain> Agent<C> {
             .await?
             .ok_or(AgentError::NoProvider { provider, node })?;
         let deployment = chain.deployment().await?;
-        let engine = DockerEngine::connect().await?;
-        let cache = DataCache::new(config.work_dir.join("cache"));
+        let cache = DataCache::with_policy(config.work_dir.join("cache"), config.staging.clone());
         Ok(Self {
             shared: Arc::new(Shared {
                 chain,
@@ -279,21 +297,17 @@ impl<C: AgentChain> Agent<C> {
     }
 
     async fn find_containers(&self) -> Result<Vec<FoundContainer>, AgentError> {
-        let docker = self.shared.engine.docker();
-        let filters = HashMap::from([("label".to_string(), vec![GENERATION_LABEL.to_string()])]);
-        let options = ListContainersOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
-        let list = docker
-            .list_containers(Some(options))
+        let list = self
+            .shared
+            .engine
+            .list_labelled(GENERATION_LABEL)
             .await
             .map_err(|e| AgentError::List(e.to_string()))?;
         let mut found = Vec::new();
         for c in list {
-            let labels = c.labels.unwrap_or_default();
+            let labels = c.labels;
             let (Some(id), Some(job), Some(generation)) = (
-                c.id,
+                Some(c.id.0),
                 labels.get(JOB_LABEL).and_then(|j| j.parse::<Pubkey>().ok()),
                 labels
                     .get(GENERATION_LABEL)
@@ -304,7 +318,7 @@ impl<C: AgentChain> Agent<C> {
             if labels.get(NODE_LABEL) != Some(&self.shared.node.to_string()) {
                 continue;
             }
-            let running = c.state.is_some_and(|s| s.to_string() == "running");
+            let running = c.running;
             found.push(FoundContainer {
                 id,
                 job,
@@ -358,11 +372,12 @@ impl<C: AgentChain> Agent<C> {
             Action::CollectOutput { job, generation } => {
                 let event = match self.ctx(job, generation).await {
                     Ok(ctx) => match store_output(
-                        s.store_root.as_ref(),
+                        &s.store_root,
                         &job.to_string(),
                         generation,
                         &ctx.output_dir,
                         &ctx.spec,
+                        crate::fault::output_limits(&ctx.spec),
                     )
                     .await
                     {
@@ -523,8 +538,10 @@ impl<C: AgentChain> Agent<C> {
                 job_id: job.to_string(),
                 local_root: dir.join("checkpoints"),
                 hash_threads: self.shared.config.hash_threads,
+                limits: crate::fault::checkpoint_limits(&spec),
             },
             output_dir: dir.join("output"),
+            measured_at: Mutex::new(None),
             spec,
         })
     }
@@ -563,12 +580,31 @@ impl<C: AgentChain> Agent<C> {
                         hash: c.hash,
                     });
                 }
+                if let Some(reason) = self.footprint(ctx).await {
+                    return classify(Found::Footprint(reason));
+                }
                 Event::CheckpointsCollected { stored: out }
             }
-            Err(e) => Event::CollectFailed {
-                reason: e.to_string(),
-            },
+            Err(e) => classify(Found::Checkpoint(&e)),
         }
+    }
+
+    /// What the job uses of the disk, over its declaration; measured at most
+    /// every [`FOOTPRINT_EVERY`].
+    async fn footprint(&self, ctx: &RunCtx) -> Option<String> {
+        {
+            let mut at = ctx.measured_at.lock().expect("measured lock");
+            if at.is_some_and(|t| t.elapsed() < FOOTPRINT_EVERY) {
+                return None;
+            }
+            *at = Some(Instant::now());
+        }
+        let job_dir = ctx.output_dir.parent()?.to_path_buf();
+        let spec = ctx.spec.clone();
+        tokio::task::spawn_blocking(move || crate::fault::footprint(&job_dir, &spec))
+            .await
+            .ok()
+            .flatten()
     }
 
     async fn launch(&self, job: Pubkey, generation: u32, restore: Option<Attested>) -> Event {
@@ -679,6 +715,7 @@ impl<C: AgentChain> Agent<C> {
                 name: d.name.as_str().to_string(),
                 uri: d.uri.as_str().to_string(),
                 sha256: d.sha256.to_string(),
+                max_bytes: Some(crate::fault::input_limit(spec, d.size.map(|b| b.0))),
             })
             .collect();
         match launch(&s.engine, &s.cache, &inputs, &cspec).await {
@@ -690,14 +727,9 @@ impl<C: AgentChain> Agent<C> {
                     .insert((job, generation), ctx);
                 Event::Launched { container: id.0 }
             }
-            Err(LaunchError::Staging {
-                source: e @ StagingError::HashMismatch { .. },
-                ..
-            }) => {
-                tracing::error!(%job, generation, error = %e, "input rejected: the job is not started");
-                Event::DataRejected {
-                    reason: e.to_string(),
-                }
+            Err(LaunchError::Staging { source: e, .. }) => {
+                tracing::error!(%job, generation, error = %e, "input not staged: the job is not started");
+                classify(Found::Staging(&e))
             }
             Err(e) => failed(e.to_string()),
         }
@@ -708,9 +740,9 @@ impl<C: AgentChain> Agent<C> {
     /// then its image id. Either way the digest, not the name, picks the code.
     async fn resolve_image(&self, image: &mcjs_spec::fields::ImageRef) -> String {
         let id = format!("sha256:{}", image.digest());
-        match self.shared.engine.docker().inspect_image(&id).await {
-            Ok(_) => id,
-            Err(_) => image.to_string(),
+        match self.shared.engine.has_image(&id).await {
+            true => id,
+            false => image.to_string(),
         }
     }
 
@@ -801,11 +833,18 @@ impl<C: AgentChain> Agent<C> {
     }
 }
 
+/// How often a running job's disk use is measured.
+const FOOTPRINT_EVERY: Duration = Duration::from_secs(2);
+
 /// Label carrying the node account on every job container, so that agents of
 /// several nodes on one host leave each other's containers alone.
 pub const NODE_LABEL: &str = "mcjs.node";
 
-async fn heartbeats<C: AgentChain>(s: Arc<Shared<C>>, url: String, cancel: CancellationToken) {
+async fn heartbeats<C: AgentChain, E: ContainerEngine>(
+    s: Arc<Shared<C, E>>,
+    url: String,
+    cancel: CancellationToken,
+) {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_millis(HEARTBEAT_INTERVAL_MS))
         .build()

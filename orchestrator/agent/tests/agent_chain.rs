@@ -255,6 +255,10 @@ impl World {
             hash_threads: 2,
             scheduler: None,
             agent_url: "http://127.0.0.1:0".into(),
+            staging: mcjs_runtime::staging::StagingPolicy {
+                data_roots: vec![self.dir.path().to_path_buf()],
+                ..Default::default()
+            },
         };
         let agent = Agent::new(chain, config, Arc::clone(&self.store), AgentMetrics::new())
             .await
@@ -627,6 +631,7 @@ async fn the_agent_runs_only_with_its_nodes_operator_key_never_a_wallet_that_can
         hash_threads: 1,
         scheduler: None,
         agent_url: "http://127.0.0.1:0".into(),
+        staging: Default::default(),
     };
     assert!(
         Agent::new(
@@ -679,4 +684,146 @@ async fn the_agent_runs_only_with_its_nodes_operator_key_never_a_wallet_that_can
     adopt_node(&rotated_chain, node, &profile)
         .await
         .expect("the new key adopts the node");
+}
+
+fn hostile_image() -> &'static str {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    IMAGE.get_or_init(|| {
+        let out =
+            std::process::Command::new(workspace_root().join("examples/hostile/build-image.sh"))
+                .output()
+                .expect("run examples/hostile/build-image.sh");
+        assert!(
+            out.status.success(),
+            "building the hostile image failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    })
+}
+
+/// Whether any object in the store holds `needle`.
+fn store_holds(root: &Path, needle: &[u8]) -> bool {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let p = e.path();
+        if p.is_dir() {
+            store_holds(&p, needle)
+        } else {
+            std::fs::read(&p).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_swapping_in_symlinks_to_host_files_is_stopped_as_its_own_fault_and_an_honest_job_on_the_node_then_completes()
+ {
+    const CANARY: &[u8] = b"mcjs-canary-0b9d-provider-wallet-bytes";
+    let w = World::new().await;
+    let canary = w.dir.path().join("wallet.json");
+    std::fs::write(&canary, CANARY).unwrap();
+    let (agent, cancel, node) = w.agent(5, None).await;
+    let train_args = ["--epochs", "4", "--checkpoint-every-steps", "16"];
+    let honest = w.spec(&train_args, None);
+    let mut hostile = serde_json::to_value(w.spec(&[], None)).unwrap();
+    let digest = hostile_image().trim_start_matches("sha256:").to_string();
+    hostile["work"]["image"] = format!("mcjs-hostile@sha256:{digest}").into();
+    hostile["work"]["command"] = serde_json::json!(["/mcjs-hostile"]);
+    hostile["work"]["args"] =
+        serde_json::json!(["symlink-race", canary.display().to_string(), "30"]);
+    let hostile = JobSpec::from_value(&hostile).expect("a valid spec");
+    let provider = pda::provider(&w.provider.pubkey());
+    let stake_before = w.client.provider(&provider).await.unwrap().unwrap().stake;
+    let bad = w.submit_and_assign(&hostile, 20, &node).await;
+
+    let report = w
+        .wait_for("the hostile job to be stopped", 120, async || {
+            agent
+                .reports()
+                .into_iter()
+                .find(|r| r.job == bad.to_string() && r.phase == JobPhase::Exited)
+        })
+        .await;
+    let exit = report.exit.expect("an exit report");
+    assert!(!exit.infrastructure, "the provider must not pay: {exit:?}");
+    assert!(
+        exit.last_logs
+            .iter()
+            .any(|l| l.contains("checkpoint refused")),
+        "{exit:?}"
+    );
+    // What the scheduler does with an exit that is not the infrastructure's:
+    // a job error, which slashes no one. Then the node takes the honest job.
+    let j = w.job(&bad).await;
+    let owner_token = ix::usdc_account(&w.user.pubkey(), &w.mint);
+    let payout = ix::usdc_account(&w.provider.pubkey(), &w.mint);
+    let deployment = w.client.deployment().await.unwrap();
+    w.client
+        .send(
+            &[ix::report_failure(
+                &w.scheduler.pubkey(),
+                &bad,
+                &node,
+                &provider,
+                &payout,
+                &owner_token,
+                &deployment,
+                ReportFailureArgs {
+                    generation: j.generation,
+                    cause: FailureCause::JobError,
+                },
+            )],
+            &[&w.scheduler],
+        )
+        .await
+        .expect("report the failure");
+    assert_eq!(
+        w.client.provider(&provider).await.unwrap().unwrap().stake,
+        stake_before,
+        "the provider was slashed for a hostile job"
+    );
+    let good = w.submit_and_assign(&honest, 21, &node).await;
+    let done = w
+        .wait_for("the honest job to complete", 180, async || {
+            let j = w.job(&good).await;
+            matches!(j.state, JobState::Completed { .. }).then_some(j)
+        })
+        .await;
+    cancel.cancel();
+    assert!(
+        !store_holds(&w.dir.path().join("store"), CANARY),
+        "a host file reached the store"
+    );
+    // The honest job's model is that of an uninterrupted run, byte for byte.
+    let mut args: Vec<String> = ["--data", "train.csv", "--batch-size", "32"]
+        .iter()
+        .chain(train_args.iter())
+        .map(ToString::to_string)
+        .collect();
+    args.retain(|a| !a.is_empty());
+    let reference = mcjs_cluster::workload::uninterrupted_run(
+        trainer_image(),
+        w.dir.path(),
+        &w.dir.path().join("reference"),
+        &args,
+    )
+    .expect("the reference run");
+    let stored = w
+        .store
+        .get(&object_store::path::Path::from(format!(
+            "jobs/{good}/output/files/model.bin"
+        )))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert!(
+        stored.as_ref() == std::fs::read(reference).unwrap().as_slice(),
+        "the honest job's model differs from an uninterrupted run"
+    );
+    assert!(done.output_hash.is_some());
+    remove_containers(&node).await;
 }

@@ -413,6 +413,36 @@ fn an_output_missing_after_exit_zero_is_reported_not_completed() {
 }
 
 #[test]
+fn a_job_that_breaks_the_contract_is_stopped_as_its_own_fault() {
+    let mut c = running();
+    let actions = c.on_event(
+        key(1),
+        3,
+        Event::JobFault {
+            reason: "checkpoint refused: state.bin is a symlink".into(),
+        },
+        at(5),
+    );
+    assert!(
+        actions.contains(&Action::Remove {
+            job: key(1),
+            generation: 3,
+            container: "c1".into(),
+        }),
+        "{actions:?}"
+    );
+    let r = &c.reports()[0];
+    assert_eq!(r.phase, JobPhase::Exited);
+    let reported = r.exit.as_ref().unwrap();
+    assert!(!reported.infrastructure, "the provider must not pay for it");
+    assert!(reported.last_logs[0].contains("symlink"));
+    // The container's own death after the removal changes nothing.
+    let after = c.on_event(key(1), 3, Event::Exited(exit(137)), at(6));
+    assert!(sends(&after).is_empty());
+    assert!(!c.reports()[0].exit.as_ref().unwrap().infrastructure);
+}
+
+#[test]
 fn rejected_data_never_starts_the_job() {
     let mut c = core();
     c.on_chain(&[job(1, 3, ChainState::Assigned)], at(0));

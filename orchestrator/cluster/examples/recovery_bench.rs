@@ -67,6 +67,7 @@ async fn main() -> anyhow::Result<()> {
         profiles: vec![nodes.join("geforce-rtx-4090.json")],
         prices: vec!["1.00".into()],
         provider_stake_usdc: 300,
+        data_roots: vec![data.clone()],
     })
     .await?;
     let user = cluster.info.wallets.user.clone();

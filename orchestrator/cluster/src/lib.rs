@@ -40,6 +40,8 @@ pub struct ClusterConfig {
     /// USDC per GPU-hour of each agent (same cycling).
     pub prices: Vec<String>,
     pub provider_stake_usdc: u64,
+    /// Directories the agents take file:// inputs from (`--data-root`).
+    pub data_roots: Vec<PathBuf>,
 }
 
 pub struct AgentProcess {
@@ -299,6 +301,12 @@ impl Cluster {
             .args(["--listen", &agent.listen])
             .arg("--profile")
             .arg(profile)
+            .args(
+                self.config
+                    .data_roots
+                    .iter()
+                    .flat_map(|d| [std::ffi::OsStr::new("--data-root"), d.as_os_str()]),
+            )
             .stdin(Stdio::null())
             .stdout(log_file(&logs, &name)?)
             .stderr(log_file(&logs, &format!("{name}.err"))?)

@@ -1,6 +1,6 @@
 //! Can this node write a checkpoint of S bytes every I seconds, keeping K of them, reliably?
 //!
-//! The rule (shared by the HAL and the scheduler):
+//! The rule (owned by `mcjs_spec::checkpoint`; shared by the HAL, the spec and the scheduler):
 //!
 //! (a) **Time.** With the measured sustained fsync'd write bandwidth B (total bytes over total
 //!     time of the probe samples), writing S takes `S / B` seconds. That must be at most 20% of
@@ -22,8 +22,9 @@ use utoipa::ToSchema;
 
 use crate::profile::{MIB, NodeProfile};
 
-/// Largest fraction of the interval a checkpoint write may take.
-pub const MAX_WRITE_FRACTION: f64 = 0.20;
+/// The time and space rules are the job specification's (one copy for the HAL, the spec's
+/// requirement summary and the scheduler).
+pub use mcjs_spec::checkpoint::{MAX_WRITE_FRACTION, required_write_mibps};
 /// Largest coefficient of variation of the write samples.
 pub const MAX_WRITE_COV: f64 = 0.25;
 /// Fewest samples from which stability can be judged.
@@ -80,7 +81,8 @@ pub fn checkpoint_capability(
     }
     let size_mib = size_bytes as f64 / MIB;
     let required_write_mibps = required_write_mibps(size_bytes, interval_secs);
-    let required_free_bytes = size_bytes.checked_mul(u64::from(keep) + 1);
+    let required_free_bytes =
+        u64::try_from(mcjs_spec::checkpoint::required_free_bytes(size_bytes, keep)).ok();
     let storage = profile.measurements.storage.as_ref();
     let mut reasons = Vec::new();
 
@@ -148,13 +150,6 @@ pub fn checkpoint_capability(
         free_bytes: storage.map(|s| s.free_bytes),
         reasons,
     })
-}
-
-/// `ceil(S_MiB * 5 / I)` in integers: `ceil(S * 5 / (I * 2^20))`.
-pub fn required_write_mibps(size_bytes: u64, interval_secs: u64) -> u64 {
-    let numerator = u128::from(size_bytes) * 5;
-    let denominator = u128::from(interval_secs.max(1)) << 20;
-    u64::try_from(numerator.div_ceil(denominator)).unwrap_or(u64::MAX)
 }
 
 impl fmt::Display for Capability {

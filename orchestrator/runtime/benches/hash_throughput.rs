@@ -1,5 +1,10 @@
 //! Checkpoint hashing throughput against `openssl dgst -sha256` and
-//! `sha256sum` on the same files in the same run. Prints medians.
+//! `sha256sum` on the same files in the same run, then the cost of confined
+//! reads on the whole pipeline (hash and store into a local object store):
+//! the former path-based pass (list, open each path, hash on all threads,
+//! then open each path again and copy it to the store) against
+//! `store::upload_tree` (openat2-confined opens, each file hashed while it
+//! is copied, `threads` files at a time). Prints medians.
 //!
 //! ```text
 //! cargo bench -p mcjs-runtime --bench hash_throughput
@@ -9,9 +14,12 @@
 //! Files are written once and read from the page cache by every contender,
 //! so this measures hashing, not the disk.
 
-use mcjs_runtime::checkpoint::hash_checkpoint;
+use mcjs_runtime::checkpoint::{CheckpointDigest, FileDigest, hash_checkpoint, hash_reader};
+use mcjs_runtime::confined::{ConfinedDir, Limits};
+use object_store::ObjectStore;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn env(name: &str, default: usize) -> usize {
@@ -105,6 +113,127 @@ fn main() {
             break;
         }
         threads = (threads * 2).min(cores);
+    }
+    pipeline_cost(dir.path(), total, reps, cores);
+}
+
+/// Hash and store: before (path-based, two passes) and after (confined,
+/// one pass), into a fresh local object store each time.
+fn pipeline_cost(dir: &Path, total_gib: f64, reps: usize, cores: usize) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(store_dir.path()).unwrap());
+    let mut n = 0;
+    let mut fresh = || {
+        n += 1;
+        format!("bench/{n}")
+    };
+    println!();
+    println!("hash + store into a local object store ({total_gib:.2} GiB), median of {reps}");
+    println!("| pipeline | threads | median s | GiB/s |");
+    println!("| --- | --- | --- | --- |");
+    let mut medians = Vec::new();
+    for threads in [1, cores] {
+        // The reads alone: plain opens by path against confined opens.
+        let plain = time(reps, || {
+            path_hash(dir, threads);
+        });
+        let confined = time(reps, || {
+            hash_checkpoint(dir, threads).unwrap();
+        });
+        for (name, d) in [
+            ("hash only: open by path", plain),
+            ("hash only: confined openat2", confined),
+        ] {
+            println!(
+                "| {name} | {threads} | {:.3} | {:.2} |",
+                d.as_secs_f64(),
+                total_gib / d.as_secs_f64()
+            );
+        }
+        let before = time(reps, || {
+            let prefix = fresh();
+            rt.block_on(path_based(&store, &prefix, dir, threads));
+        });
+        let after = time(reps, || {
+            let prefix = fresh();
+            let root = ConfinedDir::open(dir).unwrap();
+            rt.block_on(mcjs_runtime::store::upload_tree(
+                &store,
+                &prefix,
+                root,
+                Limits::UNLIMITED,
+                threads,
+            ))
+            .unwrap();
+        });
+        for (name, d) in [
+            ("before: path-based hash, then upload", before),
+            ("after: confined, hash while uploading", after),
+        ] {
+            println!(
+                "| {name} | {threads} | {:.3} | {:.2} |",
+                d.as_secs_f64(),
+                total_gib / d.as_secs_f64()
+            );
+        }
+        medians.push((threads, before, after));
+        let _ = std::fs::remove_dir_all(store_dir.path().join("bench"));
+    }
+    for (threads, before, after) in medians {
+        println!(
+            "threads {threads}: after/before time = {:.3} (throughput x{:.2})",
+            after.as_secs_f64() / before.as_secs_f64(),
+            before.as_secs_f64() / after.as_secs_f64()
+        );
+    }
+}
+
+/// What the pipeline did before confined reads: `hash_checkpoint`'s parallel
+/// hash over paths, then each path opened again and copied to the store.
+async fn path_based(store: &Arc<dyn ObjectStore>, prefix: &str, dir: &Path, threads: usize) {
+    use tokio::io::AsyncWriteExt;
+    let owned = dir.to_path_buf();
+    let digest: CheckpointDigest = tokio::task::spawn_blocking(move || path_hash(&owned, threads))
+        .await
+        .unwrap();
+    for f in &digest.files {
+        let mut file = tokio::fs::File::open(dir.join(&f.path)).await.unwrap();
+        let dst = object_store::path::Path::from(format!("{prefix}/{}", f.path));
+        let mut writer = object_store::buffered::BufWriter::new(Arc::clone(store), dst);
+        tokio::io::copy(&mut file, &mut writer).await.unwrap();
+        writer.shutdown().await.unwrap();
+    }
+}
+
+/// The former `hash_checkpoint`: files listed and opened by path.
+fn path_hash(owned: &Path, threads: usize) -> CheckpointDigest {
+    {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(owned)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        paths.sort();
+        let files = pool.install(|| {
+            use rayon::prelude::*;
+            paths
+                .par_iter()
+                .map(|p| {
+                    let (size, sha256) = hash_reader(std::fs::File::open(p).unwrap(), p).unwrap();
+                    FileDigest {
+                        path: p.file_name().unwrap().to_string_lossy().into_owned(),
+                        size,
+                        sha256,
+                    }
+                })
+                .collect::<Vec<_>>()
+        });
+        CheckpointDigest::combine(files)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Finding complete checkpoints in a job's checkpoint directory and hashing
 //! them (the definition is in docs/job-contract.md, "The checkpoint hash").
 
+use crate::confined::{ConfinedDir, ConfinedError, Limits};
 use crate::contract::{CHECKPOINT_HASH_HEADER, MANIFEST_FILE, MANIFEST_FORMAT};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -8,6 +9,14 @@ use sha2::{Digest, Sha256};
 use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+
+/// A manifest is a few lines of JSON; a bigger one is an attack on the
+/// agent's memory, not a manifest.
+pub const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
+/// Entries looked at directly under a checkpoint directory per collection.
+pub const MAX_PENDING_ENTRIES: u64 = 4096;
+/// Files and directories in one checkpoint, or in a job's output.
+pub const MAX_FILES: u64 = 100_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -27,8 +36,24 @@ pub enum CheckpointError {
     NotARegularFile { path: PathBuf },
     #[error("{path}: file names in a checkpoint must be UTF-8 without newlines")]
     BadFileName { path: PathBuf },
+    #[error(transparent)]
+    Read(#[from] ConfinedError),
     #[error("cannot start the hashing threads: {0}")]
     ThreadPool(String),
+}
+
+impl CheckpointError {
+    /// Whether what the job wrote (not the node) caused this.
+    pub fn is_job_fault(&self) -> bool {
+        match self {
+            Self::BadManifest { .. }
+            | Self::MissingFile { .. }
+            | Self::NotARegularFile { .. }
+            | Self::BadFileName { .. } => true,
+            Self::Read(e) => e.is_job_fault(),
+            Self::Io { .. } | Self::ThreadPool(_) => false,
+        }
+    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
@@ -92,9 +117,16 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// Reads and checks the manifest of the checkpoint directory `dir`.
     pub fn read(dir: &Path) -> Result<Self, CheckpointError> {
-        let path = dir.join(MANIFEST_FILE);
-        let bytes = std::fs::read(&path).map_err(io(&path))?;
+        Ok(Self::read_in(&ConfinedDir::open(dir)?)?.0)
+    }
+
+    /// Reads the manifest confined to `dir`, at most [`MAX_MANIFEST_BYTES`];
+    /// returns it with the sha256 of the bytes read.
+    pub fn read_in(dir: &ConfinedDir) -> Result<(Self, Sha256Digest), CheckpointError> {
+        let path = dir.path().join(MANIFEST_FILE);
+        let bytes = dir.read_small(MANIFEST_FILE, MAX_MANIFEST_BYTES)?;
         let m: Manifest =
             serde_json::from_slice(&bytes).map_err(|e| CheckpointError::BadManifest {
                 path: path.clone(),
@@ -107,14 +139,14 @@ impl Manifest {
             });
         }
         for f in m.files.iter().flatten() {
-            if !dir.join(f).is_file() {
+            if dir.open_file_if_present(f)?.is_none() {
                 return Err(CheckpointError::MissingFile {
-                    dir: dir.to_path_buf(),
+                    dir: dir.path().to_path_buf(),
                     file: f.clone(),
                 });
             }
         }
-        Ok(m)
+        Ok((m, Sha256Digest(Sha256::digest(&bytes).into())))
     }
 }
 
@@ -122,7 +154,11 @@ impl Manifest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalCheckpoint {
     pub dir: PathBuf,
+    /// Its name under the checkpoint root.
+    pub name: String,
     pub manifest: Manifest,
+    /// The sha256 of the manifest as read: the stored copy must match it.
+    pub manifest_sha256: Sha256Digest,
 }
 
 /// The complete checkpoints directly under `root`, oldest step first.
@@ -130,16 +166,32 @@ pub struct LocalCheckpoint {
 /// by a killed job) and are skipped; a directory whose manifest is present
 /// but invalid is an error, since the job said it was done.
 pub fn complete_checkpoints(root: &Path) -> Result<Vec<LocalCheckpoint>, CheckpointError> {
+    complete_checkpoints_in(&ConfinedDir::open(root)?)
+}
+
+/// [`complete_checkpoints`] on a directory the caller opened, every read
+/// confined to it.
+pub fn complete_checkpoints_in(
+    root: &ConfinedDir,
+) -> Result<Vec<LocalCheckpoint>, CheckpointError> {
     let mut found = Vec::new();
-    for entry in std::fs::read_dir(root).map_err(io(root))? {
-        let entry = entry.map_err(io(root))?;
-        let dir = entry.path();
-        let hidden = entry.file_name().to_string_lossy().starts_with('.');
-        if hidden || !dir.is_dir() || !dir.join(MANIFEST_FILE).exists() {
+    for name in root.subdirs("", MAX_PENDING_ENTRIES)? {
+        let dir = match root.open_dir(&name) {
+            Ok(d) => d,
+            // Renamed away since the listing: not a checkpoint any more.
+            Err(ConfinedError::Absent { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if dir.open_file_if_present(MANIFEST_FILE)?.is_none() {
             continue;
         }
-        let manifest = Manifest::read(&dir)?;
-        found.push(LocalCheckpoint { dir, manifest });
+        let (manifest, manifest_sha256) = Manifest::read_in(&dir)?;
+        found.push(LocalCheckpoint {
+            dir: root.path().join(&name),
+            name,
+            manifest,
+            manifest_sha256,
+        });
     }
     found.sort_by(|a, b| (a.manifest.step, &a.dir).cmp(&(b.manifest.step, &b.dir)));
     Ok(found)
@@ -181,46 +233,33 @@ impl CheckpointDigest {
 }
 
 /// Every regular file under `dir`, as (relative path, absolute path), sorted.
+/// Symlinks and special files make the directory invalid.
 pub fn list_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, CheckpointError> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).map_err(io(&d))? {
-            let entry = entry.map_err(io(&d))?;
-            let path = entry.path();
-            let kind = entry.file_type().map_err(io(&path))?;
-            if kind.is_dir() {
-                stack.push(path);
-            } else if kind.is_file() {
-                let rel = path
-                    .strip_prefix(dir)
-                    .ok()
-                    .and_then(|r| {
-                        r.components()
-                            .map(|c| c.as_os_str().to_str())
-                            .collect::<Option<Vec<_>>>()
-                    })
-                    .map(|parts| parts.join("/"))
-                    .filter(|r| !r.contains('\n'))
-                    .ok_or_else(|| CheckpointError::BadFileName { path: path.clone() })?;
-                out.push((rel, path));
-            } else {
-                return Err(CheckpointError::NotARegularFile { path });
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
+    let walk = ConfinedDir::open(dir)?.walk("", Limits::UNLIMITED)?;
+    Ok(walk
+        .files
+        .into_iter()
+        .map(|f| {
+            let abs = dir.join(&f.path);
+            (f.path, abs)
+        })
+        .collect())
 }
 
-/// sha256 of one file, streamed in 1 MiB reads.
-pub fn hash_file(path: &Path) -> Result<(u64, Sha256Digest), CheckpointError> {
-    let mut f = std::fs::File::open(path).map_err(io(path))?;
+/// sha256 and length of everything `reader` yields, streamed in 1 MiB reads.
+pub fn hash_reader(
+    mut reader: impl Read,
+    path: &Path,
+) -> Result<(u64, Sha256Digest), CheckpointError> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
     loop {
-        let n = f.read(&mut buf).map_err(io(path))?;
+        let n = match reader.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(path)(e)),
+        };
         if n == 0 {
             break;
         }
@@ -232,27 +271,45 @@ pub fn hash_file(path: &Path) -> Result<(u64, Sha256Digest), CheckpointError> {
 
 /// Hashes the checkpoint in `dir`, its files in parallel on `threads` threads
 /// (0: one per core). Files are the unit of parallelism: a checkpoint made of
-/// one huge file hashes at single-core speed.
+/// one huge file hashes at single-core speed. Every open is confined to `dir`.
 pub fn hash_checkpoint(dir: &Path, threads: usize) -> Result<CheckpointDigest, CheckpointError> {
-    let files = list_files(dir)?;
+    hash_checkpoint_in(&ConfinedDir::open(dir)?, Limits::UNLIMITED, threads)
+}
+
+/// [`hash_checkpoint`] on a directory the caller opened, within `limits`.
+pub fn hash_checkpoint_in(
+    dir: &ConfinedDir,
+    limits: Limits,
+    threads: usize,
+) -> Result<CheckpointDigest, CheckpointError> {
+    let walk = dir.walk("", limits)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(|i| format!("mcjs-hash-{i}"))
         .build()
         .map_err(|e| CheckpointError::ThreadPool(e.to_string()))?;
     let digests = pool.install(|| {
-        files
+        walk.files
             .par_iter()
-            .map(|(rel, abs)| {
-                let (size, sha256) = hash_file(abs)?;
+            .map(|f| {
+                let (file, _) = dir.open_file(&f.path)?;
+                let (size, sha256) = hash_reader(file, &dir.path().join(&f.path))?;
                 Ok(FileDigest {
-                    path: rel.clone(),
+                    path: f.path.clone(),
                     size,
                     sha256,
                 })
             })
             .collect::<Result<Vec<_>, CheckpointError>>()
     })?;
+    let total: u64 = digests.iter().map(|d| d.size).sum();
+    if total > limits.max_bytes {
+        return Err(ConfinedError::Refused {
+            path: dir.path().display().to_string(),
+            reason: format!("grew past {} bytes while being read", limits.max_bytes),
+        }
+        .into());
+    }
     Ok(CheckpointDigest::combine(digests))
 }
 
@@ -317,10 +374,8 @@ mod tests {
         write(d.path(), "a", b"x");
         std::os::unix::fs::symlink("/etc/passwd", d.path().join("link")).unwrap();
         let err = hash_checkpoint(d.path(), 1).unwrap_err();
-        assert!(
-            matches!(err, CheckpointError::NotARegularFile { .. }),
-            "{err}"
-        );
+        assert!(err.is_job_fault(), "{err}");
+        assert!(err.to_string().contains("symlink"), "{err}");
     }
 
     #[test]

@@ -4,13 +4,16 @@
 use crate::contract::{self, ExitMeaning};
 use crate::engine::{
     ContainerEngine, ContainerId, ContainerSpec, EngineError, ExitReport, GpuRequest, JobSignal,
+    ListedContainer,
 };
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
-use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig, Mount, MountType};
+use bollard::models::{
+    ContainerCreateBody, DeviceRequest, HostConfig, HostConfigLogConfig, Mount, MountType,
+};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, KillContainerOptionsBuilder,
-    LogsOptionsBuilder, RemoveContainerOptionsBuilder,
+    ListContainersOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -19,6 +22,16 @@ use std::time::Duration;
 
 /// How many of a container's last log lines are kept for its exit report.
 const LOG_TAIL: usize = 40;
+/// A log line longer than this is cut: the tail travels in heartbeats.
+pub const LOG_LINE_MAX: usize = 512;
+/// What the engine keeps of a container's log on the node's disk
+/// (json-file: `LOG_FILES` files of `LOG_FILE_SIZE`): a job printing without
+/// end cannot fill the disk.
+pub const LOG_FILE_SIZE: &str = "8m";
+pub const LOG_FILES: &str = "2";
+/// Lines per second of one job forwarded into the agent's own log; the rest
+/// are counted and dropped, so a flood does not drown the agent's log.
+pub const LOG_LINES_PER_SEC: u32 = 200;
 /// Label carrying the job id on every job container.
 pub const JOB_LABEL: &str = "mcjs.job";
 
@@ -80,8 +93,27 @@ pub fn host_config(spec: &ContainerSpec) -> HostConfig {
         network_mode: Some(if spec.network { "bridge" } else { "none" }.to_string()),
         device_requests: gpu_device_requests(&spec.resources.gpus),
         auto_remove: Some(false),
+        log_config: Some(HostConfigLogConfig {
+            typ: Some("json-file".to_string()),
+            config: Some(HashMap::from([
+                ("max-size".to_string(), LOG_FILE_SIZE.to_string()),
+                ("max-file".to_string(), LOG_FILES.to_string()),
+            ])),
+        }),
         ..Default::default()
     }
+}
+
+/// A log line as the agent keeps it: at most [`LOG_LINE_MAX`] bytes.
+pub fn bounded_line(line: &str) -> String {
+    if line.len() <= LOG_LINE_MAX {
+        return line.to_string();
+    }
+    let mut end = LOG_LINE_MAX;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes cut)", &line[..end], line.len() - end)
 }
 
 /// NVIDIA container toolkit device request: what `docker run --gpus` sends.
@@ -166,6 +198,8 @@ impl DockerEngine {
         let mut stream = self.docker.logs(&id.0, Some(options));
         let job = job_id.to_string();
         let follower = tokio::spawn(async move {
+            let mut window = tokio::time::Instant::now();
+            let (mut forwarded, mut dropped) = (0u32, 0u64);
             while let Some(item) = stream.next().await {
                 let Ok(out) = item else { break };
                 let stream_name = match out {
@@ -174,8 +208,23 @@ impl DockerEngine {
                 };
                 let text = String::from_utf8_lossy(out.as_ref()).into_owned();
                 for line in text.lines().filter(|l| !l.is_empty()) {
+                    if window.elapsed() >= Duration::from_secs(1) {
+                        if dropped > 0 {
+                            tracing::warn!(job_id = %job, dropped, "job log lines over the rate limit dropped");
+                        }
+                        (window, forwarded, dropped) = (tokio::time::Instant::now(), 0, 0);
+                    }
+                    if forwarded >= LOG_LINES_PER_SEC {
+                        dropped += 1;
+                        continue;
+                    }
+                    forwarded += 1;
+                    let line = bounded_line(line);
                     tracing::info!(job_id = %job, stream = stream_name, "{line}");
                 }
+            }
+            if dropped > 0 {
+                tracing::warn!(job_id = %job, dropped, "job log lines over the rate limit dropped");
             }
         });
         Tracked {
@@ -198,7 +247,10 @@ impl DockerEngine {
         while let Some(item) = stream.next().await {
             let out = item.map_err(|e| self.refused("read the logs of", id, e))?;
             let text = String::from_utf8_lossy(out.as_ref()).into_owned();
-            lines.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
+            lines.extend(text.lines().filter(|l| !l.is_empty()).map(bounded_line));
+            // Docker returns whole lines of any length: keep memory bounded.
+            let excess = lines.len().saturating_sub(LOG_TAIL);
+            lines.drain(..excess);
         }
         let excess = lines.len().saturating_sub(LOG_TAIL);
         lines.drain(..excess);
@@ -326,6 +378,33 @@ impl ContainerEngine for DockerEngine {
         }
         result
     }
+
+    async fn list_labelled(&self, label: &str) -> Result<Vec<ListedContainer>, EngineError> {
+        let filters = HashMap::from([("label".to_string(), vec![label.to_string()])]);
+        let options = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let list = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| EngineError::Unreachable(e.to_string()))?;
+        Ok(list
+            .into_iter()
+            .filter_map(|c| {
+                Some(ListedContainer {
+                    id: ContainerId(c.id?),
+                    labels: c.labels.unwrap_or_default(),
+                    running: c.state.is_some_and(|s| s.to_string() == "running"),
+                })
+            })
+            .collect())
+    }
+
+    async fn has_image(&self, image: &str) -> bool {
+        self.docker.inspect_image(image).await.is_ok()
+    }
 }
 
 #[cfg(test)]
@@ -404,6 +483,19 @@ mod tests {
         assert_eq!(json["Driver"], "nvidia");
         assert_eq!(json["Count"], 2);
         assert_eq!(json["Capabilities"], serde_json::json!([["gpu"]]));
+    }
+
+    #[test]
+    fn the_log_on_disk_and_each_kept_line_are_bounded() {
+        let log = host_config(&spec()).log_config.unwrap();
+        assert_eq!(log.typ.as_deref(), Some("json-file"));
+        let config = log.config.unwrap();
+        assert_eq!(config["max-size"], LOG_FILE_SIZE);
+        assert_eq!(config["max-file"], LOG_FILES);
+        let long = "é".repeat(4 * LOG_LINE_MAX);
+        let kept = bounded_line(&long);
+        assert!(kept.len() < LOG_LINE_MAX + 40, "{}", kept.len());
+        assert_eq!(bounded_line("short"), "short");
     }
 
     #[test]

@@ -315,6 +315,14 @@ impl fmt::Display for ExitReport {
     }
 }
 
+/// A container the engine lists (running or not), with its labels.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListedContainer {
+    pub id: ContainerId,
+    pub labels: std::collections::HashMap<String, String>,
+    pub running: bool,
+}
+
 /// The operations the agent needs from a container engine.
 pub trait ContainerEngine: Send + Sync {
     /// Creates and starts the job's container; returns once it is running.
@@ -342,6 +350,63 @@ pub trait ContainerEngine: Send + Sync {
 
     /// Removes the container, killing it first if it still runs.
     fn remove(&self, id: &ContainerId) -> impl Future<Output = Result<(), EngineError>> + Send;
+
+    /// Every container (running or not) carrying the label `label`.
+    fn list_labelled(
+        &self,
+        label: &str,
+    ) -> impl Future<Output = Result<Vec<ListedContainer>, EngineError>> + Send;
+
+    /// Whether the engine holds the image `image` (an id or a reference).
+    fn has_image(&self, image: &str) -> impl Future<Output = bool> + Send;
+}
+
+/// A shared engine is an engine: a test keeps a handle on the fake one it
+/// hands to the agent.
+impl<E: ContainerEngine> ContainerEngine for std::sync::Arc<E> {
+    fn start(
+        &self,
+        spec: &ContainerSpec,
+    ) -> impl Future<Output = Result<ContainerId, EngineError>> + Send {
+        (**self).start(spec)
+    }
+
+    fn signal(
+        &self,
+        id: &ContainerId,
+        signal: JobSignal,
+    ) -> impl Future<Output = Result<(), EngineError>> + Send {
+        (**self).signal(id, signal)
+    }
+
+    fn wait(
+        &self,
+        id: &ContainerId,
+    ) -> impl Future<Output = Result<ExitReport, EngineError>> + Send {
+        (**self).wait(id)
+    }
+
+    fn is_running(
+        &self,
+        id: &ContainerId,
+    ) -> impl Future<Output = Result<bool, EngineError>> + Send {
+        (**self).is_running(id)
+    }
+
+    fn remove(&self, id: &ContainerId) -> impl Future<Output = Result<(), EngineError>> + Send {
+        (**self).remove(id)
+    }
+
+    fn list_labelled(
+        &self,
+        label: &str,
+    ) -> impl Future<Output = Result<Vec<ListedContainer>, EngineError>> + Send {
+        (**self).list_labelled(label)
+    }
+
+    fn has_image(&self, image: &str) -> impl Future<Output = bool> + Send {
+        (**self).has_image(image)
+    }
 }
 
 #[cfg(test)]

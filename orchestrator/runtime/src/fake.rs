@@ -6,6 +6,7 @@
 use crate::contract::ExitMeaning;
 use crate::engine::{
     ContainerEngine, ContainerId, ContainerSpec, EngineError, ExitReport, JobSignal,
+    ListedContainer,
 };
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -24,6 +25,7 @@ struct State {
     next: u64,
     containers: HashMap<String, FakeContainer>,
     refuse_starts: Option<String>,
+    images: Vec<String>,
 }
 
 #[derive(Default)]
@@ -54,6 +56,11 @@ impl FakeEngine {
                 });
             }
         });
+    }
+
+    /// The engine holds `image` from now on.
+    pub fn add_image(&self, image: &str) {
+        self.with(|s| s.images.push(image.to_string()));
     }
 
     /// Every later `start` fails as if the engine refused it.
@@ -151,6 +158,33 @@ impl ContainerEngine for FakeEngine {
             c.removed = true;
         })
     }
+
+    async fn list_labelled(&self, label: &str) -> Result<Vec<ListedContainer>, EngineError> {
+        self.with(|s| {
+            let mut all: Vec<ListedContainer> = s
+                .containers
+                .iter()
+                .filter(|(_, c)| !c.removed)
+                .map(|(id, c)| {
+                    let mut labels: std::collections::HashMap<String, String> =
+                        c.spec.labels.iter().cloned().collect();
+                    labels.insert(crate::docker::JOB_LABEL.to_string(), c.spec.job_id.clone());
+                    ListedContainer {
+                        id: ContainerId(id.clone()),
+                        labels,
+                        running: c.exit.is_none(),
+                    }
+                })
+                .filter(|c| c.labels.contains_key(label))
+                .collect();
+            all.sort_by(|a, b| a.id.0.cmp(&b.id.0));
+            Ok(all)
+        })
+    }
+
+    async fn has_image(&self, image: &str) -> bool {
+        self.with(|s| s.images.iter().any(|i| i == image))
+    }
 }
 
 #[cfg(test)]
@@ -158,7 +192,7 @@ mod tests {
     use super::*;
     use crate::engine::JobMounts;
     use crate::launch::{LaunchError, launch};
-    use crate::staging::{DataCache, DataInput};
+    use crate::staging::{DataCache, DataInput, StagingPolicy};
     use sha2::{Digest, Sha256};
 
     fn setup() -> (tempfile::TempDir, ContainerSpec, DataInput) {
@@ -169,6 +203,7 @@ mod tests {
             name: "train.csv".into(),
             uri: url::Url::from_file_path(&src).unwrap().to_string(),
             sha256: hex::encode(Sha256::digest(b"1,0\n")),
+            max_bytes: None,
         };
         let spec = ContainerSpec::new(
             "job-9",
@@ -183,11 +218,21 @@ mod tests {
         (t, spec, input)
     }
 
+    fn cache(t: &tempfile::TempDir) -> DataCache {
+        DataCache::with_policy(
+            t.path().join("cache"),
+            StagingPolicy {
+                data_roots: vec![t.path().to_path_buf()],
+                ..StagingPolicy::default()
+            },
+        )
+    }
+
     #[tokio::test]
     async fn launch_stages_and_prepares_before_starting() {
         let (t, spec, input) = setup();
         let engine = FakeEngine::new();
-        let cache = DataCache::new(t.path().join("cache"));
+        let cache = cache(&t);
         let (id, staged) = launch(&engine, &cache, &[input], &spec).await.unwrap();
         assert_eq!(staged.len(), 1);
         assert!(t.path().join("data/train.csv").exists());
@@ -209,17 +254,35 @@ mod tests {
         let (t, spec, mut input) = setup();
         input.sha256 = hex::encode(Sha256::digest(b"other"));
         let engine = FakeEngine::new();
-        let cache = DataCache::new(t.path().join("cache"));
+        let cache = cache(&t);
         let err = launch(&engine, &cache, &[input], &spec).await.unwrap_err();
         assert!(matches!(err, LaunchError::Staging { .. }), "{err}");
         assert!(engine.started().is_empty());
     }
 
     #[tokio::test]
+    async fn containers_are_listed_by_label_and_images_known_once_added() {
+        let (t, mut spec, input) = setup();
+        spec.labels = vec![("mcjs.generation".into(), "4".into())];
+        let engine = FakeEngine::new();
+        let cache = cache(&t);
+        let (id, _) = launch(&engine, &cache, &[input], &spec).await.unwrap();
+        let listed = engine.list_labelled("mcjs.generation").await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].id, id);
+        assert_eq!(listed[0].labels["mcjs.job"], "job-9");
+        assert!(listed[0].running);
+        assert!(engine.list_labelled("other").await.unwrap().is_empty());
+        assert!(!engine.has_image(&spec.image).await);
+        engine.add_image(&spec.image);
+        assert!(engine.has_image(&spec.image).await);
+    }
+
+    #[tokio::test]
     async fn sigkill_and_remove_end_a_container_like_docker_does() {
         let (t, spec, input) = setup();
         let engine = FakeEngine::new();
-        let cache = DataCache::new(t.path().join("cache"));
+        let cache = cache(&t);
         let (id, _) = launch(&engine, &cache, &[input], &spec).await.unwrap();
         engine.signal(&id, JobSignal::Kill).await.unwrap();
         assert_eq!(engine.wait(&id).await.unwrap().code, 137);

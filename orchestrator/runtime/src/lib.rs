@@ -4,6 +4,7 @@
 //! implement is docs/job-contract.md.
 
 pub mod checkpoint;
+pub mod confined;
 pub mod contract;
 pub mod deadline;
 pub mod docker;

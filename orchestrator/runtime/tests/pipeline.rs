@@ -40,6 +40,7 @@ fn fixture(keep: usize) -> Fixture {
         job_id: "job-7".into(),
         local_root: local.clone(),
         hash_threads: 2,
+        limits: mcjs_runtime::confined::Limits::UNLIMITED,
     };
     Fixture {
         _t: t,

@@ -7,8 +7,8 @@ use mcjs::state::{FailureCause, Job, JobState, Node, NodeStatus};
 use mcjs_client::Pubkey;
 use mcjs_protocol::JobPhase;
 use mcjs_scheduler::{
-    CheckpointPolicy, FleetIndex, HardwareRequirements, JobId, NodeId, PlacementConfig,
-    PlacementPolicy, PlanRequest, ScarcityAware, Terms,
+    CheckpointPolicy, FleetIndex, HardwareRequirements, InvalidJob, JobId, Needs, NodeId,
+    PlacementConfig, PlacementPolicy, PlanRequest, ScarcityAware, Terms,
 };
 use serde::Serialize;
 
@@ -102,10 +102,40 @@ pub struct Waiting {
     pub reason: String,
 }
 
+/// What kind of account a round could not use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccountKind {
+    Node,
+    Job,
+}
+
+impl AccountKind {
+    /// The label in logs and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Node => "node",
+            Self::Job => "job",
+        }
+    }
+}
+
+/// An account left out of placement because its contents cannot be scheduled (a malformed
+/// node profile, a job whose requirements make no sense). Only that account is left out: the
+/// rest of the fleet and the queue are planned as usual.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub kind: AccountKind,
+    #[serde(with = "b58")]
+    pub account: Pubkey,
+    pub reason: String,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Decision {
     pub actions: Vec<Action>,
     pub waiting: Vec<Waiting>,
+    pub skipped: Vec<Skipped>,
 }
 
 /// One round: report the assignments that failed, then place the queue on
@@ -243,27 +273,32 @@ fn place(
         })
         .map(|(key, node)| (*key, node))
         .collect();
+    // Node by node: the index keeps every node it can use and names the others, so one
+    // malformed account never holds back the queue.
     let fleet_nodes = candidates
         .iter()
         .enumerate()
         .map(|(i, (_, node))| to_fleet_node(i as u64, node));
-    let fleet = match FleetIndex::new(fleet_nodes) {
-        Ok(fleet) => fleet,
-        Err(err) => {
-            for (job, _) in &queued {
-                decision.waiting.push(Waiting {
-                    job: *job,
-                    reason: format!("the fleet view is invalid: {err}"),
-                });
-            }
-            return;
+    let (fleet, rejected) = FleetIndex::build(fleet_nodes);
+    for err in rejected {
+        decision.skipped.push(Skipped {
+            kind: AccountKind::Node,
+            account: candidates[err.node().0 as usize].0,
+            reason: err.to_string(),
+        });
+    }
+    // Job by job, with the planner's own check.
+    let mut jobs: Vec<mcjs_scheduler::Job> = Vec::with_capacity(queued.len());
+    for (i, (key, job)) in queued.iter().enumerate() {
+        match to_queued_job(i as u64, job) {
+            Ok(job) => jobs.push(job),
+            Err(why) => decision.skipped.push(Skipped {
+                kind: AccountKind::Job,
+                account: *key,
+                reason: format!("invalid job: {why}"),
+            }),
         }
-    };
-    let jobs: Vec<mcjs_scheduler::Job> = queued
-        .iter()
-        .enumerate()
-        .map(|(i, (_, job))| to_queued_job(i as u64, job))
-        .collect();
+    }
     let plan = ScarcityAware {
         config: config.placement,
     }
@@ -308,14 +343,15 @@ fn to_fleet_node(id: u64, node: &Node) -> mcjs_scheduler::Node {
     }
 }
 
-fn to_queued_job(id: u64, job: &Job) -> mcjs_scheduler::Job {
+/// The job as the placement core sees it, or why the core could never place it (checked
+/// with the core's own [`Needs::of`], so the daemon and the planner cannot disagree).
+fn to_queued_job(id: u64, job: &Job) -> Result<mcjs_scheduler::Job, InvalidJob> {
     let req = &job.requirements;
     let interval = job.terms.checkpoint_interval_secs;
-    // The chain keeps the bandwidth the job needs; the checkpoint size that
-    // implies under the 20% rule reproduces exactly that need.
-    let size_bytes =
-        u64::from(req.min_checkpoint_write_mibps) * u64::from(interval) / 5 * 1024 * 1024;
-    mcjs_scheduler::Job {
+    // The chain keeps the bandwidth the job needs (already through the checkpoint rule), not
+    // the checkpoint size: the need travels as the minimum bandwidth, and no size is invented
+    // (an invented one would add a disk requirement the owner never made).
+    let queued = mcjs_scheduler::Job {
         id: JobId(id),
         hardware: HardwareRequirements {
             gpu_count: req.gpu_count,
@@ -326,7 +362,7 @@ fn to_queued_job(id: u64, job: &Job) -> mcjs_scheduler::Job {
             ..Default::default()
         },
         checkpoint: CheckpointPolicy {
-            size_bytes,
+            size_bytes: 0,
             interval_secs: interval,
             keep_checkpoints: 0,
         },
@@ -336,7 +372,9 @@ fn to_queued_job(id: u64, job: &Job) -> mcjs_scheduler::Job {
             submitted_unix: job.submitted_at,
             recovering_from: None,
         },
-    }
+    };
+    Needs::of(&queued.hardware, &queued.checkpoint)?;
+    Ok(queued)
 }
 
 mod b58 {

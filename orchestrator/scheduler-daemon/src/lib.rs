@@ -13,5 +13,7 @@ pub mod metrics;
 pub mod server;
 pub mod shell;
 
-pub use crate::core::{Action, Decision, DetectorConfig, Observation, reconcile};
+pub use crate::core::{
+    AccountKind, Action, Decision, DetectorConfig, Observation, Skipped, reconcile,
+};
 pub use crate::liveness::Liveness;

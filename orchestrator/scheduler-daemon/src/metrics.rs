@@ -1,7 +1,9 @@
 //! Prometheus metrics of the scheduler daemon.
 
+use crate::core::AccountKind;
 use prometheus::{
-    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 pub struct Metrics {
@@ -15,6 +17,9 @@ pub struct Metrics {
     pub assignments: IntCounter,
     pub heartbeats: IntCounter,
     pub transaction_errors: IntCounter,
+    /// Accounts the last round left out of placement because they cannot be scheduled, by
+    /// kind ("node", "job"): anything above zero is a malformed account to look at.
+    pub skipped_accounts: IntGaugeVec,
 }
 
 impl Metrics {
@@ -57,6 +62,14 @@ impl Metrics {
                 "Transactions the chain refused or that could not be sent",
             )
             .unwrap(),
+            skipped_accounts: IntGaugeVec::new(
+                Opts::new(
+                    "mcjs_skipped_accounts",
+                    "Accounts left out of the last placement round because they cannot be scheduled, by kind",
+                ),
+                &["kind"],
+            )
+            .unwrap(),
             registry,
         };
         for c in [
@@ -69,8 +82,13 @@ impl Metrics {
             Box::new(m.assignments.clone()),
             Box::new(m.heartbeats.clone()),
             Box::new(m.transaction_errors.clone()),
+            Box::new(m.skipped_accounts.clone()),
         ] {
             m.registry.register(c).expect("metric names are unique");
+        }
+        // Present at zero from the start, so that a dashboard can tell "none" from "unknown".
+        for kind in [AccountKind::Node, AccountKind::Job] {
+            m.skipped_accounts.with_label_values(&[kind.name()]).set(0);
         }
         m
     }
@@ -85,5 +103,30 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skipped_accounts_are_exported_by_kind_from_the_start() {
+        let m = Metrics::new();
+        let text = m.render().unwrap();
+        assert!(
+            text.contains("mcjs_skipped_accounts{kind=\"node\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mcjs_skipped_accounts{kind=\"job\"} 0"),
+            "{text}"
+        );
+        m.skipped_accounts.with_label_values(&["node"]).set(3);
+        assert!(
+            m.render()
+                .unwrap()
+                .contains("mcjs_skipped_accounts{kind=\"node\"} 3")
+        );
     }
 }

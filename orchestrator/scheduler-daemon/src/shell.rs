@@ -16,7 +16,7 @@ use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer, ix};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
-use crate::core::{Action, DetectorConfig, Observation, cause_name, reconcile};
+use crate::core::{AccountKind, Action, DetectorConfig, Observation, cause_name, reconcile};
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::server::{Clock, ServerState, router};
@@ -54,6 +54,7 @@ struct Memory {
     /// fenced the failed node: a new assignment runs above it).
     recovering_since: HashMap<Pubkey, (i64, u32)>,
     last_waiting: HashMap<Pubkey, String>,
+    last_skipped: HashMap<Pubkey, String>,
 }
 
 pub struct Daemon {
@@ -152,6 +153,25 @@ impl Daemon {
                 &self.config.detector,
             )
         };
+        for kind in [AccountKind::Node, AccountKind::Job] {
+            let count = decision.skipped.iter().filter(|s| s.kind == kind).count();
+            self.metrics
+                .skipped_accounts
+                .with_label_values(&[kind.name()])
+                .set(count as i64);
+        }
+        // Logged when an account starts being skipped or its reason changes, not every round.
+        memory
+            .last_skipped
+            .retain(|key, _| decision.skipped.iter().any(|s| s.account == *key));
+        for skipped in &decision.skipped {
+            if memory.last_skipped.get(&skipped.account) != Some(&skipped.reason) {
+                warn!(kind = skipped.kind.name(), account = %skipped.account, reason = %skipped.reason, "account skipped: it cannot be scheduled");
+                memory
+                    .last_skipped
+                    .insert(skipped.account, skipped.reason.clone());
+            }
+        }
         for waiting in &decision.waiting {
             if memory.last_waiting.get(&waiting.job) != Some(&waiting.reason) {
                 info!(job = %waiting.job, reason = %waiting.reason, "job waits");

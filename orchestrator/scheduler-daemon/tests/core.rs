@@ -3,7 +3,9 @@
 use mcjs::state::*;
 use mcjs_client::Pubkey;
 use mcjs_protocol::{ExitReport, Heartbeat, JobPhase, JobReport};
-use mcjs_scheduler_daemon::{Action, DetectorConfig, Liveness, Observation, reconcile};
+use mcjs_scheduler_daemon::{
+    AccountKind, Action, DetectorConfig, Liveness, Observation, reconcile,
+};
 
 const T0: i64 = 1_800_000_000; // seconds
 const MS: i64 = 1_000;
@@ -345,4 +347,165 @@ fn the_same_observation_gives_the_same_decision() {
     used.sort();
     used.dedup();
     assert_eq!(used.len(), 10, "no node is booked twice");
+}
+
+/// A node account whose profile the scheduler cannot use, with the words that name the fault.
+fn malformed_nodes(provider: Pubkey) -> Vec<(Node, &'static str)> {
+    let with = |f: fn(&mut HardwareProfile)| {
+        let mut n = node(provider, 81_920);
+        f(&mut n.hardware);
+        n
+    };
+    let mut overready = node(provider, 81_920);
+    overready.readiness = 200;
+    vec![
+        (
+            with(|h| h.gpu_model = "NVIDIA  RTX_A6000".into()),
+            "is not normalised",
+        ),
+        (with(|h| h.gpu_count = 0), "gpu count 0"),
+        (overready, "readiness 200"),
+        (with(|h| h.vram_per_gpu_mib = u32::MAX), "of vram per gpu"),
+        (with(|h| h.disk_gib = u32::MAX), "of free disk"),
+        (with(|h| h.ram_mib = u32::MAX), "of ram"),
+        (
+            with(|h| h.checkpoint_write_mibps = u32::MAX),
+            "of checkpoint writes",
+        ),
+    ]
+}
+
+#[test]
+fn malformed_nodes_are_skipped_by_name_and_every_job_still_goes_to_a_good_node() {
+    let p = key(30);
+    let mut live = Liveness::new(T0 * MS);
+    let mut nodes = Vec::new();
+    let mut expected_skips = Vec::new();
+    // Bad nodes first, one of each fault: before, the first of them stopped every placement.
+    for (i, (bad, why)) in malformed_nodes(p).into_iter().enumerate() {
+        let k = key(150 + i as u8);
+        expected_skips.push((k, why));
+        nodes.push((k, bad));
+    }
+    let good: Vec<Pubkey> = (0..3).map(|i| key(200 + i)).collect();
+    for &k in &good {
+        nodes.push((k, node(p, 81_920)));
+    }
+    for (k, _) in &nodes {
+        live.record(heartbeat(*k, vec![]), T0 * MS).unwrap();
+    }
+    let jobs: Vec<(Pubkey, Job)> = (0..3)
+        .map(|i| (key(100 + i), JobBuilder::pending().0))
+        .collect();
+
+    let decision = reconcile(
+        &Observation {
+            now_ms: T0 * MS,
+            jobs: &jobs,
+            nodes: &nodes,
+            liveness: &live,
+        },
+        &DetectorConfig::default(),
+    );
+
+    let mut used: Vec<Pubkey> = decision
+        .actions
+        .iter()
+        .map(|a| match a {
+            Action::Assign { node, .. } => *node,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    used.sort();
+    assert_eq!(used, good, "every job is placed, only on good nodes");
+    assert!(decision.waiting.is_empty(), "{:?}", decision.waiting);
+    assert_eq!(decision.skipped.len(), expected_skips.len());
+    for ((account, why), skipped) in expected_skips.iter().zip(&decision.skipped) {
+        assert_eq!(skipped.kind, AccountKind::Node);
+        assert_eq!(skipped.account, *account);
+        assert!(
+            skipped.reason.contains(why),
+            "{why:?} in {}",
+            skipped.reason
+        );
+    }
+}
+
+#[test]
+fn a_malformed_job_is_skipped_by_name_and_the_others_are_placed() {
+    let p = key(30);
+    let mut live = Liveness::new(T0 * MS);
+    let nodes: Vec<(Pubkey, Node)> = (0..2).map(|i| (key(200 + i), node(p, 81_920))).collect();
+    for (k, _) in &nodes {
+        live.record(heartbeat(*k, vec![]), T0 * MS).unwrap();
+    }
+    let mut unnormalised = JobBuilder::pending().0;
+    unnormalised.requirements.gpu_models = vec!["NVIDIA  RTX_A6000".into()];
+    unnormalised.submitted_at = T0 - 3_600;
+    let mut no_gpus = JobBuilder::pending().0;
+    no_gpus.requirements.gpu_count = 0;
+    no_gpus.submitted_at = T0 - 3_600;
+    // Sizes that overflowed the old conversion of a bandwidth back into a checkpoint size.
+    let mut absurd = JobBuilder::pending().0;
+    absurd.requirements.min_checkpoint_write_mibps = u32::MAX;
+    absurd.terms.checkpoint_interval_secs = u32::MAX;
+    let (good_a, good_b) = (key(110), key(111));
+    let jobs = vec![
+        (key(100), unnormalised),
+        (key(101), no_gpus),
+        (key(102), absurd),
+        (good_a, JobBuilder::pending().0),
+        (good_b, JobBuilder::pending().0),
+    ];
+
+    let decision = reconcile(
+        &Observation {
+            now_ms: T0 * MS,
+            jobs: &jobs,
+            nodes: &nodes,
+            liveness: &live,
+        },
+        &DetectorConfig::default(),
+    );
+
+    let mut placed: Vec<Pubkey> = decision
+        .actions
+        .iter()
+        .map(|a| match a {
+            Action::Assign { job, .. } => *job,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    placed.sort();
+    assert_eq!(placed, vec![good_a, good_b]);
+    let skipped: Vec<(Pubkey, AccountKind, &str)> = decision
+        .skipped
+        .iter()
+        .map(|s| (s.account, s.kind, s.reason.as_str()))
+        .collect();
+    assert_eq!(
+        skipped,
+        vec![
+            (
+                key(100),
+                AccountKind::Job,
+                "invalid job: gpu model \"NVIDIA  RTX_A6000\" is not normalised: write \"rtx-a6000\""
+            ),
+            (
+                key(101),
+                AccountKind::Job,
+                "invalid job: gpu_count is 0: a job needs at least one gpu"
+            ),
+        ]
+    );
+    // The absurd one is valid, only unplaceable: it waits, saying what no node has.
+    assert_eq!(decision.waiting.len(), 1, "{:?}", decision.waiting);
+    assert_eq!(decision.waiting[0].job, key(102));
+    assert!(
+        decision.waiting[0]
+            .reason
+            .contains("checkpoint write bandwidth"),
+        "{}",
+        decision.waiting[0].reason
+    );
 }

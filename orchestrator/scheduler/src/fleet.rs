@@ -13,10 +13,11 @@ use std::collections::HashMap;
 pub enum FleetError {
     #[error("node {0} appears twice: each node id must be unique")]
     DuplicateNode(u64),
-    #[error("node {id} has readiness {readiness}: readiness is a score in 0..=100")]
-    ReadinessOutOfRange { id: u64, readiness: u8 },
-    #[error("node {0} has no gpus: a node must report at least one gpu")]
-    NoGpus(u64),
+    #[error("node {id} reports an impossible profile: {why}")]
+    Implausible {
+        id: u64,
+        why: mcjs_spec::node_limits::NodeLimitError,
+    },
     #[error("node {id} model {given:?} is not normalised: write {expected:?}")]
     ModelNotNormalised {
         id: u64,
@@ -27,9 +28,21 @@ pub enum FleetError {
     UnknownNode(u64),
 }
 
+impl FleetError {
+    /// The node the error is about.
+    pub fn node(&self) -> NodeId {
+        NodeId(match self {
+            Self::DuplicateNode(id) | Self::UnknownNode(id) => *id,
+            Self::Implausible { id, .. } | Self::ModelNotNormalised { id, .. } => *id,
+        })
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct ClassEntry {
     pub profile: HardwareClass,
+    /// The classes with the same discrete properties share a group.
+    pub group: u32,
     /// Nodes of the class that are not offline: how common the hardware is.
     pub online: u32,
     pub busy: u32,
@@ -38,6 +51,9 @@ pub(crate) struct ClassEntry {
     pub available: Vec<u32>,
     /// Available nodes with a failure history, whose back-off depends on the planning time.
     pub with_failures: Vec<u32>,
+    /// Every node of the class, in no order: for jobs whose need falls inside a measured
+    /// bucket, which are told about the nodes that fit one by one.
+    pub members: Vec<u32>,
 }
 
 /// Nodes grouped by hardware class. Planning borrows it immutably.
@@ -45,48 +61,76 @@ pub(crate) struct ClassEntry {
 pub struct FleetIndex {
     pub(crate) nodes: Vec<Node>,
     pub(crate) node_class: Vec<u32>,
+    /// Where each node sits in its class's `members`, so that moving it is O(1).
+    member_pos: Vec<u32>,
     pub(crate) classes: Vec<ClassEntry>,
     slot_of: HashMap<NodeId, u32>,
     class_of: HashMap<HardwareClass, u32>,
+    group_of: HashMap<HardwareClass, u32>,
 }
 
 fn order_key(n: &Node) -> (Reverse<u8>, u64, NodeId) {
     (Reverse(n.readiness), n.price_per_gpu_hour, n.id)
 }
 
-fn validate(node: &Node) -> Result<(), FleetError> {
-    if node.readiness > 100 {
-        return Err(FleetError::ReadinessOutOfRange {
-            id: node.id.0,
-            readiness: node.readiness,
-        });
-    }
-    if node.gpu_count == 0 {
-        return Err(FleetError::NoGpus(node.id.0));
-    }
-    let normalised = crate::model::normalise_model(&node.gpu_model);
-    if normalised != node.gpu_model {
+/// Whether the index can hold a node: sizes within the shared bounds
+/// (`mcjs_spec::node_limits`), at least one gpu, readiness a score, the model name normalised.
+/// The one check behind [`FleetIndex::new`], [`FleetIndex::build`] and [`FleetIndex::upsert`];
+/// callers that convert nodes from elsewhere use it to skip a node rather than a fleet.
+pub fn validate_node(node: &Node) -> Result<(), FleetError> {
+    let sizes = mcjs_spec::node_limits::NodeSizes {
+        gpu_count: node.gpu_count,
+        vram_per_gpu_mib: node.vram_per_gpu_mib,
+        compute_capability_sm: node.compute_capability,
+        ram_mib: node.ram_mib,
+        disk_gib: node.disk_free_gib,
+        checkpoint_write_mibps: node.checkpoint_write_mibps,
+        readiness: node.readiness,
+    };
+    sizes
+        .check()
+        .map_err(|why| FleetError::Implausible { id: node.id.0, why })?;
+    if !mcjs_spec::gpu::is_normalized(&node.gpu_model) {
         return Err(FleetError::ModelNotNormalised {
             id: node.id.0,
             given: node.gpu_model.clone(),
-            expected: normalised,
+            expected: mcjs_spec::gpu::normalize_model(&node.gpu_model),
         });
     }
     Ok(())
 }
 
 impl FleetIndex {
+    /// The whole fleet, or the first node that cannot be indexed. For fleets that must be
+    /// whole (the simulator, tests); the daemon uses [`FleetIndex::build`].
     pub fn new(nodes: impl IntoIterator<Item = Node>) -> Result<Self, FleetError> {
+        let (fleet, rejected) = Self::build(nodes);
+        match rejected.into_iter().next() {
+            None => Ok(fleet),
+            Some(first) => Err(first),
+        }
+    }
+
+    /// Indexes every valid node and returns the others with the reason, in input order: one
+    /// malformed or duplicated node never keeps the rest of the fleet from being scheduled.
+    /// Of two nodes with one id, the first is kept.
+    pub fn build(nodes: impl IntoIterator<Item = Node>) -> (Self, Vec<FleetError>) {
         let mut fleet = Self::default();
+        let mut rejected = Vec::new();
         for node in nodes {
             if fleet.slot_of.contains_key(&node.id) {
-                return Err(FleetError::DuplicateNode(node.id.0));
+                rejected.push(FleetError::DuplicateNode(node.id.0));
+                continue;
             }
-            validate(&node)?;
+            if let Err(why) = validate_node(&node) {
+                rejected.push(why);
+                continue;
+            }
             let slot = fleet.nodes.len() as u32;
             fleet.slot_of.insert(node.id, slot);
             fleet.nodes.push(node);
             fleet.node_class.push(0);
+            fleet.member_pos.push(0);
             fleet.attach_unsorted(slot);
         }
         // One sort per class instead of a sorted insert per node.
@@ -96,7 +140,7 @@ impl FleetIndex {
                 .available
                 .sort_by_key(|&s| order_key(&nodes[s as usize]));
         }
-        Ok(fleet)
+        (fleet, rejected)
     }
 
     pub fn len(&self) -> usize {
@@ -111,6 +155,12 @@ impl FleetIndex {
         self.classes.len()
     }
 
+    /// How many distinct combinations of discrete properties (model, gpus, vram, compute
+    /// capability, driver, cpu cores, stability) the fleet has.
+    pub fn group_count(&self) -> usize {
+        self.group_of.len()
+    }
+
     pub fn node(&self, id: NodeId) -> Option<&Node> {
         self.slot_of.get(&id).map(|&s| &self.nodes[s as usize])
     }
@@ -121,7 +171,7 @@ impl FleetIndex {
 
     /// Adds a node or replaces its previous state (status, profile, price, failures).
     pub fn upsert(&mut self, node: Node) -> Result<(), FleetError> {
-        validate(&node)?;
+        validate_node(&node)?;
         let slot = match self.slot_of.get(&node.id) {
             Some(&slot) => {
                 self.detach(slot);
@@ -133,6 +183,7 @@ impl FleetIndex {
                 self.slot_of.insert(node.id, slot);
                 self.nodes.push(node);
                 self.node_class.push(0);
+                self.member_pos.push(0);
                 slot
             }
         };
@@ -163,13 +214,17 @@ impl FleetIndex {
             None => {
                 let c = self.classes.len() as u32;
                 self.class_of.insert(profile.clone(), c);
+                let groups = self.group_of.len() as u32;
+                let group = *self.group_of.entry(profile.discrete()).or_insert(groups);
                 self.classes.push(ClassEntry {
                     profile,
+                    group,
                     online: 0,
                     busy: 0,
                     offline: 0,
                     available: Vec::new(),
                     with_failures: Vec::new(),
+                    members: Vec::new(),
                 });
                 c
             }
@@ -179,6 +234,8 @@ impl FleetIndex {
         let has_failures = node.consecutive_failures > 0;
         let status = node.status;
         let entry = &mut self.classes[class as usize];
+        self.member_pos[slot as usize] = entry.members.len() as u32;
+        entry.members.push(slot);
         match status {
             NodeStatus::Offline => entry.offline += 1,
             NodeStatus::Busy => {
@@ -208,6 +265,12 @@ impl FleetIndex {
         let class = self.node_class[slot as usize];
         let key = order_key(node);
         let entry = &mut self.classes[class as usize];
+        let i = self.member_pos[slot as usize] as usize;
+        debug_assert_eq!(entry.members.get(i), Some(&slot));
+        entry.members.swap_remove(i);
+        if let Some(&moved) = entry.members.get(i) {
+            self.member_pos[moved as usize] = i as u32;
+        }
         match node.status {
             NodeStatus::Offline => entry.offline -= 1,
             NodeStatus::Busy => {

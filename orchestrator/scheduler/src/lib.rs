@@ -5,17 +5,17 @@
 //! simulator in [`sim`] drives any [`PlacementPolicy`] over days of simulated time.
 
 pub mod fleet;
-pub mod model;
 pub mod plan;
 pub mod requirements;
 pub mod sim;
 pub mod types;
 
-pub use fleet::{FleetError, FleetIndex};
-pub use model::{model_matches, normalise_model};
+pub use fleet::{FleetError, FleetIndex, validate_node};
 pub use plan::{
     Availability, BestFit, FirstFit, Placement, PlacementPolicy, Plan, PlanRequest, ScarcityAware,
     Unplaced, UnplacedJob,
 };
-pub use requirements::{HardwareClass, InvalidJob, Needs, Requirement};
+pub use requirements::{
+    HardwareClass, InvalidJob, Needs, Requirement, bucket_ceiling, bucket_floor,
+};
 pub use types::*;

@@ -2,7 +2,8 @@
 
 use crate::fleet::FleetIndex;
 use crate::requirements::{InvalidJob, Needs, Requirement};
-use crate::types::{ExpectedDemand, Job, JobId, NodeId, PlacementConfig, format_usdc};
+use crate::types::{ExpectedDemand, Job, JobId, NodeId, PlacementConfig};
+use mcjs_spec::units::Usdc;
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
@@ -108,11 +109,11 @@ impl fmt::Display for Availability {
         } else if all(self.too_expensive) {
             write!(
                 f,
-                "all {n} capable {nodes} cost more than {} per gpu-hour",
-                format_usdc(self.max_per_gpu_hour)
+                "all {n} capable {nodes} cost more than {} USDC per gpu-hour",
+                Usdc(self.max_per_gpu_hour)
             )?;
             match self.cheapest_per_gpu_hour {
-                Some(c) => write!(f, " (cheapest free {})", format_usdc(c)),
+                Some(c) => write!(f, " (cheapest free {} USDC)", Usdc(c)),
                 None => Ok(()),
             }
         } else if all(self.held_for_scarcer_jobs) {
@@ -314,8 +315,20 @@ impl<'a> Planner<'a> {
             return s;
         }
         let fleet = self.fleet;
+        // Every class that may hold a fitting node: on a measured value the need can fall
+        // inside a class's bucket, and then its nodes are checked one by one when chosen.
+        // The exact properties are checked once per discrete group, the measured ones (a few
+        // integer comparisons) per class.
+        let mut discrete: Vec<Option<bool>> = vec![None; fleet.group_count()];
         let classes: Vec<u32> = (0..fleet.classes.len() as u32)
-            .filter(|&c| needs.unmet(&fleet.classes[c as usize].profile) == 0)
+            .filter(|&c| {
+                let entry = &fleet.classes[c as usize];
+                // A class every node has left (after updates) offers nothing.
+                !entry.members.is_empty()
+                    && *discrete[entry.group as usize]
+                        .get_or_insert_with(|| needs.unmet_discrete(&entry.profile) == 0)
+                    && needs.unmet_measured_at_best(&entry.profile) == 0
+            })
             .collect();
         let breadth = classes
             .iter()
@@ -421,6 +434,11 @@ impl<'a> Planner<'a> {
             }
         }
         for s in 0..self.shapes.len() {
+            // Shapes of expected demand only weigh on loads and holds; nothing is placed
+            // with them, so they need no class order.
+            if self.shapes[s].queued == 0.0 {
+                continue;
+            }
             let mut preference = self.shapes[s].classes.clone();
             let profile = |c: u32| &fleet.classes[c as usize].profile;
             match self.strategy {
@@ -483,7 +501,7 @@ impl<'a> Planner<'a> {
                 if self.classes[c as usize].free == 0 {
                     continue;
                 }
-                if let Some((pos, is_fallback)) = self.lowest_id_node(c, price, avoid) {
+                if let Some((pos, is_fallback)) = self.lowest_id_node(s, c, price, avoid) {
                     let id = self.node_at(c, pos).id;
                     if is_fallback {
                         fallback = fallback.or(Some((c, pos)));
@@ -499,7 +517,7 @@ impl<'a> Planner<'a> {
                 if free == 0 || (!ignore_holds && free <= self.held(c, tier)) {
                     continue;
                 }
-                match self.best_node(c, price, avoid) {
+                match self.best_node(s, c, price, avoid) {
                     Some((pos, false)) => {
                         chosen = Some((c, pos));
                         break;
@@ -513,6 +531,14 @@ impl<'a> Planner<'a> {
         match chosen.or(fallback) {
             Some((c, pos)) => {
                 let node = self.node_at(c, pos);
+                // The class matched on bucket floors, which every node of it reaches; the
+                // node's own values are checked once more so that no placement rests on the
+                // index alone.
+                let admitted = self.shapes[s].needs.admits(node);
+                debug_assert!(admitted, "{} does not meet the needs its class meets", node.id);
+                if !admitted {
+                    return None;
+                }
                 let (id, node_price) = (node.id, node.price_per_gpu_hour);
                 let state = &mut self.classes[c as usize];
                 if state.taken.is_empty() {
@@ -539,6 +565,15 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// Whether the shape's need falls inside one of the class's measured buckets, so that only
+    /// some of its nodes fit and each must be checked; otherwise every node fits.
+    fn straddles(&self, s: usize, class: u32) -> bool {
+        self.shapes[s]
+            .needs
+            .unmet(&self.fleet.classes[class as usize].profile)
+            != 0
+    }
+
     fn node_at(&self, class: u32, pos: usize) -> &'a crate::types::Node {
         let slot = self.fleet.classes[class as usize].available[pos];
         &self.fleet.nodes[slot as usize]
@@ -557,11 +592,13 @@ impl<'a> Planner<'a> {
     /// that just failed the job unless it is the only one (returned with `true`).
     fn best_node(
         &mut self,
+        s: usize,
         class: u32,
         price: u64,
         avoid: Option<NodeId>,
     ) -> Option<(usize, bool)> {
         let len = self.fleet.classes[class as usize].available.len();
+        let check_each = self.straddles(s, class);
         let mut cursor = self.classes[class as usize].cursor;
         while cursor < len && !self.usable(class, cursor) {
             cursor += 1;
@@ -573,7 +610,8 @@ impl<'a> Planner<'a> {
                 continue;
             }
             let node = self.node_at(class, pos);
-            if node.price_per_gpu_hour > price {
+            if node.price_per_gpu_hour > price || (check_each && !self.shapes[s].needs.admits(node))
+            {
                 continue;
             }
             if Some(node.id) == avoid {
@@ -587,11 +625,13 @@ impl<'a> Planner<'a> {
 
     fn lowest_id_node(
         &self,
+        s: usize,
         class: u32,
         price: u64,
         avoid: Option<NodeId>,
     ) -> Option<(usize, bool)> {
         let len = self.fleet.classes[class as usize].available.len();
+        let check_each = self.straddles(s, class);
         let mut best: Option<(NodeId, usize)> = None;
         let mut fallback = None;
         for pos in 0..len {
@@ -599,7 +639,8 @@ impl<'a> Planner<'a> {
                 continue;
             }
             let node = self.node_at(class, pos);
-            if node.price_per_gpu_hour > price {
+            if node.price_per_gpu_hour > price || (check_each && !self.shapes[s].needs.admits(node))
+            {
                 continue;
             }
             if Some(node.id) == avoid {
@@ -609,6 +650,97 @@ impl<'a> Planner<'a> {
             }
         }
         best.map(|(_, pos)| (pos, false)).or(fallback)
+    }
+
+    /// Counts a class whose every node meets the job's needs, from the class's counters.
+    fn count_whole_class(
+        &self,
+        a: &mut Availability,
+        c: u32,
+        price: u64,
+        free_prices: &mut [Option<Vec<u64>>],
+    ) {
+        let fleet = self.fleet;
+        let entry = &fleet.classes[c as usize];
+        let state = &self.classes[c as usize];
+        let prices = free_prices[c as usize].get_or_insert_with(|| {
+            let mut p: Vec<u64> = entry
+                .available
+                .iter()
+                .map(|&slot| &fleet.nodes[slot as usize])
+                .filter(|n| {
+                    n.consecutive_failures == 0
+                        || !self.config.backing_off(n, self.request.now_unix)
+                })
+                .map(|n| n.price_per_gpu_hour)
+                .collect();
+            p.sort_unstable();
+            p
+        });
+        let affordable = prices.partition_point(|&p| p <= price) as u32;
+        let affordable_taken = state.taken_prices.partition_point(|&p| p <= price) as u32;
+        a.capable += entry.online + entry.offline;
+        a.offline += entry.offline;
+        a.busy += entry.busy + affordable_taken;
+        a.recently_failed += state.backing_off;
+        a.too_expensive += prices.len() as u32 - affordable;
+        a.held_for_scarcer_jobs += affordable - affordable_taken;
+        a.next_retry_unix = match (a.next_retry_unix, state.next_retry) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+        if let Some(&cheapest) = prices.first() {
+            a.cheapest_per_gpu_hour = Some(
+                a.cheapest_per_gpu_hour
+                    .map_or(cheapest, |c| c.min(cheapest)),
+            );
+        }
+    }
+
+    /// Counts, node by node, the nodes of a class whose bucket the job's need falls inside
+    /// that meet it with their own values.
+    fn count_fitting_nodes(&self, a: &mut Availability, s: usize, c: u32, price: u64) {
+        let fleet = self.fleet;
+        let entry = &fleet.classes[c as usize];
+        let needs = &self.shapes[s].needs;
+        let state = &self.classes[c as usize];
+        let now = self.request.now_unix;
+        for &slot in &entry.members {
+            let node = &fleet.nodes[slot as usize];
+            if !needs.admits(node) {
+                continue;
+            }
+            a.capable += 1;
+            match node.status {
+                crate::types::NodeStatus::Offline => a.offline += 1,
+                crate::types::NodeStatus::Busy => a.busy += 1,
+                crate::types::NodeStatus::Available => {}
+            }
+        }
+        for (pos, &slot) in entry.available.iter().enumerate() {
+            let node = &fleet.nodes[slot as usize];
+            if !needs.admits(node) {
+                continue;
+            }
+            if node.consecutive_failures > 0 && self.config.backing_off(node, now) {
+                a.recently_failed += 1;
+                let at = self.config.retry_at(node);
+                a.next_retry_unix = a.next_retry_unix.min(at).or(a.next_retry_unix).or(at);
+                continue;
+            }
+            let node_price = node.price_per_gpu_hour;
+            a.cheapest_per_gpu_hour = Some(
+                a.cheapest_per_gpu_hour
+                    .map_or(node_price, |c| c.min(node_price)),
+            );
+            if node_price > price {
+                a.too_expensive += 1;
+            } else if state.taken.get(pos).copied().unwrap_or(false) {
+                a.busy += 1;
+            } else {
+                a.held_for_scarcer_jobs += 1;
+            }
+        }
     }
 
     fn explain(&mut self, plan: &mut Plan, waiting: &[(usize, usize)]) {
@@ -627,22 +759,22 @@ impl<'a> Planner<'a> {
         for &(i, s) in waiting {
             let job = &jobs[i];
             let shape = &self.shapes[s];
+            let no_capable_node = || {
+                // Only requirements that no node meets even at the top of its buckets.
+                let mask = fleet
+                    .classes
+                    .iter()
+                    .filter(|c| !c.members.is_empty())
+                    .fold(u16::MAX, |m, c| m & shape.needs.unmet_at_best(&c.profile));
+                match shape.needs.requirement(mask) {
+                    Some(missing) => Unplaced::NoCapableNode { missing },
+                    None => Unplaced::NoSingleCapableNode,
+                }
+            };
             let reason = if fleet.is_empty() {
                 Unplaced::EmptyFleet
             } else if shape.classes.is_empty() {
-                by_shape
-                    .entry(s)
-                    .or_insert_with(|| {
-                        let mask = fleet
-                            .classes
-                            .iter()
-                            .fold(u16::MAX, |m, c| m & shape.needs.unmet(&c.profile));
-                        match shape.needs.requirement(mask) {
-                            Some(missing) => Unplaced::NoCapableNode { missing },
-                            None => Unplaced::NoSingleCapableNode,
-                        }
-                    })
-                    .clone()
+                by_shape.entry(s).or_insert_with(no_capable_node).clone()
             } else {
                 let price = job.terms.max_price_per_gpu_hour;
                 by_price
@@ -653,41 +785,15 @@ impl<'a> Planner<'a> {
                             ..Availability::default()
                         };
                         for &c in &shape.classes {
-                            let entry = &fleet.classes[c as usize];
-                            let state = &self.classes[c as usize];
-                            let prices = free_prices[c as usize].get_or_insert_with(|| {
-                                let mut p: Vec<u64> = entry
-                                    .available
-                                    .iter()
-                                    .map(|&slot| &fleet.nodes[slot as usize])
-                                    .filter(|n| {
-                                        n.consecutive_failures == 0
-                                            || !self.config.backing_off(n, self.request.now_unix)
-                                    })
-                                    .map(|n| n.price_per_gpu_hour)
-                                    .collect();
-                                p.sort_unstable();
-                                p
-                            });
-                            let affordable = prices.partition_point(|&p| p <= price) as u32;
-                            let affordable_taken =
-                                state.taken_prices.partition_point(|&p| p <= price) as u32;
-                            a.capable += entry.online + entry.offline;
-                            a.offline += entry.offline;
-                            a.busy += entry.busy + affordable_taken;
-                            a.recently_failed += state.backing_off;
-                            a.too_expensive += prices.len() as u32 - affordable;
-                            a.held_for_scarcer_jobs += affordable - affordable_taken;
-                            a.next_retry_unix = match (a.next_retry_unix, state.next_retry) {
-                                (Some(x), Some(y)) => Some(x.min(y)),
-                                (x, y) => x.or(y),
-                            };
-                            if let Some(&cheapest) = prices.first() {
-                                a.cheapest_per_gpu_hour = Some(
-                                    a.cheapest_per_gpu_hour
-                                        .map_or(cheapest, |c| c.min(cheapest)),
-                                );
+                            if shape.needs.unmet(&fleet.classes[c as usize].profile) == 0 {
+                                self.count_whole_class(&mut a, c, price, &mut free_prices);
+                            } else {
+                                self.count_fitting_nodes(&mut a, s, c, price);
                             }
+                        }
+                        if a.capable == 0 {
+                            // Only bucket-straddling classes, and none of their nodes fits.
+                            return no_capable_node();
                         }
                         Unplaced::NoneAvailable(a)
                     })

@@ -1,15 +1,24 @@
 //! Hard requirements, reduced to what a node's hardware class must offer.
 
-use crate::model::{model_matches, normalise_model};
 use crate::types::{CheckpointPolicy, HardwareRequirements, Node};
+use mcjs_spec::checkpoint::{required_free_bytes, required_write_mibps};
+use mcjs_spec::gpu::{allow_list_admits, is_normalized, normalize_model};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 const MIB: u128 = 1 << 20;
 const GIB: u128 = 1 << 30;
 
-/// Everything about a node that placement compares against requirements. Nodes with equal
-/// profiles are interchangeable for matching, so matching runs once per class, not per node.
+/// What placement compares against requirements, for a group of nodes that are
+/// interchangeable for matching, so that matching runs once per class, not per node.
+///
+/// Discrete properties (model, GPU count, VRAM, compute capability, driver, CPU cores,
+/// bandwidth stability) are exact. Measured ones (RAM, free disk, checkpoint write bandwidth)
+/// differ on every real node, so a class holds the *floor* of their geometric bucket
+/// ([`bucket_floor`]): every node of the class has at least that much, so a job the class
+/// satisfies is satisfied by each of its nodes, and a real fleet stays a few hundred classes
+/// instead of one per node. The cost: a job whose need lies between a node's floor and its
+/// value does not see that node (see docs/scheduler.md).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct HardwareClass {
     pub gpu_count: u8,
@@ -18,19 +27,128 @@ pub struct HardwareClass {
     pub gpu_model: String,
     pub driver: (u32, u32),
     pub cpu_cores: u16,
+    /// Bucket floor.
     pub ram_mib: u32,
+    /// Bucket floor.
     pub disk_free_gib: u32,
+    /// Bucket floor.
     pub checkpoint_write_mibps: u32,
     pub bandwidth_stable: bool,
 }
 
+/// Significant bits a bucket floor keeps: two give buckets 4, 6, 8, 12, 16, 24, 32 ... (two
+/// per doubling). Coarser buckets mean fewer classes, so faster matching; they cost no
+/// capability (a job also sees the classes its need falls inside, node by node), only a
+/// longer node scan in those classes. Three bits gave 422 classes for the simulator's 10,000
+/// nodes and about twice the per-job time; two give 138.
+const BUCKET_BITS: u32 = 2;
+
+/// The floor of a measured value's geometric bucket: the value with all but its
+/// `BUCKET_BITS` most significant bits cleared, values below 4 exact. The floor never exceeds
+/// the value and is more than 2/3 of it.
+pub fn bucket_floor(value: u32) -> u32 {
+    let bits = u32::BITS - value.leading_zeros();
+    if bits <= BUCKET_BITS {
+        return value;
+    }
+    let shift = bits - BUCKET_BITS;
+    (value >> shift) << shift
+}
+
+/// The largest value whose bucket floor is `floor`: the most a node of the bucket can have.
+pub fn bucket_ceiling(floor: u32) -> u32 {
+    let bits = u32::BITS - floor.leading_zeros();
+    if bits <= BUCKET_BITS {
+        return floor;
+    }
+    floor | ((1 << (bits - BUCKET_BITS)) - 1)
+}
+
 impl HardwareClass {
+    /// The node's class: its discrete properties and the bucket floors of its measured ones.
     pub fn of(node: &Node) -> Self {
+        Self {
+            ram_mib: bucket_floor(node.ram_mib),
+            disk_free_gib: bucket_floor(node.disk_free_gib),
+            checkpoint_write_mibps: bucket_floor(node.checkpoint_write_mibps),
+            ..Self::exact(node)
+        }
+    }
+
+    /// The class with its measured values cleared: classes that differ only in measured
+    /// values form one discrete group.
+    pub(crate) fn discrete(&self) -> Self {
+        Self {
+            ram_mib: 0,
+            disk_free_gib: 0,
+            checkpoint_write_mibps: 0,
+            ..self.clone()
+        }
+    }
+
+    /// The node's own values, unbucketed.
+    pub fn exact(node: &Node) -> Self {
         Self {
             gpu_count: node.gpu_count,
             vram_per_gpu_mib: node.vram_per_gpu_mib,
             compute_capability: node.compute_capability,
             gpu_model: node.gpu_model.clone(),
+            driver: node.driver,
+            cpu_cores: node.cpu_cores,
+            ram_mib: node.ram_mib,
+            disk_free_gib: node.disk_free_gib,
+            checkpoint_write_mibps: node.checkpoint_write_mibps,
+            bandwidth_stable: node.bandwidth_stable,
+        }
+    }
+
+    /// The class with each measured value at its bucket's ceiling: what its best node may have.
+    fn ceiling_view(&self) -> Profile<'_> {
+        Profile {
+            ram_mib: bucket_ceiling(self.ram_mib),
+            disk_free_gib: bucket_ceiling(self.disk_free_gib),
+            checkpoint_write_mibps: bucket_ceiling(self.checkpoint_write_mibps),
+            ..self.view()
+        }
+    }
+
+    fn view(&self) -> Profile<'_> {
+        Profile {
+            gpu_count: self.gpu_count,
+            vram_per_gpu_mib: self.vram_per_gpu_mib,
+            compute_capability: self.compute_capability,
+            gpu_model: &self.gpu_model,
+            driver: self.driver,
+            cpu_cores: self.cpu_cores,
+            ram_mib: self.ram_mib,
+            disk_free_gib: self.disk_free_gib,
+            checkpoint_write_mibps: self.checkpoint_write_mibps,
+            bandwidth_stable: self.bandwidth_stable,
+        }
+    }
+}
+
+/// What `Needs::unmet` reads, borrowed from a class or straight from a node.
+struct Profile<'a> {
+    gpu_count: u8,
+    vram_per_gpu_mib: u32,
+    compute_capability: u16,
+    gpu_model: &'a str,
+    driver: (u32, u32),
+    cpu_cores: u16,
+    ram_mib: u32,
+    disk_free_gib: u32,
+    checkpoint_write_mibps: u32,
+    bandwidth_stable: bool,
+}
+
+impl<'a> From<&'a Node> for Profile<'a> {
+    fn from(node: &'a Node) -> Self {
+        Self {
+            gpu_count: node.gpu_count,
+            vram_per_gpu_mib: node.vram_per_gpu_mib,
+            compute_capability: node.compute_capability,
+            gpu_model: &node.gpu_model,
             driver: node.driver,
             cpu_cores: node.cpu_cores,
             ram_mib: node.ram_mib,
@@ -68,8 +186,8 @@ pub struct Needs {
     pub min_ram_mib: u32,
     /// max(min disk, checkpoint size x (kept + 1)).
     pub min_disk_bytes: u128,
-    /// max(on-chain minimum, ceil(size_MiB x 5 / interval)): a checkpoint write may take at
-    /// most 20% of the interval.
+    /// max(on-chain minimum, the shared checkpoint rule `mcjs_spec::checkpoint`): a checkpoint
+    /// write may take at most 20% of the interval.
     pub min_write_mibps: u128,
     pub needs_stable_bandwidth: bool,
 }
@@ -95,19 +213,15 @@ impl Needs {
         if ckpt.size_bytes > 0 && ckpt.interval_secs == 0 {
             return Err(InvalidJob::ZeroCheckpointInterval);
         }
-        if let Some(bad) = hw.gpu_models.iter().find(|m| normalise_model(m) != **m) {
+        if let Some(bad) = hw.gpu_models.iter().find(|m| !is_normalized(m)) {
             return Err(InvalidJob::ModelNotNormalised {
                 given: bad.clone(),
-                expected: normalise_model(bad),
+                expected: normalize_model(bad),
             });
         }
-        let size = ckpt.size_bytes as u128;
-        let checkpoint_space = size * (ckpt.keep_checkpoints as u128 + 1);
-        let checkpoint_rate = if size == 0 {
-            0
-        } else {
-            (size * 5).div_ceil(ckpt.interval_secs as u128 * MIB)
-        };
+        let size = ckpt.size_bytes;
+        let checkpoint_space = required_free_bytes(size, u32::from(ckpt.keep_checkpoints));
+        let checkpoint_rate = u128::from(required_write_mibps(size, u64::from(ckpt.interval_secs)));
         let mut gpu_models = hw.gpu_models.clone();
         gpu_models.sort();
         gpu_models.dedup();
@@ -126,23 +240,60 @@ impl Needs {
     }
 
     /// Bit i set = requirement `Requirement::ORDER[i]` is not met by the class.
-    pub fn unmet(&self, c: &HardwareClass) -> u16 {
+    pub fn unmet(&self, class: &HardwareClass) -> u16 {
+        self.unmet_by(&class.view())
+    }
+
+    /// The requirements that no node of the class can meet, even one at the top of each
+    /// measured bucket. A class with `unmet == 0` serves the job on every node; one with only
+    /// `unmet_at_best == 0` serves it on the nodes whose own values reach the need (which
+    /// placement checks one by one with [`Needs::admits`]), so bucketing never hides a node
+    /// that fits.
+    pub fn unmet_at_best(&self, class: &HardwareClass) -> u16 {
+        self.unmet_by(&class.ceiling_view())
+    }
+
+    /// Whether the node's own measured values, not its class's floors, meet every
+    /// requirement: the last check before a placement is final.
+    pub fn admits(&self, node: &Node) -> bool {
+        self.unmet_by(&Profile::from(node)) == 0
+    }
+
+    /// `unmet` restricted to the exact properties, which all classes of one discrete group
+    /// share: the planner checks them once per group rather than once per class.
+    pub(crate) fn unmet_discrete(&self, class: &HardwareClass) -> u16 {
+        self.unmet_discrete_by(&class.view())
+    }
+
+    /// `unmet_at_best` restricted to the measured properties.
+    pub(crate) fn unmet_measured_at_best(&self, class: &HardwareClass) -> u16 {
+        self.unmet_measured_by(&class.ceiling_view())
+    }
+
+    fn unmet_by(&self, c: &Profile<'_>) -> u16 {
+        self.unmet_discrete_by(c) | self.unmet_measured_by(c)
+    }
+
+    fn unmet_discrete_by(&self, c: &Profile<'_>) -> u16 {
         let checks = [
-            c.gpu_count >= self.gpu_count,
-            model_matches(&self.gpu_models, &c.gpu_model),
-            c.vram_per_gpu_mib >= self.min_vram_mib,
-            c.compute_capability >= self.min_compute_capability,
-            self.min_driver.is_none_or(|d| c.driver >= d),
-            c.cpu_cores >= self.min_cpu_cores,
-            c.ram_mib >= self.min_ram_mib,
-            c.disk_free_gib as u128 * GIB >= self.min_disk_bytes,
-            c.checkpoint_write_mibps as u128 >= self.min_write_mibps,
-            c.bandwidth_stable || !self.needs_stable_bandwidth,
+            (0, c.gpu_count >= self.gpu_count),
+            (1, allow_list_admits(&self.gpu_models, c.gpu_model)),
+            (2, c.vram_per_gpu_mib >= self.min_vram_mib),
+            (3, c.compute_capability >= self.min_compute_capability),
+            (4, self.min_driver.is_none_or(|d| c.driver >= d)),
+            (5, c.cpu_cores >= self.min_cpu_cores),
+            (9, c.bandwidth_stable || !self.needs_stable_bandwidth),
         ];
-        checks
-            .iter()
-            .enumerate()
-            .fold(0, |mask, (i, ok)| if *ok { mask } else { mask | (1 << i) })
+        mask_of(&checks)
+    }
+
+    fn unmet_measured_by(&self, c: &Profile<'_>) -> u16 {
+        let checks = [
+            (6, c.ram_mib >= self.min_ram_mib),
+            (7, c.disk_free_gib as u128 * GIB >= self.min_disk_bytes),
+            (8, c.checkpoint_write_mibps as u128 >= self.min_write_mibps),
+        ];
+        mask_of(&checks)
     }
 
     /// The requirement behind the lowest set bit of an `unmet` mask.
@@ -161,6 +312,14 @@ impl Needs {
             _ => Requirement::StableBandwidth,
         })
     }
+}
+
+/// Bit `i` set for every check `(i, false)`.
+fn mask_of(checks: &[(u16, bool)]) -> u16 {
+    checks.iter().fold(
+        0,
+        |mask, &(bit, ok)| if ok { mask } else { mask | (1 << bit) },
+    )
 }
 
 /// One hard requirement, as named in an explanation.

@@ -5,13 +5,13 @@
 
 use crate::fleet::FleetIndex;
 use crate::plan::{PlacementPolicy, PlanRequest};
-use crate::requirements::{HardwareClass, Needs};
+use crate::requirements::Needs;
 use crate::types::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 
 const USDC: u64 = 1_000_000;
@@ -237,6 +237,9 @@ pub struct SimConfig {
     /// hardware in the report.
     pub scarce_fraction: f64,
     pub scarce_wait_threshold_secs: i64,
+    /// Each node's measured values differ as a real fleet's do (see [`measure`]); off, every
+    /// node of a kind reports its kind's nominal values.
+    pub measured_variation: bool,
 }
 
 impl Default for SimConfig {
@@ -257,6 +260,7 @@ impl Default for SimConfig {
             forecast_horizon_secs: 0,
             scarce_fraction: 0.15,
             scarce_wait_threshold_secs: 600,
+            measured_variation: true,
         }
     }
 }
@@ -343,6 +347,22 @@ pub enum IncidentKind {
     Partition { secs: i64 },
 }
 
+/// Replaces each node's nominal measured values by what a HAL would report on a real fleet:
+/// checkpoint write bandwidth within ±30% of the kind's, 30–100% of the disk free, and RAM a
+/// few hundred MiB under nominal (firmware and kernel reservations differ per machine).
+///
+/// Drawn from a stream of its own, so that the rest of the world (arrivals, crashes, prices)
+/// is the same with or without variation and quality can be compared on one seed.
+pub fn measure(nodes: &mut [Node], seed: u64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6d65_6173_7572_6564);
+    for node in nodes {
+        node.checkpoint_write_mibps =
+            (node.checkpoint_write_mibps as f64 * rng.random_range(0.7..=1.3)) as u32;
+        node.disk_free_gib = (node.disk_free_gib as f64 * rng.random_range(0.3..=1.0)) as u32;
+        node.ram_mib = node.ram_mib.saturating_sub(rng.random_range(0..=600));
+    }
+}
+
 fn exp(rng: &mut ChaCha8Rng, mean: f64) -> f64 {
     -mean * (1.0 - rng.random::<f64>()).ln()
 }
@@ -406,6 +426,10 @@ impl World {
                 }
             })
             .collect();
+        let mut nodes = nodes;
+        if config.measured_variation {
+            measure(&mut nodes, config.seed);
+        }
         let node_mtbf_days: Vec<f64> = kind_of_node.iter().map(|&k| kinds[k].mtbf_days).collect();
 
         let mut incidents = Vec::new();
@@ -494,10 +518,12 @@ impl World {
         }
         arrival_times.sort_unstable();
 
-        let mut class_sizes: HashMap<HardwareClass, u64> = HashMap::new();
-        for n in &nodes {
-            *class_sizes.entry(HardwareClass::of(n)).or_default() += 1;
-        }
+        // A job's needs depend only on its kind. Counted on each node's own values, so which
+        // jobs are scarce does not depend on the index's buckets.
+        let capable_by_kind: Vec<u64> = job_kinds
+            .iter()
+            .map(|kind| capable_nodes(&nodes, kind))
+            .collect();
         let scarce_limit = (config.scarce_fraction * nodes.len() as f64) as u64;
         let jobs = arrival_times
             .iter()
@@ -530,7 +556,7 @@ impl World {
                         recovering_from: None,
                     },
                 };
-                let scarce = capable_nodes(&class_sizes, &job) <= scarce_limit;
+                let scarce = capable_by_kind[k] <= scarce_limit;
                 SimJobSpec {
                     job,
                     kind: k,
@@ -550,15 +576,16 @@ impl World {
     }
 }
 
-fn capable_nodes(class_sizes: &HashMap<HardwareClass, u64>, job: &Job) -> u64 {
-    let Ok(needs) = Needs::of(&job.hardware, &job.checkpoint) else {
+fn capable_nodes(nodes: &[Node], kind: &JobKind) -> u64 {
+    let checkpoint = CheckpointPolicy {
+        size_bytes: kind.checkpoint_gib << 30,
+        interval_secs: kind.interval_secs,
+        keep_checkpoints: 2,
+    };
+    let Ok(needs) = Needs::of(&kind.hardware, &checkpoint) else {
         return 0;
     };
-    class_sizes
-        .iter()
-        .filter(|(c, _)| needs.unmet(c) == 0)
-        .map(|(_, n)| n)
-        .sum()
+    nodes.iter().filter(|n| needs.admits(n)).count() as u64
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -153,10 +153,3 @@ impl PlacementConfig {
         self.retry_at(node).is_some_and(|t| now_unix < t)
     }
 }
-
-/// Formats USDC base units as "12.50 USDC".
-pub fn format_usdc(base_units: u64) -> String {
-    let whole = base_units / 1_000_000;
-    let cents = (base_units % 1_000_000) / 10_000;
-    format!("{whole}.{cents:02} USDC")
-}

@@ -135,6 +135,86 @@ fn arb_case() -> impl Strategy<Value = (Vec<Node>, Vec<Job>)> {
     })
 }
 
+/// A node of a real fleet: one of a few kinds, with its own measured bandwidth (±30%), free
+/// disk (30-100%) and RAM (up to 600 MiB under nominal), as the HAL reports them.
+fn arb_measured_node(id: u64) -> impl Strategy<Value = Node> {
+    (
+        0usize..3,
+        (0.7f64..=1.3, 0.3f64..=1.0, 0u32..=600),
+        (0u8..=100, 1u64..=10, 0u8..3),
+        (prop::option::of(-7200i64..=0), 0u32..3),
+    )
+        .prop_map(
+            move |(kind, (bw, disk, ram_drop), (readiness, price, status), (failed, failures))| {
+                let (model, gpus, vram_gib, cc, driver, ram_gib, disk_gib, bw_mibps) = [
+                    ("geforce-rtx-4090", 1, 24, 89, (550, 0), 64, 2000, 900),
+                    ("a100-sxm4-80gb", 8, 80, 80, (550, 0), 512, 8000, 4000),
+                    ("k80", 4, 12, 37, (470, 0), 256, 1000, 300),
+                ][kind];
+                Node {
+                    id: NodeId(id),
+                    gpu_model: model.into(),
+                    gpu_count: gpus,
+                    vram_per_gpu_mib: vram_gib * 1024,
+                    compute_capability: cc,
+                    driver,
+                    cpu_cores: 8 * gpus as u16,
+                    ram_mib: ram_gib * 1024 - ram_drop,
+                    disk_free_gib: (disk_gib as f64 * disk) as u32,
+                    checkpoint_write_mibps: (bw_mibps as f64 * bw) as u32,
+                    bandwidth_stable: true,
+                    readiness,
+                    price_per_gpu_hour: price * USDC / 4,
+                    status: [NodeStatus::Available, NodeStatus::Busy, NodeStatus::Offline]
+                        [status as usize],
+                    last_failure_unix: failed.map(|d| NOW + d),
+                    consecutive_failures: failures,
+                }
+            },
+        )
+}
+
+/// A job whose measured needs land in the same ranges as the nodes' values, so that needs
+/// fall inside the index's buckets as well as between them.
+fn arb_measured_job(id: u64) -> impl Strategy<Value = Job> {
+    (
+        arb_job(id),
+        prop::sample::select(vec![0u32, 30_000, 60_000, 65_000, 65_536, 262_000, 524_000]),
+        0u32..=8000,
+        0u32..=5000,
+        (0u64..=2000, 60u32..=3600, 0u8..=3),
+    )
+        .prop_map(|(mut job, ram, disk, bw, (size_gib, interval, keep))| {
+            job.hardware.gpu_count = job.hardware.gpu_count.min(4);
+            job.hardware.gpu_models.clear();
+            job.hardware.min_cpu_cores = 0;
+            job.hardware.min_ram_mib = ram;
+            job.hardware.min_disk_gib = disk;
+            job.hardware.min_checkpoint_write_mibps = bw;
+            job.checkpoint = CheckpointPolicy {
+                size_bytes: size_gib << 30,
+                interval_secs: interval,
+                keep_checkpoints: keep,
+            };
+            job
+        })
+}
+
+fn arb_measured_case() -> impl Strategy<Value = (Vec<Node>, Vec<Job>)> {
+    (1usize..40, 1usize..12).prop_flat_map(|(n, j)| {
+        (
+            (0..n as u64).map(arb_measured_node).collect::<Vec<_>>(),
+            (0..j as u64).map(arb_measured_job).collect::<Vec<_>>(),
+        )
+    })
+}
+
+/// Small random fleets with independent values, and real-looking fleets with per-node
+/// measured values.
+fn arb_any_case() -> impl Strategy<Value = (Vec<Node>, Vec<Job>)> {
+    prop_oneof![arb_case(), arb_measured_case()]
+}
+
 /// The hard requirements, written out independently of the placement code.
 fn violations(job: &Job, node: &Node, config: &PlacementConfig) -> Vec<&'static str> {
     let hw = &job.hardware;
@@ -206,7 +286,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
     #[test]
-    fn no_placement_violates_a_hard_requirement((nodes, jobs) in arb_case()) {
+    fn no_placement_violates_a_hard_requirement((nodes, jobs) in arb_any_case()) {
         let fleet = FleetIndex::new(nodes.clone()).unwrap();
         for policy in policies() {
             let plan = policy.plan(&fleet, &PlanRequest::new(&jobs, NOW));
@@ -220,7 +300,7 @@ proptest! {
     }
 
     #[test]
-    fn no_node_is_double_booked_and_every_job_is_accounted_for((nodes, jobs) in arb_case()) {
+    fn no_node_is_double_booked_and_every_job_is_accounted_for((nodes, jobs) in arb_any_case()) {
         let fleet = FleetIndex::new(nodes).unwrap();
         for policy in policies() {
             let plan = policy.plan(&fleet, &PlanRequest::new(&jobs, NOW));
@@ -239,7 +319,7 @@ proptest! {
     }
 
     #[test]
-    fn every_waiting_job_whose_nodes_are_free_and_affordable_is_held_or_placed((nodes, jobs) in arb_case()) {
+    fn every_waiting_job_whose_nodes_are_free_and_affordable_is_held_or_placed((nodes, jobs) in arb_any_case()) {
         // A reason must be true: "all busy" means none of the capable nodes is free.
         let fleet = FleetIndex::new(nodes).unwrap();
         let plan = ScarcityAware::default().plan(&fleet, &PlanRequest::new(&jobs, NOW));
@@ -256,7 +336,7 @@ proptest! {
     }
 
     #[test]
-    fn the_same_input_gives_the_same_plan_whatever_the_node_order((nodes, jobs) in arb_case()) {
+    fn the_same_input_gives_the_same_plan_whatever_the_node_order((nodes, jobs) in arb_any_case()) {
         for policy in policies() {
             let fleet = FleetIndex::new(nodes.clone()).unwrap();
             let first = policy.plan(&fleet, &PlanRequest::new(&jobs, NOW));
@@ -272,12 +352,18 @@ proptest! {
     }
 
     #[test]
-    fn incremental_updates_plan_like_a_fresh_index((nodes, jobs) in arb_case(), flips in prop::collection::vec(0u8..3, 14)) {
+    fn incremental_updates_plan_like_a_fresh_index((nodes, jobs) in arb_any_case(), flips in prop::collection::vec(0u8..3, 40), shrink in prop::collection::vec(any::<bool>(), 40)) {
         let mut fleet = FleetIndex::new(nodes.clone()).unwrap();
         let mut updated = nodes.clone();
-        for (node, flip) in updated.iter_mut().zip(&flips) {
+        for ((node, flip), shrink) in updated.iter_mut().zip(&flips).zip(&shrink) {
             node.status = [NodeStatus::Available, NodeStatus::Busy, NodeStatus::Offline][*flip as usize];
             fleet.set_status(node.id, node.status).unwrap();
+            if *shrink {
+                // A new measurement moves the node to another bucket.
+                node.disk_free_gib = node.disk_free_gib * 2 / 3;
+                node.checkpoint_write_mibps = node.checkpoint_write_mibps * 5 / 4;
+                fleet.upsert(node.clone()).unwrap();
+            }
         }
         let fresh = FleetIndex::new(updated).unwrap();
         let policy = ScarcityAware::default();
@@ -285,5 +371,39 @@ proptest! {
             policy.plan(&fleet, &PlanRequest::new(&jobs, NOW)),
             policy.plan(&fresh, &PlanRequest::new(&jobs, NOW))
         );
+    }
+
+    #[test]
+    fn bucketing_hides_no_node_from_a_lone_job((nodes, jobs) in arb_any_case()) {
+        // Alone in the queue, with nothing expected, a job is placed exactly when some node
+        // meets all of its needs by the independent check: bucket floors never cost a fit.
+        let fleet = FleetIndex::new(nodes.clone()).unwrap();
+        for job in &jobs {
+            let fits = nodes
+                .iter()
+                .any(|n| violations(job, n, &PlacementConfig::default()).is_empty());
+            for policy in policies() {
+                let plan = policy.plan(&fleet, &PlanRequest::new(std::slice::from_ref(job), NOW));
+                prop_assert_eq!(plan.placements.len() == 1, fits, "{} {:?}", policy.name(), plan.unplaced);
+            }
+        }
+    }
+
+    #[test]
+    fn a_bucket_floor_is_reached_by_every_value_of_its_bucket(value in any::<u32>()) {
+        let floor = bucket_floor(value);
+        prop_assert!(floor <= value);
+        prop_assert!(floor as u64 * 3 > value as u64 * 2 || value < 4, "{floor} for {value}");
+        prop_assert_eq!(bucket_floor(floor), floor);
+        prop_assert!(bucket_ceiling(floor) >= value);
+        prop_assert_eq!(bucket_floor(bucket_ceiling(floor)), floor);
+    }
+
+    #[test]
+    fn measured_fleets_stay_few_classes(nodes in prop::collection::vec(arb_measured_node(0), 200..400)) {
+        let nodes = nodes.into_iter().enumerate().map(|(i, mut n)| { n.id = NodeId(i as u64); n });
+        let fleet = FleetIndex::new(nodes).unwrap();
+        // 3 kinds x at most 3 bandwidth x 4 disk x 2 ram buckets, whatever the fleet size.
+        prop_assert!(fleet.class_count() <= 72, "{} classes", fleet.class_count());
     }
 }

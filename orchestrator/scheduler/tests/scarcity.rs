@@ -220,3 +220,38 @@ fn a_bad_fleet_is_rejected_with_the_reason() {
     let err = FleetIndex::new(vec![node(2).readiness(120)]).unwrap_err();
     assert!(err.to_string().contains("readiness 120"));
 }
+
+#[test]
+fn building_a_fleet_keeps_the_good_nodes_and_names_each_bad_one() {
+    let mut unnormalised = node(3);
+    unnormalised.gpu_model = "NVIDIA  RTX_A6000".into();
+    let mut no_gpus = node(4);
+    no_gpus.gpu_count = 0;
+    let mut huge_disk = node(6);
+    huge_disk.disk_free_gib = u32::MAX;
+    let (fleet, rejected) = FleetIndex::build(vec![
+        node(1),
+        node(1),
+        node(2).readiness(200),
+        unnormalised,
+        no_gpus,
+        node(5),
+        huge_disk,
+    ]);
+    let kept: Vec<u64> = fleet.nodes().iter().map(|n| n.id.0).collect();
+    assert_eq!(kept, vec![1, 5]);
+    let reasons: Vec<String> = rejected.iter().map(|e| e.to_string()).collect();
+    assert_eq!(
+        reasons,
+        vec![
+            "node 1 appears twice: each node id must be unique",
+            "node 2 reports an impossible profile: readiness 200 is outside 0..=100",
+            "node 3 model \"NVIDIA  RTX_A6000\" is not normalised: write \"rtx-a6000\"",
+            "node 4 reports an impossible profile: gpu count 0 is outside 1..=16",
+            "node 6 reports an impossible profile: 4294967295 GiB of free disk is more than 1048576",
+        ]
+    );
+    // The kept nodes plan as usual.
+    let plan = ScarcityAware::default().plan(&fleet, &PlanRequest::new(&[job(10), job(11)], NOW));
+    assert_eq!(plan.placements.len(), 2);
+}

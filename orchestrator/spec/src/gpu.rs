@@ -38,20 +38,36 @@ pub fn normalize_model(name: &str) -> String {
     out
 }
 
+/// Whether `name` is already in the form [`normalize_model`] gives, and not empty: the form
+/// the chain stores and the scheduler compares without normalising again.
+pub fn is_normalized(name: &str) -> bool {
+    !name.is_empty() && normalize_model(name) == name
+}
+
 /// Whether a node's GPU `model` satisfies one allow-list entry `allowed`: after normalising
 /// both, equal, or the model extends the entry at a '-' boundary. "a100" matches
 /// "a100-sxm4-80gb"; "a100-80gb" does not (the boundary rule never skips a middle segment),
 /// and "a10" does not match "a100-pcie".
 pub fn model_matches(allowed: &str, model: &str) -> bool {
-    let allowed = normalize_model(allowed);
-    let model = normalize_model(model);
-    if allowed.is_empty() {
-        return false;
-    }
-    model == allowed
-        || model
-            .strip_prefix(allowed.as_str())
-            .is_some_and(|rest| rest.starts_with('-'))
+    normalized_model_matches(&normalize_model(allowed), &normalize_model(model))
+}
+
+/// [`model_matches`] for names that are already normalised: no allocation, for callers that
+/// compare the same names many times (the scheduler, once per hardware class and job shape).
+pub fn normalized_model_matches(allowed: &str, model: &str) -> bool {
+    !allowed.is_empty()
+        && model
+            .strip_prefix(allowed)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+}
+
+/// Whether an allow-list of normalised entries admits a normalised model: an empty list
+/// admits any model, otherwise one entry must match.
+pub fn allow_list_admits<S: AsRef<str>>(allow_list: &[S], model: &str) -> bool {
+    allow_list.is_empty()
+        || allow_list
+            .iter()
+            .any(|entry| normalized_model_matches(entry.as_ref(), model))
 }
 
 /// A CUDA compute capability "major.minor", carried as the sm number major*10+minor
@@ -182,6 +198,56 @@ mod tests {
         assert!(!model_matches("a100-sxm4-80gb", "a100"));
         assert!(model_matches("Tesla K80", "k80"));
         assert!(!model_matches("", "k80"));
+    }
+
+    /// Inputs on which earlier copies of these rules disagreed, or could.
+    #[test]
+    fn tricky_model_names_normalise_one_way() {
+        let table = [
+            ("nvidia  rtx_a6000", "rtx-a6000"),
+            ("NVIDIA  RTX_A6000", "rtx-a6000"),
+            ("Tesla  K80", "k80"),
+            ("NVIDIA Tesla  V100", "v100"),
+            ("nvidia", "nvidia"),
+            ("nvidia ", "nvidia"),
+            ("NVIDIA_A100", "nvidia-a100"),
+            ("tesla nvidia k80", "nvidia-k80"),
+            ("  H100 __ PCIe ", "h100-pcie"),
+            ("a100__sxm4  80gb", "a100-sxm4-80gb"),
+            ("A100-SXM4-80GB", "a100-sxm4-80gb"),
+            ("", ""),
+        ];
+        for (raw, expected) in table {
+            assert_eq!(normalize_model(raw), expected, "{raw:?}");
+            assert!(
+                expected.is_empty() || is_normalized(expected),
+                "{expected:?}"
+            );
+        }
+        for not_normal in ["NVIDIA  RTX_A6000", "rtx_a6000", "A100", " k80", ""] {
+            assert!(!is_normalized(not_normal), "{not_normal:?}");
+        }
+    }
+
+    #[test]
+    fn allow_lists_admit_by_whole_segments_and_empty_admits_all() {
+        let list = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(allow_list_admits::<String>(&[], "k80"));
+        assert!(allow_list_admits(&list(&["a100"]), "a100-sxm4-80gb"));
+        assert!(allow_list_admits(
+            &list(&["h100", "a100"]),
+            "a100-pcie-40gb"
+        ));
+        assert!(!allow_list_admits(&list(&["a100-80gb"]), "a100-sxm4-80gb"));
+        assert!(!allow_list_admits(&list(&["a10"]), "a100-sxm4-80gb"));
+        assert!(!allow_list_admits(&list(&[""]), "k80"));
+        assert!(!allow_list_admits(&list(&[""]), ""));
+        for (allowed, model) in [("a100", "NVIDIA A100-SXM4-80GB"), ("a10", "a100-pcie")] {
+            assert_eq!(
+                model_matches(allowed, model),
+                normalized_model_matches(&normalize_model(allowed), &normalize_model(model))
+            );
+        }
     }
 
     #[test]

@@ -13,9 +13,11 @@
 //! assert_eq!(mcjs_spec::spec_hash(&spec).len(), 32);
 //! ```
 
+pub mod checkpoint;
 pub mod error;
 pub mod fields;
 pub mod gpu;
+pub mod node_limits;
 mod parse;
 pub mod spec;
 pub mod summary;

@@ -18,7 +18,7 @@ pub struct RequirementSummary {
     pub min_compute_capability: u16,
     /// Normalised, at most 4, each at most 32 bytes; empty: any model.
     pub gpu_models: Vec<String>,
-    /// ceil(max_checkpoint_size_MiB * 5 / interval_secs).
+    /// `crate::checkpoint::required_write_mibps(max_checkpoint_size, interval)`.
     pub min_checkpoint_write_mibps: u32,
 }
 
@@ -99,11 +99,11 @@ impl JobSpec {
             cpu_cores: h.cpu_cores,
             ram_mib: clamp_u32(h.ram.mib_ceil()),
             disk_gib: clamp_u32(h.disk.gib_ceil()),
-            checkpoint_disk_bytes: self
-                .checkpoint
-                .max_size
-                .0
-                .saturating_mul(u64::from(self.checkpoint.keep) + 1),
+            checkpoint_disk_bytes: u64::try_from(crate::checkpoint::required_free_bytes(
+                self.checkpoint.max_size.0,
+                u32::from(self.checkpoint.keep),
+            ))
+            .unwrap_or(u64::MAX),
             min_checkpoint_write_mibps: summary.min_checkpoint_write_mibps,
         }
     }

@@ -404,14 +404,10 @@ fn show_bytes(n: u128) -> String {
     }
 }
 
-/// The write bandwidth a node needs to write `size` within 20% of `interval`:
-/// ceil(size_MiB * 5 / interval_secs) MiB/s.
+/// The write bandwidth a node needs to write `size` within 20% of `interval`, by the one
+/// shared rule ([`crate::checkpoint::required_write_mibps`]).
 pub(crate) fn min_write_mibps(size: ByteSize, interval: HumanDuration) -> u64 {
-    if interval.secs() == 0 {
-        return u64::MAX;
-    }
-    let needed = (u128::from(size.mib_ceil()) * 5).div_ceil(u128::from(interval.secs()));
-    u64::try_from(needed).unwrap_or(u64::MAX)
+    crate::checkpoint::required_write_mibps(size.0, interval.secs())
 }
 
 fn check_output(spec: &JobSpec, e: &mut Errors) {

@@ -57,6 +57,14 @@ pub struct RunArgs {
     /// How often the agent reconciles with the chain, in milliseconds.
     #[arg(long, default_value_t = 500)]
     pub tick_ms: u64,
+    /// A directory whose files jobs may stage as file:// inputs
+    /// (repeatable). None by default: file:// inputs are refused.
+    #[arg(long = "data-root", value_name = "DIR")]
+    pub data_roots: Vec<PathBuf>,
+    /// Let http(s) inputs reach loopback, private, link-local, CGNAT and
+    /// cloud-metadata addresses (refused by default).
+    #[arg(long)]
+    pub allow_private_data: bool,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
@@ -82,6 +90,14 @@ fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
         .with_context(|| format!("cannot create the store {}", args.store.display()))?;
     let store_root = std::fs::canonicalize(&args.store)?;
     let work_dir = std::fs::canonicalize(&args.work_dir)?;
+    let data_roots = args
+        .data_roots
+        .iter()
+        .map(|d| {
+            std::fs::canonicalize(d)
+                .with_context(|| format!("cannot use the data root {}", d.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let chain = RpcChain::new(ctx.client(), node_key);
@@ -99,6 +115,11 @@ fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
             hash_threads: args.hash_threads,
             scheduler: args.scheduler.clone(),
             agent_url: format!("http://{}", args.listen),
+            staging: mcjs_agent::StagingPolicy {
+                data_roots,
+                allow_private: args.allow_private_data,
+                ..Default::default()
+            },
         };
         let metrics = mcjs_agent::metrics::AgentMetrics::new();
         let agent = Agent::new(chain, config, store, metrics).await?;

@@ -113,6 +113,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         profiles,
         prices: vec!["1.00".into(), "1.20".into(), "1.50".into()],
         provider_stake_usdc: 200,
+        data_roots: vec![data.clone()],
     })
     .await
     .context("cannot start the demo cluster")?;

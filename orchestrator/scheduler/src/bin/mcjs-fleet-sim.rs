@@ -12,7 +12,10 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: mcjs-fleet-sim [--all] [--throughput] [--quality] [--scale] \
-[--seed N] [--nodes N] [--days D] [--max-hold-hours H] [--forecast-mins M] [--json]";
+[--seed N] [--nodes N] [--days D] [--max-hold-hours H] [--forecast-mins M] [--nominal] [--json]
+
+Nodes report per-node measured values (bandwidth, free disk, RAM) as on a real fleet;
+--nominal gives every node of a kind its kind's exact values instead.";
 
 struct Args {
     throughput: bool,
@@ -23,6 +26,7 @@ struct Args {
     days: f64,
     max_hold_hours: f64,
     forecast_mins: i64,
+    nominal: bool,
     json: bool,
 }
 
@@ -36,6 +40,7 @@ fn parse_args() -> Result<Args> {
         days: 7.0,
         max_hold_hours: PlacementConfig::default().max_hold_secs as f64 / 3600.0,
         forecast_mins: SimConfig::default().forecast_horizon_secs / 60,
+        nominal: false,
         json: false,
     };
     let mut it = std::env::args().skip(1);
@@ -50,6 +55,7 @@ fn parse_args() -> Result<Args> {
             "--quality" => args.quality = true,
             "--scale" => args.scale = true,
             "--json" => args.json = true,
+            "--nominal" => args.nominal = true,
             "--seed" => {
                 args.seed = value("--seed")?
                     .parse()
@@ -108,7 +114,7 @@ fn run(args: Args) -> Result<()> {
     };
     if args.throughput {
         println!("## Planning throughput (one core, medians)\n");
-        throughput_table(&[10_000], args.seed);
+        throughput_table(&[10_000], args.seed, !args.nominal);
     }
     if args.quality {
         println!(
@@ -120,6 +126,7 @@ fn run(args: Args) -> Result<()> {
             nodes: args.nodes,
             days: args.days,
             forecast_horizon_secs: args.forecast_mins * 60,
+            measured_variation: !args.nominal,
             ..SimConfig::default()
         };
         quality_table(
@@ -135,7 +142,7 @@ fn run(args: Args) -> Result<()> {
     }
     if args.scale {
         println!("\n## Scale: planning cost as the fleet grows (one core, medians)\n");
-        throughput_table(&[1_000, 10_000, 100_000], args.seed);
+        throughput_table(&[1_000, 10_000, 100_000], args.seed, !args.nominal);
         let nodes = args.nodes * 10;
         println!(
             "\n## Scale: placement quality at {nodes} nodes, 2 days, seed {}\n",
@@ -146,6 +153,7 @@ fn run(args: Args) -> Result<()> {
             nodes,
             days: 2.0,
             forecast_horizon_secs: args.forecast_mins * 60,
+            measured_variation: !args.nominal,
             ..SimConfig::default()
         };
         quality_table(&[Workload::scarce_heavy()], &config, placement, args.json);
@@ -170,11 +178,12 @@ fn fmt_duration(d: Duration) -> String {
 }
 
 /// A fleet drawn like the simulator's, with `busy` of it running jobs.
-fn loaded_fleet(nodes: usize, busy: f64, seed: u64) -> FleetIndex {
+fn loaded_fleet(nodes: usize, busy: f64, seed: u64, measured_variation: bool) -> FleetIndex {
     let config = SimConfig {
         seed,
         nodes,
         days: 0.01,
+        measured_variation,
         ..SimConfig::default()
     };
     let world = World::draw(&Workload::balanced(), &config);
@@ -261,7 +270,7 @@ fn time_plan(
     (median(samples), placed)
 }
 
-fn throughput_table(sizes: &[usize], seed: u64) {
+fn throughput_table(sizes: &[usize], seed: u64, measured_variation: bool) {
     let policies: [&dyn PlacementPolicy; 3] = [
         &ScarcityAware::default(),
         &FirstFit::default(),
@@ -271,7 +280,7 @@ fn throughput_table(sizes: &[usize], seed: u64) {
     println!("| ---: | ---: | --- | ---: | ---: | ---: |");
     for &n in sizes {
         let start = Instant::now();
-        let fleet = loaded_fleet(n, 0.7, seed);
+        let fleet = loaded_fleet(n, 0.7, seed, measured_variation);
         let index_time = start.elapsed();
         let (jobs, expected) = queued_jobs(100_000, seed);
         for policy in policies {
