@@ -96,6 +96,8 @@ enum Command {
     Scheduler(cmd::scheduler::SchedulerArgs),
     /// Run the whole story locally: chain, scheduler, three agents, a job, a node killed, recovery, payout, audit.
     Demo(cmd::demo::DemoArgs),
+    /// The auditor's web dashboard: jobs, providers, nodes and audits, read from the chain.
+    Dashboard(cmd::dashboard::DashboardArgs),
 }
 
 fn main() -> ExitCode {
@@ -105,6 +107,7 @@ fn main() -> ExitCode {
         Command::Hal { cmd } => cmd::hal::run(cmd, &cli.global),
         Command::Scheduler(args) => cmd::scheduler::run(args, &cli.global),
         Command::Demo(args) => cmd::demo::run(args, &cli.global),
+        Command::Dashboard(args) => cmd::dashboard::run(args, &cli.global),
         Command::Localnet(args) => cmd::localnet::run(args, &cli.global),
         Command::Job { cmd } => cmd::job::run(cmd, &cli.global),
         Command::Provider { cmd } => cmd::provider::run(cmd, &cli.global),

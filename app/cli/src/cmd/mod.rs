@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod agent;
 pub mod audit;
+pub mod dashboard;
 pub mod demo;
 pub mod hal;
 pub mod job;

@@ -1,0 +1,840 @@
+//! What each page shows, computed from the chain alone: accounts read
+//! through the chain client, histories from transaction logs, and the
+//! verdicts of the client's audit. Nothing here is assumed; a badge is
+//! whatever the audit returned.
+
+use std::collections::BTreeMap;
+
+use mcjs::state::{Job, JobState, NodeStatus};
+use mcjs_client::audit::{AuditStep, Divergence, audit_job, audit_provider};
+use mcjs_client::history::{HistoryEntry, McjsEvent, failure_cause, node_status};
+use mcjs_client::{ChainClient, ChainError, JobFilter, PROGRAM_ID, Pubkey, pda};
+use serde::Serialize;
+
+use crate::chart::{self, Timeline};
+
+/// Job states in the program's order.
+pub const JOB_STATES: [&str; 9] = [
+    "pending",
+    "assigned",
+    "running",
+    "paused",
+    "recovering",
+    "completed",
+    "failed",
+    "cancelled",
+    "expired",
+];
+
+const NODE_STATUSES: [NodeStatus; 3] =
+    [NodeStatus::Available, NodeStatus::Busy, NodeStatus::Offline];
+
+#[derive(Debug, thiserror::Error)]
+pub enum DashError {
+    /// The request itself is wrong (a malformed address).
+    #[error("{0}")]
+    BadRequest(String),
+    /// Nothing of that kind at that address.
+    #[error("{0}")]
+    NotFound(String),
+    /// The chain could not be read.
+    #[error("the chain could not be read: {0}")]
+    Chain(#[from] ChainError),
+}
+
+/// A base-58 address from a request, refused with a message people can act on.
+pub fn parse_address(text: &str, what: &str) -> Result<Pubkey, DashError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(DashError::BadRequest(format!("no {what} address given")));
+    }
+    if text.len() > 44 || !text.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(DashError::BadRequest(format!(
+            "{what} address {:?} is not a Solana address (base-58, 32 bytes)",
+            text.chars().take(64).collect::<String>()
+        )));
+    }
+    text.parse().map_err(|_| {
+        DashError::BadRequest(format!(
+            "{what} address {text:?} is not a Solana address (base-58, 32 bytes)"
+        ))
+    })
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Count {
+    pub name: &'static str,
+    pub count: u64,
+}
+
+// ----- overview -----
+
+#[derive(Debug, Serialize)]
+pub struct Overview {
+    pub program_id: String,
+    pub chain_time: i64,
+    pub jobs_total: usize,
+    pub jobs_by_state: Vec<Count>,
+    /// Jobs waiting for a node: pending and recovering.
+    pub queue_length: u64,
+    pub providers_total: usize,
+    pub nodes_total: usize,
+    pub nodes_by_status: Vec<Count>,
+    /// The treasury's token balance: every commission the program paid into it.
+    pub commission_collected: u64,
+    pub treasury: String,
+    /// Every slash of the program's history, oldest first.
+    pub slashes: Vec<SlashRow>,
+    pub slashed_total: u64,
+    pub insurance_pool: String,
+    pub insurance_pool_balance: u64,
+    pub jobs: Vec<JobRow>,
+    pub providers: Vec<ProviderRow>,
+    pub nodes: Vec<NodeRow>,
+    /// Jobs by state over the last hour, replayed from the program's history.
+    pub timeline: Timeline,
+}
+
+#[derive(Debug, Serialize)]
+pub struct JobRow {
+    pub key: String,
+    pub state: &'static str,
+    pub owner: String,
+    pub node: Option<String>,
+    pub bond: u64,
+    pub paid: u64,
+    pub checkpoints: u32,
+    pub submitted_at: i64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProviderRow {
+    pub key: String,
+    pub owner: String,
+    pub stake: u64,
+    pub nodes: u32,
+    pub jobs_completed: u64,
+    pub failures: u64,
+    pub slashed_total: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct NodeRow {
+    pub key: String,
+    pub provider: String,
+    pub index: u32,
+    pub gpu_model: String,
+    pub gpu_count: u8,
+    pub status: &'static str,
+    pub price_per_gpu_hour: u64,
+    pub current_job: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SlashRow {
+    pub signature: String,
+    pub slot: u64,
+    pub at: i64,
+    pub job: String,
+    pub node: String,
+    pub provider: String,
+    pub cause: &'static str,
+    pub amount: u64,
+    pub slashed_to: String,
+    pub reported_by: String,
+}
+
+pub async fn overview(client: &ChainClient) -> Result<Overview, DashError> {
+    let (_, config) = client.config().await?;
+    let jobs = client.jobs(JobFilter::All).await?;
+    let providers = client.providers().await?;
+    let nodes = client.nodes().await?;
+    let chain_time = client.chain_time().await?;
+    let commission_collected = client.token_balance(&config.treasury).await?;
+    let insurance_pool_balance = client.token_balance(&config.insurance_pool).await?;
+    let history = client.account_history(&PROGRAM_ID).await?;
+
+    let jobs_by_state = JOB_STATES
+        .iter()
+        .map(|&name| Count {
+            name,
+            count: jobs.iter().filter(|(_, j)| j.state.name() == name).count() as u64,
+        })
+        .collect();
+    let queue_length = jobs
+        .iter()
+        .filter(|(_, j)| {
+            matches!(
+                j.state,
+                JobState::Pending { .. } | JobState::Recovering { .. }
+            )
+        })
+        .count() as u64;
+    let nodes_by_status = NODE_STATUSES
+        .iter()
+        .map(|&status| Count {
+            name: node_status(status),
+            count: nodes.iter().filter(|(_, n)| n.status == status).count() as u64,
+        })
+        .collect();
+    let slashes: Vec<SlashRow> = history
+        .iter()
+        .filter_map(|entry| match &entry.event {
+            McjsEvent::FailureReported(e) if e.slashed > 0 => Some(SlashRow {
+                signature: entry.signature.clone(),
+                slot: entry.slot,
+                at: e.at,
+                job: e.job.to_string(),
+                node: e.node.to_string(),
+                provider: e.provider.to_string(),
+                cause: failure_cause(e.cause),
+                amount: e.slashed,
+                slashed_to: e.slashed_to.to_string(),
+                reported_by: e.by.to_string(),
+            }),
+            _ => None,
+        })
+        .collect();
+
+    Ok(Overview {
+        program_id: PROGRAM_ID.to_string(),
+        chain_time,
+        jobs_total: jobs.len(),
+        jobs_by_state,
+        queue_length,
+        providers_total: providers.len(),
+        nodes_total: nodes.len(),
+        nodes_by_status,
+        commission_collected,
+        treasury: config.treasury.to_string(),
+        slashed_total: slashes.iter().map(|s| s.amount).sum(),
+        slashes,
+        insurance_pool: config.insurance_pool.to_string(),
+        insurance_pool_balance,
+        jobs: jobs.iter().rev().map(|(k, j)| job_row(k, j)).collect(),
+        providers: providers
+            .iter()
+            .map(|(k, p)| ProviderRow {
+                key: k.to_string(),
+                owner: p.owner.to_string(),
+                stake: p.stake,
+                nodes: p.node_count,
+                jobs_completed: p.jobs_completed,
+                failures: p.failures,
+                slashed_total: p.slashed_total,
+            })
+            .collect(),
+        nodes: nodes.iter().map(|(k, n)| node_row(k, n)).collect(),
+        timeline: chart::jobs_by_state(&history, chain_time),
+    })
+}
+
+fn job_row(key: &Pubkey, job: &Job) -> JobRow {
+    JobRow {
+        key: key.to_string(),
+        state: job.state.name(),
+        owner: job.owner.to_string(),
+        node: job.node.map(|n| n.to_string()),
+        bond: job.bond,
+        paid: job.paid,
+        checkpoints: job.checkpoint_count,
+        submitted_at: job.submitted_at,
+    }
+}
+
+fn node_row(key: &Pubkey, node: &mcjs::state::Node) -> NodeRow {
+    NodeRow {
+        key: key.to_string(),
+        provider: node.provider.to_string(),
+        index: node.index,
+        gpu_model: node.hardware.gpu_model.clone(),
+        gpu_count: node.hardware.gpu_count,
+        status: node_status(node.status),
+        price_per_gpu_hour: node.price_per_gpu_hour,
+        current_job: node.current_job.map(|j| j.to_string()),
+    }
+}
+
+// ----- job -----
+
+#[derive(Debug, Serialize)]
+pub struct JobView {
+    pub key: String,
+    /// The state on chain; `"closed"` once the account is gone.
+    pub state: &'static str,
+    pub account: Option<JobAccount>,
+    pub bond_flow: BondFlow,
+    pub audit: AuditVerdict,
+    pub events: Vec<AuditStep>,
+    pub checkpoints: Vec<CheckpointRow>,
+    pub placements: Vec<Placement>,
+    pub failures: Vec<FailureRow>,
+    pub output_hash: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct JobAccount {
+    pub owner: String,
+    pub job_id: u64,
+    pub spec_hash: String,
+    pub node: Option<String>,
+    pub provider: Option<String>,
+    pub generation: u32,
+    pub rate_per_hour: u64,
+    pub bond: u64,
+    pub paid: u64,
+    pub accrued: u64,
+    pub restarts_used: u8,
+    pub restart_budget: u8,
+    pub checkpoint_interval_secs: u32,
+    pub max_duration_secs: u32,
+    pub checkpoint_count: u32,
+    pub submitted_at: i64,
+    pub finished_at: Option<i64>,
+    pub last_failure: Option<&'static str>,
+    pub compensated: u64,
+}
+
+/// Where the job's bond went, from its events.
+#[derive(Debug, Default, Serialize)]
+pub struct BondFlow {
+    /// The bond locked at submission.
+    pub locked: u64,
+    pub top_ups: Vec<TopUp>,
+    pub topped_up: u64,
+    /// Provider share of every settled segment, per provider.
+    pub paid_to_providers: Vec<ProviderPayment>,
+    pub paid_total: u64,
+    pub commission: u64,
+    /// What went back to the owner at the terminal state.
+    pub refund: u64,
+    /// Paid to the owner from the insurance pool.
+    pub compensated: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TopUp {
+    pub amount: u64,
+    pub by: String,
+    pub signature: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProviderPayment {
+    pub provider: String,
+    pub amount: u64,
+    pub commission: u64,
+    pub segments: u32,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AuditVerdict {
+    pub verified: bool,
+    /// The first divergence, in words; `None` when verified.
+    pub divergence: Option<String>,
+    pub divergence_detail: Option<Divergence>,
+    /// The attestation where the record first diverges, when it is one.
+    pub diverged_at_checkpoint: Option<u32>,
+    pub attestations: u32,
+    pub recomputed_chain: String,
+    pub on_chain_commitment: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CheckpointRow {
+    pub index: u32,
+    pub generation: u32,
+    pub epoch: u32,
+    pub step: u64,
+    pub hash: String,
+    pub recorded_chain: String,
+    pub recomputed_chain: String,
+    pub slot: u64,
+    pub block_time: Option<i64>,
+    pub signature: String,
+    /// `verified`, `diverged` (the first divergence), or `unverified` (after it).
+    pub status: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Placement {
+    pub node: String,
+    pub provider: String,
+    pub generation: u32,
+    pub rate_per_hour: u64,
+    pub slot: u64,
+    pub signature: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FailureRow {
+    pub node: String,
+    pub provider: String,
+    pub generation: u32,
+    pub cause: &'static str,
+    pub slashed: u64,
+    pub slashed_to: String,
+    pub reported_by: String,
+    pub job_failed: bool,
+    pub at: i64,
+    pub slot: u64,
+    pub signature: String,
+}
+
+pub async fn job(client: &ChainClient, key: &Pubkey) -> Result<JobView, DashError> {
+    let account = match client.job(key).await {
+        Ok(account) => account,
+        Err(ChainError::Decode { .. }) => {
+            return Err(DashError::NotFound(format!(
+                "{key} is not an MCJS job account"
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let history = client.job_history(key).await?;
+    if account.is_none() && history.is_empty() {
+        return Err(DashError::NotFound(format!(
+            "no job at {key}, and no transaction history for it"
+        )));
+    }
+    Ok(job_view(key, account.as_ref(), &history))
+}
+
+/// The job page from its account (`None` once closed) and its history, oldest first.
+pub fn job_view(key: &Pubkey, account: Option<&Job>, history: &[HistoryEntry]) -> JobView {
+    let audit = audit_job(key, account, history);
+    let diverged_at_checkpoint = match &audit.divergence {
+        Some(Divergence::EventChain { index, .. })
+        | Some(Divergence::Generation { index, .. })
+        | Some(Divergence::NotAdvancing { index, .. }) => Some(*index),
+        _ => None,
+    };
+    let checkpoints = audit
+        .steps
+        .iter()
+        .filter_map(|step| {
+            let c = step.chain.as_ref()?;
+            let status = match diverged_at_checkpoint {
+                Some(i) if c.index == i => "diverged",
+                Some(i) if c.index > i => "unverified",
+                _ if audit.divergence.is_some() && diverged_at_checkpoint.is_none() => "consistent",
+                _ => "verified",
+            };
+            Some(CheckpointRow {
+                index: c.index,
+                generation: c.generation,
+                epoch: c.epoch,
+                step: c.step,
+                hash: c.checkpoint_hash.clone(),
+                recorded_chain: c.recorded.clone(),
+                recomputed_chain: c.recomputed.clone(),
+                slot: step.slot,
+                block_time: step.block_time,
+                signature: step.signature.clone(),
+                status,
+            })
+        })
+        .collect();
+
+    let mut flow = BondFlow::default();
+    let mut payments: BTreeMap<Pubkey, ProviderPayment> = BTreeMap::new();
+    let mut placements = Vec::new();
+    let mut failures = Vec::new();
+    let mut output_hash = None;
+    for entry in history
+        .iter()
+        .filter(|e| e.event.job().as_ref() == Some(key))
+    {
+        match &entry.event {
+            McjsEvent::JobSubmitted(e) => flow.locked += e.bond,
+            McjsEvent::BondToppedUp(e) => {
+                flow.topped_up += e.amount;
+                flow.top_ups.push(TopUp {
+                    amount: e.amount,
+                    by: e.by.to_string(),
+                    signature: entry.signature.clone(),
+                });
+            }
+            McjsEvent::SegmentSettled(e) => {
+                flow.paid_total += e.provider_amount;
+                flow.commission += e.commission;
+                let p = payments
+                    .entry(e.provider)
+                    .or_insert_with(|| ProviderPayment {
+                        provider: e.provider.to_string(),
+                        amount: 0,
+                        commission: 0,
+                        segments: 0,
+                    });
+                p.amount += e.provider_amount;
+                p.commission += e.commission;
+                p.segments += 1;
+            }
+            McjsEvent::JobCompleted(e) => {
+                flow.refund += e.refund;
+                output_hash = Some(hex::encode(e.output_hash));
+            }
+            McjsEvent::JobCancelled(e) => flow.refund += e.refund,
+            McjsEvent::JobExpired(e) => flow.refund += e.refund,
+            McjsEvent::OwnerCompensated(e) => flow.compensated += e.amount,
+            McjsEvent::JobAssigned(e) => placements.push(Placement {
+                node: e.node.to_string(),
+                provider: e.provider.to_string(),
+                generation: e.generation,
+                rate_per_hour: e.rate_per_hour,
+                slot: entry.slot,
+                signature: entry.signature.clone(),
+            }),
+            McjsEvent::FailureReported(e) => {
+                if e.job_failed {
+                    flow.refund += e.refund;
+                }
+                failures.push(FailureRow {
+                    node: e.node.to_string(),
+                    provider: e.provider.to_string(),
+                    generation: e.failed_generation,
+                    cause: failure_cause(e.cause),
+                    slashed: e.slashed,
+                    slashed_to: e.slashed_to.to_string(),
+                    reported_by: e.by.to_string(),
+                    job_failed: e.job_failed,
+                    at: e.at,
+                    slot: entry.slot,
+                    signature: entry.signature.clone(),
+                });
+            }
+            _ => {}
+        }
+    }
+    flow.paid_to_providers = payments.into_values().collect();
+    if let Some(hash) = account.and_then(|j| j.output_hash) {
+        output_hash = Some(hex::encode(hash));
+    }
+
+    JobView {
+        key: key.to_string(),
+        state: account.map_or("closed", |j| j.state.name()),
+        account: account.map(|j| JobAccount {
+            owner: j.owner.to_string(),
+            job_id: j.job_id,
+            spec_hash: hex::encode(j.spec_hash),
+            node: j.node.map(|n| n.to_string()),
+            provider: j.provider.map(|p| p.to_string()),
+            generation: j.generation,
+            rate_per_hour: j.rate_per_hour,
+            bond: j.bond,
+            paid: j.paid,
+            accrued: j.accrued,
+            restarts_used: j.restarts_used,
+            restart_budget: j.terms.restart_budget,
+            checkpoint_interval_secs: j.terms.checkpoint_interval_secs,
+            max_duration_secs: j.terms.max_duration_secs,
+            checkpoint_count: j.checkpoint_count,
+            submitted_at: j.submitted_at,
+            finished_at: j.finished_at,
+            last_failure: j.last_failure.map(failure_cause),
+            compensated: j.compensated,
+        }),
+        bond_flow: flow,
+        audit: AuditVerdict {
+            verified: audit.verified(),
+            divergence: audit.divergence.as_ref().map(|d| d.to_string()),
+            divergence_detail: audit.divergence.clone(),
+            diverged_at_checkpoint,
+            attestations: audit.attestations,
+            recomputed_chain: audit.recomputed_chain.clone(),
+            on_chain_commitment: audit.on_chain_commitment.clone(),
+        },
+        events: audit.steps,
+        checkpoints,
+        placements,
+        failures,
+        output_hash,
+    }
+}
+
+// ----- provider -----
+
+#[derive(Debug, Serialize)]
+pub struct ProviderView {
+    pub key: String,
+    pub owner: String,
+    pub payout: String,
+    pub stake: u64,
+    pub pending_withdrawal: Option<PendingWithdrawal>,
+    pub registered_at: i64,
+    pub active_assignments: u32,
+    pub jobs_completed: u64,
+    pub failures: u64,
+    /// Completed over completed plus infrastructure failures; `None` before any ended.
+    pub completion_rate: Option<f64>,
+    pub failures_by_cause: Vec<Count>,
+    /// Reports that slashed the stake (into the insurance pool), with who reported them.
+    pub slashes: Vec<mcjs_client::audit::FailureRecord>,
+    pub slashed_total: u64,
+    pub failure_reports: Vec<mcjs_client::audit::FailureRecord>,
+    pub nodes: Vec<NodeRow>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PendingWithdrawal {
+    pub amount: u64,
+    pub requested_at: i64,
+}
+
+/// A Provider account, or the wallet that owns one.
+pub async fn provider(client: &ChainClient, given: &Pubkey) -> Result<ProviderView, DashError> {
+    let not_a_provider =
+        || DashError::NotFound(format!("no provider at {given} (nor owned by it)"));
+    let (key, account) = match client.provider(given).await {
+        Ok(Some(account)) => (*given, account),
+        Ok(None) | Err(ChainError::Decode { .. }) => {
+            let owned = pda::provider(given);
+            match client.provider(&owned).await {
+                Ok(Some(account)) => (owned, account),
+                Ok(None) | Err(ChainError::Decode { .. }) => return Err(not_a_provider()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let history = client.account_history(&key).await?;
+    let nodes = client.nodes_of(&key).await?;
+    let audit = audit_provider(&key, &account, &history);
+    let mut by_cause: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for r in &audit.failure_reports {
+        *by_cause.entry(r.cause).or_default() += 1;
+    }
+    Ok(ProviderView {
+        key: key.to_string(),
+        owner: audit.owner.clone(),
+        payout: account.payout.to_string(),
+        stake: account.stake,
+        pending_withdrawal: account.pending_withdrawal.map(|w| PendingWithdrawal {
+            amount: w.amount,
+            requested_at: w.requested_at,
+        }),
+        registered_at: account.registered_at,
+        active_assignments: account.active_assignments,
+        jobs_completed: audit.jobs_completed,
+        failures: audit.failures,
+        completion_rate: audit.completion_rate,
+        failures_by_cause: by_cause
+            .into_iter()
+            .map(|(name, count)| Count { name, count })
+            .collect(),
+        slashes: audit
+            .failure_reports
+            .iter()
+            .filter(|r| r.slashed > 0)
+            .cloned()
+            .collect(),
+        slashed_total: audit.slashed_total,
+        failure_reports: audit.failure_reports,
+        nodes: nodes.iter().map(|(k, n)| node_row(k, n)).collect(),
+    })
+}
+
+// ----- node -----
+
+#[derive(Debug, Serialize)]
+pub struct NodeView {
+    pub key: String,
+    pub provider: String,
+    pub index: u32,
+    pub operator: String,
+    pub hardware: Hardware,
+    pub readiness: u8,
+    pub price_per_gpu_hour: u64,
+    pub status: &'static str,
+    pub status_since: i64,
+    pub current_job: Option<String>,
+}
+
+/// The node's HAL summary as the chain records it.
+#[derive(Debug, Serialize)]
+pub struct Hardware {
+    pub gpu_model: String,
+    pub gpu_count: u8,
+    pub vram_per_gpu_mib: u32,
+    /// e.g. 75 for 7.5.
+    pub compute_capability: u16,
+    pub cpu_cores: u16,
+    pub ram_mib: u32,
+    pub disk_gib: u32,
+    pub checkpoint_write_mibps: u32,
+}
+
+pub async fn node(client: &ChainClient, key: &Pubkey) -> Result<NodeView, DashError> {
+    let node = match client.node(key).await {
+        Ok(Some(node)) => node,
+        Ok(None) => return Err(DashError::NotFound(format!("no node at {key}"))),
+        Err(ChainError::Decode { .. }) => {
+            return Err(DashError::NotFound(format!(
+                "{key} is not an MCJS node account"
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let h = &node.hardware;
+    Ok(NodeView {
+        key: key.to_string(),
+        provider: node.provider.to_string(),
+        index: node.index,
+        operator: node.operator.to_string(),
+        hardware: Hardware {
+            gpu_model: h.gpu_model.clone(),
+            gpu_count: h.gpu_count,
+            vram_per_gpu_mib: h.vram_per_gpu_mib,
+            compute_capability: h.compute_capability,
+            cpu_cores: h.cpu_cores,
+            ram_mib: h.ram_mib,
+            disk_gib: h.disk_gib,
+            checkpoint_write_mibps: h.checkpoint_write_mibps,
+        },
+        readiness: node.readiness,
+        price_per_gpu_hour: node.price_per_gpu_hour,
+        status: node_status(node.status),
+        status_since: node.status_since,
+        current_job: node.current_job.map(|j| j.to_string()),
+    })
+}
+
+// ----- program -----
+
+#[derive(Debug, Serialize)]
+pub struct ProgramView {
+    pub program_id: String,
+    pub config: String,
+    pub admin: String,
+    pub scheduler: String,
+    pub usdc_mint: String,
+    pub usdc_decimals: u8,
+    pub treasury: String,
+    pub insurance_pool: String,
+    pub commission_bps: u16,
+    pub slash_amount: u64,
+    pub min_provider_stake: u64,
+    pub liveness_factor: u8,
+    pub withdrawal_cooldown_secs: u32,
+    pub paused: bool,
+    /// The program's loader, and its upgrade authority where the loader has one.
+    pub loader: Option<String>,
+    pub upgrade_authority: Option<String>,
+}
+
+const UPGRADEABLE_LOADER: Pubkey =
+    Pubkey::from_str_const("BPFLoaderUpgradeab1e11111111111111111111111");
+
+pub async fn program(client: &ChainClient) -> Result<ProgramView, DashError> {
+    let (key, config) = client.config().await?;
+    let program = client.account(&PROGRAM_ID).await?;
+    let loader = program.as_ref().map(|a| a.owner);
+    // An upgradeable program's account names its ProgramData account
+    // (u32 tag 2, then the address); that one holds the authority
+    // (u32 tag 3, u64 slot, Option<Pubkey>).
+    let mut upgrade_authority = None;
+    if let Some(account) = program.filter(|a| a.owner == UPGRADEABLE_LOADER)
+        && let Some(bytes) = account.data.get(4..36)
+        && let Ok(programdata) = <[u8; 32]>::try_from(bytes)
+        && let Some(data) = client.account(&Pubkey::new_from_array(programdata)).await?
+        && data.data.get(12) == Some(&1)
+        && let Some(authority) = data
+            .data
+            .get(13..45)
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+    {
+        upgrade_authority = Some(Pubkey::new_from_array(authority).to_string());
+    }
+    let p = &config.params;
+    Ok(ProgramView {
+        program_id: PROGRAM_ID.to_string(),
+        config: key.to_string(),
+        admin: config.admin.to_string(),
+        scheduler: config.scheduler.to_string(),
+        usdc_mint: config.usdc_mint.to_string(),
+        usdc_decimals: config.usdc_decimals,
+        treasury: config.treasury.to_string(),
+        insurance_pool: config.insurance_pool.to_string(),
+        commission_bps: p.commission_bps,
+        slash_amount: p.slash_amount,
+        min_provider_stake: p.min_provider_stake,
+        liveness_factor: p.liveness_factor,
+        withdrawal_cooldown_secs: p.withdrawal_cooldown_secs,
+        paused: config.paused,
+        loader: loader.map(|l| l.to_string()),
+        upgrade_authority,
+    })
+}
+
+// ----- search -----
+
+/// Where an address is shown: `/job/..`, `/provider/..`, `/node/..` or `/program`.
+pub async fn locate(client: &ChainClient, key: &Pubkey) -> Result<String, DashError> {
+    use mcjs_client::decode;
+    if *key == PROGRAM_ID || *key == pda::config() {
+        return Ok("/program".into());
+    }
+    if let Some(account) = client.account(key).await?
+        && account.owner == PROGRAM_ID
+    {
+        if decode::job(&account.data).is_ok() {
+            return Ok(format!("/job/{key}"));
+        }
+        if decode::provider(&account.data).is_ok() {
+            return Ok(format!("/provider/{key}"));
+        }
+        if decode::node(&account.data).is_ok() {
+            return Ok(format!("/node/{key}"));
+        }
+    }
+    if client
+        .provider(&pda::provider(key))
+        .await
+        .ok()
+        .flatten()
+        .is_some()
+    {
+        return Ok(format!("/provider/{key}"));
+    }
+    if !client.job_history(key).await?.is_empty() {
+        return Ok(format!("/job/{key}"));
+    }
+    Err(DashError::NotFound(format!(
+        "nothing of MCJS at {key}: not a job (open or closed), provider, provider's wallet, node or the program"
+    )))
+}
+
+/// A cheap fingerprint of what the pages show, for live updates: the data
+/// of one account, or of every MCJS account.
+pub async fn fingerprint(
+    client: &ChainClient,
+    watch: Option<&Pubkey>,
+) -> Result<String, DashError> {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    match watch {
+        Some(key) => {
+            if let Some(account) = client.account(key).await? {
+                hasher.update(&account.data);
+            }
+        }
+        None => {
+            for (key, job) in client.jobs(JobFilter::All).await? {
+                hasher.update(key.as_ref());
+                hasher.update([mcjs_client::rpc::state_tag(&job.state)]);
+                hasher.update(job.checkpoint_count.to_le_bytes());
+                hasher.update(job.paid.to_le_bytes());
+            }
+            for (key, node) in client.nodes().await? {
+                hasher.update(key.as_ref());
+                hasher.update([node.status as u8]);
+            }
+            for (key, provider) in client.providers().await? {
+                hasher.update(key.as_ref());
+                hasher.update(provider.stake.to_le_bytes());
+            }
+        }
+    }
+    Ok(hex::encode(&hasher.finalize()[..12]))
+}

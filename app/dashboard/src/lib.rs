@@ -1,0 +1,444 @@
+//! The auditor's dashboard (`mcjs dashboard`): a read-only web app over the
+//! chain. Every page is server-rendered from what the chain client reads,
+//! the job page runs the client's audit live, and every page answers with
+//! the same data as JSON when asked with `Accept: application/json`.
+//!
+//! Routes: `/` (overview), `/job/{address}`, `/provider/{address}` (a
+//! Provider account or its owner's wallet), `/node/{address}`, `/program`,
+//! `/search?q=ADDRESS`, and `/live?watch=ADDRESS` (server-sent events that
+//! tell a page its data changed).
+
+pub mod chart;
+pub mod data;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::get;
+use futures_util::Stream;
+use mcjs_client::ChainClient;
+use minijinja::{AutoEscape, Environment, Value, context};
+use serde::{Deserialize, Serialize};
+
+use crate::data::{DashError, parse_address};
+
+/// How often `/live` looks at the chain.
+pub const LIVE_POLL: Duration = Duration::from_secs(2);
+
+struct App {
+    client: ChainClient,
+    templates: Environment<'static>,
+}
+
+/// The dashboard's routes over a chain client.
+pub fn router(client: ChainClient) -> Router {
+    let app = Arc::new(App {
+        client,
+        templates: templates(),
+    });
+    Router::new()
+        .route("/", get(overview))
+        .route("/job/{key}", get(job))
+        .route("/provider/{key}", get(provider))
+        .route("/node/{key}", get(node))
+        .route("/program", get(program))
+        .route("/search", get(search))
+        .route("/live", get(live))
+        .fallback(not_found)
+        .with_state(app)
+}
+
+/// Serves the dashboard on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    client: ChainClient,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(client))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+fn templates() -> Environment<'static> {
+    let mut env = Environment::new();
+    // Every template is HTML: escape every value, whatever its name.
+    env.set_auto_escape_callback(|_| AutoEscape::Html);
+    for (name, source) in [
+        ("base.html", include_str!("../templates/base.html")),
+        ("macros.html", include_str!("../templates/macros.html")),
+        ("overview.html", include_str!("../templates/overview.html")),
+        ("job.html", include_str!("../templates/job.html")),
+        ("provider.html", include_str!("../templates/provider.html")),
+        ("node.html", include_str!("../templates/node.html")),
+        ("program.html", include_str!("../templates/program.html")),
+        ("error.html", include_str!("../templates/error.html")),
+    ] {
+        env.add_template(name, source)
+            .expect("the dashboard's templates parse");
+    }
+    env.add_filter("usdc", |base_units: u64| {
+        mcjs_client::history::usdc(base_units)
+    });
+    env.add_filter("time", |unix: i64| format_time(unix));
+    env.add_filter("short", |text: String| short(&text));
+    env.add_filter("percent", |rate: f64| format!("{:.1}%", rate * 100.0));
+    env
+}
+
+/// A chain timestamp as people read it, in UTC.
+pub fn format_time(unix: i64) -> String {
+    let format =
+        time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
+    time::OffsetDateTime::from_unix_timestamp(unix)
+        .ok()
+        .and_then(|t| t.format(format).ok())
+        .unwrap_or_else(|| unix.to_string())
+}
+
+/// The start and end of a long address or hash, for tables.
+fn short(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= 14 {
+        return text.to_string();
+    }
+    let head: String = chars[..6].iter().collect();
+    let tail: String = chars[chars.len() - 6..].iter().collect();
+    format!("{head}…{tail}")
+}
+
+fn wants_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| {
+            accept
+                .split(',')
+                .any(|part| part.trim().starts_with("application/json"))
+        })
+}
+
+impl App {
+    fn page<T: Serialize>(
+        &self,
+        headers: &HeaderMap,
+        template: &str,
+        title: &str,
+        watch: Option<&str>,
+        value: &T,
+        extra: Value,
+    ) -> Response {
+        if wants_json(headers) {
+            return axum::Json(value).into_response();
+        }
+        let rendered = self.templates.get_template(template).and_then(|t| {
+            t.render(context! {
+                page => Value::from_serialize(value),
+                title => title,
+                watch => watch,
+                extra => extra,
+            })
+        });
+        match rendered {
+            Ok(html) => Html(html).into_response(),
+            Err(e) => {
+                tracing::error!(template, error = %e, "a page failed to render");
+                self.error(
+                    headers,
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the page could not be rendered",
+                )
+            }
+        }
+    }
+
+    fn error(&self, headers: &HeaderMap, status: StatusCode, message: &str) -> Response {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            status: u16,
+            error: &'a str,
+        }
+        if wants_json(headers) {
+            return (
+                status,
+                axum::Json(Body {
+                    status: status.as_u16(),
+                    error: message,
+                }),
+            )
+                .into_response();
+        }
+        let html = self
+            .templates
+            .get_template("error.html")
+            .and_then(|t| {
+                t.render(context! {
+                    title => status.canonical_reason().unwrap_or("error"),
+                    status => status.as_u16(),
+                    message => message,
+                    watch => None::<&str>,
+                })
+            })
+            .unwrap_or_else(|_| "error".into());
+        (status, Html(html)).into_response()
+    }
+
+    fn fail(&self, headers: &HeaderMap, err: DashError) -> Response {
+        let status = match &err {
+            DashError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            DashError::NotFound(_) => StatusCode::NOT_FOUND,
+            DashError::Chain(e) => {
+                tracing::warn!(error = %e, "the chain could not be read");
+                StatusCode::BAD_GATEWAY
+            }
+        };
+        self.error(headers, status, &err.to_string())
+    }
+}
+
+type AppState = State<Arc<App>>;
+
+async fn overview(State(app): AppState, headers: HeaderMap) -> Response {
+    match data::overview(&app.client).await {
+        Ok(o) => {
+            let svg = chart::svg(&o.timeline);
+            let colours: Vec<(&str, &str)> = data::JOB_STATES
+                .iter()
+                .map(|s| (*s, chart::colour(s)))
+                .collect();
+            app.page(
+                &headers,
+                "overview.html",
+                "Overview",
+                None,
+                &o,
+                context! { chart => Value::from_safe_string(svg), colours => colours },
+            )
+        }
+        Err(e) => app.fail(&headers, e),
+    }
+}
+
+async fn job(State(app): AppState, headers: HeaderMap, Path(key): Path<String>) -> Response {
+    let result = async {
+        let key = parse_address(&key, "job")?;
+        data::job(&app.client, &key).await
+    }
+    .await;
+    match result {
+        Ok(view) => {
+            let title = format!("Job {}", short(&view.key));
+            app.page(
+                &headers,
+                "job.html",
+                &title,
+                Some(&view.key),
+                &view,
+                Value::UNDEFINED,
+            )
+        }
+        Err(e) => app.fail(&headers, e),
+    }
+}
+
+async fn provider(State(app): AppState, headers: HeaderMap, Path(key): Path<String>) -> Response {
+    let result = async {
+        let key = parse_address(&key, "provider")?;
+        data::provider(&app.client, &key).await
+    }
+    .await;
+    match result {
+        Ok(view) => {
+            let title = format!("Provider {}", short(&view.key));
+            app.page(
+                &headers,
+                "provider.html",
+                &title,
+                Some(&view.key),
+                &view,
+                Value::UNDEFINED,
+            )
+        }
+        Err(e) => app.fail(&headers, e),
+    }
+}
+
+async fn node(State(app): AppState, headers: HeaderMap, Path(key): Path<String>) -> Response {
+    let result = async {
+        let key = parse_address(&key, "node")?;
+        data::node(&app.client, &key).await
+    }
+    .await;
+    match result {
+        Ok(view) => {
+            let title = format!("Node {}", short(&view.key));
+            app.page(
+                &headers,
+                "node.html",
+                &title,
+                Some(&view.key),
+                &view,
+                Value::UNDEFINED,
+            )
+        }
+        Err(e) => app.fail(&headers, e),
+    }
+}
+
+async fn program(State(app): AppState, headers: HeaderMap) -> Response {
+    match data::program(&app.client).await {
+        Ok(view) => app.page(
+            &headers,
+            "program.html",
+            "Program",
+            None,
+            &view,
+            Value::UNDEFINED,
+        ),
+        Err(e) => app.fail(&headers, e),
+    }
+}
+
+#[derive(Deserialize)]
+struct SearchQuery {
+    #[serde(default)]
+    q: String,
+}
+
+#[derive(Serialize)]
+struct Located {
+    address: String,
+    url: String,
+}
+
+async fn search(
+    State(app): AppState,
+    headers: HeaderMap,
+    Query(query): Query<SearchQuery>,
+) -> Response {
+    let result = async {
+        let key = parse_address(&query.q, "searched")?;
+        Ok::<_, DashError>((key, data::locate(&app.client, &key).await?))
+    }
+    .await;
+    match result {
+        Ok((key, url)) if wants_json(&headers) => axum::Json(Located {
+            address: key.to_string(),
+            url,
+        })
+        .into_response(),
+        Ok((_, url)) => Redirect::to(&url).into_response(),
+        Err(e) => app.fail(&headers, e),
+    }
+}
+
+#[derive(Deserialize)]
+struct LiveQuery {
+    watch: Option<String>,
+}
+
+/// Server-sent events: the fingerprint of the watched data now and whenever
+/// it changes. The page reloads when it differs from the first one it got.
+async fn live(
+    State(app): AppState,
+    headers: HeaderMap,
+    Query(query): Query<LiveQuery>,
+) -> Response {
+    let watch = match query.watch.as_deref().map(|w| parse_address(w, "watched")) {
+        None => None,
+        Some(Ok(key)) => Some(key),
+        Some(Err(e)) => return app.fail(&headers, e),
+    };
+    Sse::new(fingerprints(app, watch))
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+fn fingerprints(
+    app: Arc<App>,
+    watch: Option<mcjs_client::Pubkey>,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold(None::<String>, move |last| {
+        let app = app.clone();
+        async move {
+            loop {
+                if last.is_some() {
+                    tokio::time::sleep(LIVE_POLL).await;
+                }
+                // A chain that cannot be read now is tried again at the next poll.
+                match data::fingerprint(&app.client, watch.as_ref()).await {
+                    Ok(print) if last.as_ref() != Some(&print) => {
+                        return Some((Ok(Event::default().data(print.clone())), Some(print)));
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::debug!(error = %e, "live update: the chain could not be read");
+                        if last.is_none() {
+                            tokio::time::sleep(LIVE_POLL).await;
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+async fn not_found(State(app): AppState, headers: HeaderMap) -> Response {
+    app.error(&headers, StatusCode::NOT_FOUND, "no such page")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_error_page_renders() {
+        let env = templates();
+        let html = env
+            .get_template("error.html")
+            .and_then(|t| {
+                t.render(context! { title => "Bad Request", status => 400, message => "<b>", watch => None::<&str> })
+            })
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        assert!(html.contains("&lt;b&gt;"), "{html}");
+    }
+
+    #[test]
+    fn json_is_served_only_when_asked_for() {
+        let mut headers = HeaderMap::new();
+        assert!(!wants_json(&headers));
+        headers.insert(
+            header::ACCEPT,
+            "text/html,application/xhtml+xml".parse().unwrap(),
+        );
+        assert!(!wants_json(&headers));
+        headers.insert(header::ACCEPT, "application/json".parse().unwrap());
+        assert!(wants_json(&headers));
+    }
+
+    #[test]
+    fn every_template_parses_and_escapes() {
+        let env = templates();
+        let html = env
+            .render_str("{{ x }}", context! { x => "<script>\"&'" })
+            .unwrap();
+        assert_eq!(html, "&lt;script&gt;&quot;&amp;&#x27;");
+    }
+
+    #[test]
+    fn a_hostile_address_is_a_bad_request_not_a_panic() {
+        for text in ["", "x", "0OIl", &"1".repeat(10_000), "<script>", "é"] {
+            assert!(matches!(
+                parse_address(text, "job"),
+                Err(DashError::BadRequest(_))
+            ));
+        }
+        assert!(parse_address("11111111111111111111111111111111", "job").is_ok());
+    }
+}
