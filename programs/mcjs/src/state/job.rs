@@ -126,7 +126,8 @@ pub enum FailureCause {
     /// The job's own error (a non-zero exit): uses the restart budget, no slash.
     JobError,
     /// The job stopped itself after checkpointing (exit 75): queued again
-    /// without using the restart budget, no slash.
+    /// without using the restart budget if it attested a checkpoint on this
+    /// assignment (otherwise like `JobError`), no slash.
     JobYielded,
     /// The job cannot succeed anywhere (exit 2, a spec that does not match
     /// its hash): Failed at once, the bond refunded, no slash.
@@ -457,16 +458,23 @@ impl Job {
     }
 
     /// Assigned/Running → Recovering, or Failed once the restart budget is
-    /// spent. A yield is queued again without using the budget; a fatal
-    /// error fails the job at once.
+    /// spent. A yield after a checkpoint attested on this assignment is
+    /// queued again without using the budget (one without counts as an
+    /// error); a fatal error fails the job at once.
     pub fn fail(&mut self, cause: FailureCause, now: i64) -> Result<()> {
         match self.state {
             JobState::Assigned { .. } | JobState::Running { .. } => {
+                // A yield is free only after progress on this assignment:
+                // a job that yields without checkpointing would otherwise
+                // hold nodes forever at no cost to its restart budget.
+                let progressed = self
+                    .last_checkpoint
+                    .is_some_and(|c| c.generation == self.generation);
                 self.leave_node()?;
                 self.last_failure = Some(cause);
                 let out_of_restarts = self.restarts_used >= self.terms.restart_budget;
                 match cause {
-                    FailureCause::JobYielded => {
+                    FailureCause::JobYielded if progressed => {
                         self.state = JobState::Recovering { since: now };
                     }
                     FailureCause::JobFatal => {
