@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::Story;
+use mcjs::state::FailureCause;
+use mcjs_client::history::failure_cause;
 
 const CHROMIUM: &str = "chromium";
 
@@ -102,7 +104,7 @@ async fn the_pages_render_in_a_real_browser() {
     assert!(job.contains(r#"id="audit-badge">verified<"#), "{job}");
     assert!(job.contains(&hex::encode(story.output_hash)), "{job}");
     assert_eq!(job.matches("<tr class=\"verified\"").count(), 3, "{job}");
-    assert!(job.contains("node lost"), "{job}");
+    assert!(job.contains(failure_cause(FailureCause::NodeLost)), "{job}");
 
     let dir = screenshots_dir();
     for (name, path) in [

@@ -6,6 +6,8 @@ mod common;
 
 use anchor_lang::AccountSerialize;
 use common::Story;
+use mcjs::state::FailureCause;
+use mcjs_client::history::failure_cause;
 use mcjs_client::{JobFilter, Keypair, Signer, pda};
 use reqwest::StatusCode;
 use reqwest::header::ACCEPT;
@@ -128,7 +130,10 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
     assert_eq!(placements.len(), 2);
     assert_eq!(placements[0]["node"], story.nodes[0].to_string());
     assert_eq!(placements[1]["node"], story.nodes[1].to_string());
-    assert_eq!(page["failures"][0]["cause"], "node lost");
+    assert_eq!(
+        page["failures"][0]["cause"],
+        failure_cause(FailureCause::NodeLost)
+    );
     assert_eq!(
         page["failures"][0]["reported_by"],
         story.scheduler.pubkey().to_string()
@@ -146,7 +151,10 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
     // The failed and cancelled jobs refund what was left.
     let (_, failed) = json(&story.url(&format!("/job/{}", story.failed))).await;
     assert_eq!(failed["state"], "failed");
-    assert_eq!(failed["failures"][0]["cause"], "job fatal error");
+    assert_eq!(
+        failed["failures"][0]["cause"],
+        failure_cause(FailureCause::JobFatal)
+    );
     assert_eq!(failed["failures"][0]["slashed"], 0);
     let (_, cancelled) = json(&story.url(&format!("/job/{}", story.cancelled))).await;
     assert_eq!(cancelled["state"], "cancelled");
