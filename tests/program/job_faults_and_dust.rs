@@ -89,22 +89,43 @@ fn a_yield_without_a_checkpoint_on_its_assignment_uses_the_restart_budget() {
     let job = running_with_a_checkpoint(&mut env, &owner, &provider, 1);
     let scheduler = env.scheduler.insecure_clone();
     // A yield with progress on this assignment is free.
-    env.report(&scheduler, &job, &owner.token, &provider, 0, FailureCause::JobYielded)
-        .unwrap();
+    env.report(
+        &scheduler,
+        &job,
+        &owner.token,
+        &provider,
+        0,
+        FailureCause::JobYielded,
+    )
+    .unwrap();
     assert_eq!(env.job(&job).restarts_used, 0);
     // Back on the node, it yields again without checkpointing: that costs a
     // restart, so a job cannot hold nodes forever for free.
     env.assign(&job, &provider, 0).unwrap();
     env.start(&job, &provider, 0).unwrap();
-    env.report(&scheduler, &job, &owner.token, &provider, 0, FailureCause::JobYielded)
-        .unwrap();
+    env.report(
+        &scheduler,
+        &job,
+        &owner.token,
+        &provider,
+        0,
+        FailureCause::JobYielded,
+    )
+    .unwrap();
     let state = env.job(&job);
     assert!(matches!(state.state, JobState::Recovering { .. }));
     assert_eq!(state.restarts_used, 1);
     // And once the budget is spent, it fails, refunded, nobody slashed.
     env.assign(&job, &provider, 0).unwrap();
     let logs = env
-        .report(&scheduler, &job, &owner.token, &provider, 0, FailureCause::JobYielded)
+        .report(
+            &scheduler,
+            &job,
+            &owner.token,
+            &provider,
+            0,
+            FailureCause::JobYielded,
+        )
         .unwrap();
     let reported = &events::<FailureReported>(&logs)[0];
     assert!(reported.job_failed);

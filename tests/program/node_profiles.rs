@@ -288,7 +288,10 @@ fn the_program_and_the_scheduler_agree_on_node_bounds() {
     assert_eq!(MAX_COMPUTE_CAPABILITY, limits::MAX_COMPUTE_CAPABILITY_SM);
     assert_eq!(MAX_RAM_MIB, limits::MAX_RAM_MIB);
     assert_eq!(MAX_DISK_GIB, limits::MAX_DISK_GIB);
-    assert_eq!(MAX_CHECKPOINT_WRITE_MIBPS, limits::MAX_CHECKPOINT_WRITE_MIBPS);
+    assert_eq!(
+        MAX_CHECKPOINT_WRITE_MIBPS,
+        limits::MAX_CHECKPOINT_WRITE_MIBPS
+    );
     assert_eq!(MAX_READINESS, limits::MAX_READINESS);
     // And on a table of profiles at and past each edge: whatever the program
     // registers, the scheduler can place on (the program also refuses zeros
@@ -296,22 +299,40 @@ fn the_program_and_the_scheduler_agree_on_node_bounds() {
     let base = a100_80gb();
     let mut table = vec![base.clone()];
     for gpus in [0, 1, 16, 17, 255] {
-        table.push(HardwareProfile { gpu_count: gpus, ..base.clone() });
+        table.push(HardwareProfile {
+            gpu_count: gpus,
+            ..base.clone()
+        });
     }
     for vram in [0, 1, 1 << 20, (1 << 20) + 1, u32::MAX] {
-        table.push(HardwareProfile { vram_per_gpu_mib: vram, ..base.clone() });
+        table.push(HardwareProfile {
+            vram_per_gpu_mib: vram,
+            ..base.clone()
+        });
     }
     for cc in [0, 9, 10, 999, 1000, u16::MAX] {
-        table.push(HardwareProfile { compute_capability: cc, ..base.clone() });
+        table.push(HardwareProfile {
+            compute_capability: cc,
+            ..base.clone()
+        });
     }
     for ram in [0, 1, 64 << 20, (64 << 20) + 1, u32::MAX] {
-        table.push(HardwareProfile { ram_mib: ram, ..base.clone() });
+        table.push(HardwareProfile {
+            ram_mib: ram,
+            ..base.clone()
+        });
     }
     for disk in [0, 1 << 20, (1 << 20) + 1, u32::MAX] {
-        table.push(HardwareProfile { disk_gib: disk, ..base.clone() });
+        table.push(HardwareProfile {
+            disk_gib: disk,
+            ..base.clone()
+        });
     }
     for bw in [0, 1 << 20, (1 << 20) + 1, u32::MAX] {
-        table.push(HardwareProfile { checkpoint_write_mibps: bw, ..base.clone() });
+        table.push(HardwareProfile {
+            checkpoint_write_mibps: bw,
+            ..base.clone()
+        });
     }
     let mut accepted = 0;
     for hw in &table {

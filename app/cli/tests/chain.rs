@@ -904,7 +904,9 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
     let owner_token = ix::usdc_account(&owner.pubkey(), &mint);
     let owner_before = chain.block_on(client.token_balance(&owner_token)).unwrap();
     let stranger_token = ix::usdc_account(&stranger.pubkey(), &mint);
-    let stranger_before = chain.block_on(client.token_balance(&stranger_token)).unwrap_or(0);
+    let stranger_before = chain
+        .block_on(client.token_balance(&stranger_token))
+        .unwrap_or(0);
     let pool_before = chain
         .block_on(client.token_balance(&pda::insurance_pool()))
         .unwrap();
@@ -920,7 +922,9 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
         "nobody profits from a provider's failure: not the owner"
     );
     assert_eq!(
-        chain.block_on(client.token_balance(&stranger_token)).unwrap_or(0),
+        chain
+            .block_on(client.token_balance(&stranger_token))
+            .unwrap_or(0),
         stranger_before,
         "nor the reporter"
     );

@@ -598,6 +598,10 @@ async fn a_malformed_node_account_leaves_every_other_job_placed() {
     .await;
     let corrupted = corrupted.lock().unwrap().expect("a node was corrupted");
     let running = s.wait("the job to run", 60, is_running).await;
-    assert_ne!(running.node, Some(corrupted), "placed on the malformed node");
+    assert_ne!(
+        running.node,
+        Some(corrupted),
+        "placed on the malformed node"
+    );
     s.assert_completed_and_verified().await;
 }

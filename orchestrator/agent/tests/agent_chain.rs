@@ -745,7 +745,9 @@ async fn the_agent_runs_only_with_its_nodes_operator_key_never_a_wallet_that_can
     // A key that is not the node's operator key.
     let stranger = Keypair::new();
     let stranger_chain = RpcChain::new(w.client.clone(), stranger.insecure_clone());
-    let err = adopt_node(&stranger_chain, node, &profile).await.unwrap_err();
+    let err = adopt_node(&stranger_chain, node, &profile)
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, mcjs_agent::register::RegisterError::NotOperator { .. }),
         "{err}"
@@ -772,7 +774,10 @@ async fn the_agent_runs_only_with_its_nodes_operator_key_never_a_wallet_that_can
         "a stranger's key runs no node"
     );
     // Refusals changed nothing on chain.
-    assert_eq!(w.client.node(&node).await.unwrap().unwrap().readiness, before.readiness);
+    assert_eq!(
+        w.client.node(&node).await.unwrap().unwrap().readiness,
+        before.readiness
+    );
 
     // The operator key adopts its node: the measured readiness is reported.
     let chain = RpcChain::new(w.client.clone(), operator.insecure_clone());
@@ -780,7 +785,10 @@ async fn the_agent_runs_only_with_its_nodes_operator_key_never_a_wallet_that_can
     assert_eq!(adopted.operator, operator.pubkey().to_string());
     let after = w.client.node(&node).await.unwrap().unwrap();
     assert_eq!(after.readiness, mcjs_hal::readiness(&profile).score);
-    assert_eq!(after.price_per_gpu_hour, USDC, "the operator key cannot touch the price");
+    assert_eq!(
+        after.price_per_gpu_hour, USDC,
+        "the operator key cannot touch the price"
+    );
 
     // The provider rotates the key: the old one is fenced at once.
     let rotated = Keypair::new();

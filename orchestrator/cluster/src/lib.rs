@@ -228,7 +228,10 @@ impl Cluster {
         std::fs::create_dir_all(&keys)?;
         let node_key = keys.join(format!("node-{}.json", i + 1));
         if !node_key.exists() {
-            self.run_mcjs(&wallet, &["node", "keygen", "-o", &node_key.to_string_lossy()])?;
+            self.run_mcjs(
+                &wallet,
+                &["node", "keygen", "-o", &node_key.to_string_lossy()],
+            )?;
         }
         let profile = &self.config.profiles[i % self.config.profiles.len()];
         let price = &self.config.prices[i % self.config.prices.len()];

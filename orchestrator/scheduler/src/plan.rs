@@ -535,7 +535,11 @@ impl<'a> Planner<'a> {
                 // node's own values are checked once more so that no placement rests on the
                 // index alone.
                 let admitted = self.shapes[s].needs.admits(node);
-                debug_assert!(admitted, "{} does not meet the needs its class meets", node.id);
+                debug_assert!(
+                    admitted,
+                    "{} does not meet the needs its class meets",
+                    node.id
+                );
                 if !admitted {
                     return None;
                 }

@@ -92,7 +92,9 @@ fn parse_operator(text: &str) -> anyhow::Result<Pubkey> {
     if path.exists() {
         return Ok(crate::chain::read_wallet(path)?.pubkey());
     }
-    bail!("operator {text:?} is neither an address nor a keypair file (make one with `mcjs node keygen -o FILE`)")
+    bail!(
+        "operator {text:?} is neither an address nor a keypair file (make one with `mcjs node keygen -o FILE`)"
+    )
 }
 
 #[derive(Serialize)]

@@ -49,10 +49,7 @@ impl CompensateOwner<'_> {
         require!(args.amount > 0, McjsError::ZeroAmount);
         let compensable = self.job.compensable();
         require!(compensable > 0, McjsError::NotCompensable);
-        require!(
-            args.amount <= compensable,
-            McjsError::CompensationTooLarge
-        );
+        require!(args.amount <= compensable, McjsError::CompensationTooLarge);
         require!(
             args.amount <= self.insurance_pool.amount,
             McjsError::InsufficientPool

@@ -48,10 +48,7 @@ impl RegisterNode<'_> {
         self.provider
             .require_min_stake(self.config.params.min_provider_stake)?;
         args.hardware.validate()?;
-        require!(
-            args.readiness <= MAX_READINESS,
-            McjsError::InvalidReadiness
-        );
+        require!(args.readiness <= MAX_READINESS, McjsError::InvalidReadiness);
         require_operator_apart(&args.operator, &self.owner.key())?;
         require!(args.price_per_gpu_hour > 0, McjsError::InvalidPrice);
         Ok(())

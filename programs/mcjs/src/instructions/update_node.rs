@@ -41,10 +41,7 @@ impl UpdateNode<'_> {
     fn validate(&self, args: &UpdateNodeArgs) -> Result<()> {
         let authority = self.authority.key();
         if authority != self.provider.owner {
-            require!(
-                self.node.is_operator(&authority),
-                McjsError::NotOwner
-            );
+            require!(self.node.is_operator(&authority), McjsError::NotOwner);
             require!(
                 args.price_per_gpu_hour.is_none() && args.operator.is_none(),
                 McjsError::OperatorNotAllowed

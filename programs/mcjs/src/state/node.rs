@@ -157,10 +157,7 @@ impl Node {
 
     pub fn invariant(&self) -> Result<()> {
         self.hardware.validate()?;
-        require!(
-            self.readiness <= MAX_READINESS,
-            McjsError::InvalidReadiness
-        );
+        require!(self.readiness <= MAX_READINESS, McjsError::InvalidReadiness);
         require!(
             self.operator != Pubkey::default(),
             McjsError::InvalidOperator
