@@ -3,7 +3,8 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, CheckpointAttested, JobPaused};
-use crate::instructions::settlement::{take_off_node, OffNode, SettlementAccounts};
+use crate::instructions::settlement::take_off_node;
+use crate::off_node;
 use crate::state::{seeds::*, Config, Job, Node, PauseReason, Provider};
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
@@ -86,25 +87,10 @@ impl AttestCheckpoint<'_> {
         });
 
         if accrual.bond_exhausted {
-            take_off_node(
-                OffNode {
-                    job,
-                    node: &mut accounts.node,
-                    provider: &mut accounts.provider,
-                    settlement: SettlementAccounts {
-                        job_vault: &accounts.job_vault,
-                        usdc_mint: &accounts.usdc_mint,
-                        provider_payout: &accounts.provider_payout,
-                        treasury: &accounts.treasury,
-                        token_program: &accounts.token_program,
-                    },
-                    commission_bps: accounts.config.params.commission_bps,
-                    owner_token: None,
-                },
-                true,
-                now,
-                |job| job.pause(PauseReason::InsufficientBond, now),
-            )?;
+            take_off_node(off_node!(accounts, None), true, now, |job| {
+                job.pause(PauseReason::InsufficientBond, now)
+            })?;
+            let job = &accounts.job;
             emit_event(JobPaused {
                 job: job.key(),
                 generation: job.generation,

@@ -3,7 +3,8 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, JobCompleted};
-use crate::instructions::settlement::{take_off_node, OffNode, SettlementAccounts};
+use crate::instructions::settlement::take_off_node;
+use crate::off_node;
 use crate::state::{seeds::*, Config, Job, Node, Provider};
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
@@ -80,20 +81,7 @@ impl CompleteJob<'_> {
         );
         job.accrue(now, accounts.config.params.liveness_factor)?;
         let refund = take_off_node(
-            OffNode {
-                job,
-                node: &mut accounts.node,
-                provider: &mut accounts.provider,
-                settlement: SettlementAccounts {
-                    job_vault: &accounts.job_vault,
-                    usdc_mint: &accounts.usdc_mint,
-                    provider_payout: &accounts.provider_payout,
-                    treasury: &accounts.treasury,
-                    token_program: &accounts.token_program,
-                },
-                commission_bps: accounts.config.params.commission_bps,
-                owner_token: Some(&accounts.owner_token),
-            },
+            off_node!(accounts, Some(&accounts.owner_token)),
             true,
             now,
             |job| job.complete(args.output_hash, now),

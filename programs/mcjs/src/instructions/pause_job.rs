@@ -3,7 +3,8 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, JobPaused};
-use crate::instructions::settlement::{take_off_node, OffNode, SettlementAccounts};
+use crate::instructions::settlement::take_off_node;
+use crate::off_node;
 use crate::state::{seeds::*, Config, Job, Node, PauseReason, Provider};
 
 #[derive(Accounts)]
@@ -60,25 +61,9 @@ impl PauseJob<'_> {
     pub fn pause_job(ctx: Context<Self>) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
         let accounts = ctx.accounts;
-        take_off_node(
-            OffNode {
-                job: &mut accounts.job,
-                node: &mut accounts.node,
-                provider: &mut accounts.provider,
-                settlement: SettlementAccounts {
-                    job_vault: &accounts.job_vault,
-                    usdc_mint: &accounts.usdc_mint,
-                    provider_payout: &accounts.provider_payout,
-                    treasury: &accounts.treasury,
-                    token_program: &accounts.token_program,
-                },
-                commission_bps: accounts.config.params.commission_bps,
-                owner_token: None,
-            },
-            true,
-            now,
-            |job| job.pause(PauseReason::Owner, now),
-        )?;
+        take_off_node(off_node!(accounts, None), true, now, |job| {
+            job.pause(PauseReason::Owner, now)
+        })?;
         let job = &accounts.job;
         emit_event(JobPaused {
             job: job.key(),

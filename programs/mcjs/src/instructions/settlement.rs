@@ -87,6 +87,28 @@ pub struct OffNode<'a, 'info> {
     pub owner_token: Option<&'a Account<'info, TokenAccount>>,
 }
 
+/// The [`OffNode`] of an instruction's accounts: every instruction that
+/// takes a job off its node names these accounts alike.
+#[macro_export]
+macro_rules! off_node {
+    ($accounts:expr, $owner_token:expr) => {
+        $crate::instructions::settlement::OffNode {
+            job: &mut $accounts.job,
+            node: &mut $accounts.node,
+            provider: &mut $accounts.provider,
+            settlement: $crate::instructions::settlement::SettlementAccounts {
+                job_vault: &$accounts.job_vault,
+                usdc_mint: &$accounts.usdc_mint,
+                provider_payout: &$accounts.provider_payout,
+                treasury: &$accounts.treasury,
+                token_program: &$accounts.token_program,
+            },
+            commission_bps: $accounts.config.params.commission_bps,
+            owner_token: $owner_token,
+        }
+    };
+}
+
 /// The one way a job leaves a node (attestation on an exhausted bond,
 /// completion, pause, failure report): the segment is settled, `transition`
 /// moves the job (and fences the node with a new generation), the node is
