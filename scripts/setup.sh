@@ -34,7 +34,7 @@ if ! docker info >/dev/null 2>&1; then
     for _ in $(seq 1 30); do docker info >/dev/null 2>&1 && break; sleep 1; done
     docker info >/dev/null 2>&1 || { say "no Docker engine: see /tmp/mcjs-dockerd.log"; exit 2; }
 fi
-if ! need chromium; then
-    say "installing Debian's chromium (the dashboard's browser test)"
-    apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+if ! need chromium || ! need chromedriver; then
+    say "installing Debian's chromium and chromium-driver (the dashboard's browser test, over WebDriver)"
+    apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
