@@ -6,7 +6,9 @@
 //! wallet, kills the node running it part-way, shows the job recover on
 //! another node from its last attested checkpoint, lets it finish, prints
 //! the payout and the refund, checks the final model against an
-//! uninterrupted run, and audits the job's history on chain.
+//! uninterrupted run, and audits the job's history on chain. The auditor's
+//! dashboard serves the demo's chain on a loopback port the whole time;
+//! with `--keep` everything stays up after the summary until Ctrl-C.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -37,6 +39,10 @@ pub struct DemoArgs {
     /// Use this trainer image id instead of building it.
     #[arg(long)]
     pub image: Option<String>,
+    /// After the summary, keep the chain, the scheduler, the agents and the
+    /// dashboard up until Ctrl-C.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 const NODE_PROFILES: [(&str, &str); 3] = [
@@ -143,6 +149,25 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         &spec_path,
         workload::spec_json(&image, &data.join("train.csv"), &data_sha, &train_args, 3),
     )?;
+    // The auditor's dashboard over the demo's chain, in this process.
+    let dashboard_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("cannot listen for the dashboard on a loopback port")?;
+    let dashboard_url = format!(
+        "http://{}",
+        dashboard_listener
+            .local_addr()
+            .context("the dashboard's address")?
+    );
+    // Stopped by aborting it: a graceful shutdown would wait for the open
+    // pages' live-update streams, which never end.
+    let dashboard = tokio::spawn(mcjs_dashboard::serve(
+        dashboard_listener,
+        cluster.client(),
+        std::future::pending(),
+    ));
+    step(t, format!("dashboard: {dashboard_url}"));
+
     let user = cluster.user_wallet()?;
     let user_wallet = cluster.info.wallets.user.clone();
     let store = cluster.store.clone();
@@ -359,6 +384,21 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         Ok(text) => eprintln!("{text}"),
         Err(e) => eprintln!("{e:#}"),
     }
+    if args.keep {
+        step(
+            t,
+            format!(
+                "--keep: the chain ({}), the scheduler, the agents and the dashboard stay up; \
+                 dashboard: {dashboard_url}/job/{job} (Ctrl-C to stop)",
+                cluster.info.rpc_url
+            ),
+        );
+        tokio::signal::ctrl_c()
+            .await
+            .context("cannot wait for Ctrl-C")?;
+        step(t, "Ctrl-C: stopping");
+    }
+    dashboard.abort();
     cluster.stop();
     step(t, format!("done; everything is under {}", dir.display()));
     Ok(if same && audit.is_ok() {
