@@ -576,33 +576,8 @@ async fn a_job_swapping_in_symlinks_to_host_files_is_stopped_as_its_own_fault_an
         "a host file reached the store"
     );
     // The honest job's model is that of an uninterrupted run, byte for byte.
-    let mut args: Vec<String> = ["--data", "train.csv", "--batch-size", "32"]
-        .iter()
-        .chain(train_args.iter())
-        .map(ToString::to_string)
-        .collect();
-    args.retain(|a| !a.is_empty());
-    let reference = mcjs_cluster::workload::uninterrupted_run(
-        trainer_image(),
-        w.dir.path(),
-        &w.dir.path().join("reference"),
-        &args,
-    )
-    .expect("the reference run");
-    let stored = w
-        .store
-        .get(&object_store::path::Path::from(format!(
-            "jobs/{good}/output/files/model.bin"
-        )))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    assert!(
-        stored.as_ref() == std::fs::read(reference).unwrap().as_slice(),
-        "the honest job's model differs from an uninterrupted run"
-    );
+    w.assert_model_of_uninterrupted_run(&good, &train_args)
+        .await;
     assert!(done.output_hash.is_some());
     remove_containers(&node).await;
 }

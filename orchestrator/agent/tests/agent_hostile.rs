@@ -17,7 +17,6 @@ use mcjs_client::pda;
 use mcjs_client::program::state::{FailureCause, JobState};
 use mcjs_protocol::{JobPhase, JobReport, StopReason};
 use mcjs_spec::JobSpec;
-use object_store::ObjectStore;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -366,33 +365,8 @@ async fn every_hostile_job_is_stopped_as_its_own_fault_without_a_slash_and_the_n
             "/etc/passwd reached {dir}"
         );
     }
-    let mut args: Vec<String> = ["--data", "train.csv", "--batch-size", "32"]
-        .iter()
-        .chain(train_args.iter())
-        .map(ToString::to_string)
-        .collect();
-    args.retain(|a| !a.is_empty());
-    let reference = mcjs_cluster::workload::uninterrupted_run(
-        trainer_image(),
-        w.dir.path(),
-        &w.dir.path().join("reference"),
-        &args,
-    )
-    .expect("the reference run");
-    let stored = w
-        .store
-        .get(&object_store::path::Path::from(format!(
-            "jobs/{good}/output/files/model.bin"
-        )))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    assert!(
-        stored.as_ref() == std::fs::read(reference).unwrap().as_slice(),
-        "the honest job's model differs from an uninterrupted run"
-    );
+    w.assert_model_of_uninterrupted_run(&good, &train_args)
+        .await;
     remove_containers(&node).await;
     for (name, stop, took) in seen {
         eprintln!(

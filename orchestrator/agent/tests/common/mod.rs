@@ -308,6 +308,38 @@ impl World {
         (agent, cancel, node)
     }
 
+    /// Asserts that `job`'s stored model is byte-identical to an
+    /// uninterrupted run of the trainer with `train_args`.
+    pub async fn assert_model_of_uninterrupted_run(&self, job: &Pubkey, train_args: &[&str]) {
+        let mut args: Vec<String> = ["--data", "train.csv", "--batch-size", "32"]
+            .iter()
+            .chain(train_args.iter())
+            .map(ToString::to_string)
+            .collect();
+        args.retain(|a| !a.is_empty());
+        let reference = mcjs_cluster::workload::uninterrupted_run(
+            trainer_image(),
+            self.dir.path(),
+            &self.dir.path().join("reference"),
+            &args,
+        )
+        .expect("the reference run");
+        let stored = self
+            .store
+            .get(&object_store::path::Path::from(format!(
+                "jobs/{job}/output/files/model.bin"
+            )))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert!(
+            stored.as_ref() == std::fs::read(reference).unwrap().as_slice(),
+            "the honest job's model differs from an uninterrupted run"
+        );
+    }
+
     pub async fn job(&self, key: &Pubkey) -> Job {
         self.client.job(key).await.unwrap().expect("the job exists")
     }
