@@ -27,16 +27,7 @@ pub fn workspace_root() -> PathBuf {
 pub fn trainer_image() -> &'static str {
     static IMAGE: OnceLock<String> = OnceLock::new();
     IMAGE.get_or_init(|| {
-        let out =
-            std::process::Command::new(workspace_root().join("examples/trainer/build-image.sh"))
-                .output()
-                .expect("run examples/trainer/build-image.sh");
-        assert!(
-            out.status.success(),
-            "building the trainer image failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
+        mcjs_cluster::workload::build_trainer_image().expect("the trainer image builds")
     })
 }
 
