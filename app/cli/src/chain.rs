@@ -30,6 +30,9 @@ pub struct CliConfig {
     pub json_rpc_url: Option<String>,
     pub websocket_url: Option<String>,
     pub keypair_path: Option<String>,
+    /// MCJS keys: the deployment's store and scheduler.
+    pub store_url: Option<String>,
+    pub scheduler_url: Option<String>,
 }
 
 impl CliConfig {
@@ -48,6 +51,8 @@ impl CliConfig {
             config.json_rpc_url = get("json_rpc_url");
             config.websocket_url = get("websocket_url");
             config.keypair_path = get("keypair_path");
+            config.store_url = get("store_url");
+            config.scheduler_url = get("scheduler_url");
             return Ok(config);
         }
         for (n, line) in text.lines().enumerate() {
@@ -70,6 +75,8 @@ impl CliConfig {
                 "json_rpc_url" => config.json_rpc_url = value,
                 "websocket_url" => config.websocket_url = value,
                 "keypair_path" => config.keypair_path = value,
+                "store_url" => config.store_url = value,
+                "scheduler_url" => config.scheduler_url = value,
                 _ => {}
             }
         }
@@ -97,6 +104,9 @@ pub struct Ctx {
     pub url: String,
     pub ws_url: Option<String>,
     pub keypair_path: PathBuf,
+    /// From the config file: the deployment's store and scheduler.
+    pub store_url: Option<String>,
+    pub scheduler_url: Option<String>,
 }
 
 impl Ctx {
@@ -125,6 +135,8 @@ impl Ctx {
             url,
             ws_url: config.websocket_url.filter(|w| !w.is_empty()),
             keypair_path,
+            store_url: config.store_url,
+            scheduler_url: config.scheduler_url,
         })
     }
 

@@ -4,6 +4,7 @@ mod chain;
 mod cmd;
 mod logging;
 mod output;
+mod store;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use mcjs::state::{Job, JobState};
 use mcjs_client::history::McjsEvent;
 use mcjs_client::{Pubkey, Signer, ix, pda};
-use mcjs_cluster::{Cluster, ClusterConfig, is_running, kill_containers, workload};
+use mcjs_cluster::{Cluster, ClusterConfig, StoreKind, is_running, kill_containers, workload};
 use sha2::{Digest, Sha256};
 
 const USDC: u64 = 1_000_000;
@@ -80,7 +80,10 @@ async fn scenario_with(
         ],
         prices: vec!["1.00".into(), "1.20".into(), "1.50".into()],
         provider_stake_usdc: 200,
-        data_roots: vec![data.clone()],
+        // Nothing shared but the chain and the S3 endpoint: the data goes
+        // up with `mcjs job upload`, the output comes back with `mcjs job output`.
+        data_roots: Vec::new(),
+        store: StoreKind::S3,
     })
     .await
     .expect("the cluster starts");
@@ -88,12 +91,30 @@ async fn scenario_with(
     let reference =
         workload::uninterrupted_run(image(), &data, &dir.path().join("reference"), &args)
             .expect("the uninterrupted run");
+    let user = cluster.info.wallets.user.clone();
+    let scheduler = cluster.scheduler_url();
+    let uploaded = cluster
+        .run_mcjs(
+            &user,
+            &[
+                "job",
+                "upload",
+                data.join("train.csv").to_str().unwrap(),
+                "--scheduler",
+                &scheduler,
+                "--output",
+                "json",
+            ],
+        )
+        .expect("the dataset uploads");
+    let uploaded: serde_json::Value = serde_json::from_str(&uploaded).unwrap();
+    assert_eq!(uploaded["sha256"], sha.as_str(), "{uploaded}");
     let spec = dir.path().join("job.json");
     std::fs::write(
         &spec,
         workload::spec_json(
             image(),
-            &data.join("train.csv"),
+            uploaded["uri"].as_str().unwrap(),
             &sha,
             &args,
             restart_budget,
@@ -101,7 +122,6 @@ async fn scenario_with(
     )
     .unwrap();
     prepare(&cluster).await;
-    let user = cluster.info.wallets.user.clone();
     cluster
         .run_mcjs(
             &user,
@@ -113,8 +133,8 @@ async fn scenario_with(
                 "20",
                 "--job-id",
                 "1",
-                "--store",
-                cluster.store.to_str().unwrap(),
+                "--scheduler",
+                &scheduler,
             ],
         )
         .expect("submit");
@@ -168,16 +188,15 @@ impl Scenario {
         job
     }
 
-    /// The final model is byte-identical to the uninterrupted run's.
+    /// The final model, as `mcjs job output` delivers it (verified against
+    /// the chain), is byte-identical to the uninterrupted run's.
     fn assert_model_identical(&self) {
-        let out = self
-            .cluster
-            .store
-            .join("jobs")
-            .join(self.job.to_string())
-            .join("output");
+        let out = self.dir.path().join("delivered");
+        self.cluster
+            .job_output(&self.job, &out, &[])
+            .expect("mcjs job output delivers the verified output");
         let model =
-            workload::find_file(&out, "model.bin").expect("the stored output has the model");
+            workload::find_file(&out, "model.bin").expect("the delivered output has the model");
         assert_eq!(
             std::fs::read(model).unwrap(),
             std::fs::read(&self.reference).unwrap(),

@@ -66,6 +66,7 @@ async fn run(
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = monitor.then(|| {
         let pipeline = CheckpointPipeline {
+            generation: 1,
             store: CheckpointStore::local(&dir.join("store"), 2).unwrap(),
             job_id: "bench".into(),
             local_root: dir.join("checkpoints"),

@@ -540,6 +540,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             pipeline: CheckpointPipeline {
                 store,
                 job_id: job.to_string(),
+                generation,
                 local_root: dir.join("checkpoints"),
                 hash_threads: self.shared.config.hash_threads,
                 limits: crate::fault::checkpoint_limits(&spec),

@@ -173,7 +173,7 @@ async fn setup(uri: impl FnOnce(&Path) -> (String, String)) -> Setup {
     let (uri, sha) = uri(&datasets);
     let mut json: serde_json::Value = serde_json::from_str(&mcjs_cluster::workload::spec_json(
         &format!("sha256:{}", "ab".repeat(32)),
-        Path::new("/x"),
+        "file:///x",
         &sha,
         &[],
         3,

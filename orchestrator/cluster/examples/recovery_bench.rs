@@ -68,6 +68,7 @@ async fn main() -> anyhow::Result<()> {
         prices: vec!["1.00".into()],
         provider_stake_usdc: 300,
         data_roots: vec![data.clone()],
+        store: Default::default(),
     })
     .await?;
     let user = cluster.info.wallets.user.clone();
@@ -76,12 +77,18 @@ async fn main() -> anyhow::Result<()> {
     let args = workload::trainer_args(8);
     std::fs::write(
         &spec,
-        workload::spec_json(&image, &data.join("train.csv"), &sha, &args, 3),
+        workload::spec_json(
+            &image,
+            &workload::file_uri(&data.join("train.csv")),
+            &sha,
+            &args,
+            3,
+        ),
     )?;
 
     let (mut provisioning, mut recovery, mut lost) = (Vec::new(), Vec::new(), Vec::new());
     for run in 1..=runs {
-        let store = cluster.store.to_str().unwrap().to_string();
+        let scheduler = cluster.scheduler_url();
         cluster.run_mcjs(
             &user,
             &[
@@ -92,8 +99,8 @@ async fn main() -> anyhow::Result<()> {
                 "5",
                 "--job-id",
                 &run.to_string(),
-                "--store",
-                &store,
+                "--scheduler",
+                &scheduler,
             ],
         )?;
         let submitted = Instant::now();

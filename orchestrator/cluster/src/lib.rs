@@ -1,6 +1,10 @@
 //! A local MCJS cluster made of real processes: the local chain, the
 //! scheduler daemon and N agents, each agent in its own working directory
-//! with its own node profile, all sharing one checkpoint store directory.
+//! with its own node profile. The store is either one directory shared by
+//! every process ([`StoreKind::Dir`]) or an S3-compatible server
+//! (`s3s-fs`, started here) behind the scheduler's gateway
+//! ([`StoreKind::S3`]), where the processes share nothing but the chain
+//! and the S3 endpoint: only the scheduler holds the store's credentials.
 //! Every agent reaches the chain and the scheduler through a [`Link`] that
 //! can be cut, so a test can partition it from the rest.
 //!
@@ -42,6 +46,100 @@ pub struct ClusterConfig {
     pub provider_stake_usdc: u64,
     /// Directories the agents take file:// inputs from (`--data-root`).
     pub data_roots: Vec<PathBuf>,
+    pub store: StoreKind,
+}
+
+/// Where the cluster keeps specs, checkpoints and outputs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StoreKind {
+    /// A directory every process opens (the single-machine default).
+    #[default]
+    Dir,
+    /// An S3-compatible server (`s3s-fs`), reached by agents and users only
+    /// through the scheduler's gateway.
+    S3,
+}
+
+/// The access key of the cluster's S3 server (held by the scheduler only).
+pub const S3_ACCESS_KEY: &str = "mcjs-operator";
+pub const S3_SECRET_KEY: &str = "mcjs-operator-secret";
+/// The bucket and prefix of the cluster's S3 store.
+pub const S3_BUCKET: &str = "mcjs";
+pub const S3_PREFIX: &str = "deploy";
+
+/// The `s3s-fs` binary: `$MCJS_S3S_FS`, else on the PATH, else cargo's bin dir.
+pub fn s3s_fs_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("MCJS_S3S_FS") {
+        return PathBuf::from(p);
+    }
+    for dir in std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+    {
+        let candidate = dir.join("s3s-fs");
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .unwrap_or_default();
+    cargo_home.join("bin/s3s-fs")
+}
+
+/// A running S3-compatible server.
+pub struct S3Server {
+    pub endpoint: String,
+    /// Where it keeps its buckets (`<root>/<bucket>/<key>`).
+    pub root: PathBuf,
+    child: Child,
+}
+
+impl S3Server {
+    /// Starts `s3s-fs` on a free port with the operator's keys and one
+    /// bucket per name in `buckets`.
+    pub async fn start(root: &Path, logs: &Path, buckets: &[&str]) -> anyhow::Result<Self> {
+        for b in buckets {
+            std::fs::create_dir_all(root.join(b))?;
+        }
+        let port = free_port(false).await?;
+        let bin = s3s_fs_bin();
+        let child = Command::new(&bin)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--access-key", S3_ACCESS_KEY, "--secret-key", S3_SECRET_KEY])
+            .arg(root)
+            .stdin(Stdio::null())
+            .stdout(log_file(logs, "s3")?)
+            .stderr(log_file(logs, "s3.err")?)
+            .spawn()
+            .with_context(|| {
+                format!(
+                    "cannot start the S3 server {} (scripts/setup.sh installs it: cargo install s3s-fs --features binary)",
+                    bin.display()
+                )
+            })?;
+        let server = Self {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            root: root.to_path_buf(),
+            child,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            if Instant::now() > deadline {
+                bail!("the S3 server did not listen on {port} within 30 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(server)
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 pub struct AgentProcess {
@@ -64,7 +162,15 @@ pub struct AgentProcess {
 pub struct Cluster {
     pub config: ClusterConfig,
     pub info: LocalnetInfo,
+    /// Where the store's objects are on this machine's disk: the shared
+    /// directory, or the S3 server's copy of the bucket's prefix (for fault
+    /// injection and inspection only; no MCJS process reads it).
     pub store: PathBuf,
+    /// The store's URL, as the scheduler publishes it.
+    pub store_url: String,
+    pub s3: Option<S3Server>,
+    /// The user's working directory (`run_mcjs` runs there).
+    pub user_dir: PathBuf,
     pub scheduler_listen: String,
     chain: Child,
     scheduler: Option<Child>,
@@ -98,8 +204,28 @@ impl Cluster {
         let dir = config.dir.clone();
         std::fs::create_dir_all(dir.join("logs"))?;
         let logs = dir.join("logs");
-        let store = dir.join("store");
-        std::fs::create_dir_all(&store)?;
+        let (store, store_url, s3) = match config.store {
+            StoreKind::Dir => {
+                let store = dir.join("store");
+                std::fs::create_dir_all(&store)?;
+                let url = format!("file://{}", std::fs::canonicalize(&store)?.display());
+                (store, url, None)
+            }
+            StoreKind::S3 => {
+                let server = S3Server::start(&dir.join("s3"), &logs, &[S3_BUCKET]).await?;
+                let url = format!(
+                    "s3://{S3_BUCKET}/{S3_PREFIX}?endpoint={}",
+                    server.endpoint
+                );
+                (
+                    server.root.join(S3_BUCKET).join(S3_PREFIX),
+                    url,
+                    Some(server),
+                )
+            }
+        };
+        let user_dir = dir.join("user");
+        std::fs::create_dir_all(&user_dir)?;
 
         let rpc_port = free_port(true).await?;
         let chain_dir = dir.join("chain");
@@ -119,6 +245,9 @@ impl Cluster {
         let mut cluster = Self {
             info,
             store,
+            store_url,
+            s3,
+            user_dir,
             scheduler_listen: format!("127.0.0.1:{scheduler_port}"),
             chain,
             scheduler: None,
@@ -148,6 +277,7 @@ impl Cluster {
         let mut cmd = Command::new(&self.config.mcjs_bin);
         cmd.arg("-u").arg(&self.info.rpc_url).arg("-k").arg(wallet);
         cmd.stdin(Stdio::null());
+        cmd.current_dir(&self.user_dir);
         cmd
     }
 
@@ -194,9 +324,18 @@ impl Cluster {
 
     pub fn start_scheduler(&mut self) -> anyhow::Result<()> {
         let logs = self.config.dir.join("logs");
-        let child = self
-            .mcjs(&self.info.wallets.scheduler.clone())
+        let scheduler_dir = self.config.dir.join("scheduler");
+        std::fs::create_dir_all(&scheduler_dir)?;
+        let mut command = self.mcjs(&self.info.wallets.scheduler.clone());
+        if self.s3.is_some() {
+            command
+                .env("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY)
+                .env("AWS_SECRET_ACCESS_KEY", S3_SECRET_KEY);
+        }
+        let child = command
+            .current_dir(&scheduler_dir)
             .args(["scheduler", "--listen", &self.scheduler_listen])
+            .args(["--store", &self.store_url])
             .args([
                 "--heartbeat-timeout-ms",
                 &self.config.heartbeat_timeout_ms.to_string(),
@@ -298,8 +437,8 @@ impl Cluster {
             .arg(&agent.node_key)
             .arg("--work-dir")
             .arg(&agent.work_dir)
-            .arg("--store")
-            .arg(&self.store)
+            .current_dir(&agent.work_dir)
+            // The store: whatever the scheduler publishes.
             .args(["--scheduler", &agent.scheduler_url])
             .args(["--listen", &agent.listen])
             .arg("--profile")
@@ -440,6 +579,17 @@ impl Cluster {
         }
         std::fs::write(&path, bytes)?;
         Ok(path)
+    }
+
+    /// Runs `mcjs job output` as the user (`args` added), into `to`.
+    pub fn job_output(&self, job: &Pubkey, to: &Path, args: &[&str]) -> anyhow::Result<String> {
+        let scheduler = self.scheduler_url();
+        let mut all = vec!["job", "output", "--scheduler", scheduler.as_str()];
+        let job = job.to_string();
+        let to = to.to_string_lossy().into_owned();
+        all.extend([job.as_str(), "--to", to.as_str()]);
+        all.extend(args);
+        self.run_mcjs(&self.info.wallets.user, &all)
     }
 
     /// Stops everything: agents (and their containers), scheduler, chain.

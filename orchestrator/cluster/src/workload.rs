@@ -24,9 +24,14 @@ pub fn trainer_args(epochs: u32) -> Vec<String> {
     .collect()
 }
 
+/// `file://` URI of a local file.
+pub fn file_uri(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
 pub fn spec_json(
     image: &str,
-    data: &Path,
+    data_uri: &str,
     sha: &str,
     args: &[String],
     restart_budget: u8,
@@ -45,7 +50,7 @@ pub fn spec_json(
         "data": [{
             "name": "train.csv",
             "role": "dataset",
-            "uri": format!("file://{}", data.display()),
+            "uri": data_uri,
             "sha256": sha
         }],
         "request": {

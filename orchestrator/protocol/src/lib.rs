@@ -16,6 +16,7 @@
 
 pub mod auth;
 pub mod fault;
+pub mod store;
 
 pub use auth::{MAX_CLOCK_SKEW_MS, Refusal, SIGNING_DOMAIN, SignedRequest};
 pub use fault::{ChainCause, Fault, JobOutcome, StopReason};

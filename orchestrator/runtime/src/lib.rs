@@ -3,6 +3,7 @@
 //! data staging and checkpoint deadline tracking. The job contract they
 //! implement is docs/job-contract.md.
 
+pub mod brokered;
 pub mod checkpoint;
 pub mod confined;
 pub mod contract;

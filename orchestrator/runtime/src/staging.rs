@@ -83,6 +83,47 @@ pub struct StagingPolicy {
     pub read_timeout: Duration,
     /// The cap of an input that declares no size.
     pub max_input_bytes: u64,
+    /// The deployment's S3 store, where `s3://` inputs must live (under the
+    /// job owner's `users/<owner>/` prefix, which the gateway checks):
+    /// fetched through it, never with credentials of the node's own.
+    pub s3_store: Option<S3Inputs>,
+}
+
+/// `s3://` inputs: the deployment's store and where it is.
+#[derive(Debug, Clone)]
+pub struct S3Inputs {
+    pub location: mcjs_protocol::store::S3Location,
+    pub store: Arc<dyn object_store::ObjectStore>,
+}
+
+impl S3Inputs {
+    /// The store-relative path of an `s3://bucket/key` URI, when it lies in
+    /// the deployment's store.
+    pub fn path_of(&self, url: &url::Url) -> Option<String> {
+        if url.host_str() != Some(self.location.bucket.as_str()) {
+            return None;
+        }
+        let key = url.path().trim_start_matches('/');
+        let key = percent_decode(key)?;
+        self.location.relative(&key).map(str::to_string)
+    }
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 impl Default for StagingPolicy {
@@ -93,6 +134,7 @@ impl Default for StagingPolicy {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(60),
             max_input_bytes: 1 << 40,
+            s3_store: None,
         }
     }
 }
@@ -470,9 +512,42 @@ impl DataCache {
                         out.write_all(&chunk).await.map_err(tmp_io("write"))?;
                     }
                 }
+                "s3" => {
+                    let Some(s3) = &self.policy.s3_store else {
+                        return Err(refused(
+                            "this node's deployment has no S3 store; use https:// for public data".into(),
+                        ));
+                    };
+                    let Some(path) = s3.path_of(&url) else {
+                        return Err(refused(format!(
+                            "s3:// inputs must be in the deployment's store (s3://{}/{}), under the owner's users/<owner>/ prefix",
+                            s3.location.bucket, s3.location.prefix
+                        )));
+                    };
+                    let object = object_store::path::Path::from(path.as_str());
+                    let got = s3.store.get(&object).await.map_err(|e| match e {
+                        object_store::Error::PermissionDenied { .. } => refused(format!(
+                            "the store gateway refused {path}: s3:// inputs must be under the job owner's users/<owner>/ prefix"
+                        )),
+                        other => fetch_err(other.to_string()),
+                    })?;
+                    if got.meta.size > limit {
+                        return Err(too_big());
+                    }
+                    let mut body = got.into_stream();
+                    while let Some(chunk) = body.next().await {
+                        let chunk = chunk.map_err(|e| fetch_err(e.to_string()))?;
+                        size += chunk.len() as u64;
+                        if size > limit {
+                            return Err(too_big());
+                        }
+                        hasher.update(&chunk);
+                        out.write_all(&chunk).await.map_err(tmp_io("write"))?;
+                    }
+                }
                 other => {
                     return Err(fetch_err(format!(
-                        "unsupported scheme {other:?}; use file://, https:// or http://"
+                        "unsupported scheme {other:?}; use file://, https://, http:// or s3:// (the deployment's store)"
                     )));
                 }
             }

@@ -70,7 +70,7 @@ impl StoreError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredCheckpoint {
     pub job_id: String,
-    /// `<step, 20 digits>-<16 hex digits unique to this upload>`.
+    /// `<step, 20 digits>-g<generation>-<16 hex digits unique to this upload>`.
     pub key: String,
     pub epoch: u64,
     pub step: u64,
@@ -199,6 +199,7 @@ impl CheckpointStore {
     pub async fn upload(
         &self,
         job_id: &str,
+        generation: u32,
         root: &ConfinedDir,
         local: &LocalCheckpoint,
         limits: Limits,
@@ -208,7 +209,11 @@ impl CheckpointStore {
         // Unique per upload: the hash is known only once every byte is
         // stored, and a re-run of the same step must never overwrite a copy
         // that may already be attested.
-        let key = format!("{:020}-{}", local.manifest.step, upload_nonce(job_id));
+        let key = format!(
+            "{:020}-g{generation}-{}",
+            local.manifest.step,
+            upload_nonce(job_id)
+        );
         let base = format!("{}/{key}", checkpoints_prefix(job_id));
         let dir = root.open_dir(&local.name).map_err(CheckpointError::from)?;
         let digest =
@@ -637,6 +642,9 @@ async fn copy_hashing(
 pub struct CheckpointPipeline {
     pub store: CheckpointStore,
     pub job_id: String,
+    /// The assignment generation it runs under: part of every checkpoint's
+    /// key, so that a node writes only its own assignment's checkpoints.
+    pub generation: u32,
     pub local_root: PathBuf,
     /// Hashing threads; 0 means one per core.
     pub hash_threads: usize,
@@ -663,7 +671,14 @@ impl CheckpointPipeline {
         for local in found {
             stored.push(
                 self.store
-                    .upload(&self.job_id, &root, &local, self.limits, self.hash_threads)
+                    .upload(
+                        &self.job_id,
+                        self.generation,
+                        &root,
+                        &local,
+                        self.limits,
+                        self.hash_threads,
+                    )
                     .await?,
             );
             // std's remove_dir_all never follows a symlink (CVE-2022-21658).
@@ -691,4 +706,155 @@ impl CheckpointPipeline {
             }
         }
     }
+}
+
+/// Why a download was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error(
+        "the store's list of files hashes to {listed}, but the chain attests {attested}: the stored descriptor is not the one attested; nothing was written"
+    )]
+    Descriptor {
+        listed: Sha256Digest,
+        attested: Sha256Digest,
+    },
+    #[error(
+        "{file}: refused, its bytes in the store do not match what the chain attests (sha256 {actual}, {actual_size} bytes; attested {expected}, {expected_size} bytes); nothing was written"
+    )]
+    Tampered {
+        file: String,
+        expected: Sha256Digest,
+        expected_size: u64,
+        actual: Sha256Digest,
+        actual_size: u64,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Downloads `files` (stored under `<prefix>/<path>`) into `dest`, hashing
+/// each as it arrives, and keeps them only if the list hashes to `attested`
+/// (the digest on chain, as defined in docs/job-contract.md) and every file
+/// matches its entry. Files go to a hidden directory next to `dest` first,
+/// so a refused download leaves nothing at `dest`. `progress` is called
+/// with the bytes received so far.
+pub async fn download_verified(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &str,
+    files: &[FileDigest],
+    attested: Sha256Digest,
+    dest: &Path,
+    progress: &(dyn Fn(u64) + Send + Sync),
+) -> Result<CheckpointDigest, VerifyError> {
+    let mut sorted = files.to_vec();
+    sorted.sort_by(|a, b| a.path.cmp(&b.path));
+    let digest = CheckpointDigest::combine(sorted);
+    if digest.hash != attested {
+        return Err(VerifyError::Descriptor {
+            listed: digest.hash,
+            attested,
+        });
+    }
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into());
+    let staging = dest.with_file_name(format!(".{name}.partial"));
+    let _ = tokio::fs::remove_dir_all(&staging).await;
+    let result = fetch_all(store, prefix, &digest.files, &staging, progress).await;
+    if let Err(e) = result {
+        let _ = tokio::fs::remove_dir_all(&staging).await;
+        return Err(e);
+    }
+    if tokio::fs::metadata(dest).await.is_ok() {
+        let _ = tokio::fs::remove_dir_all(&staging).await;
+        return Err(StoreError::Io {
+            action: "write into",
+            path: dest.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "it already exists; choose another directory or remove it",
+            ),
+        }
+        .into());
+    }
+    tokio::fs::rename(&staging, dest)
+        .await
+        .map_err(|source| StoreError::Io {
+            action: "move the verified files into",
+            path: dest.to_path_buf(),
+            source,
+        })?;
+    Ok(digest)
+}
+
+async fn fetch_all(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &str,
+    files: &[FileDigest],
+    staging: &Path,
+    progress: &(dyn Fn(u64) + Send + Sync),
+) -> Result<(), VerifyError> {
+    let mut received = 0u64;
+    for f in files {
+        let rel = Path::new(&f.path);
+        if rel.is_absolute()
+            || rel
+                .components()
+                .any(|p| !matches!(p, std::path::Component::Normal(_)))
+        {
+            return Err(StoreError::BadDescriptor {
+                path: prefix.to_string(),
+                reason: format!("file path {:?} escapes the directory", f.path),
+            }
+            .into());
+        }
+        let target = staging.join(rel);
+        let io = |action, source| StoreError::Io {
+            action,
+            path: target.clone(),
+            source,
+        };
+        if let Some(parent) = target.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| io("create", e))?;
+        }
+        let src = ObjectPath::from(format!("{prefix}/{}", f.path));
+        let mut stream = store
+            .get(&src)
+            .await
+            .map_err(CheckpointStore::object("read", &src))?
+            .into_stream();
+        let mut out = tokio::fs::File::create(&target)
+            .await
+            .map_err(|e| io("create", e))?;
+        let mut h = Sha256::new();
+        let mut size = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(CheckpointStore::object("read", &src))?;
+            size += chunk.len() as u64;
+            // Never write more than was attested: a store that streams
+            // without end is refused at the attested size.
+            if size > f.size {
+                break;
+            }
+            h.update(&chunk);
+            out.write_all(&chunk).await.map_err(|e| io("write", e))?;
+            received += chunk.len() as u64;
+            progress(received);
+        }
+        out.sync_all().await.map_err(|e| io("sync", e))?;
+        let actual = Sha256Digest(h.finalize().into());
+        if size != f.size || actual != f.sha256 {
+            return Err(VerifyError::Tampered {
+                file: f.path.clone(),
+                expected: f.sha256,
+                expected_size: f.size,
+                actual,
+                actual_size: size,
+            });
+        }
+    }
+    Ok(())
 }

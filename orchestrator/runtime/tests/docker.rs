@@ -133,6 +133,7 @@ impl Job {
 
     fn pipeline(&self, run: &str) -> CheckpointPipeline {
         CheckpointPipeline {
+            generation: 1,
             store: self.store(),
             job_id: self.id.clone(),
             local_root: self.t.path().join(run).join("checkpoints"),

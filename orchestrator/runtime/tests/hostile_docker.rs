@@ -100,6 +100,7 @@ impl Node {
 
     fn pipeline(&self, job: &str, limits: Limits) -> CheckpointPipeline {
         CheckpointPipeline {
+            generation: 1,
             store: CheckpointStore::local(&self.t.path().join("store"), 100).unwrap(),
             job_id: job.to_string(),
             local_root: self.job_dir(job).join("checkpoints"),

@@ -39,6 +39,7 @@ impl Node {
 
     fn pipeline(&self, limits: Limits) -> CheckpointPipeline {
         CheckpointPipeline {
+            generation: 1,
             store: CheckpointStore::local(&self.store_root, 3).unwrap(),
             job_id: "hostile".into(),
             local_root: self.ckpt.clone(),

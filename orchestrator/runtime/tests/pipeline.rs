@@ -36,6 +36,7 @@ fn fixture(keep: usize) -> Fixture {
     std::fs::create_dir_all(&local).unwrap();
     std::fs::create_dir_all(&restore_root).unwrap();
     let pipeline = CheckpointPipeline {
+        generation: 1,
         store: CheckpointStore::local(&store_root, keep).unwrap(),
         job_id: "job-7".into(),
         local_root: local.clone(),

@@ -9,10 +9,12 @@
 
 pub mod auth;
 pub mod core;
+pub mod gateway;
 pub mod liveness;
 pub mod metrics;
 pub mod server;
 pub mod shell;
+pub mod store_gate;
 
 pub use crate::core::{
     AccountKind, Action, Decision, DetectorConfig, Observation, Skipped, reconcile,

@@ -19,6 +19,11 @@ pub struct Metrics {
     /// Agent requests refused, by reason (`mcjs_protocol::Refusal::label`).
     pub refused: IntCounterVec,
     pub transaction_errors: IntCounter,
+    /// Store gateway requests refused, by reason (a `Refusal` label, "denied"
+    /// for an operation the chain does not allow, "invalid_spec").
+    pub store_refused: IntCounterVec,
+    /// Store operations granted (URLs signed or performed).
+    pub store_grants: IntCounter,
     /// Accounts the last round left out of placement because they cannot be scheduled, by
     /// kind ("node", "job"): anything above zero is a malformed account to look at.
     pub skipped_accounts: IntGaugeVec,
@@ -72,6 +77,19 @@ impl Metrics {
                 "Transactions the chain refused or that could not be sent",
             )
             .unwrap(),
+            store_refused: IntCounterVec::new(
+                Opts::new(
+                    "mcjs_store_requests_refused_total",
+                    "Store gateway requests refused, by reason",
+                ),
+                &["reason"],
+            )
+            .unwrap(),
+            store_grants: IntCounter::new(
+                "mcjs_store_grants_total",
+                "Store operations granted (URLs signed or performed)",
+            )
+            .unwrap(),
             skipped_accounts: IntGaugeVec::new(
                 Opts::new(
                     "mcjs_skipped_accounts",
@@ -94,12 +112,18 @@ impl Metrics {
             Box::new(m.refused.clone()),
             Box::new(m.transaction_errors.clone()),
             Box::new(m.skipped_accounts.clone()),
+            Box::new(m.store_refused.clone()),
+            Box::new(m.store_grants.clone()),
         ] {
             m.registry.register(c).expect("metric names are unique");
         }
         // Every reason shows from the start, at zero, so an alert can rate() it.
         for reason in mcjs_protocol::Refusal::LABELS {
             m.refused.with_label_values(&[reason]);
+            m.store_refused.with_label_values(&[reason]);
+        }
+        for reason in ["denied", "invalid_spec"] {
+            m.store_refused.with_label_values(&[reason]);
         }
         // Present at zero from the start, so that a dashboard can tell "none" from "unknown".
         for kind in [AccountKind::Node, AccountKind::Job] {

@@ -17,6 +17,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
 use crate::auth::Directory;
+use crate::gateway::{self, GatewayState, S3Error, S3Store};
+use mcjs_protocol::store::StoreUrl;
 use crate::core::{AccountKind, Action, DetectorConfig, Observation, cause_name, reconcile};
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
@@ -28,6 +30,9 @@ pub struct DaemonConfig {
     pub listen: SocketAddr,
     pub tick: Duration,
     pub detector: DetectorConfig,
+    /// The deployment's store, published at `/v1/store`; for `s3://` the
+    /// daemon holds its credentials and runs the gateway.
+    pub store: StoreUrl,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +43,8 @@ pub enum DaemonError {
         "{key} is not the scheduler authority of this deployment ({expected}); pass the scheduler's keypair"
     )]
     NotScheduler { key: Pubkey, expected: Pubkey },
+    #[error(transparent)]
+    Store(#[from] S3Error),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -68,6 +75,8 @@ pub struct Daemon {
     pub directory: Arc<RwLock<Directory>>,
     pub metrics: Arc<Metrics>,
     pub clock: Clock,
+    /// The store's credentials, for an `s3://` store.
+    pub s3: Option<Arc<S3Store>>,
 }
 
 impl Daemon {
@@ -85,6 +94,12 @@ impl Daemon {
                 expected: chain_config.scheduler,
             });
         }
+        let s3 = match &config.store {
+            StoreUrl::S3(location) => Some(Arc::new(S3Store::new(location.clone(), |k| {
+                std::env::var(k).ok()
+            })?)),
+            StoreUrl::Dir(_) => None,
+        };
         let directory = Directory::from_chain(&client.nodes().await?);
         let now = clock();
         Ok(Self {
@@ -95,6 +110,7 @@ impl Daemon {
             directory: Arc::new(RwLock::new(directory)),
             metrics: Arc::new(Metrics::new()),
             clock,
+            s3,
         })
     }
 
@@ -113,9 +129,17 @@ impl Daemon {
             clock: self.clock.clone(),
             heartbeat_timeout_ms: self.config.detector.heartbeat_timeout_ms,
         };
+        let gateway = GatewayState {
+            url: self.config.store.clone(),
+            s3: self.s3.clone(),
+            client: ChainClient::new(&self.config.rpc_url),
+            metrics: self.metrics.clone(),
+            clock: self.clock.clone(),
+        };
+        let app = router(state).merge(gateway::routes(gateway));
         let server_cancel = cancel.clone();
         let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, router(state))
+            let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(server_cancel.cancelled_owned())
                 .await;
         });

@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -36,9 +35,14 @@ pub struct RunArgs {
     /// Node-local directory for the data cache and each job's data, checkpoints and output.
     #[arg(long, default_value = ".mcjs-agent")]
     pub work_dir: PathBuf,
-    /// The shared store (a directory) holding job specs, checkpoints and outputs.
-    #[arg(long, default_value = ".mcjs-store")]
-    pub store: PathBuf,
+    /// The deployment's store of job specs, checkpoints and outputs: a
+    /// directory shared with the scheduler (`file:///dir` or a path), or an
+    /// `s3://` URL, reached through the scheduler's gateway with requests
+    /// signed by the node key (the agent never holds store credentials).
+    /// By default, what the scheduler publishes; `.mcjs-store` without a
+    /// scheduler.
+    #[arg(long)]
+    pub store: Option<mcjs_protocol::store::StoreUrl>,
     /// The scheduler's base URL; heartbeats go there every second.
     #[arg(long)]
     pub scheduler: Option<String>,
@@ -86,9 +90,6 @@ fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
     };
     std::fs::create_dir_all(&args.work_dir)
         .with_context(|| format!("cannot create the work dir {}", args.work_dir.display()))?;
-    std::fs::create_dir_all(&args.store)
-        .with_context(|| format!("cannot create the store {}", args.store.display()))?;
-    let store_root = std::fs::canonicalize(&args.store)?;
     let work_dir = std::fs::canonicalize(&args.work_dir)?;
     let data_roots = args
         .data_roots
@@ -103,10 +104,16 @@ fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
         let chain = RpcChain::new(ctx.client(), node_key);
         let registered = adopt_node(&chain, node, &profile).await?;
         global.output.print(&registered)?;
-        let store: Arc<dyn object_store::ObjectStore> = Arc::new(
-            object_store::local::LocalFileSystem::new_with_prefix(&store_root)
-                .with_context(|| format!("cannot open the store {}", store_root.display()))?,
-        );
+        let (store_url, store) = open_store(&args, node, &chain.wallet).await?;
+        let s3_store = match store_url {
+            mcjs_protocol::store::StoreUrl::S3(location) => {
+                Some(mcjs_runtime::staging::S3Inputs {
+                    location,
+                    store: std::sync::Arc::clone(&store),
+                })
+            }
+            mcjs_protocol::store::StoreUrl::Dir(_) => None,
+        };
         let config = AgentConfig {
             node,
             work_dir,
@@ -118,6 +125,7 @@ fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
             staging: mcjs_agent::StagingPolicy {
                 data_roots,
                 allow_private: args.allow_private_data,
+                s3_store,
                 ..Default::default()
             },
         };
@@ -152,4 +160,35 @@ fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
         let _ = server.await;
         anyhow::Ok(EXIT_OK)
     })
+}
+
+/// The store as `--store` says, or as the scheduler publishes it.
+async fn open_store(
+    args: &RunArgs,
+    node: mcjs_client::Pubkey,
+    key: &mcjs_client::Keypair,
+) -> anyhow::Result<(
+    mcjs_protocol::store::StoreUrl,
+    std::sync::Arc<dyn object_store::ObjectStore>,
+)> {
+    use mcjs_protocol::store::{Role, StoreUrl};
+    let url = match (&args.store, &args.scheduler) {
+        (Some(url), _) => url.clone(),
+        (None, Some(scheduler)) => crate::store::resolve(None, None, scheduler).await?,
+        (None, None) => StoreUrl::Dir(PathBuf::from(".mcjs-store")),
+    };
+    let url = crate::cmd::scheduler::absolute(url)?;
+    if matches!(url, StoreUrl::S3(_)) && args.scheduler.is_none() {
+        anyhow::bail!("an s3:// store is reached through the scheduler's gateway: pass --scheduler");
+    }
+    let identity = crate::store::identity(
+        Role::Node {
+            node: node.to_string(),
+        },
+        key,
+    );
+    let scheduler = args.scheduler.as_deref().unwrap_or(crate::store::DEFAULT_SCHEDULER_URL);
+    eprintln!("store: {url}");
+    let store = crate::store::open(&url, scheduler, identity)?;
+    Ok((url, store))
 }

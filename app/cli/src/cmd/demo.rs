@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use mcjs::state::JobState;
 use mcjs_client::{Signer, ix, pda};
-use mcjs_cluster::{Cluster, ClusterConfig, workload};
+use mcjs_cluster::{Cluster, ClusterConfig, StoreKind, workload};
 use sha2::{Digest, Sha256};
 
 use crate::chain::usdc;
@@ -119,16 +119,20 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         profiles,
         prices: vec!["1.00".into(), "1.20".into(), "1.50".into()],
         provider_stake_usdc: 200,
-        data_roots: vec![data.clone()],
+        // Every process in its own directory, sharing nothing but the chain
+        // and the S3 endpoint (the scheduler alone holds its keys).
+        data_roots: Vec::new(),
+        store: StoreKind::S3,
     })
     .await
     .context("cannot start the demo cluster")?;
     step(
         t,
         format!(
-            "chain at {}, scheduler at {}",
+            "chain at {}, scheduler at {}, store {}",
             cluster.info.rpc_url,
-            cluster.scheduler_url()
+            cluster.scheduler_url(),
+            cluster.store_url
         ),
     );
     for a in &cluster.agents {
@@ -144,10 +148,32 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         move || workload::uninterrupted_run(&image, &data, &out, &train_args)
     });
 
+    let uploaded = cluster.run_mcjs(
+        &cluster.info.wallets.user,
+        &[
+            "job",
+            "upload",
+            data.join("train.csv").to_str().unwrap(),
+            "--scheduler",
+            &cluster.scheduler_url(),
+            "--output",
+            "json",
+        ],
+    )?;
+    let uploaded: serde_json::Value = serde_json::from_str(&uploaded)?;
+    let data_uri = uploaded["uri"]
+        .as_str()
+        .context("`mcjs job upload` printed no uri")?
+        .to_string();
+    anyhow::ensure!(
+        uploaded["sha256"] == data_sha.as_str(),
+        "the uploaded dataset's sha256 differs: {uploaded}"
+    );
+    step(t, format!("the user uploaded the dataset to {data_uri}"));
     let spec_path = dir.join("job.json");
     std::fs::write(
         &spec_path,
-        workload::spec_json(&image, &data.join("train.csv"), &data_sha, &train_args, 3),
+        workload::spec_json(&image, &data_uri, &data_sha, &train_args, 3),
     )?;
     // The auditor's dashboard over the demo's chain, in this process.
     let dashboard_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -170,7 +196,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
 
     let user = cluster.user_wallet()?;
     let user_wallet = cluster.info.wallets.user.clone();
-    let store = cluster.store.clone();
+    let scheduler = cluster.scheduler_url();
     let client = cluster.client();
     let deployment = client.deployment().await?;
     let user_token = ix::usdc_account(&user.pubkey(), &deployment.usdc_mint);
@@ -186,8 +212,8 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
             "20",
             "--job-id",
             "1",
-            "--store",
-            store.to_str().unwrap(),
+            "--scheduler",
+            &scheduler,
         ],
     )?;
     let job = pda::job(&user.pubkey(), 1);
@@ -359,10 +385,18 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         );
     }
 
-    let model = workload::find_file(
-        &store.join("jobs").join(job.to_string()).join("output"),
-        "model.bin",
-    )?;
+    let delivered = dir.join("delivered");
+    cluster
+        .job_output(&job, &delivered, &[])
+        .context("`mcjs job output` did not deliver the verified output")?;
+    step(
+        t,
+        format!(
+            "mcjs job output verified every file against the chain's output hash into {}",
+            delivered.display()
+        ),
+    );
+    let model = workload::find_file(&delivered, "model.bin")?;
     let reference = reference.await.context("the reference run panicked")??;
     let same = std::fs::read(&model)? == std::fs::read(&reference)?;
     step(

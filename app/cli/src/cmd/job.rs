@@ -27,11 +27,39 @@ pub enum JobCommand {
         /// Job id (part of the job's address); default: one more than the wallet's highest.
         #[arg(long)]
         job_id: Option<u64>,
-        /// The shared store (a directory) the agents read specs from; the
-        /// canonical spec is published there under specs/<sha256>.json
-        /// before the bond is locked.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Upload a data file into your own space of the deployment's S3 store
+    /// (users/<wallet>/data/<name>); prints the s3:// URI and sha256 to
+    /// declare as a spec's data input. Only the nodes running your jobs can
+    /// read it, through the scheduler's gateway.
+    Upload {
+        file: PathBuf,
+        /// The name in the store (default: the file's name).
         #[arg(long)]
-        store: Option<PathBuf>,
+        name: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Download a job's output into a directory, every file verified
+    /// against the output hash the chain attests; a file that does not
+    /// match is refused by name and nothing is written.
+    Output {
+        job: String,
+        /// Where to put it: a new directory (default `<job>-output`), or an
+        /// `s3://bucket/prefix` of your own, written with your own
+        /// credentials (AWS_* in your environment) after verification. By
+        /// default the spec's s3:// `output.destination`, if it has one.
+        #[arg(long)]
+        to: Option<String>,
+        /// The job's last attested checkpoint instead, verified against its
+        /// attested hash (for specs with `output.return_partial`; works
+        /// before the job ends and after it failed).
+        #[arg(long)]
+        partial: bool,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Show a job.
     Status { job: String },
@@ -62,6 +90,45 @@ pub enum JobCommand {
         #[arg(long, value_enum, default_value_t = CauseArg::NodeLost)]
         cause: CauseArg,
     },
+}
+
+/// Where the deployment's store is.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct StoreArgs {
+    /// The deployment's store: a directory (`file:///dir` or a path), or an
+    /// `s3://` URL reached through the scheduler's gateway, signed by your
+    /// wallet. Default: `store_url` from the config file, else what the
+    /// scheduler publishes.
+    #[arg(long)]
+    pub store: Option<mcjs_protocol::store::StoreUrl>,
+    /// The scheduler's base URL. Default: `scheduler_url` from the config
+    /// file, else http://127.0.0.1:7400.
+    #[arg(long)]
+    pub scheduler: Option<String>,
+}
+
+impl StoreArgs {
+    pub fn scheduler(&self, ctx: &Ctx) -> String {
+        self.scheduler
+            .clone()
+            .or_else(|| ctx.scheduler_url.clone())
+            .unwrap_or_else(|| crate::store::DEFAULT_SCHEDULER_URL.to_string())
+    }
+
+    /// Whether the user said where the store is (a flag or the config file).
+    fn given(&self, ctx: &Ctx) -> bool {
+        self.store.is_some() || ctx.store_url.is_some() || self.scheduler.is_some() || ctx.scheduler_url.is_some()
+    }
+
+    pub async fn resolve(&self, ctx: &Ctx) -> anyhow::Result<mcjs_protocol::store::StoreUrl> {
+        let url = crate::store::resolve(
+            self.store.clone(),
+            ctx.store_url.as_deref(),
+            &self.scheduler(ctx),
+        )
+        .await?;
+        crate::cmd::scheduler::absolute(url)
+    }
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +194,15 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             job_id,
             store,
         } => submit(&ctx, &client, global, spec, bond, job_id, store).await,
+        JobCommand::Upload { file, name, store } => {
+            crate::cmd::job_output::upload(&ctx, global, &file, name, &store).await
+        }
+        JobCommand::Output {
+            job,
+            to,
+            partial,
+            store,
+        } => crate::cmd::job_output::run(&ctx, &client, global, &job, to, partial, &store).await,
         JobCommand::Status { job } => {
             let key = parse_pubkey(&job, "job")?;
             let job = fetch_job(&client, &key).await?;
@@ -282,7 +358,7 @@ async fn submit(
     spec_path: PathBuf,
     bond: u64,
     job_id: Option<u64>,
-    store: Option<PathBuf>,
+    store: StoreArgs,
 ) -> anyhow::Result<u8> {
     let text = std::fs::read_to_string(&spec_path)
         .with_context(|| format!("cannot read the job spec {}", spec_path.display()))?;
@@ -348,15 +424,7 @@ async fn submit(
             usdc(minimum)
         );
     }
-    if let Some(dir) = &store {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create the store {}", dir.display()))?;
-        let store = object_store::local::LocalFileSystem::new_with_prefix(dir)
-            .with_context(|| format!("cannot open the store {}", dir.display()))?;
-        mcjs_agent::spec_store::put_spec(&store, &spec)
-            .await
-            .with_context(|| format!("cannot publish the spec to {}", dir.display()))?;
-    }
+    publish_spec(ctx, &wallet, &store, &spec).await?;
     let signature = client
         .send(
             &[ix::submit_job(
@@ -377,6 +445,57 @@ async fn submit(
         signature: signature.to_string(),
     })?;
     Ok(EXIT_OK)
+}
+
+/// Publishes the spec where the agents will read it, before any bond is
+/// locked. Without any store named (flag or config), a scheduler that does
+/// not answer at the default address means a chain-only session: the spec
+/// is not published, and the note says how to publish it.
+async fn publish_spec(
+    ctx: &Ctx,
+    wallet: &mcjs_client::Keypair,
+    store: &StoreArgs,
+    spec: &JobSpec,
+) -> anyhow::Result<()> {
+    use mcjs_protocol::store::{Role, StoreUrl};
+    let url = match store.resolve(ctx).await {
+        Ok(url) => url,
+        Err(e) if !store.given(ctx) => {
+            eprintln!(
+                "note: the spec was not published to any store (no --store, no store_url in the config, and no scheduler answering at {}); agents cannot run the job until it is: {e:#}",
+                store.scheduler(ctx)
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    match &url {
+        StoreUrl::Dir(dir) => {
+            let fs = object_store::local::LocalFileSystem::new_with_prefix(dir)
+                .with_context(|| format!("cannot open the store {}", dir.display()))?;
+            mcjs_agent::spec_store::put_spec(&fs, spec)
+                .await
+                .with_context(|| format!("cannot publish the spec to {}", dir.display()))?;
+        }
+        StoreUrl::S3(_) => {
+            let gateway = crate::store::gateway(
+                &store.scheduler(ctx),
+                crate::store::identity(Role::Owner, wallet),
+            );
+            let stored = gateway
+                .publish_spec(mcjs_spec::canonical_json(spec))
+                .await
+                .with_context(|| format!("cannot publish the spec through {}", store.scheduler(ctx)))?;
+            let expected = mcjs_agent::spec_store::spec_path(&spec_hash(spec)).to_string();
+            if stored.path != expected {
+                bail!(
+                    "the scheduler stored the spec as {} but its hash names {expected}; nothing was submitted",
+                    stored.path
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The chain's clock, which deadlines are judged by; the local clock if unreadable.

@@ -7,6 +7,7 @@ pub mod dashboard;
 pub mod demo;
 pub mod hal;
 pub mod job;
+pub mod job_output;
 pub mod localnet;
 pub mod node;
 pub mod provider;

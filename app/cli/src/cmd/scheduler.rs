@@ -23,6 +23,14 @@ pub struct SchedulerArgs {
     /// checkpoint interval is reported overdue.
     #[arg(long, default_value_t = 200)]
     pub overdue_percent: u32,
+    /// The deployment's store of specs, checkpoints and outputs: a
+    /// directory (`file:///dir` or a path) every process on this machine
+    /// opens, or `s3://bucket/prefix?endpoint=URL&region=R` behind this
+    /// scheduler's gateway (the credentials come from AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY and never leave this process). Published at
+    /// /v1/store, where agents and `mcjs job` find it.
+    #[arg(long, default_value = ".mcjs-store")]
+    pub store: mcjs_protocol::store::StoreUrl,
     /// How often the reconcile loop runs.
     #[arg(long, default_value_t = 500)]
     pub tick_ms: u64,
@@ -35,6 +43,7 @@ pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
         rpc_url: ctx.url.clone(),
         listen: args.listen,
         tick: Duration::from_millis(args.tick_ms.max(50)),
+        store: absolute(args.store)?,
         detector: DetectorConfig {
             heartbeat_timeout_ms: args.heartbeat_timeout_ms as i64,
             overdue_percent: args.overdue_percent.max(100),
@@ -59,5 +68,24 @@ pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
         });
         daemon.run(cancel).await.context("the scheduler stopped")?;
         Ok(EXIT_OK)
+    })
+}
+
+/// A directory store as an absolute path, so that what is published means
+/// the same to every process whatever its working directory.
+pub fn absolute(
+    store: mcjs_protocol::store::StoreUrl,
+) -> anyhow::Result<mcjs_protocol::store::StoreUrl> {
+    use mcjs_protocol::store::StoreUrl;
+    Ok(match store {
+        StoreUrl::Dir(dir) => {
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create the store {}", dir.display()))?;
+            StoreUrl::Dir(
+                std::fs::canonicalize(&dir)
+                    .with_context(|| format!("cannot resolve the store {}", dir.display()))?,
+            )
+        }
+        s3 => s3,
     })
 }

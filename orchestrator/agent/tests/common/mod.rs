@@ -223,6 +223,7 @@ impl World {
             listen,
             tick: Duration::from_millis(300),
             detector: Default::default(),
+            store: mcjs_protocol::store::StoreUrl::Dir(self.dir.path().join("store")),
         };
         let daemon = Daemon::connect(
             config,

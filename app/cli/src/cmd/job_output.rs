@@ -1,0 +1,385 @@
+//! `mcjs job output`: a job's results, verified against the chain before
+//! they are kept.
+//!
+//! The output's descriptor and files come from the store, which the
+//! provider wrote; only the hash on chain is trusted. The list of files
+//! must hash to the attested output hash, and every file to its entry, or
+//! nothing is written. Delivery to the user's own S3 bucket happens here,
+//! on the user's machine, with the user's credentials, after verification:
+//! no provider and no scheduler ever holds them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, anyhow, bail};
+use mcjs::state::JobState;
+use mcjs_client::{ChainClient, Signer};
+use mcjs_protocol::store::{Role, StoreUrl};
+use mcjs_runtime::checkpoint::Sha256Digest;
+use mcjs_runtime::store::{CheckpointStore, ExpectedCheckpoint, download_verified};
+use object_store::ObjectStore;
+use object_store::path::Path as ObjectPath;
+use serde::Serialize;
+
+use crate::chain::{Ctx, parse_pubkey};
+use crate::cmd::job::StoreArgs;
+use crate::output::OutputFormat;
+use crate::{EXIT_OK, GlobalArgs};
+
+#[derive(Serialize)]
+struct Delivered {
+    job: String,
+    /// "output" or "partial".
+    kind: &'static str,
+    /// The attested hash everything was verified against.
+    hash: String,
+    /// For a partial: the checkpoint's step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step: Option<u64>,
+    files: Vec<DeliveredFile>,
+    bytes: u64,
+    /// Where the verified files are.
+    to: String,
+}
+
+#[derive(Serialize)]
+struct DeliveredFile {
+    path: String,
+    size: u64,
+    sha256: String,
+}
+
+impl std::fmt::Display for Delivered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.step {
+            Some(step) => format!("checkpoint at step {step}"),
+            None => "output".to_string(),
+        };
+        writeln!(
+            f,
+            "{} files ({} bytes) of job {}'s {what}, verified against the attested hash {}",
+            self.files.len(),
+            self.bytes,
+            self.job,
+            self.hash
+        )?;
+        for file in &self.files {
+            writeln!(f, "  {}  {:>12}  {}", file.sha256, file.size, file.path)?;
+        }
+        write!(f, "saved to {}", self.to)
+    }
+}
+
+pub async fn run(
+    ctx: &Ctx,
+    client: &ChainClient,
+    global: &GlobalArgs,
+    job: &str,
+    to: Option<String>,
+    partial: bool,
+    store_args: &StoreArgs,
+) -> anyhow::Result<u8> {
+    let key = parse_pubkey(job, "job")?;
+    let job = match client.job(&key).await? {
+        Some(job) => job,
+        None => bail!("no job at {key} on {}: check the address", client.url()),
+    };
+    let wallet = ctx.wallet()?;
+    let url = store_args.resolve(ctx).await?;
+    if matches!(url, StoreUrl::S3(_)) && job.owner != wallet.pubkey() {
+        bail!(
+            "job {key} belongs to {}; only its owner may read its output from the store: sign with the owner's keypair (-k)",
+            job.owner
+        );
+    }
+    let identity = crate::store::identity(Role::Owner, &wallet);
+    let store = crate::store::open(&url, &store_args.scheduler(ctx), identity)?;
+
+    // Where the verified files go: a local directory, then, for an s3://
+    // destination, the user's bucket.
+    let spec = if partial || to.is_none() {
+        Some(
+            mcjs_agent::spec_store::get_spec(store.as_ref(), &job.spec_hash)
+                .await
+                .context("cannot read the job's spec from the store")?,
+        )
+    } else {
+        None
+    };
+    let destination = match &to {
+        Some(to) => to.clone(),
+        None => match spec.as_ref().map(|s| s.output.destination.as_str()) {
+            Some(d) if d.starts_with("s3://") => d.to_string(),
+            _ => format!("{key}-output"),
+        },
+    };
+    let remote: Option<StoreUrl> = if destination.starts_with("s3://") {
+        Some(
+            destination
+                .parse()
+                .with_context(|| format!("the destination {destination}"))?,
+        )
+    } else {
+        None
+    };
+    let scratch = tempdir_near(remote.is_some())?;
+    let local: PathBuf = match &remote {
+        Some(_) => scratch.as_ref().expect("scratch").path().join("output"),
+        None => PathBuf::from(&destination),
+    };
+    if remote.is_none() && local.exists() {
+        bail!(
+            "{} already exists: choose another directory with --to, or remove it",
+            local.display()
+        );
+    }
+
+    let bar = progress(global);
+    let show = {
+        let bar = bar.clone();
+        move |n: u64| {
+            if let Some(bar) = &bar {
+                bar.set_position(n);
+            }
+        }
+    };
+    let (hash, step, files) = if partial {
+        let spec = spec.as_ref().expect("read above");
+        if !spec.output.return_partial {
+            bail!(
+                "job {key}'s spec does not ask for partial results (output.return_partial is false): only the completed output can be downloaded"
+            );
+        }
+        let Some(last) = job.last_checkpoint else {
+            bail!("job {key} has no attested checkpoint yet");
+        };
+        let checkpoints = CheckpointStore::new(Arc::clone(&store), 1);
+        let parent = local
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        let work = tempfile::Builder::new()
+            .prefix(".mcjs-partial-")
+            .tempdir_in(&parent)
+            .with_context(|| format!("cannot write in {}", parent.display()))?;
+        let restored = checkpoints
+            .restore(
+                &key.to_string(),
+                &[ExpectedCheckpoint {
+                    step: last.step,
+                    hash: Sha256Digest(last.hash),
+                }],
+                work.path(),
+            )
+            .await
+            .context("the last attested checkpoint cannot be delivered")?;
+        std::fs::rename(&restored.dir, &local)
+            .with_context(|| format!("cannot move the checkpoint into {}", local.display()))?;
+        (
+            Sha256Digest(last.hash),
+            Some(last.step),
+            restored.checkpoint.files,
+        )
+    } else {
+        let Some(attested) = job.output_hash else {
+            bail!(
+                "job {key} is {}: its output is attested on completion{}",
+                format!("{:?}", job.state).split_whitespace().next().unwrap_or("not completed").to_lowercase(),
+                if matches!(job.state, JobState::Completed { .. }) {
+                    ""
+                } else {
+                    " (`--partial` gives the last attested checkpoint when the spec asked for it)"
+                }
+            );
+        };
+        let descriptor_path =
+            ObjectPath::from(format!("{}/output.json", mcjs_agent::output::output_prefix(&key.to_string())));
+        let bytes = store
+            .get(&descriptor_path)
+            .await
+            .with_context(|| format!("cannot read {descriptor_path} from the store"))?
+            .bytes()
+            .await?;
+        let descriptor: mcjs_agent::output::StoredOutput = serde_json::from_slice(&bytes)
+            .with_context(|| format!("{descriptor_path} is not an output descriptor"))?;
+        if let Some(bar) = &bar {
+            bar.set_length(descriptor.files.iter().map(|f| f.size).sum());
+        }
+        let digest = download_verified(
+            &store,
+            &format!("{}/files", mcjs_agent::output::output_prefix(&key.to_string())),
+            &descriptor.files,
+            Sha256Digest(attested),
+            &local,
+            &show,
+        )
+        .await?;
+        (digest.hash, None, digest.files)
+    };
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let to_shown = match &remote {
+        Some(url) => {
+            deliver_to_s3(url, &local, &files).await?;
+            url.to_string()
+        }
+        None => std::fs::canonicalize(&local)
+            .unwrap_or(local.clone())
+            .display()
+            .to_string(),
+    };
+    global.output.print(&Delivered {
+        job: key.to_string(),
+        kind: if partial { "partial" } else { "output" },
+        hash: hash.to_hex(),
+        step,
+        bytes: files.iter().map(|f| f.size).sum(),
+        files: files
+            .into_iter()
+            .map(|f| DeliveredFile {
+                path: f.path,
+                size: f.size,
+                sha256: f.sha256.to_hex(),
+            })
+            .collect(),
+        to: to_shown,
+    })?;
+    Ok(EXIT_OK)
+}
+
+fn tempdir_near(needed: bool) -> anyhow::Result<Option<tempfile::TempDir>> {
+    if !needed {
+        return Ok(None);
+    }
+    Ok(Some(
+        tempfile::Builder::new()
+            .prefix("mcjs-output-")
+            .tempdir()
+            .context("cannot create a scratch directory")?,
+    ))
+}
+
+fn progress(global: &GlobalArgs) -> Option<indicatif::ProgressBar> {
+    if !matches!(global.output, OutputFormat::Display) {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(0).with_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} downloading {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+        )
+        .expect("valid template"),
+    );
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    Some(bar)
+}
+
+/// Copies the verified files into the user's bucket with the user's own
+/// credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY here, on the
+/// user's machine).
+async fn deliver_to_s3(
+    url: &StoreUrl,
+    local: &Path,
+    files: &[mcjs_runtime::checkpoint::FileDigest],
+) -> anyhow::Result<()> {
+    let StoreUrl::S3(location) = url else {
+        unreachable!("only s3:// destinations are delivered")
+    };
+    let mut builder = object_store::aws::AmazonS3Builder::from_env()
+        .with_bucket_name(&location.bucket)
+        .with_region(&location.region)
+        .with_virtual_hosted_style_request(!location.path_style);
+    if let Some(endpoint) = &location.endpoint {
+        builder = builder
+            .with_endpoint(endpoint)
+            .with_allow_http(endpoint.starts_with("http://"));
+    }
+    let bucket = builder
+        .build()
+        .map_err(|e| anyhow!("cannot open the destination {url}: {e}"))?;
+    for f in files {
+        let key = ObjectPath::from(location.key(&f.path));
+        let bytes = tokio::fs::read(local.join(&f.path))
+            .await
+            .with_context(|| format!("cannot read the verified {}", f.path))?;
+        bucket
+            .put(&key, bytes.into())
+            .await
+            .with_context(|| format!("cannot write {key} to {url} (with your AWS_* credentials)"))?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct Uploaded {
+    uri: String,
+    sha256: String,
+    size: u64,
+}
+
+impl std::fmt::Display for Uploaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "uploaded {} bytes to {}", self.size, self.uri)?;
+        write!(f, "sha256 {}", self.sha256)
+    }
+}
+
+/// `mcjs job upload`: a data file into the wallet's own space of the store.
+pub async fn upload(
+    ctx: &Ctx,
+    global: &GlobalArgs,
+    file: &Path,
+    name: Option<String>,
+    store_args: &StoreArgs,
+) -> anyhow::Result<u8> {
+    use sha2::Digest;
+    let wallet = ctx.wallet()?;
+    let url = store_args.resolve(ctx).await?;
+    let StoreUrl::S3(location) = &url else {
+        bail!(
+            "the deployment's store is a directory ({url}): declare the file with a file:// URI under one of the agents' --data-root directories instead"
+        );
+    };
+    let name = match name {
+        Some(n) => n,
+        None => file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| anyhow!("{} has no file name; pass --name", file.display()))?,
+    };
+    if name.is_empty()
+        || name.contains('/')
+        || name == "."
+        || name == ".."
+        || !name.bytes().all(|b| b.is_ascii_graphic() && b != b'%' && b != b'\\')
+    {
+        bail!("--name {name:?}: use a plain file name (printable ASCII, no '/', '%' or '\\')");
+    }
+    let bytes = tokio::fs::read(file)
+        .await
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
+    let size = bytes.len() as u64;
+    let path = format!("users/{}/data/{name}", wallet.pubkey());
+    let store = crate::store::open(
+        &url,
+        &store_args.scheduler(ctx),
+        crate::store::identity(Role::Owner, &wallet),
+    )?;
+    let mut writer = object_store::buffered::BufWriter::new(store, ObjectPath::from(path.as_str()));
+    use tokio::io::AsyncWriteExt;
+    writer
+        .write_all(&bytes)
+        .await
+        .with_context(|| format!("cannot upload {}", file.display()))?;
+    writer
+        .shutdown()
+        .await
+        .with_context(|| format!("cannot upload {}", file.display()))?;
+    global.output.print(&Uploaded {
+        uri: format!("s3://{}/{}", location.bucket, location.key(&path)),
+        sha256,
+        size,
+    })?;
+    Ok(EXIT_OK)
+}

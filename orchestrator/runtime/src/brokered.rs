@@ -1,0 +1,543 @@
+//! A store reached through the scheduler's gateway (`mcjs_protocol::store`):
+//! an [`ObjectStore`] that holds no credentials. Every operation asks the
+//! gateway, in a request signed with the caller's key (a node's operator
+//! key, or an owner's wallet), for a short-lived presigned URL, then moves
+//! the bytes straight between this process and the store. Listing and the
+//! two ends of a multipart upload are performed by the gateway.
+//!
+//! What may be touched is decided by the gateway against the chain; a
+//! refusal comes back as [`object_store::Error::PermissionDenied`] (403) or
+//! [`object_store::Error::Unauthenticated`] (401), with the gateway's reason.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use futures_util::{StreamExt, TryStreamExt};
+use mcjs_protocol::SignedRequest;
+use mcjs_protocol::store::{
+    Grant, Listing, Role, STORE_SIGN_PATH, STORE_SPEC_PATH, SpecStored, SpecUpload, StoreOp,
+    StoreRequest, StoreResponse,
+};
+use object_store::path::Path;
+use object_store::{
+    GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, UploadPart,
+};
+
+const STORE: &str = "mcjs-gateway";
+
+/// Signs the bytes of a request with the caller's ed25519 key.
+pub type SignFn = Arc<dyn Fn(&[u8]) -> [u8; 64] + Send + Sync>;
+
+/// Who this store speaks as, and how it signs.
+#[derive(Clone)]
+pub struct Identity {
+    pub role: Role,
+    /// The signer's ed25519 public key.
+    pub key: [u8; 32],
+    pub sign: SignFn,
+}
+
+struct Broker {
+    http: reqwest::Client,
+    /// The scheduler's base URL.
+    gateway: String,
+    identity: Identity,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn generic(message: impl Into<String>) -> object_store::Error {
+    object_store::Error::Generic {
+        store: STORE,
+        source: message.into().into(),
+    }
+}
+
+impl Broker {
+    async fn post(&self, path: &str, sealed: &SignedRequest, what: &str) -> object_store::Result<String> {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.gateway))
+            .json(sealed)
+            .send()
+            .await
+            .map_err(|e| generic(format!("cannot reach the store gateway at {}: {e}", self.gateway)))?;
+        let status = response.status();
+        let text = response
+            .text()
+            .await
+            .map_err(|e| generic(format!("store gateway: {e}")))?;
+        if status.is_success() {
+            return Ok(text);
+        }
+        let reason = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+            .unwrap_or(text);
+        let path = what.to_string();
+        Err(match status.as_u16() {
+            403 => object_store::Error::PermissionDenied {
+                path,
+                source: reason.into(),
+            },
+            401 => object_store::Error::Unauthenticated {
+                path,
+                source: reason.into(),
+            },
+            _ => generic(format!("store gateway ({status}) for {what}: {reason}")),
+        })
+    }
+
+    /// Asks the gateway for one grant per op.
+    async fn ask(&self, ops: Vec<StoreOp>) -> object_store::Result<Vec<Grant>> {
+        let what = ops.first().map(|o| o.path().to_string()).unwrap_or_default();
+        let n = ops.len();
+        let request = StoreRequest {
+            role: self.identity.role.clone(),
+            sent_at_unix_ms: now_ms(),
+            ops,
+        };
+        let sign = Arc::clone(&self.identity.sign);
+        let sealed = SignedRequest::seal(STORE_SIGN_PATH, &request, &self.identity.key, |m| sign(m));
+        let text = self.post(STORE_SIGN_PATH, &sealed, &what).await?;
+        let response: StoreResponse = serde_json::from_str(&text)
+            .map_err(|e| generic(format!("store gateway: unreadable answer: {e}")))?;
+        if response.grants.len() != n {
+            return Err(generic("store gateway: wrong number of grants"));
+        }
+        Ok(response.grants)
+    }
+
+    async fn ask_one(&self, op: StoreOp) -> object_store::Result<Grant> {
+        Ok(self.ask(vec![op]).await?.remove(0))
+    }
+
+    async fn url(&self, op: StoreOp) -> object_store::Result<(reqwest::Method, String)> {
+        match self.ask_one(op).await? {
+            Grant::Url { method, url } => Ok((
+                method
+                    .parse()
+                    .map_err(|_| generic(format!("store gateway: bad method {method}")))?,
+                url,
+            )),
+            other => Err(generic(format!("store gateway: expected a URL, got {other:?}"))),
+        }
+    }
+
+    async fn transfer(
+        &self,
+        op: StoreOp,
+        body: Option<PutPayload>,
+    ) -> object_store::Result<reqwest::Response> {
+        let path = op.path().to_string();
+        let (method, url) = self.url(op).await?;
+        let mut request = self.http.request(method, url);
+        if let Some(body) = body {
+            let bytes = Bytes::from(body);
+            request = request
+                .header(reqwest::header::CONTENT_LENGTH, bytes.len())
+                .body(bytes);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| generic(format!("store: {path}: {e}")))?;
+        match response.status() {
+            s if s.is_success() => Ok(response),
+            reqwest::StatusCode::NOT_FOUND => Err(object_store::Error::NotFound {
+                path: path.clone(),
+                source: format!("{path} is not in the store").into(),
+            }),
+            s => {
+                let text = response.text().await.unwrap_or_default();
+                Err(generic(format!(
+                    "store: {path}: {s}: {}",
+                    text.chars().take(300).collect::<String>()
+                )))
+            }
+        }
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        delimiter: bool,
+    ) -> object_store::Result<Listing> {
+        let mut all = Listing::default();
+        let mut continuation = None;
+        loop {
+            let grant = self
+                .ask_one(StoreOp::List {
+                    prefix: prefix.to_string(),
+                    delimiter,
+                    continuation: continuation.take(),
+                })
+                .await?;
+            let Grant::Listing(page) = grant else {
+                return Err(generic("store gateway: expected a listing"));
+            };
+            all.objects.extend(page.objects);
+            all.prefixes.extend(page.prefixes);
+            match page.continuation {
+                Some(token) => continuation = Some(token),
+                None => return Ok(all),
+            }
+        }
+    }
+}
+
+/// An [`ObjectStore`] behind the scheduler's gateway.
+#[derive(Clone)]
+pub struct BrokeredStore {
+    broker: Arc<Broker>,
+}
+
+impl fmt::Debug for BrokeredStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BrokeredStore({})", self.broker.gateway)
+    }
+}
+
+impl fmt::Display for BrokeredStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the store behind {}", self.broker.gateway)
+    }
+}
+
+impl BrokeredStore {
+    /// A store behind the gateway of the scheduler at `gateway`
+    /// (`http://host:port`), speaking as `identity`.
+    pub fn new(gateway: &str, identity: Identity) -> Self {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .expect("a TLS backend is compiled in");
+        Self {
+            broker: Arc::new(Broker {
+                http,
+                gateway: gateway.trim_end_matches('/').to_string(),
+                identity,
+            }),
+        }
+    }
+
+    /// Publishes a spec (its canonical JSON) through the gateway, which
+    /// stores it under its own hash.
+    pub async fn publish_spec(&self, canonical: String) -> object_store::Result<SpecStored> {
+        let upload = SpecUpload {
+            sent_at_unix_ms: now_ms(),
+            spec: canonical,
+        };
+        let sign = Arc::clone(&self.broker.identity.sign);
+        let sealed = SignedRequest::seal(STORE_SPEC_PATH, &upload, &self.broker.identity.key, |m| {
+            sign(m)
+        });
+        let text = self.broker.post(STORE_SPEC_PATH, &sealed, "specs/").await?;
+        serde_json::from_str(&text).map_err(|e| generic(format!("store gateway: {e}")))
+    }
+}
+
+fn meta_from(location: &Path, response: &reqwest::Response) -> ObjectMeta {
+    let header = |name: reqwest::header::HeaderName| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let last_modified = header(reqwest::header::LAST_MODIFIED)
+        .and_then(|t| chrono::DateTime::parse_from_rfc2822(&t).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or_else(|| chrono::DateTime::from(std::time::SystemTime::now()));
+    ObjectMeta {
+        location: location.clone(),
+        last_modified,
+        size: header(reqwest::header::CONTENT_LENGTH)
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(0),
+        e_tag: header(reqwest::header::ETAG),
+        version: None,
+    }
+}
+
+fn listed_meta(o: mcjs_protocol::store::ListedObject) -> ObjectMeta {
+    ObjectMeta {
+        location: Path::from(o.path),
+        last_modified: chrono::DateTime::parse_from_rfc3339(&o.last_modified)
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .unwrap_or_else(|_| chrono::DateTime::from(std::time::UNIX_EPOCH)),
+        size: o.size,
+        e_tag: o.e_tag,
+        version: None,
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for BrokeredStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        if !matches!(opts.mode, PutMode::Overwrite) {
+            return Err(object_store::Error::NotImplemented);
+        }
+        let response = self
+            .broker
+            .transfer(
+                StoreOp::Put {
+                    path: location.to_string(),
+                },
+                Some(payload),
+            )
+            .await?;
+        Ok(PutResult {
+            e_tag: response
+                .headers()
+                .get(reqwest::header::ETAG)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+            version: None,
+        })
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        _opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        let path = location.to_string();
+        let Grant::Upload { upload_id } = self
+            .broker
+            .ask_one(StoreOp::CreateMultipart { path: path.clone() })
+            .await?
+        else {
+            return Err(generic("store gateway: expected an upload id"));
+        };
+        Ok(Box::new(Upload {
+            broker: Arc::clone(&self.broker),
+            path,
+            upload_id,
+            etags: Arc::new(Mutex::new(Vec::new())),
+        }))
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+        if options.range.is_some()
+            || options.if_match.is_some()
+            || options.if_none_match.is_some()
+            || options.if_modified_since.is_some()
+            || options.if_unmodified_since.is_some()
+            || options.version.is_some()
+        {
+            return Err(object_store::Error::NotImplemented);
+        }
+        let path = location.to_string();
+        let op = if options.head {
+            StoreOp::Head { path }
+        } else {
+            StoreOp::Get { path }
+        };
+        let response = self.broker.transfer(op, None).await?;
+        let meta = meta_from(location, &response);
+        let shown = location.to_string();
+        let stream = if options.head {
+            futures_util::stream::empty().boxed()
+        } else {
+            response
+                .bytes_stream()
+                .map_err(move |e| generic(format!("store: {shown}: {e}")))
+                .boxed()
+        };
+        Ok(GetResult {
+            range: 0..meta.size,
+            meta,
+            payload: GetResultPayload::Stream(stream),
+            attributes: Default::default(),
+        })
+    }
+
+    async fn delete(&self, location: &Path) -> object_store::Result<()> {
+        match self
+            .broker
+            .transfer(
+                StoreOp::Delete {
+                    path: location.to_string(),
+                },
+                None,
+            )
+            .await
+        {
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let broker = Arc::clone(&self.broker);
+        let prefix = prefix.map(|p| p.to_string()).unwrap_or_default();
+        futures_util::stream::once(async move { broker.list(&prefix, false).await })
+            .map_ok(|listing| {
+                futures_util::stream::iter(listing.objects.into_iter().map(|o| Ok(listed_meta(o))))
+            })
+            .try_flatten()
+            .boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        let prefix = prefix.map(|p| p.to_string()).unwrap_or_default();
+        let listing = self.broker.list(&prefix, true).await?;
+        Ok(ListResult {
+            common_prefixes: listing.prefixes.into_iter().map(Path::from).collect(),
+            objects: listing.objects.into_iter().map(listed_meta).collect(),
+        })
+    }
+
+    async fn copy(&self, _from: &Path, _to: &Path) -> object_store::Result<()> {
+        Err(object_store::Error::NotImplemented)
+    }
+
+    async fn copy_if_not_exists(&self, _from: &Path, _to: &Path) -> object_store::Result<()> {
+        Err(object_store::Error::NotImplemented)
+    }
+}
+
+/// A multipart upload through the gateway: each part PUT to its own
+/// presigned URL, the ETags kept in part order for the completion.
+struct Upload {
+    broker: Arc<Broker>,
+    path: String,
+    upload_id: String,
+    etags: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+impl fmt::Debug for Upload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Upload({}, {})", self.path, self.upload_id)
+    }
+}
+
+#[async_trait::async_trait]
+impl MultipartUpload for Upload {
+    fn put_part(&mut self, data: PutPayload) -> UploadPart {
+        let index = {
+            let mut etags = self.etags.lock().expect("lock");
+            etags.push(None);
+            etags.len() - 1
+        };
+        let (broker, path, upload_id, etags) = (
+            Arc::clone(&self.broker),
+            self.path.clone(),
+            self.upload_id.clone(),
+            Arc::clone(&self.etags),
+        );
+        Box::pin(async move {
+            let part = u16::try_from(index + 1)
+                .ok()
+                .filter(|p| *p <= 10_000)
+                .ok_or_else(|| generic("an upload has at most 10000 parts"))?;
+            let response = broker
+                .transfer(
+                    StoreOp::UploadPart {
+                        path: path.clone(),
+                        upload_id,
+                        part,
+                    },
+                    Some(data),
+                )
+                .await?;
+            let etag = response
+                .headers()
+                .get(reqwest::header::ETAG)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+                .ok_or_else(|| generic(format!("store: part {part} of {path} came back without an ETag")))?;
+            etags.lock().expect("lock")[index] = Some(etag);
+            Ok(())
+        })
+    }
+
+    async fn complete(&mut self) -> object_store::Result<PutResult> {
+        let etags: Option<Vec<String>> = self.etags.lock().expect("lock").iter().cloned().collect();
+        let etags = etags.ok_or_else(|| generic("completing an upload with parts unfinished"))?;
+        self.broker
+            .ask_one(StoreOp::CompleteMultipart {
+                path: self.path.clone(),
+                upload_id: self.upload_id.clone(),
+                etags,
+            })
+            .await?;
+        Ok(PutResult {
+            e_tag: None,
+            version: None,
+        })
+    }
+
+    async fn abort(&mut self) -> object_store::Result<()> {
+        self.broker
+            .ask_one(StoreOp::AbortMultipart {
+                path: self.path.clone(),
+                upload_id: self.upload_id.clone(),
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+/// Asks the scheduler at `scheduler` which store its deployment uses.
+pub async fn discover(scheduler: &str) -> Result<mcjs_protocol::store::StoreUrl, String> {
+    let url = format!(
+        "{}{}",
+        scheduler.trim_end_matches('/'),
+        mcjs_protocol::store::STORE_INFO_PATH
+    );
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let response = http
+        .get(&url)
+        .send()
+        .await
+        .map_err(|e| format!("cannot ask the scheduler for its store at {url}: {e}"))?;
+    if !response.status().is_success() {
+        return Err(format!("{url} answered {}", response.status()));
+    }
+    let info: mcjs_protocol::store::StoreInfo = response
+        .json()
+        .await
+        .map_err(|e| format!("{url}: unreadable answer: {e}"))?;
+    info.url
+        .parse()
+        .map_err(|e: mcjs_protocol::store::StoreUrlError| e.to_string())
+}
+
+/// Opens a deployment's store: a directory directly, an `s3://` store
+/// through the gateway of the scheduler at `scheduler`, as `identity`.
+pub fn open(
+    url: &mcjs_protocol::store::StoreUrl,
+    scheduler: &str,
+    identity: Identity,
+) -> Result<Arc<dyn ObjectStore>, String> {
+    use mcjs_protocol::store::StoreUrl;
+    match url {
+        StoreUrl::Dir(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create the store {}: {e}", dir.display()))?;
+            let fs = object_store::local::LocalFileSystem::new_with_prefix(dir)
+                .map_err(|e| format!("cannot open the store {}: {e}", dir.display()))?;
+            Ok(Arc::new(fs))
+        }
+        StoreUrl::S3(_) => Ok(Arc::new(BrokeredStore::new(scheduler, identity))),
+    }
+}

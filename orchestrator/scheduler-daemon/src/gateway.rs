@@ -1,0 +1,579 @@
+//! The store gateway (`mcjs_protocol::store`): the only holder of the store's
+//! credentials signs short-lived URLs for what the chain allows each caller,
+//! and performs the few requests that carry no object bytes (listing, the
+//! two ends of a multipart upload, publishing a spec).
+//!
+//! Every request is authenticated (signature, clock) and then authorised
+//! op by op ([`crate::store_gate::authorize`]) against the chain as read for
+//! this request; one refused op refuses the whole request before anything
+//! is signed or performed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use mcjs_client::rpc::JobFilter;
+use mcjs_client::{ChainClient, Pubkey};
+use mcjs_protocol::auth::check_fresh;
+use mcjs_protocol::store::{
+    GRANT_TTL_SECS, Grant, ListedObject, Listing, MAX_OPS, MAX_SPEC_BYTES, Role, S3Location,
+    STORE_SIGN_PATH, STORE_SPEC_PATH, SpecStored, SpecUpload, StoreInfo, StoreOp, StoreRequest,
+    StoreResponse, StoreUrl,
+};
+use mcjs_protocol::{Refusal, SignedRequest};
+use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
+use serde::Serialize;
+
+use crate::metrics::Metrics;
+use crate::server::Clock;
+use crate::store_gate::{Caller, authorize};
+
+/// The deployment's S3 store, with the operator's credentials.
+pub struct S3Store {
+    pub location: S3Location,
+    bucket: Bucket,
+    credentials: Credentials,
+    http: reqwest::Client,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum S3Error {
+    #[error("store: {0}")]
+    Config(String),
+    #[error("store: {action} {key}: {reason}")]
+    Request {
+        action: &'static str,
+        key: String,
+        reason: String,
+    },
+}
+
+impl S3Store {
+    /// The store at `location` with credentials `AWS_ACCESS_KEY_ID` /
+    /// `AWS_SECRET_ACCESS_KEY` from `env`.
+    pub fn new(
+        location: S3Location,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, S3Error> {
+        let (Some(key), Some(secret)) = (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"))
+        else {
+            return Err(S3Error::Config(
+                "an s3:// store needs the operator's credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (only the scheduler holds them)".into(),
+            ));
+        };
+        let endpoint: url::Url = location
+            .endpoint_url()
+            .parse()
+            .map_err(|e| S3Error::Config(format!("endpoint: {e}")))?;
+        let style = if location.path_style {
+            UrlStyle::Path
+        } else {
+            UrlStyle::VirtualHost
+        };
+        let bucket = Bucket::new(
+            endpoint,
+            style,
+            location.bucket.clone(),
+            location.region.clone(),
+        )
+        .map_err(|e| S3Error::Config(e.to_string()))?;
+        let credentials = match env("AWS_SESSION_TOKEN") {
+            Some(token) => Credentials::new_with_token(key, secret, token),
+            None => Credentials::new(key, secret),
+        };
+        Ok(Self {
+            location,
+            bucket,
+            credentials,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .map_err(|e| S3Error::Config(e.to_string()))?,
+        })
+    }
+
+    fn ttl() -> Duration {
+        Duration::from_secs(GRANT_TTL_SECS)
+    }
+
+    /// A presigned URL for a transfer op; `None` for the ops performed here.
+    fn presign(&self, op: &StoreOp) -> Option<(reqwest::Method, url::Url)> {
+        let key = self.location.key(op.path());
+        let c = Some(&self.credentials);
+        let ttl = Self::ttl();
+        Some(match op {
+            StoreOp::Get { .. } => (
+                reqwest::Method::GET,
+                self.bucket.get_object(c, &key).sign(ttl),
+            ),
+            StoreOp::Head { .. } => (
+                reqwest::Method::HEAD,
+                self.bucket.head_object(c, &key).sign(ttl),
+            ),
+            StoreOp::Put { .. } => (
+                reqwest::Method::PUT,
+                self.bucket.put_object(c, &key).sign(ttl),
+            ),
+            StoreOp::Delete { .. } => (
+                reqwest::Method::DELETE,
+                self.bucket.delete_object(c, &key).sign(ttl),
+            ),
+            StoreOp::UploadPart {
+                upload_id, part, ..
+            } => (
+                reqwest::Method::PUT,
+                self.bucket
+                    .upload_part(c, &key, *part, upload_id)
+                    .sign(ttl),
+            ),
+            _ => return None,
+        })
+    }
+
+    async fn send(
+        &self,
+        action: &'static str,
+        key: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, S3Error> {
+        let fail = |reason: String| S3Error::Request {
+            action,
+            key: key.to_string(),
+            reason,
+        };
+        let response = request.send().await.map_err(|e| fail(e.to_string()))?;
+        if !response.status().is_success() {
+            let status = response.status();
+            let body = response.text().await.unwrap_or_default();
+            return Err(fail(format!("{status}: {}", body.chars().take(300).collect::<String>())));
+        }
+        Ok(response)
+    }
+
+    pub async fn list(
+        &self,
+        prefix: &str,
+        delimiter: bool,
+        continuation: Option<&str>,
+    ) -> Result<Listing, S3Error> {
+        let mut key = self.location.key(prefix);
+        if !key.is_empty() && !key.ends_with('/') {
+            key.push('/');
+        }
+        let mut action = self.bucket.list_objects_v2(Some(&self.credentials));
+        action.with_prefix(key.clone());
+        if delimiter {
+            action.with_delimiter("/");
+        }
+        if let Some(token) = continuation {
+            action.with_continuation_token(token.to_string());
+        }
+        let url = action.sign(Self::ttl());
+        let text = self
+            .send("list", &key, self.http.get(url))
+            .await?
+            .text()
+            .await
+            .map_err(|e| S3Error::Request {
+                action: "list",
+                key: key.clone(),
+                reason: e.to_string(),
+            })?;
+        let parsed = rusty_s3::actions::ListObjectsV2::parse_response(&text).map_err(|e| {
+            S3Error::Request {
+                action: "list",
+                key: key.clone(),
+                reason: format!("unreadable answer: {e}"),
+            }
+        })?;
+        let rel = |k: &str| self.location.relative(k).map(str::to_string);
+        Ok(Listing {
+            objects: parsed
+                .contents
+                .iter()
+                .filter_map(|o| {
+                    Some(ListedObject {
+                        path: rel(&o.key)?,
+                        size: o.size.unwrap_or(0),
+                        last_modified: o.last_modified.clone().unwrap_or_default(),
+                        e_tag: o.etag.clone(),
+                    })
+                })
+                .collect(),
+            prefixes: parsed
+                .common_prefixes
+                .iter()
+                .filter_map(|p| rel(p.prefix.trim_end_matches('/')))
+                .collect(),
+            continuation: parsed.next_continuation_token,
+        })
+    }
+
+    pub async fn create_multipart(&self, path: &str) -> Result<String, S3Error> {
+        let key = self.location.key(path);
+        let url = self
+            .bucket
+            .create_multipart_upload(Some(&self.credentials), &key)
+            .sign(Self::ttl());
+        let text = self
+            .send("start an upload of", &key, self.http.post(url))
+            .await?
+            .text()
+            .await
+            .map_err(|e| S3Error::Request {
+                action: "start an upload of",
+                key: key.clone(),
+                reason: e.to_string(),
+            })?;
+        let parsed = rusty_s3::actions::CreateMultipartUpload::parse_response(&text).map_err(
+            |e| S3Error::Request {
+                action: "start an upload of",
+                key: key.clone(),
+                reason: format!("unreadable answer: {e}"),
+            },
+        )?;
+        Ok(parsed.upload_id().to_string())
+    }
+
+    pub async fn complete_multipart(
+        &self,
+        path: &str,
+        upload_id: &str,
+        etags: &[String],
+    ) -> Result<(), S3Error> {
+        let key = self.location.key(path);
+        let action = self.bucket.complete_multipart_upload(
+            Some(&self.credentials),
+            &key,
+            upload_id,
+            etags.iter().map(String::as_str),
+        );
+        let url = action.sign(Self::ttl());
+        let body = action.body();
+        self.send("complete the upload of", &key, self.http.post(url).body(body))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn abort_multipart(&self, path: &str, upload_id: &str) -> Result<(), S3Error> {
+        let key = self.location.key(path);
+        let url = self
+            .bucket
+            .abort_multipart_upload(Some(&self.credentials), &key, upload_id)
+            .sign(Self::ttl());
+        self.send("abort the upload of", &key, self.http.delete(url))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn exists(&self, path: &str) -> Result<bool, S3Error> {
+        let key = self.location.key(path);
+        let url = self
+            .bucket
+            .head_object(Some(&self.credentials), &key)
+            .sign(Self::ttl());
+        let response = self
+            .http
+            .head(url)
+            .send()
+            .await
+            .map_err(|e| S3Error::Request {
+                action: "look up",
+                key: key.clone(),
+                reason: e.to_string(),
+            })?;
+        match response.status() {
+            s if s.is_success() => Ok(true),
+            reqwest::StatusCode::NOT_FOUND => Ok(false),
+            s => Err(S3Error::Request {
+                action: "look up",
+                key,
+                reason: s.to_string(),
+            }),
+        }
+    }
+
+    pub async fn put(&self, path: &str, bytes: Vec<u8>) -> Result<(), S3Error> {
+        let key = self.location.key(path);
+        let url = self
+            .bucket
+            .put_object(Some(&self.credentials), &key)
+            .sign(Self::ttl());
+        self.send("write", &key, self.http.put(url).body(bytes))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Option<Vec<u8>>, S3Error> {
+        let key = self.location.key(path);
+        let url = self
+            .bucket
+            .get_object(Some(&self.credentials), &key)
+            .sign(Self::ttl());
+        let response = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| S3Error::Request {
+                action: "read",
+                key: key.clone(),
+                reason: e.to_string(),
+            })?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let response = if response.status().is_success() {
+            response
+        } else {
+            return Err(S3Error::Request {
+                action: "read",
+                key,
+                reason: response.status().to_string(),
+            });
+        };
+        Ok(Some(
+            response
+                .bytes()
+                .await
+                .map_err(|e| S3Error::Request {
+                    action: "read",
+                    key,
+                    reason: e.to_string(),
+                })?
+                .to_vec(),
+        ))
+    }
+}
+
+#[derive(Clone)]
+pub struct GatewayState {
+    pub url: StoreUrl,
+    /// Present for an `s3://` store.
+    pub s3: Option<Arc<S3Store>>,
+    pub client: ChainClient,
+    pub metrics: Arc<Metrics>,
+    pub clock: Clock,
+}
+
+#[derive(Serialize)]
+struct ErrorBody {
+    error: String,
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(ErrorBody {
+            error: message.into(),
+        }),
+    )
+        .into_response()
+}
+
+impl GatewayState {
+    fn refuse(&self, reason: &'static str, status: StatusCode, message: String) -> Response {
+        self.metrics.store_refused.with_label_values(&[reason]).inc();
+        tracing::debug!(reason, %message, "store request refused");
+        error(status, message)
+    }
+
+    fn refusal(&self, refusal: Refusal) -> Response {
+        let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::BAD_REQUEST);
+        self.refuse(refusal.label(), status, format!("store request refused: {refusal}"))
+    }
+
+    fn s3(&self) -> Result<&Arc<S3Store>, Response> {
+        self.s3.as_ref().ok_or_else(|| {
+            error(
+                StatusCode::CONFLICT,
+                format!(
+                    "this deployment's store is {}: every process opens it directly, nothing is signed",
+                    self.url
+                ),
+            )
+        })
+    }
+}
+
+/// The gateway's routes ([`mcjs_protocol::store`]).
+pub fn routes(state: GatewayState) -> axum::Router {
+    use axum::routing::{get, post};
+    axum::Router::new()
+        .route(mcjs_protocol::store::STORE_INFO_PATH, get(info))
+        .route(STORE_SIGN_PATH, post(sign))
+        .route(STORE_SPEC_PATH, post(publish_spec))
+        .with_state(state)
+}
+
+pub async fn info(State(state): State<GatewayState>) -> Response {
+    Json(StoreInfo {
+        url: state.url.to_string(),
+    })
+    .into_response()
+}
+
+/// Opens a signed request for `path`: the signature, then the clock.
+fn open<T: serde::de::DeserializeOwned>(
+    state: &GatewayState,
+    body: &[u8],
+    path: &str,
+    sent_at: impl Fn(&T) -> i64,
+) -> Result<(Pubkey, T), Response> {
+    let request = SignedRequest::parse(body).map_err(|r| state.refusal(r))?;
+    let message: T = request.message().map_err(|r| state.refusal(r))?;
+    let signer = Pubkey::new_from_array(request.signer_key().map_err(|r| state.refusal(r))?);
+    request.verify(path).map_err(|r| state.refusal(r))?;
+    check_fresh(sent_at(&message), (state.clock)()).map_err(|r| state.refusal(r))?;
+    Ok((signer, message))
+}
+
+pub async fn sign(State(state): State<GatewayState>, body: Bytes) -> Response {
+    let s3 = match state.s3() {
+        Ok(s3) => Arc::clone(s3),
+        Err(r) => return r,
+    };
+    let (signer, request) =
+        match open::<StoreRequest>(&state, &body, STORE_SIGN_PATH, |m| m.sent_at_unix_ms) {
+            Ok(opened) => opened,
+            Err(r) => return r,
+        };
+    if request.ops.is_empty() || request.ops.len() > MAX_OPS {
+        return state.refusal(Refusal::Malformed(format!(
+            "a request carries 1 to {MAX_OPS} operations"
+        )));
+    }
+    // The chain as of now: the caller's jobs, and for a node its key.
+    let (node, jobs) = match &request.role {
+        Role::Node { node } => {
+            let Ok(node_key) = node.parse::<Pubkey>() else {
+                return state.refusal(Refusal::Malformed("`node` is not a base58 key".into()));
+            };
+            let account = match state.client.node(&node_key).await {
+                Ok(Some(n)) => n,
+                Ok(None) => return state.refusal(Refusal::UnknownNode(node.clone())),
+                Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
+            };
+            if account.operator != signer {
+                return state.refusal(Refusal::Foreign {
+                    node: node.clone(),
+                    signer: signer.to_string(),
+                });
+            }
+            match state.client.jobs(JobFilter::Node(node_key)).await {
+                Ok(jobs) => (Some(node_key), jobs),
+                Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
+            }
+        }
+        Role::Owner => match state.client.jobs(JobFilter::Owner(signer)).await {
+            Ok(jobs) => (None, jobs),
+            Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
+        },
+    };
+    let caller = match node {
+        Some(node) => Caller::Node { node, jobs: &jobs },
+        None => Caller::Owner {
+            owner: signer,
+            jobs: &jobs,
+        },
+    };
+    for op in &request.ops {
+        if let Err(why) = authorize(op, &caller) {
+            return state.refuse("denied", StatusCode::FORBIDDEN, format!("store request refused: {why}"));
+        }
+    }
+    let mut grants = Vec::with_capacity(request.ops.len());
+    for op in &request.ops {
+        if let Some((method, url)) = s3.presign(op) {
+            grants.push(Grant::Url {
+                method: method.to_string(),
+                url: url.to_string(),
+            });
+            continue;
+        }
+        let done = match op {
+            StoreOp::List {
+                prefix,
+                delimiter,
+                continuation,
+            } => s3
+                .list(prefix, *delimiter, continuation.as_deref())
+                .await
+                .map(Grant::Listing),
+            StoreOp::CreateMultipart { path } => s3
+                .create_multipart(path)
+                .await
+                .map(|upload_id| Grant::Upload { upload_id }),
+            StoreOp::CompleteMultipart {
+                path,
+                upload_id,
+                etags,
+            } => s3
+                .complete_multipart(path, upload_id, etags)
+                .await
+                .map(|()| Grant::Done),
+            StoreOp::AbortMultipart { path, upload_id } => s3
+                .abort_multipart(path, upload_id)
+                .await
+                .map(|()| Grant::Done),
+            _ => unreachable!("every other op is presigned"),
+        };
+        match done {
+            Ok(grant) => grants.push(grant),
+            Err(e) => return error(StatusCode::BAD_GATEWAY, e.to_string()),
+        }
+    }
+    state.metrics.store_grants.inc_by(grants.len() as u64);
+    Json(StoreResponse { grants }).into_response()
+}
+
+/// Publishes a spec: any signed wallet may, since the scheduler writes only
+/// a valid spec and only under its own hash.
+pub async fn publish_spec(State(state): State<GatewayState>, body: Bytes) -> Response {
+    let s3 = match state.s3() {
+        Ok(s3) => Arc::clone(s3),
+        Err(r) => return r,
+    };
+    if body.len() > MAX_SPEC_BYTES * 2 {
+        return state.refusal(Refusal::Malformed(format!(
+            "a spec upload is at most {MAX_SPEC_BYTES} bytes"
+        )));
+    }
+    let (_, upload) = match open::<SpecUpload>(&state, &body, STORE_SPEC_PATH, |m| m.sent_at_unix_ms)
+    {
+        Ok(opened) => opened,
+        Err(r) => return r,
+    };
+    if upload.spec.len() > MAX_SPEC_BYTES {
+        return state.refusal(Refusal::Malformed(format!(
+            "a spec is at most {MAX_SPEC_BYTES} bytes"
+        )));
+    }
+    let spec = match mcjs_spec::JobSpec::from_json(&upload.spec) {
+        Ok(spec) => spec,
+        Err(e) => {
+            return state.refuse(
+                "invalid_spec",
+                StatusCode::BAD_REQUEST,
+                format!("not a valid job spec: {e}"),
+            );
+        }
+    };
+    let canonical = mcjs_spec::canonical_json(&spec);
+    let path = format!(
+        "specs/{}.json",
+        hex::encode(mcjs_spec::spec_hash(&spec))
+    );
+    let existed = match s3.exists(&path).await {
+        Ok(e) => e,
+        Err(e) => return error(StatusCode::BAD_GATEWAY, e.to_string()),
+    };
+    if !existed && let Err(e) = s3.put(&path, canonical.into_bytes()).await {
+        return error(StatusCode::BAD_GATEWAY, e.to_string());
+    }
+    Json(SpecStored { path, existed }).into_response()
+}

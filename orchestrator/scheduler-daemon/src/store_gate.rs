@@ -1,0 +1,368 @@
+//! Who may touch which object of the shared store: a pure function of the
+//! request and what the chain says now (docs/store.md, "Who may touch what").
+//!
+//! The shell reads the caller's jobs from the chain (the jobs on the node,
+//! or the jobs the wallet owns) and asks [`authorize`] about every operation
+//! before it performs or signs any of them.
+
+use mcjs::state::{Job, JobState};
+use mcjs_client::Pubkey;
+use mcjs_protocol::store::{ObjectKind, StoreOp};
+
+/// Who is asking, proven by its signature, with the jobs the chain gives it.
+#[derive(Debug)]
+pub enum Caller<'a> {
+    /// A node's agent (signed with the node's operator key) and the jobs
+    /// assigned to the node now.
+    Node {
+        node: Pubkey,
+        jobs: &'a [(Pubkey, Job)],
+    },
+    /// A wallet and the jobs it owns.
+    Owner {
+        owner: Pubkey,
+        jobs: &'a [(Pubkey, Job)],
+    },
+}
+
+/// A job is the node's to work on while it is assigned to it or running there.
+fn active_on(job: &Job, node: &Pubkey) -> bool {
+    job.node.as_ref() == Some(node)
+        && matches!(job.state, JobState::Assigned { .. } | JobState::Running { .. })
+}
+
+fn find<'j>(jobs: &'j [(Pubkey, Job)], job: &str) -> Option<&'j Job> {
+    jobs.iter()
+        .find(|(key, _)| key.to_string() == job)
+        .map(|(_, j)| j)
+}
+
+/// Whether `caller` may perform `op`; the error says why not.
+pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
+    let path = op.path();
+    let kind = ObjectKind::classify(path);
+    let writes = op.writes();
+    let deny = |why: &str| Err(format!("{path}: {why}"));
+    match caller {
+        Caller::Node { node, jobs } => match kind {
+            ObjectKind::Spec { hash } => {
+                if writes {
+                    return deny("specs are published through the scheduler, never written by a node");
+                }
+                let wanted = hex_lower(hash);
+                if jobs
+                    .iter()
+                    .any(|(_, j)| active_on(j, node) && hex::encode(j.spec_hash) == wanted)
+                {
+                    Ok(())
+                } else {
+                    deny("no job on this node has this spec")
+                }
+            }
+            ObjectKind::Checkpoint {
+                job,
+                key,
+                generation,
+                step,
+            } => {
+                let Some(j) = find(jobs, job).filter(|j| active_on(j, node)) else {
+                    return deny("the job is not assigned to this node");
+                };
+                if !writes {
+                    return Ok(());
+                }
+                let Some(_) = key else {
+                    return deny("writes go to one checkpoint, never the job's whole directory");
+                };
+                match (generation, step) {
+                    (Some(g), _) if g == j.generation => Ok(()),
+                    // Pruning: a checkpoint older than the last attested one
+                    // is no longer needed to resume; the attested one and
+                    // anything newer stay.
+                    (Some(_), Some(s))
+                        if matches!(op, StoreOp::Delete { .. })
+                            && j.last_checkpoint.is_some_and(|c| s < c.step) =>
+                    {
+                        Ok(())
+                    }
+                    (Some(g), _) => deny(&format!(
+                        "written under generation {g}, but the job is at generation {}; a node writes only its own assignment's checkpoints",
+                        j.generation
+                    )),
+                    (None, _) => deny("not a checkpoint key (<step>-g<generation>-<nonce>)"),
+                }
+            }
+            ObjectKind::Output { job } => match find(jobs, job) {
+                Some(j) if active_on(j, node) => Ok(()),
+                _ => deny("the job is not assigned to this node"),
+            },
+            ObjectKind::UserData { owner } => {
+                if writes {
+                    return deny("an owner's data is written by its owner only");
+                }
+                if jobs
+                    .iter()
+                    .any(|(_, j)| active_on(j, node) && j.owner.to_string() == owner)
+                {
+                    Ok(())
+                } else {
+                    deny("no job of this owner is on this node")
+                }
+            }
+            ObjectKind::Other => deny("outside the store's layout"),
+        },
+        Caller::Owner { owner, jobs } => match kind {
+            ObjectKind::Spec { hash } => {
+                if writes {
+                    return deny("publish specs with `mcjs job submit` (the scheduler checks their hash)");
+                }
+                let wanted = hex_lower(hash);
+                if jobs
+                    .iter()
+                    .any(|(_, j)| j.owner == *owner && hex::encode(j.spec_hash) == wanted)
+                {
+                    Ok(())
+                } else {
+                    deny("none of this wallet's jobs has this spec")
+                }
+            }
+            ObjectKind::Checkpoint { job, .. } | ObjectKind::Output { job } => {
+                if writes {
+                    return deny("a job's checkpoints and output are written by its node only");
+                }
+                match find(jobs, job) {
+                    Some(j) if j.owner == *owner => Ok(()),
+                    _ => deny("not a job of this wallet"),
+                }
+            }
+            ObjectKind::UserData { owner: o } if o == owner.to_string() => Ok(()),
+            ObjectKind::UserData { .. } => deny("another wallet's data"),
+            ObjectKind::Other => deny("outside the store's layout"),
+        },
+    }
+}
+
+fn hex_lower(hash: &str) -> String {
+    hash.to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcjs::state::{CheckpointRecord, JobRequirements, JobTerms};
+
+    fn job(owner: Pubkey, node: Pubkey, state: JobState, generation: u32) -> Job {
+        Job {
+            owner,
+            state,
+            node: Some(node),
+            provider: None,
+            job_id: 1,
+            spec_hash: [7; 32],
+            terms: JobTerms {
+                checkpoint_interval_secs: 60,
+                max_duration_secs: 3600,
+                deadline: None,
+                max_price_per_gpu_hour: 2,
+                restart_budget: 3,
+            },
+            bond: 1,
+            paid: 0,
+            generation,
+            rate_per_hour: 1,
+            last_checkpoint: Some(CheckpointRecord {
+                hash: [1; 32],
+                epoch: 0,
+                step: 40,
+                time: 0,
+                generation: 1,
+            }),
+            checkpoint_chain: [0; 32],
+            checkpoint_count: 1,
+            progress_mark: 0,
+            accrued: 0,
+            billed_secs: 0,
+            restarts_used: 0,
+            output_hash: None,
+            submitted_at: 0,
+            first_running_at: None,
+            finished_at: None,
+            refund_account: Pubkey::new_unique(),
+            bump: 0,
+            vault_bump: 0,
+            requirements: JobRequirements {
+                gpu_count: 1,
+                min_vram_mib: 0,
+                min_compute_capability: 0,
+                gpu_models: Vec::new(),
+                min_checkpoint_write_mibps: 0,
+            },
+            last_failure: None,
+            compensated: 0,
+        }
+    }
+
+    fn key(step: u64, generation: u32) -> String {
+        format!("{step:020}-g{generation}-0123456789abcdef")
+    }
+
+    struct World {
+        owner: Pubkey,
+        node: Pubkey,
+        job: Pubkey,
+        jobs: Vec<(Pubkey, Job)>,
+    }
+
+    fn world(state: JobState) -> World {
+        let (owner, node, job_key) = (
+            Pubkey::new_unique(),
+            Pubkey::new_unique(),
+            Pubkey::new_unique(),
+        );
+        World {
+            owner,
+            node,
+            job: job_key,
+            jobs: vec![(job_key, job(owner, node, state, 2))],
+        }
+    }
+
+    fn get(path: String) -> StoreOp {
+        StoreOp::Get { path }
+    }
+    fn put(path: String) -> StoreOp {
+        StoreOp::Put { path }
+    }
+
+    #[test]
+    fn the_assigned_node_reads_the_job_and_writes_only_its_generation() {
+        let w = world(JobState::Running { since: 0 });
+        let me = Caller::Node {
+            node: w.node,
+            jobs: &w.jobs,
+        };
+        let j = w.job;
+        let spec = format!("specs/{}.json", hex::encode([7u8; 32]));
+        assert_eq!(authorize(&get(spec.clone()), &me), Ok(()));
+        assert!(authorize(&put(spec), &me).is_err(), "a node never writes a spec");
+        assert_eq!(
+            authorize(&get(format!("jobs/{j}/checkpoints/{}/files/a", key(40, 1))), &me),
+            Ok(())
+        );
+        let list = StoreOp::List {
+            prefix: format!("jobs/{j}/checkpoints"),
+            delimiter: true,
+            continuation: None,
+        };
+        assert_eq!(authorize(&list, &me), Ok(()));
+        let own = format!("jobs/{j}/checkpoints/{}/files/a", key(50, 2));
+        assert_eq!(authorize(&put(own.clone()), &me), Ok(()));
+        for op in [
+            StoreOp::CreateMultipart { path: own.clone() },
+            StoreOp::UploadPart {
+                path: own.clone(),
+                upload_id: "u".into(),
+                part: 1,
+            },
+            StoreOp::Delete { path: own },
+        ] {
+            assert_eq!(authorize(&op, &me), Ok(()), "{op:?}");
+        }
+        // Another generation's checkpoints: neither overwritten nor, unless
+        // older than the last attested step, deleted.
+        let old = format!("jobs/{j}/checkpoints/{}/files/a", key(40, 1));
+        assert!(authorize(&put(old.clone()), &me).is_err());
+        assert!(authorize(&StoreOp::Delete { path: old }, &me).is_err());
+        let older = format!("jobs/{j}/checkpoints/{}/checkpoint.json", key(30, 1));
+        assert_eq!(authorize(&StoreOp::Delete { path: older.clone() }, &me), Ok(()));
+        assert!(authorize(&put(older), &me).is_err());
+        assert!(
+            authorize(&put(format!("jobs/{j}/checkpoints/junk/x")), &me).is_err(),
+            "a key without a generation"
+        );
+        assert_eq!(authorize(&put(format!("jobs/{j}/output/files/m")), &me), Ok(()));
+        assert_eq!(
+            authorize(&get(format!("users/{}/data/train.csv", w.owner)), &me),
+            Ok(())
+        );
+        assert!(authorize(&put(format!("users/{}/data/train.csv", w.owner)), &me).is_err());
+        assert!(authorize(&get(format!("users/{}/x/y", Pubkey::new_unique())), &me).is_err());
+        assert!(authorize(&get("admin/secrets".into()), &me).is_err());
+    }
+
+    #[test]
+    fn any_other_node_and_a_node_whose_job_moved_on_are_refused() {
+        let w = world(JobState::Running { since: 0 });
+        let j = w.job;
+        let stranger = Pubkey::new_unique();
+        // A stranger node's jobs list (as the chain gives it) does not hold
+        // the job; even a forged list naming it is checked against the node.
+        for jobs in [&[][..], &w.jobs[..]] {
+            let other = Caller::Node {
+                node: stranger,
+                jobs,
+            };
+            for op in [
+                get(format!("jobs/{j}/checkpoints/{}/files/a", key(40, 1))),
+                put(format!("jobs/{j}/checkpoints/{}/files/a", key(50, 2))),
+                put(format!("jobs/{j}/output/files/m")),
+                get(format!("jobs/{j}/output/output.json")),
+                get(format!("specs/{}.json", hex::encode([7u8; 32]))),
+                get(format!("users/{}/data/a", w.owner)),
+            ] {
+                assert!(authorize(&op, &other).is_err(), "{op:?}");
+            }
+        }
+        for state in [
+            JobState::Recovering { since: 0 },
+            JobState::Completed { at: 0 },
+            JobState::Pending { since: 0 },
+        ] {
+            let w = world(state);
+            let me = Caller::Node {
+                node: w.node,
+                jobs: &w.jobs,
+            };
+            assert!(
+                authorize(
+                    &put(format!("jobs/{}/checkpoints/{}/x", w.job, key(50, 2))),
+                    &me
+                )
+                .is_err(),
+                "{state:?}"
+            );
+            assert!(authorize(&put(format!("jobs/{}/output/x", w.job)), &me).is_err());
+        }
+    }
+
+    #[test]
+    fn an_owner_reads_its_jobs_and_writes_only_its_own_data() {
+        let w = world(JobState::Completed { at: 0 });
+        let j = w.job;
+        let me = Caller::Owner {
+            owner: w.owner,
+            jobs: &w.jobs,
+        };
+        assert_eq!(authorize(&get(format!("jobs/{j}/output/output.json")), &me), Ok(()));
+        assert_eq!(
+            authorize(&get(format!("jobs/{j}/checkpoints/{}/files/a", key(40, 1))), &me),
+            Ok(())
+        );
+        assert_eq!(
+            authorize(&get(format!("specs/{}.json", hex::encode([7u8; 32]))), &me),
+            Ok(())
+        );
+        assert!(authorize(&put(format!("jobs/{j}/output/files/model")), &me).is_err());
+        assert!(authorize(&StoreOp::Delete { path: format!("jobs/{j}/output/output.json") }, &me).is_err());
+        assert!(authorize(&put(format!("specs/{}.json", hex::encode([7u8; 32]))), &me).is_err());
+        assert_eq!(authorize(&put(format!("users/{}/data/a.csv", w.owner)), &me), Ok(()));
+        assert!(authorize(&put(format!("users/{}/data/a.csv", Pubkey::new_unique())), &me).is_err());
+
+        let stranger = Caller::Owner {
+            owner: Pubkey::new_unique(),
+            jobs: &w.jobs,
+        };
+        assert!(authorize(&get(format!("jobs/{j}/output/output.json")), &stranger).is_err());
+        assert!(authorize(&get(format!("specs/{}.json", hex::encode([7u8; 32]))), &stranger).is_err());
+    }
+}
