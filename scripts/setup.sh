@@ -38,3 +38,10 @@ if ! need chromium || ! need chromedriver; then
     say "installing Debian's chromium and chromium-driver (the dashboard's browser test, over WebDriver)"
     apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
+# The S3-compatible server the demo and the fault suite store into (a real
+# S3 endpoint, not a mock): s3s-fs, built once into cargo's bin dir. 0.14.1
+# is the last release that builds with Rust 1.95.
+if ! need s3s-fs && [ ! -x "${CARGO_HOME:-$HOME/.cargo}/bin/s3s-fs" ]; then
+    say "installing the s3s-fs S3 server (cargo install s3s-fs@0.14.1, about 3 minutes)"
+    cargo install s3s-fs@0.14.1 --features binary --locked --quiet
+fi

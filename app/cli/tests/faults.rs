@@ -91,30 +91,16 @@ async fn scenario_with(
     let reference =
         workload::uninterrupted_run(image(), &data, &dir.path().join("reference"), &args)
             .expect("the uninterrupted run");
-    let user = cluster.info.wallets.user.clone();
-    let scheduler = cluster.scheduler_url();
-    let uploaded = cluster
-        .run_mcjs(
-            &user,
-            &[
-                "job",
-                "upload",
-                data.join("train.csv").to_str().unwrap(),
-                "--scheduler",
-                &scheduler,
-                "--output",
-                "json",
-            ],
-        )
+    let (uri, uploaded_sha) = cluster
+        .upload_input(&data.join("train.csv"))
         .expect("the dataset uploads");
-    let uploaded: serde_json::Value = serde_json::from_str(&uploaded).unwrap();
-    assert_eq!(uploaded["sha256"], sha.as_str(), "{uploaded}");
+    assert_eq!(uploaded_sha, sha);
     let spec = dir.path().join("job.json");
     std::fs::write(
         &spec,
         workload::spec_json(
             image(),
-            uploaded["uri"].as_str().unwrap(),
+            &uri,
             &sha,
             &args,
             restart_budget,
@@ -122,23 +108,7 @@ async fn scenario_with(
     )
     .unwrap();
     prepare(&cluster).await;
-    cluster
-        .run_mcjs(
-            &user,
-            &[
-                "job",
-                "submit",
-                spec.to_str().unwrap(),
-                "--bond",
-                "20",
-                "--job-id",
-                "1",
-                "--scheduler",
-                &scheduler,
-            ],
-        )
-        .expect("submit");
-    let job = pda::job(&cluster.user_wallet().unwrap().pubkey(), 1);
+    let job = cluster.submit_job(&spec, "20", 1).expect("submit");
     Scenario {
         cluster,
         dir,
@@ -623,4 +593,174 @@ async fn a_malformed_node_account_leaves_every_other_job_placed() {
         "placed on the malformed node"
     );
     s.assert_completed_and_verified().await;
+}
+
+/// Object paths under the job's checkpoint directory in the S3 server's
+/// on-disk copy: one per stored checkpoint (`<step>-g<generation>-<nonce>`).
+fn stored_checkpoint_keys(s: &Scenario) -> Vec<String> {
+    let dir = s
+        .cluster
+        .store
+        .join("jobs")
+        .join(s.job.to_string())
+        .join("checkpoints");
+    let mut keys: Vec<String> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    keys.sort();
+    keys
+}
+
+fn store_as(
+    s: &Scenario,
+    role: mcjs_protocol::store::Role,
+    key: &mcjs_client::Keypair,
+) -> std::sync::Arc<dyn object_store::ObjectStore> {
+    let signer = key.insecure_clone();
+    std::sync::Arc::new(mcjs_runtime::brokered::BrokeredStore::new(
+        &s.cluster.scheduler_url(),
+        mcjs_runtime::brokered::Identity {
+            role,
+            key: key.pubkey().to_bytes(),
+            sign: std::sync::Arc::new(move |m: &[u8]| signer.sign_message(m).into()),
+        },
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_jobs_objects() {
+    use mcjs_protocol::store::Role;
+    use object_store::path::Path as ObjectPath;
+    use object_store::{ObjectStore, PutPayload};
+    let _one = serial();
+    let s = scenario(30, 3).await;
+    let before = s.running_with_checkpoints(2).await;
+    let node = before.node.unwrap();
+    let mine = s.cluster.agent_of_node(&node).unwrap();
+    let other = (mine + 1) % s.cluster.agents.len();
+    let read_key = |i: usize| mcjs_localnet::read_keypair(&s.cluster.agents[i].node_key).unwrap();
+    let keys = stored_checkpoint_keys(&s);
+    let existing = keys.first().expect("a stored checkpoint").clone();
+    let job = s.job.to_string();
+    let checkpoint = ObjectPath::from(format!("jobs/{job}/checkpoints/{existing}/checkpoint.json"));
+    let forged_key = format!("{:020}-g{}-0123456789abcdef", 999_999, before.generation);
+    let forged = ObjectPath::from(format!("jobs/{job}/checkpoints/{forged_key}/files/model.bin"));
+    let output = ObjectPath::from(format!("jobs/{job}/output/files/model.bin"));
+    let listing = ObjectPath::from(format!("jobs/{job}/checkpoints"));
+
+    // The node running the job reads its checkpoints: the refusals below are
+    // about who asks, not a gateway that refuses everything.
+    let owner_node = store_as(
+        &s,
+        Role::Node {
+            node: node.to_string(),
+        },
+        &read_key(mine),
+    );
+    owner_node.get(&checkpoint).await.expect("the job's node reads its checkpoint");
+
+    let denied = |e: object_store::Error, what: &str| {
+        assert!(
+            matches!(e, object_store::Error::PermissionDenied { .. }),
+            "{what}: expected 403, got {e}"
+        );
+    };
+    // Another provider's agent, as itself and claiming the job's node.
+    let intruder_key = read_key(other);
+    for role in [
+        Role::Node {
+            node: s.cluster.agents[other].node.to_string(),
+        },
+        Role::Node {
+            node: node.to_string(),
+        },
+    ] {
+        let intruder = store_as(&s, role.clone(), &intruder_key);
+        denied(intruder.get(&checkpoint).await.unwrap_err(), "read a checkpoint");
+        denied(
+            intruder
+                .put(&forged, PutPayload::from_static(b"forged"))
+                .await
+                .unwrap_err(),
+            "write a checkpoint",
+        );
+        denied(
+            intruder
+                .put(&output, PutPayload::from_static(b"forged"))
+                .await
+                .unwrap_err(),
+            "write the output",
+        );
+        denied(
+            intruder.list_with_delimiter(Some(&listing)).await.unwrap_err(),
+            "list the checkpoints",
+        );
+        denied(intruder.delete(&checkpoint).await.unwrap_err(), "delete a checkpoint");
+    }
+    // A stranger's wallet, as an owner.
+    let stranger = mcjs_client::Keypair::new();
+    let as_owner = store_as(&s, Role::Owner, &stranger);
+    denied(as_owner.get(&checkpoint).await.unwrap_err(), "a stranger reads");
+    // An unsigned request proves nothing.
+    let unsigned = reqwest::Client::new()
+        .post(format!(
+            "{}{}",
+            s.cluster.scheduler_url(),
+            mcjs_protocol::store::STORE_SIGN_PATH
+        ))
+        .json(&serde_json::json!({
+            "role": {"kind": "owner"},
+            "sent_at_unix_ms": 0,
+            "ops": [{"op": "get", "path": checkpoint.to_string()}]
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsigned.status(), 401);
+    // Nothing was stored or removed.
+    assert!(!stored_checkpoint_keys(&s).contains(&forged_key));
+    assert!(s.cluster.store.join(checkpoint.as_ref()).is_file());
+    let metrics = reqwest::get(format!("{}/metrics", s.cluster.scheduler_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // 5 operations as its own node (denied), 5 claiming the job's node
+    // (foreign), the stranger's read, the unsigned request.
+    let refused: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("mcjs_store_requests_refused_total{"))
+        .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+        .sum();
+    assert!(refused >= 12, "refusals counted:\n{metrics}");
+
+    // The job is unharmed; its owner gets the output, verified.
+    let done = s.assert_completed_and_verified().await;
+
+    // The last attested checkpoint, delivered and verified (--partial).
+    let partial = s.dir.path().join("partial");
+    let out = s
+        .cluster
+        .job_output(&s.job, &partial, &["--partial", "--output", "json"])
+        .expect("the last attested checkpoint is delivered");
+    let out: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(out["step"], done.last_checkpoint.unwrap().step, "{out}");
+    assert!(partial.read_dir().unwrap().count() > 0, "an empty checkpoint");
+
+    // A stored output file changed after the fact is refused by name, and
+    // nothing is written.
+    let stored_model = s.cluster.store.join(output.as_ref());
+    let mut bytes = std::fs::read(&stored_model).unwrap();
+    bytes[0] ^= 0xff;
+    std::fs::write(&stored_model, bytes).unwrap();
+    let tampered = s.dir.path().join("tampered");
+    let err = s.cluster.job_output(&s.job, &tampered, &[]).unwrap_err();
+    let err = format!("{err:#}");
+    assert!(err.contains("model.bin: refused"), "{err}");
+    assert!(!tampered.exists(), "a refused download wrote {}", tampered.display());
 }

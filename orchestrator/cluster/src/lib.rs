@@ -581,6 +581,49 @@ impl Cluster {
         Ok(path)
     }
 
+    /// Uploads a data file as the user (`mcjs job upload`); returns the URI
+    /// to declare and its sha256.
+    pub fn upload_input(&self, file: &Path) -> anyhow::Result<(String, String)> {
+        let out = self.run_mcjs(
+            &self.info.wallets.user,
+            &[
+                "job",
+                "upload",
+                &file.to_string_lossy(),
+                "--scheduler",
+                &self.scheduler_url(),
+                "--output",
+                "json",
+            ],
+        )?;
+        let v: serde_json::Value =
+            serde_json::from_str(&out).with_context(|| format!("`mcjs job upload` printed {out}"))?;
+        match (v["uri"].as_str(), v["sha256"].as_str()) {
+            (Some(uri), Some(sha)) => Ok((uri.to_string(), sha.to_string())),
+            _ => bail!("`mcjs job upload` printed {out}"),
+        }
+    }
+
+    /// Submits `spec` as the user with `bond` USDC and job id `job_id`,
+    /// publishing the spec through the scheduler; returns the Job account.
+    pub fn submit_job(&self, spec: &Path, bond: &str, job_id: u64) -> anyhow::Result<Pubkey> {
+        self.run_mcjs(
+            &self.info.wallets.user,
+            &[
+                "job",
+                "submit",
+                &spec.to_string_lossy(),
+                "--bond",
+                bond,
+                "--job-id",
+                &job_id.to_string(),
+                "--scheduler",
+                &self.scheduler_url(),
+            ],
+        )?;
+        Ok(pda::job(&self.user_wallet()?.pubkey(), job_id))
+    }
+
     /// Runs `mcjs job output` as the user (`args` added), into `to`.
     pub fn job_output(&self, job: &Pubkey, to: &Path, args: &[&str]) -> anyhow::Result<String> {
         let scheduler = self.scheduler_url();

@@ -61,6 +61,7 @@ pub fn spec_json(
         "output": {
             "produces": ["model"],
             "destination": "file:///tmp/mcjs-out",
+            "return_partial": true,
             "required_artifacts": ["model.bin", "metrics.json"]
         },
         "checkpoint": {"interval": "1m", "max_size": "1MiB", "keep": 3, "restart_budget": restart_budget}

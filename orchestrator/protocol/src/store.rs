@@ -513,7 +513,7 @@ mod tests {
             "s3:///p",
             "s3://b/p?endpoint=ftp://x",
             "s3://b/p?acl=public",
-            "s3://b/../p",
+            "s3://b/a//c",
             "gs://b/p",
             "",
         ] {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use mcjs::state::JobState;
-use mcjs_client::{Signer, ix, pda};
+use mcjs_client::{Signer, ix};
 use mcjs_cluster::{Cluster, ClusterConfig, StoreKind, workload};
 use sha2::{Digest, Sha256};
 
@@ -148,26 +148,10 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         move || workload::uninterrupted_run(&image, &data, &out, &train_args)
     });
 
-    let uploaded = cluster.run_mcjs(
-        &cluster.info.wallets.user,
-        &[
-            "job",
-            "upload",
-            data.join("train.csv").to_str().unwrap(),
-            "--scheduler",
-            &cluster.scheduler_url(),
-            "--output",
-            "json",
-        ],
-    )?;
-    let uploaded: serde_json::Value = serde_json::from_str(&uploaded)?;
-    let data_uri = uploaded["uri"]
-        .as_str()
-        .context("`mcjs job upload` printed no uri")?
-        .to_string();
+    let (data_uri, uploaded_sha) = cluster.upload_input(&data.join("train.csv"))?;
     anyhow::ensure!(
-        uploaded["sha256"] == data_sha.as_str(),
-        "the uploaded dataset's sha256 differs: {uploaded}"
+        uploaded_sha == data_sha,
+        "the uploaded dataset's sha256 differs: {uploaded_sha}"
     );
     step(t, format!("the user uploaded the dataset to {data_uri}"));
     let spec_path = dir.join("job.json");
@@ -195,28 +179,12 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
     step(t, format!("dashboard: {dashboard_url}"));
 
     let user = cluster.user_wallet()?;
-    let user_wallet = cluster.info.wallets.user.clone();
-    let scheduler = cluster.scheduler_url();
     let client = cluster.client();
     let deployment = client.deployment().await?;
     let user_token = ix::usdc_account(&user.pubkey(), &deployment.usdc_mint);
     // Before the bond is locked: the user must end with no more than this.
     let user_before = client.token_balance(&user_token).await?;
-    cluster.run_mcjs(
-        &user_wallet,
-        &[
-            "job",
-            "submit",
-            spec_path.to_str().unwrap(),
-            "--bond",
-            "20",
-            "--job-id",
-            "1",
-            "--scheduler",
-            &scheduler,
-        ],
-    )?;
-    let job = pda::job(&user.pubkey(), 1);
+    let job = cluster.submit_job(&spec_path, "20", 1)?;
     let mut payouts_before = Vec::new();
     for a in &cluster.agents {
         let payout = client
@@ -413,7 +381,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
     );
 
     step(t, "auditing the job's history on chain");
-    let audit = cluster.run_mcjs(&user_wallet, &["audit", "job", &job.to_string()]);
+    let audit = cluster.run_mcjs(&cluster.info.wallets.user, &["audit", "job", &job.to_string()]);
     match &audit {
         Ok(text) => eprintln!("{text}"),
         Err(e) => eprintln!("{e:#}"),
