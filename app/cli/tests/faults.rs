@@ -294,6 +294,7 @@ async fn a_strangers_forged_heartbeats_leave_the_provider_and_the_job_alone() {
                     last_logs: vec!["container died".into()],
                 }),
             }],
+            goodbye: false,
         };
         let foreign =
             SignedRequest::seal(HEARTBEAT_PATH, &lie, &stranger.pubkey().to_bytes(), |m| {
@@ -415,6 +416,7 @@ async fn the_scheduler_killed_and_restarted_mid_job() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     s.cluster.start_scheduler().unwrap();
     s.assert_completed_and_verified().await;
+    assert_never_failed(&s).await;
     let assignments = s
         .events()
         .await
@@ -422,6 +424,50 @@ async fn the_scheduler_killed_and_restarted_mid_job() {
         .filter(|e| matches!(e, McjsEvent::JobAssigned(_)))
         .count();
     assert_eq!(assignments, 1, "nothing is placed twice");
+}
+
+/// No failure of any kind is reported for the job, and it was placed once.
+async fn assert_never_failed(s: &Scenario) {
+    let events = s.events().await;
+    let failures: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e, McjsEvent::FailureReported(_)))
+        .collect();
+    assert!(failures.is_empty(), "the job was failed: {failures:?}");
+    let assignments = events
+        .iter()
+        .filter(|e| matches!(e, McjsEvent::JobAssigned(_)))
+        .count();
+    assert_eq!(assignments, 1, "the job left its node");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_restarted_on_purpose_keeps_its_job() {
+    let _one = serial();
+    let mut s = scenario(12, 3).await;
+    let before = s.running_with_checkpoints(1).await;
+    let i = s.cluster.agent_of_node(&before.node.unwrap()).unwrap();
+    // Its goodbye tells the scheduler the closed stream is no crash; the
+    // container runs on and the new process adopts it.
+    s.cluster.stop_agent(i);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    s.cluster.restart_agent(i).unwrap();
+    s.assert_completed_and_verified().await;
+    assert_never_failed(&s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_brief_network_blip_fails_no_job() {
+    let _one = serial();
+    let s = scenario(12, 3).await;
+    let before = s.running_with_checkpoints(1).await;
+    let i = s.cluster.agent_of_node(&before.node.unwrap()).unwrap();
+    // Shorter than the heartbeat timeout: nothing closes, nothing is lost.
+    s.cluster.partition_agent(i);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    s.cluster.heal_agent(i);
+    s.assert_completed_and_verified().await;
+    assert_never_failed(&s).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -701,6 +747,35 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         );
         denied(intruder.delete(&checkpoint).await.unwrap_err(), "delete a checkpoint");
     }
+    // The owner's own data: a file big enough to travel in parts (10 MiB
+    // each, every part through its own presigned URL) comes back
+    // byte-identical to its owner, and to no other node.
+    let big: Vec<u8> = (0..(21u32 << 20) / 4)
+        .flat_map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes())
+        .collect();
+    let big_file = s.dir.path().join("big.bin");
+    std::fs::write(&big_file, &big).unwrap();
+    let (big_uri, big_sha) = s.cluster.upload_input(&big_file).expect("a multipart upload");
+    assert_eq!(big_sha, hex::encode(Sha256::digest(&big)));
+    let owner = s.cluster.user_wallet().unwrap();
+    let big_path = ObjectPath::from(format!("users/{}/data/big.bin", owner.pubkey()));
+    assert!(big_uri.ends_with(big_path.as_ref()), "{big_uri}");
+    let back = store_as(&s, Role::Owner, &owner)
+        .get(&big_path)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert!(back.as_ref() == big.as_slice(), "the multipart upload came back different");
+    let intruder = store_as(
+        &s,
+        Role::Node {
+            node: s.cluster.agents[other].node.to_string(),
+        },
+        &intruder_key,
+    );
+    denied(intruder.get(&big_path).await.unwrap_err(), "another node reads the owner's data");
     // A stranger's wallet, as an owner.
     let stranger = mcjs_client::Keypair::new();
     let as_owner = store_as(&s, Role::Owner, &stranger);
@@ -731,13 +806,14 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         .await
         .unwrap();
     // 5 operations as its own node (denied), 5 claiming the job's node
-    // (foreign), the stranger's read, the unsigned request.
+    // (foreign), the other node's read of the owner's data, the stranger's
+    // read, the unsigned request.
     let refused: u64 = metrics
         .lines()
         .filter(|l| l.starts_with("mcjs_store_requests_refused_total{"))
         .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
         .sum();
-    assert!(refused >= 12, "refusals counted:\n{metrics}");
+    assert!(refused >= 13, "refusals counted:\n{metrics}");
 
     // The job is unharmed; its owner gets the output, verified.
     let done = s.assert_completed_and_verified().await;

@@ -15,7 +15,8 @@ use mcjs_client::Pubkey;
 use mcjs_client::ix::{self, Deployment};
 use mcjs_client::program::instructions::{AttestCheckpointArgs, CompleteJobArgs};
 use mcjs_protocol::{
-    HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, Heartbeat, JobReport, SignedRequest, StopReason,
+    HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, HEARTBEAT_STREAM_PATH, Heartbeat, JobReport,
+    SignedRequest, StopReason,
 };
 use mcjs_runtime::docker::{DockerEngine, JOB_LABEL};
 use mcjs_runtime::engine::{
@@ -845,25 +846,27 @@ const FOOTPRINT_EVERY: Duration = Duration::from_secs(2);
 /// several nodes on one host leave each other's containers alone.
 pub const NODE_LABEL: &str = "mcjs.node";
 
+/// Heartbeats on one long-lived request to the scheduler
+/// ([`mcjs_protocol::HEARTBEAT_STREAM_PATH`]), one sealed line a second, the
+/// first at once on every (re)connection. The open connection is itself the
+/// sign of life: if this process dies, its kernel closes it, and the
+/// scheduler knows within its grace. A stop on purpose says goodbye first.
+/// When the scheduler ends the request (a restart), the agent reconnects.
 async fn heartbeats<C: AgentChain, E: ContainerEngine>(
     s: Arc<Shared<C, E>>,
     url: String,
     cancel: CancellationToken,
 ) {
     let http = reqwest::Client::builder()
-        .timeout(Duration::from_millis(HEARTBEAT_INTERVAL_MS))
+        .connect_timeout(Duration::from_millis(HEARTBEAT_INTERVAL_MS))
+        .tcp_keepalive(Duration::from_secs(5))
         .build()
-        .expect("an HTTP client with a timeout");
-    let endpoint = format!("{}{HEARTBEAT_PATH}", url.trim_end_matches('/'));
-    let mut every = tokio::time::interval(Duration::from_millis(HEARTBEAT_INTERVAL_MS));
-    let mut failing = false;
+        .expect("an HTTP client");
+    let endpoint = format!("{}{HEARTBEAT_STREAM_PATH}", url.trim_end_matches('/'));
     let mut seq = None;
+    let mut failing = false;
     let signer = s.chain.authority().to_bytes();
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = every.tick() => {}
-        }
+    let mut seal = |goodbye: bool| {
         let now_ms = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
@@ -877,23 +880,68 @@ async fn heartbeats<C: AgentChain, E: ContainerEngine>(
             sent_at_unix_ms: now_ms,
             seq: next,
             jobs: s.reports.lock().expect("reports lock").clone(),
+            goodbye,
         };
         // Signed with the key the chain authorises for this node, so that
         // no one else can speak for it.
         let sealed = SignedRequest::seal(HEARTBEAT_PATH, &beat, &signer, |m| s.chain.sign(m));
-        match http
+        let mut line = serde_json::to_vec(&sealed).expect("a sealed request serialises");
+        line.push(b'\n');
+        bytes::Bytes::from(line)
+    };
+    loop {
+        if cancel.is_cancelled() {
+            return;
+        }
+        // Heartbeats queued while the scheduler does not read (a partition)
+        // are dropped beyond a few: only the latest matter.
+        let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(8);
+        let body = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv()
+                .await
+                .map(|line| (Ok::<_, std::io::Error>(line), rx))
+        });
+        let request = http
             .post(&endpoint)
-            .json(&sealed)
-            .send()
-            .await
-            .and_then(|r| r.error_for_status())
-        {
-            Ok(_) => failing = false,
-            Err(e) if !failing => {
-                failing = true;
-                tracing::warn!(scheduler = %endpoint, error = %e, "heartbeat not delivered");
+            .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
+            .body(reqwest::Body::wrap_stream(body))
+            .send();
+        tokio::pin!(request);
+        let mut every = tokio::time::interval(Duration::from_millis(HEARTBEAT_INTERVAL_MS));
+        let mut sent = 0u64;
+        let ended = loop {
+            tokio::select! {
+                _ = cancel.cancelled() => {
+                    let _ = tx.try_send(seal(true));
+                    drop(tx);
+                    let _ = tokio::time::timeout(Duration::from_millis(500), &mut request).await;
+                    return;
+                }
+                result = &mut request => {
+                    break match result.and_then(|r| r.error_for_status()) {
+                        Ok(_) => "the scheduler ended the stream".to_string(),
+                        Err(e) => e.to_string(),
+                    };
+                }
+                _ = every.tick() => {
+                    if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(seal(false)) {
+                        break "the stream closed".to_string();
+                    }
+                    sent += 1;
+                }
             }
-            Err(_) => {}
+        };
+        // Warn once per outage, not once per attempt.
+        if sent > 2 {
+            failing = false;
+        }
+        if !failing {
+            failing = true;
+            tracing::warn!(scheduler = %endpoint, reason = %ended, "heartbeat stream ended; reconnecting");
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
     }
 }

@@ -8,13 +8,16 @@
 //! * compute lost per failure: from the last attested checkpoint to the kill,
 //!   against the checkpoint interval.
 //!
+//! Agents are SIGKILLed with their containers: the scheduler learns it from
+//! the closed heartbeat stream (after its grace), not from the timeout.
+//!
 //! cargo build -p mcjs-cli && cargo run -p mcjs-cluster --example recovery_bench -- \
-//!     [--runs 5] [--slot-time-ms 400] [--mcjs $CARGO_TARGET_DIR/debug/mcjs]
+//!     [--runs 50] [--slot-time-ms 400] [--store s3|dir] [--json FILE] \
+//!     [--mcjs $CARGO_TARGET_DIR/debug/mcjs]
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mcjs_client::{Signer, pda};
 use mcjs_cluster::{Cluster, ClusterConfig, is_running, workload};
 use sha2::{Digest, Sha256};
 
@@ -44,7 +47,12 @@ fn summary(name: &str, mut xs: Vec<f64>) {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let runs: u64 = arg("--runs").map_or(5, |v| v.parse().unwrap());
+    let runs: u64 = arg("--runs").map_or(50, |v| v.parse().unwrap());
+    let store = match arg("--store").as_deref() {
+        None | Some("s3") => mcjs_cluster::StoreKind::S3,
+        Some("dir") => mcjs_cluster::StoreKind::Dir,
+        Some(other) => anyhow::bail!("--store {other}: s3 or dir"),
+    };
     let slot: u64 = arg("--slot-time-ms").map_or(400, |v| v.parse().unwrap());
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
     let mcjs =
@@ -68,43 +76,22 @@ async fn main() -> anyhow::Result<()> {
         prices: vec!["1.00".into()],
         provider_stake_usdc: 300,
         data_roots: vec![data.clone()],
-        store: Default::default(),
+        store,
     })
     .await?;
-    let user = cluster.info.wallets.user.clone();
-    let owner = cluster.user_wallet()?.pubkey();
     let spec = dir.path().join("job.json");
-    let args = workload::trainer_args(8);
-    std::fs::write(
-        &spec,
-        workload::spec_json(
-            &image,
-            &workload::file_uri(&data.join("train.csv")),
-            &sha,
-            &args,
-            3,
-        ),
-    )?;
+    let args = workload::trainer_args(6);
+    let uri = match store {
+        mcjs_cluster::StoreKind::S3 => cluster.upload_input(&data.join("train.csv"))?.0,
+        mcjs_cluster::StoreKind::Dir => workload::file_uri(&data.join("train.csv")),
+    };
+    std::fs::write(&spec, workload::spec_json(&image, &uri, &sha, &args, 3))?;
 
     let (mut provisioning, mut recovery, mut lost) = (Vec::new(), Vec::new(), Vec::new());
     for run in 1..=runs {
-        let scheduler = cluster.scheduler_url();
-        cluster.run_mcjs(
-            &user,
-            &[
-                "job",
-                "submit",
-                spec.to_str().unwrap(),
-                "--bond",
-                "5",
-                "--job-id",
-                &run.to_string(),
-                "--scheduler",
-                &scheduler,
-            ],
-        )?;
+        let job = cluster.submit_job(&spec, "5", run)?;
         let submitted = Instant::now();
-        let job = pda::job(&owner, run);
+
         let running = cluster
             .wait_for_job(&job, Duration::from_secs(60), is_running)
             .await?;
@@ -136,13 +123,33 @@ async fn main() -> anyhow::Result<()> {
             recovery.last().unwrap()
         );
     }
+    let grace = mcjs_protocol::DEFAULT_DISCONNECT_GRACE_MS;
     println!(
-        "slot time {slot} ms, heartbeat timeout 3 s, checkpoint interval 60 s (the trainer also checkpoints every 16 steps)"
+        "slot time {slot} ms, store {store:?}, heartbeat timeout 3 s, disconnect grace {grace} ms, checkpoint interval 60 s (the trainer also checkpoints every 16 steps)"
     );
+    if let Some(path) = arg("--json") {
+        std::fs::write(
+            &path,
+            serde_json::to_vec_pretty(&serde_json::json!({
+                "system": "mcjs",
+                "provision_s": provisioning,
+                "recovery_s": recovery,
+                "lost_s": lost,
+                "config": {
+                    "slot_time_ms": slot,
+                    "store": format!("{store:?}"),
+                    "heartbeat_timeout_ms": 3_000,
+                    "disconnect_grace_ms": grace,
+                    "agents": 3,
+                    "kills": runs,
+                },
+            }))?,
+        )?;
+    }
     println!("| measure (s) | runs | median | p99 | min | max |");
     println!("|---|---|---|---|---|---|");
-    summary("provisioning: submit confirmed → running", provisioning);
-    summary("recovery: node killed → running elsewhere", recovery);
-    summary("compute lost per failure (interval 60 s)", lost);
+    summary("provisioning: submit confirmed → running", provisioning.clone());
+    summary("recovery: node killed → running elsewhere", recovery.clone());
+    summary("compute lost per failure (interval 60 s)", lost.clone());
     Ok(())
 }

@@ -468,6 +468,19 @@ impl Cluster {
         kill_containers(&format!("mcjs.node={}", agent.node));
     }
 
+    /// Stops agent `i` on purpose (SIGINT, as Ctrl-C or a service manager
+    /// would): it says goodbye to the scheduler and leaves its containers
+    /// running for the next start to adopt.
+    pub fn stop_agent(&mut self, i: usize) {
+        if let Some(mut child) = self.agents[i].child.take() {
+            // SAFETY: kill(2) on a child we spawned and have not reaped.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+            }
+            let _ = child.wait();
+        }
+    }
+
     /// Restarts a killed agent on the same node (same operator key, work dir, links).
     pub fn restart_agent(&mut self, i: usize) -> anyhow::Result<()> {
         let mut agent = std::mem::replace(&mut self.agents[i], placeholder());

@@ -1,20 +1,51 @@
 //! A TCP link that can be cut: every byte an agent exchanges with the chain
 //! or the scheduler goes through one, so a test can partition the agent and
 //! heal it again, at the transport level, as a network would.
+//!
+//! A cut is a partition, not a reset: nothing crosses the link either way,
+//! new connections wait, and no connection is closed (a network that drops
+//! packets closes nothing; only the endpoints' kernels do, when a process
+//! dies). What was in flight is delivered once the link heals.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-/// Forwards `listen` → `target` until cut; while cut, open connections are
-/// dropped and new ones are closed at once.
+/// Forwards `listen` → `target`; while cut, holds everything.
 pub struct Link {
     pub listen: SocketAddr,
     pub target: SocketAddr,
     cut: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// Copies `from` → `to`, holding the bytes (and the end of the stream)
+/// while the link is cut.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut cut: watch::Receiver<bool>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        if cut.wait_for(|cut| !*cut).await.is_err() {
+            return;
+        }
+        let n = from.read(&mut buf).await.unwrap_or(0);
+        if cut.wait_for(|cut| !*cut).await.is_err() {
+            return;
+        }
+        if n == 0 {
+            let _ = to.shutdown().await;
+            return;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
 }
 
 impl Link {
@@ -27,20 +58,23 @@ impl Link {
                 let Ok((inbound, _)) = listener.accept().await else {
                     continue;
                 };
-                if *watch_cut.borrow() {
-                    drop(inbound);
-                    continue;
-                }
                 let mut cut_rx = (*watch_cut).clone();
                 tokio::spawn(async move {
-                    let Ok(mut outbound) = TcpStream::connect(target).await else {
+                    // A connection opened during a partition waits for it to end.
+                    if cut_rx.wait_for(|cut| !*cut).await.is_err() {
+                        return;
+                    }
+                    let Ok(outbound) = TcpStream::connect(target).await else {
                         return;
                     };
-                    let mut inbound = inbound;
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                        _ = cut_rx.wait_for(|cut| *cut) => {}
-                    }
+                    let _ = inbound.set_nodelay(true);
+                    let _ = outbound.set_nodelay(true);
+                    let (in_read, in_write) = inbound.into_split();
+                    let (out_read, out_write) = outbound.into_split();
+                    tokio::join!(
+                        pump(in_read, out_write, cut_rx.clone()),
+                        pump(out_read, in_write, cut_rx),
+                    );
                 });
             }
         });

@@ -52,6 +52,7 @@ fn heartbeat(seq: u64) -> Heartbeat {
                 checkpoint_overdue: false,
             },
         ],
+        goodbye: false,
     }
 }
 

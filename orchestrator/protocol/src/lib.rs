@@ -27,11 +27,27 @@ use serde::{Deserialize, Serialize};
 /// answer is a [`HeartbeatAck`], or an error `{"error": ...}` with 400, 401
 /// or 403 (see [`Refusal`]).
 pub const HEARTBEAT_PATH: &str = "/v1/heartbeat";
+/// `POST` a stream of heartbeats on one long-lived request: each line of the
+/// body is a sealed [`Heartbeat`] (signed for [`HEARTBEAT_PATH`]), one per
+/// [`HEARTBEAT_INTERVAL_MS`]. The connection itself is a sign of life: when
+/// it closes without a heartbeat marked [`Heartbeat::goodbye`], the agent's
+/// process is gone (its kernel closed the socket), and the scheduler
+/// declares the node lost after a short grace in which a reconnect cancels
+/// it. A partition closes nothing, so it still waits out the timeout.
+pub const HEARTBEAT_STREAM_PATH: &str = "/v1/heartbeat/stream";
+/// The longest line of a heartbeat stream.
+pub const MAX_HEARTBEAT_BYTES: usize = 256 * 1024;
 /// `GET` the scheduler's view of the fleet: a [`FleetView`].
 pub const FLEET_PATH: &str = "/v1/fleet";
 
 pub const HEARTBEAT_INTERVAL_MS: u64 = 1_000;
 pub const DEFAULT_HEARTBEAT_TIMEOUT_MS: u64 = 3_000;
+/// How long after an agent's heartbeat stream closed without a goodbye the
+/// scheduler waits for it to reconnect before declaring the node lost.
+pub const DEFAULT_DISCONNECT_GRACE_MS: u64 = 500;
+/// How long an agent that said goodbye (a restart on purpose) has to come
+/// back before the scheduler declares its node lost.
+pub const DEFAULT_RESTART_GRACE_MS: u64 = 15_000;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,6 +66,11 @@ pub struct Heartbeat {
     pub seq: u64,
     /// Every job the agent is working on or has just finished with.
     pub jobs: Vec<JobReport>,
+    /// The agent is stopping on purpose (and will be back, or the node goes
+    /// offline on chain): its connection closing right after is no sign of
+    /// a crash.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub goodbye: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,6 +160,7 @@ mod tests {
                     last_logs: vec!["killed".into()],
                 }),
             }],
+            goodbye: false,
         };
         let text = serde_json::to_string(&hb).unwrap();
         assert!(text.contains("\"phase\":\"exited\""));

@@ -19,6 +19,13 @@ use crate::liveness::Liveness;
 pub struct DetectorConfig {
     /// A node that has not sent a heartbeat for this long is lost.
     pub heartbeat_timeout_ms: i64,
+    /// A node whose agent's heartbeat stream closed without a goodbye, and
+    /// which has not been heard from since, is lost after this long (the
+    /// window in which a reconnect cancels it).
+    pub disconnect_grace_ms: i64,
+    /// A node whose agent said goodbye (a restart on purpose) is judged
+    /// lost by silence only after this long, instead of the heartbeat timeout.
+    pub restart_grace_ms: i64,
     /// A running job that has not attested for this many percent of its
     /// checkpoint interval is overdue (the program lets anyone report it
     /// later, at `interval × liveness_factor`).
@@ -33,6 +40,8 @@ impl Default for DetectorConfig {
     fn default() -> Self {
         Self {
             heartbeat_timeout_ms: mcjs_protocol::DEFAULT_HEARTBEAT_TIMEOUT_MS as i64,
+            disconnect_grace_ms: mcjs_protocol::DEFAULT_DISCONNECT_GRACE_MS as i64,
+            restart_grace_ms: mcjs_protocol::DEFAULT_RESTART_GRACE_MS as i64,
             overdue_percent: 200,
             start_timeout_ms: 10 * 60 * 1_000,
             placement: PlacementConfig::default(),
@@ -201,12 +210,29 @@ fn detect_failure(
         }
     }
 
+    if let Some(at) = obs.liveness.dropped_at(&node)
+        && at >= on_node_since_ms
+    {
+        let gone_ms = obs.now_ms.saturating_sub(at);
+        if gone_ms >= config.disconnect_grace_ms {
+            return report(
+                StopReason::NodeLost,
+                format!("its agent's connection closed without a goodbye {gone_ms} ms ago"),
+            );
+        }
+    }
+
     let silent_ms = obs.now_ms.saturating_sub(
         obs.liveness
             .last_sign_of_life_ms(&node)
             .max(on_node_since_ms),
     );
-    if silent_ms > config.heartbeat_timeout_ms {
+    let timeout_ms = if obs.liveness.away(&node) {
+        config.restart_grace_ms.max(config.heartbeat_timeout_ms)
+    } else {
+        config.heartbeat_timeout_ms
+    };
+    if silent_ms > timeout_ms {
         return report(
             StopReason::NodeLost,
             format!("no heartbeat for {silent_ms} ms"),
@@ -298,7 +324,12 @@ fn place(
                 && !failing_nodes.contains(key)
                 && obs
                     .liveness
-                    .is_alive(key, obs.now_ms, config.heartbeat_timeout_ms)
+                    .is_alive(
+                        key,
+                        obs.now_ms,
+                        config.heartbeat_timeout_ms,
+                        config.disconnect_grace_ms,
+                    )
         })
         .map(|(key, node)| (*key, node))
         .collect();

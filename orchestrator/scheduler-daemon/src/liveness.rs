@@ -15,13 +15,26 @@ pub struct NodeHeartbeat {
     pub jobs: Vec<JobReport>,
 }
 
-/// The latest heartbeat of every node, and when this daemon started
-/// listening (a node is given one timeout after a restart before it is
-/// judged).
+/// The latest heartbeat of every node, its agent's heartbeat stream, and
+/// when this daemon started listening (a node is given one timeout after a
+/// restart before it is judged).
 #[derive(Clone, Debug)]
 pub struct Liveness {
     pub listening_since_ms: i64,
     nodes: HashMap<Pubkey, NodeHeartbeat>,
+    streams: HashMap<Pubkey, Stream>,
+}
+
+/// A node's heartbeat stream (`mcjs_protocol::HEARTBEAT_STREAM_PATH`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// Open; the id tells this connection from the node's earlier ones.
+    Open { id: u64 },
+    /// Closed without a goodbye at `at_ms`: the agent's process is gone, or
+    /// a reconnect is on its way (which records a heartbeat after `at_ms`).
+    Dropped { id: u64, at_ms: i64 },
+    /// Closed after a goodbye at `at_ms`: the agent stopped on purpose.
+    Closed { id: u64, at_ms: i64 },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +48,7 @@ impl Liveness {
         Self {
             listening_since_ms,
             nodes: HashMap::new(),
+            streams: HashMap::new(),
         }
     }
 
@@ -55,6 +69,60 @@ impl Liveness {
         Ok(())
     }
 
+    /// A heartbeat stream `id` of `node` delivered its first authenticated
+    /// heartbeat: it is the node's stream from now on.
+    pub fn stream_opened(&mut self, node: Pubkey, id: u64) {
+        self.streams.insert(node, Stream::Open { id });
+    }
+
+    /// Stream `id` of `node` ended at `now_ms`, after a goodbye or not. An
+    /// older stream ending after a newer one opened changes nothing.
+    pub fn stream_closed(&mut self, node: &Pubkey, id: u64, goodbye: bool, now_ms: i64) {
+        if let Some(stream) = self.streams.get_mut(node)
+            && *stream == (Stream::Open { id })
+        {
+            *stream = if goodbye {
+                Stream::Closed { id, at_ms: now_ms }
+            } else {
+                Stream::Dropped { id, at_ms: now_ms }
+            };
+        }
+    }
+
+    pub fn stream(&self, node: &Pubkey) -> Option<Stream> {
+        self.streams.get(node).copied()
+    }
+
+    /// When the node's agent vanished: its stream dropped without a
+    /// goodbye and nothing was heard from it since.
+    pub fn dropped_at(&self, node: &Pubkey) -> Option<i64> {
+        match self.streams.get(node)? {
+            Stream::Dropped { at_ms, .. }
+                if self.nodes.get(node).is_none_or(|h| h.received_ms <= *at_ms) =>
+            {
+                Some(*at_ms)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the node's agent said goodbye and has not been heard from
+    /// since: it is restarting (or going away on purpose).
+    pub fn away(&self, node: &Pubkey) -> bool {
+        match self.streams.get(node) {
+            Some(Stream::Closed { at_ms, .. }) => {
+                self.nodes.get(node).is_none_or(|h| h.received_ms <= *at_ms)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the node's agent vanished at least `grace_ms` ago.
+    pub fn vanished(&self, node: &Pubkey, now_ms: i64, grace_ms: i64) -> bool {
+        self.dropped_at(node)
+            .is_some_and(|at| now_ms.saturating_sub(at) >= grace_ms)
+    }
+
     /// The sequence number of the node's last recorded heartbeat.
     pub fn last_seq(&self, node: &Pubkey) -> Option<u64> {
         self.nodes.get(node).map(|h| h.seq)
@@ -72,10 +140,13 @@ impl Liveness {
         })
     }
 
-    pub fn is_alive(&self, node: &Pubkey, now_ms: i64, timeout_ms: i64) -> bool {
+    /// Heard from within `timeout_ms`, and its stream did not drop more than
+    /// `grace_ms` ago without a word since.
+    pub fn is_alive(&self, node: &Pubkey, now_ms: i64, timeout_ms: i64, grace_ms: i64) -> bool {
         self.nodes
             .get(node)
             .is_some_and(|h| now_ms.saturating_sub(h.received_ms) <= timeout_ms)
+            && !self.vanished(node, now_ms, grace_ms)
     }
 
     /// The agent's report about a job, if it is about that generation.
@@ -90,5 +161,61 @@ impl Liveness {
 
     pub fn nodes(&self) -> impl Iterator<Item = (&Pubkey, &NodeHeartbeat)> {
         self.nodes.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn beat(node: &Pubkey, seq: u64) -> Heartbeat {
+        Heartbeat {
+            node: node.to_string(),
+            provider: Pubkey::new_unique().to_string(),
+            agent_url: String::new(),
+            sent_at_unix_ms: 0,
+            seq,
+            jobs: Vec::new(),
+            goodbye: false,
+        }
+    }
+
+    #[test]
+    fn a_dropped_stream_is_a_vanished_agent_after_the_grace_unless_it_came_back() {
+        let node = Pubkey::new_unique();
+        let mut l = Liveness::new(0);
+        l.record(beat(&node, 1), 1_000).unwrap();
+        l.stream_opened(node, 7);
+        assert!(l.is_alive(&node, 1_200, 3_000, 500));
+        l.stream_closed(&node, 7, false, 1_300);
+        assert_eq!(l.dropped_at(&node), Some(1_300));
+        assert!(!l.vanished(&node, 1_799, 500), "within the grace");
+        assert!(l.is_alive(&node, 1_799, 3_000, 500));
+        assert!(l.vanished(&node, 1_800, 500));
+        assert!(!l.is_alive(&node, 1_800, 3_000, 500));
+        // A reconnect within the grace: its first heartbeat cancels it.
+        l.record(beat(&node, 2), 1_700).unwrap();
+        l.stream_opened(node, 8);
+        assert_eq!(l.dropped_at(&node), None);
+        assert!(l.is_alive(&node, 2_000, 3_000, 500));
+    }
+
+    #[test]
+    fn a_goodbye_or_an_old_stream_closing_late_is_no_sign_of_death() {
+        let node = Pubkey::new_unique();
+        let mut l = Liveness::new(0);
+        l.record(beat(&node, 1), 1_000).unwrap();
+        l.stream_opened(node, 1);
+        l.stream_closed(&node, 1, true, 1_100);
+        assert_eq!(l.dropped_at(&node), None);
+        assert!(l.away(&node), "said goodbye, not back yet");
+        assert!(l.is_alive(&node, 3_900, 3_000, 500), "judged by the timeout only");
+        assert!(!l.is_alive(&node, 4_100, 3_000, 500));
+        // The agent reconnected on stream 3 before stream 2's end was seen.
+        l.stream_opened(node, 2);
+        l.stream_opened(node, 3);
+        l.stream_closed(&node, 2, false, 1_200);
+        assert_eq!(l.stream(&node), Some(Stream::Open { id: 3 }));
+        assert_eq!(l.dropped_at(&node), None);
     }
 }

@@ -9,7 +9,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use mcjs_protocol::{FLEET_PATH, FleetView, HEARTBEAT_PATH, HeartbeatAck, NodeLiveness};
+use mcjs_protocol::{
+    FLEET_PATH, FleetView, HEARTBEAT_PATH, HEARTBEAT_STREAM_PATH, HeartbeatAck,
+    MAX_HEARTBEAT_BYTES, NodeLiveness,
+};
 use serde::Serialize;
 
 use crate::auth::{Directory, authenticate, record_new};
@@ -36,6 +39,10 @@ pub struct ServerState {
     pub metrics: Arc<Metrics>,
     pub clock: Clock,
     pub heartbeat_timeout_ms: i64,
+    pub disconnect_grace_ms: i64,
+    /// Woken when an agent's stream drops, so the loop judges it after the
+    /// grace instead of at its next tick.
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Serialize)]
@@ -56,6 +63,7 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 pub fn router(state: ServerState) -> Router {
     Router::new()
         .route(HEARTBEAT_PATH, post(heartbeat))
+        .route(HEARTBEAT_STREAM_PATH, post(heartbeat_stream))
         .route(FLEET_PATH, get(fleet))
         .route("/metrics", get(metrics))
         .route(
@@ -64,6 +72,88 @@ pub fn router(state: ServerState) -> Router {
         )
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint") })
         .with_state(state)
+}
+
+/// Opens and records one sealed heartbeat; what a refusal is counted as.
+fn accept(state: &ServerState, raw: &[u8]) -> Result<(mcjs_client::Pubkey, bool), mcjs_protocol::Refusal> {
+    let now = (state.clock)();
+    let (node, heartbeat) = match state.directory.read() {
+        Ok(directory) => authenticate(raw, now, &directory)?,
+        Err(_) => return Err(mcjs_protocol::Refusal::Malformed("node directory poisoned".into())),
+    };
+    let goodbye = heartbeat.goodbye;
+    let mut liveness = state
+        .liveness
+        .lock()
+        .map_err(|_| mcjs_protocol::Refusal::Malformed("liveness table poisoned".into()))?;
+    record_new(&mut liveness, &node, heartbeat, now)?;
+    state.metrics.heartbeats.inc();
+    Ok((node, goodbye))
+}
+
+/// A long-lived stream of heartbeats, one sealed heartbeat per line
+/// (`mcjs_protocol::HEARTBEAT_STREAM_PATH`). Each line is judged like a
+/// single heartbeat; the first accepted one binds the stream to its node.
+/// When the stream ends, its node's agent is gone unless its last accepted
+/// heartbeat said goodbye. Lines for another node than the bound one, and
+/// lines longer than `MAX_HEARTBEAT_BYTES`, end the stream.
+async fn heartbeat_stream(State(state): State<ServerState>, body: axum::body::Body) -> Response {
+    use futures_util::StreamExt;
+    static STREAMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let id = STREAMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut data = body.into_data_stream();
+    let mut buffer: Vec<u8> = Vec::new();
+    let mut bound: Option<mcjs_client::Pubkey> = None;
+    let mut goodbye = false;
+    let mut accepted = 0u64;
+    'read: while let Some(chunk) = data.next().await {
+        let Ok(chunk) = chunk else { break };
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            let line = &line[..line.len() - 1];
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match accept(&state, line) {
+                Ok((node, bye)) => {
+                    if bound.is_some_and(|b| b != node) {
+                        break 'read;
+                    }
+                    if bound.is_none() {
+                        bound = Some(node);
+                        if let Ok(mut l) = state.liveness.lock() {
+                            l.stream_opened(node, id);
+                        }
+                    }
+                    goodbye = bye;
+                    accepted += 1;
+                }
+                Err(refusal) => {
+                    state
+                        .metrics
+                        .refused
+                        .with_label_values(&[refusal.label()])
+                        .inc();
+                    tracing::debug!(reason = refusal.label(), %refusal, "streamed heartbeat refused");
+                }
+            }
+        }
+        if buffer.len() > MAX_HEARTBEAT_BYTES {
+            break;
+        }
+    }
+    if let Some(node) = bound {
+        let now = (state.clock)();
+        if let Ok(mut l) = state.liveness.lock() {
+            l.stream_closed(&node, id, goodbye, now);
+        }
+        if !goodbye {
+            tracing::info!(%node, "heartbeat stream closed without a goodbye");
+            state.wake.notify_one();
+        }
+    }
+    Json(serde_json::json!({ "accepted": accepted })).into_response()
 }
 
 /// Records a heartbeat only once it is proven to come from the node's own
@@ -113,7 +203,12 @@ async fn fleet(State(state): State<ServerState>) -> Response {
         .map(|(node, hb)| NodeLiveness {
             node: node.to_string(),
             last_heartbeat_unix_ms: Some(hb.received_ms),
-            alive: liveness.is_alive(node, now, state.heartbeat_timeout_ms),
+            alive: liveness.is_alive(
+                node,
+                now,
+                state.heartbeat_timeout_ms,
+                state.disconnect_grace_ms,
+            ),
         })
         .collect();
     nodes.sort_by(|a, b| a.node.cmp(&b.node));

@@ -116,6 +116,7 @@ impl Daemon {
 
     /// Serves heartbeats and runs the reconcile loop until `cancel`.
     pub async fn run(self, cancel: CancellationToken) -> Result<(), DaemonError> {
+        let wake = Arc::new(tokio::sync::Notify::new());
         let listener = tokio::net::TcpListener::bind(self.config.listen)
             .await
             .map_err(|source| DaemonError::Listen {
@@ -128,6 +129,8 @@ impl Daemon {
             metrics: self.metrics.clone(),
             clock: self.clock.clone(),
             heartbeat_timeout_ms: self.config.detector.heartbeat_timeout_ms,
+            disconnect_grace_ms: self.config.detector.disconnect_grace_ms,
+            wake: Arc::clone(&wake),
         };
         let gateway = GatewayState {
             url: self.config.store.clone(),
@@ -151,6 +154,11 @@ impl Daemon {
             tokio::select! {
                 _ = cancel.cancelled() => break,
                 _ = tokio::time::sleep(self.config.tick) => {}
+                // An agent's stream dropped: judge it as soon as its grace is over.
+                _ = wake.notified() => {
+                    let grace = self.config.detector.disconnect_grace_ms.max(0) as u64;
+                    tokio::time::sleep(Duration::from_millis(grace + 20)).await;
+                }
             }
             if let Err(err) = self.round(&deployment, &mut memory).await {
                 // The error policy: log and try again next round.

@@ -123,6 +123,7 @@ fn heartbeat(node: Pubkey, jobs: Vec<JobReport>) -> Heartbeat {
         sent_at_unix_ms: 0,
         seq: 0,
         jobs,
+        goodbye: false,
     }
 }
 
@@ -223,6 +224,47 @@ fn a_silent_node_is_reported_lost_after_the_timeout_and_not_before() {
         ),
         "{actions:?}"
     );
+}
+
+#[test]
+fn an_agent_whose_stream_dropped_is_lost_after_the_grace_unless_it_said_goodbye_or_came_back() {
+    let (job, n, p) = (key(10), key(20), key(30));
+    let grace = DetectorConfig::default().disconnect_grace_ms;
+    let jobs = [(job, JobBuilder::pending().running_on(n, p, 4, T0).0)];
+    let nodes = [(n, busy(node(p, 81_920), job))];
+    let dropped = T0 * MS + 1_000;
+    let mut live = Liveness::new(T0 * MS);
+    live.record(heartbeat(n, vec![]), T0 * MS + 900).unwrap();
+    live.stream_opened(n, 1);
+    live.stream_closed(&n, 1, false, dropped);
+    assert!(decide(dropped + grace - 1, &jobs, &nodes, &live).is_empty(), "within the grace");
+    let actions = decide(dropped + grace, &jobs, &nodes, &live);
+    assert!(
+        matches!(
+            &actions[..],
+            [Action::ReportFailure { cause: FailureCause::NodeLost, generation: 4, .. }]
+        ),
+        "{actions:?}"
+    );
+    // Reconnected within the grace: judged by the heartbeat timeout again.
+    let mut back = live.clone();
+    back.record(heartbeat(n, vec![]), dropped + 100).unwrap();
+    back.stream_opened(n, 2);
+    assert!(decide(dropped + grace, &jobs, &nodes, &back).is_empty());
+    // A goodbye: the agent restarts on purpose; the job waits for it the
+    // restart grace, not the heartbeat timeout.
+    let restart = DetectorConfig::default().restart_grace_ms;
+    let mut bye = Liveness::new(T0 * MS);
+    bye.record(heartbeat(n, vec![]), T0 * MS + 900).unwrap();
+    bye.stream_opened(n, 1);
+    bye.stream_closed(&n, 1, true, dropped);
+    assert!(decide(T0 * MS + 900 + 3_001, &jobs, &nodes, &bye).is_empty());
+    assert!(decide(T0 * MS + 900 + restart, &jobs, &nodes, &bye).is_empty());
+    assert!(!decide(T0 * MS + 900 + restart + 1, &jobs, &nodes, &bye).is_empty());
+    // Back: the usual timeout again.
+    bye.record(heartbeat(n, vec![]), dropped + 5_000).unwrap();
+    bye.stream_opened(n, 2);
+    assert!(!decide(dropped + 5_000 + 3_001, &jobs, &nodes, &bye).is_empty());
 }
 
 #[test]

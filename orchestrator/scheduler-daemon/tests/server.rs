@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use mcjs_client::{Keypair, Pubkey, Signer};
 use mcjs_protocol::{
-    ExitReport, HEARTBEAT_PATH, Heartbeat, JobPhase, JobReport, SignedRequest, StopReason,
+    ExitReport, HEARTBEAT_PATH, HEARTBEAT_STREAM_PATH, Heartbeat, JobPhase, JobReport, SignedRequest, StopReason,
 };
 use mcjs_scheduler_daemon::Liveness;
 use mcjs_scheduler_daemon::auth::Directory;
@@ -33,6 +33,8 @@ async fn serve(now: Arc<AtomicI64>, node: Pubkey, key: &Keypair) -> Server {
         metrics: Arc::new(Metrics::new()),
         clock: Arc::new(move || now.load(Ordering::SeqCst)),
         heartbeat_timeout_ms: 3_000,
+        disconnect_grace_ms: 500,
+        wake: Arc::new(tokio::sync::Notify::new()),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -52,6 +54,7 @@ fn beat(node: Pubkey, sent_at: i64, seq: u64) -> Heartbeat {
         sent_at_unix_ms: sent_at,
         seq,
         jobs: vec![],
+        goodbye: false,
     }
 }
 
@@ -121,7 +124,7 @@ async fn a_signed_heartbeat_is_recorded_by_the_schedulers_clock() {
             .liveness
             .lock()
             .unwrap()
-            .is_alive(&node, NOW + 3_000, 3_000)
+            .is_alive(&node, NOW + 3_000, 3_000, 500)
     );
 
     now.store(NOW + 3_001, Ordering::SeqCst);
@@ -300,4 +303,76 @@ async fn junk_gets_a_400_with_a_json_error_and_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(response.status(), 404);
+}
+
+/// Streams `lines` (each already a JSON line) on one request, then either
+/// ends the request (`Ok`) or drops the connection mid-request.
+async fn stream(server: &Server, lines: Vec<String>, end_cleanly: bool) {
+    use tokio::io::AsyncWriteExt;
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST {HEARTBEAT_STREAM_PATH} HTTP/1.1\r\nhost: {addr}\r\ntransfer-encoding: chunked\r\ncontent-type: application/x-ndjson\r\n\r\n"
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    for line in lines {
+        let chunk = format!("{line}\n");
+        tcp.write_all(format!("{:x}\r\n{chunk}\r\n", chunk.len()).as_bytes())
+            .await
+            .unwrap();
+        tcp.flush().await.unwrap();
+    }
+    // Let the server read what was sent before the stream ends.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    if end_cleanly {
+        tcp.write_all(b"0\r\n\r\n").await.unwrap();
+        let mut answer = vec![0u8; 1024];
+        let _ = tokio::io::AsyncReadExt::read(&mut tcp, &mut answer).await;
+    }
+    // Dropping the socket: what the kernel does when the agent's process dies.
+    drop(tcp);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+}
+
+#[tokio::test]
+async fn a_stream_closed_without_a_goodbye_marks_the_agent_gone_and_a_goodbye_does_not() {
+    let now = Arc::new(AtomicI64::new(1_000));
+    let key = Keypair::new();
+    let node = Pubkey::new_unique();
+    let server = serve(now.clone(), node, &key).await;
+    let line = |seq: u64, goodbye: bool| {
+        serde_json::to_string(&sign(&key, &Heartbeat { goodbye, ..beat(node, 1_000, seq) })).unwrap()
+    };
+
+    // Killed: the connection drops mid-request, no goodbye.
+    stream(&server, vec![line(1, false), line(2, false)], false).await;
+    {
+        let l = server.liveness.lock().unwrap();
+        assert_eq!(l.last_seq(&node), Some(2), "both streamed heartbeats recorded");
+        assert_eq!(l.dropped_at(&node), Some(1_000));
+        assert!(l.is_alive(&node, 1_400, 3_000, 500), "within the grace");
+        assert!(!l.is_alive(&node, 1_500, 3_000, 500), "gone after the grace");
+    }
+    // It reconnects: its first heartbeat cancels the drop.
+    now.store(1_300, Ordering::SeqCst);
+    stream(&server, vec![line(3, false), line(4, true)], true).await;
+    {
+        let l = server.liveness.lock().unwrap();
+        assert_eq!(l.dropped_at(&node), None, "a goodbye is no death");
+        assert!(l.is_alive(&node, 4_000, 3_000, 500));
+    }
+
+    // A stranger's stream for the node binds nothing and drops nothing.
+    let stranger = Keypair::new();
+    let forged = serde_json::to_string(&SignedRequest::seal(
+        HEARTBEAT_PATH,
+        &beat(node, 1_300, 99),
+        &stranger.pubkey().to_bytes(),
+        |m| stranger.sign_message(m).into(),
+    ))
+    .unwrap();
+    stream(&server, vec![forged, "junk".into()], false).await;
+    let l = server.liveness.lock().unwrap();
+    assert_eq!(l.last_seq(&node), Some(4));
+    assert_eq!(l.dropped_at(&node), None);
 }

@@ -19,6 +19,14 @@ pub struct SchedulerArgs {
     /// A node silent for longer than this is declared lost.
     #[arg(long, default_value_t = mcjs_protocol::DEFAULT_HEARTBEAT_TIMEOUT_MS)]
     pub heartbeat_timeout_ms: u64,
+    /// A node whose agent's heartbeat stream closed without a goodbye (its
+    /// process died) is declared lost after this long unless it reconnects.
+    #[arg(long, default_value_t = mcjs_protocol::DEFAULT_DISCONNECT_GRACE_MS)]
+    pub disconnect_grace_ms: u64,
+    /// An agent that said goodbye (stopped on purpose, e.g. to be upgraded)
+    /// has this long to come back before its node is declared lost.
+    #[arg(long, default_value_t = mcjs_protocol::DEFAULT_RESTART_GRACE_MS)]
+    pub restart_grace_ms: u64,
     /// A running job without an attestation for this percentage of its
     /// checkpoint interval is reported overdue.
     #[arg(long, default_value_t = 200)]
@@ -46,6 +54,8 @@ pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
         store: absolute(args.store)?,
         detector: DetectorConfig {
             heartbeat_timeout_ms: args.heartbeat_timeout_ms as i64,
+            disconnect_grace_ms: args.disconnect_grace_ms as i64,
+            restart_grace_ms: args.restart_grace_ms as i64,
             overdue_percent: args.overdue_percent.max(100),
             ..DetectorConfig::default()
         },
