@@ -54,6 +54,13 @@ pub trait AgentChain: Send + Sync + 'static {
 
     /// Signs with the authority, sends and waits for confirmation.
     fn send(&self, ix: Instruction) -> impl Future<Output = Result<(), ChainFailure>> + Send;
+
+    /// An item whenever the node's account changes (an assignment sets its
+    /// current job), to wake the agent before its next tick. By default
+    /// none: the tick alone.
+    fn node_changes(&self, _node: Pubkey) -> futures_util::stream::BoxStream<'static, ()> {
+        Box::pin(futures_util::stream::pending())
+    }
 }
 
 /// The core's view of a job the chain says is on this node, or `None` when it

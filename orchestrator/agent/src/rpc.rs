@@ -42,6 +42,12 @@ impl AgentChain for RpcChain {
         self.wallet.pubkey()
     }
 
+    /// `accountSubscribe` on the node's account (polling without a websocket).
+    fn node_changes(&self, node: Pubkey) -> futures_util::stream::BoxStream<'static, ()> {
+        use futures_util::StreamExt;
+        Box::pin(self.client.watch_account(node).map(|_| ()))
+    }
+
     fn sign(&self, message: &[u8]) -> [u8; 64] {
         self.wallet.sign_message(message).into()
     }

@@ -215,20 +215,34 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let mut waiting: HashSet<String> = HashSet::new();
         let mut tick = tokio::time::interval(s.config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // An assignment changes the node's account: read the chain at once.
+        let mut changes = s.chain.node_changes(s.node);
         loop {
-            let actions = tokio::select! {
+            let chain_now = tokio::select! {
                 _ = cancel.cancelled() => break,
-                _ = tick.tick() => match self.snapshot().await {
+                _ = tick.tick() => true,
+                Some(()) = futures_util::StreamExt::next(&mut changes) => {
+                    tick.reset();
+                    true
+                }
+                Some((job, generation, event)) = rx.recv() => {
+                    self.observe(&event);
+                    for action in core.on_event(job, generation, event, SystemTime::now()) {
+                        self.execute(action, &tx, &tracker);
+                    }
+                    false
+                }
+            };
+            let actions = if chain_now {
+                match self.snapshot().await {
                     Ok(snapshot) => core.on_chain(&snapshot, SystemTime::now()),
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot read the chain; holding every job as it is");
                         core.on_tick(SystemTime::now())
                     }
-                },
-                Some((job, generation, event)) = rx.recv() => {
-                    self.observe(&event);
-                    core.on_event(job, generation, event, SystemTime::now())
                 }
+            } else {
+                Vec::new()
             };
             for action in actions {
                 self.execute(action, &tx, &tracker);

@@ -151,18 +151,33 @@ pub struct Decision {
 
 /// One round: report the assignments that failed, then place the queue on
 /// the live, available nodes.
+///
+/// A job reported failed that the program will queue again (the job's own
+/// `fail` rule, applied to a copy) is placed in the same round, away from
+/// the failed node: the shell sends both in one transaction, so recovery
+/// does not wait for another round.
 pub fn reconcile(obs: &Observation<'_>, config: &DetectorConfig) -> Decision {
     let mut decision = Decision::default();
     let mut failing_nodes = HashSet::new();
+    let mut requeued: Vec<(Pubkey, Job)> = Vec::new();
     for (job_key, job) in obs.jobs {
         if let Some(action) = detect_failure(obs, config, job_key, job) {
-            if let Action::ReportFailure { node, .. } = &action {
+            if let Action::ReportFailure { node, cause, .. } = &action {
                 failing_nodes.insert(*node);
+                // The report settles what the node accrued, then fails it.
+                let mut after = job.clone();
+                after.paid = after.paid.saturating_add(after.accrued);
+                after.accrued = 0;
+                if after.fail(*cause, obs.now_ms / 1_000).is_ok()
+                    && after.state.can_assign()
+                {
+                    requeued.push((*job_key, after));
+                }
             }
             decision.actions.push(action);
         }
     }
-    place(obs, config, &failing_nodes, &mut decision);
+    place(obs, config, &failing_nodes, &requeued, &mut decision);
     decision
 }
 
@@ -302,12 +317,14 @@ fn place(
     obs: &Observation<'_>,
     config: &DetectorConfig,
     failing_nodes: &HashSet<Pubkey>,
+    requeued: &[(Pubkey, Job)],
     decision: &mut Decision,
 ) {
     let now_secs = obs.now_ms / 1_000;
     let queued: Vec<(Pubkey, &Job)> = obs
         .jobs
         .iter()
+        .chain(requeued)
         .filter(|(_, job)| job.state.can_assign())
         .filter(|(_, job)| job.terms.deadline.is_none_or(|d| now_secs <= d))
         .map(|(key, job)| (*key, job))

@@ -150,20 +150,31 @@ impl Daemon {
 
         let mut memory = Memory::default();
         let deployment = self.client.deployment().await?;
+        let mut again = false;
         loop {
+            // A job just taken off a failed node is placed at once, not a tick later.
+            let pause = if again {
+                Duration::ZERO
+            } else {
+                self.config.tick
+            };
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                _ = tokio::time::sleep(self.config.tick) => {}
+                _ = tokio::time::sleep(pause) => {}
                 // An agent's stream dropped: judge it as soon as its grace is over.
                 _ = wake.notified() => {
                     let grace = self.config.detector.disconnect_grace_ms.max(0) as u64;
                     tokio::time::sleep(Duration::from_millis(grace + 20)).await;
                 }
             }
-            if let Err(err) = self.round(&deployment, &mut memory).await {
-                // The error policy: log and try again next round.
-                warn!(error = %err, "reconcile round failed; retrying");
-            }
+            again = match self.round(&deployment, &mut memory).await {
+                Ok(reported) => reported > 0,
+                Err(err) => {
+                    // The error policy: log and try again next round.
+                    warn!(error = %err, "reconcile round failed; retrying");
+                    false
+                }
+            };
         }
         let _ = server.await;
         info!("scheduler stopped");
@@ -175,7 +186,7 @@ impl Daemon {
         &self,
         deployment: &ix::Deployment,
         memory: &mut Memory,
-    ) -> Result<(), ChainError> {
+    ) -> Result<usize, ChainError> {
         let jobs = self.client.jobs(JobFilter::All).await?;
         let nodes = self.client.nodes().await?;
         *self.directory.write().expect("node directory") = Directory::from_chain(&nodes);
@@ -221,26 +232,80 @@ impl Daemon {
             }
         }
         let by_key: HashMap<Pubkey, &Job> = jobs.iter().map(|(k, j)| (*k, j)).collect();
-        for action in decision.actions {
-            match self.execute(&action, &by_key, deployment).await {
+        let mut reported = 0;
+        // A job reported failed and placed again in the same round: its
+        // assignment rides in the report's transaction.
+        let (mut follow_ups, actions): (HashMap<Pubkey, Action>, Vec<Action>) = {
+            let reports: HashSet<Pubkey> = decision
+                .actions
+                .iter()
+                .filter_map(|a| match a {
+                    Action::ReportFailure { job, .. } => Some(*job),
+                    Action::Assign { .. } => None,
+                })
+                .collect();
+            let (paired, rest): (Vec<Action>, Vec<Action>) =
+                decision.actions.into_iter().partition(|a| {
+                    matches!(a, Action::Assign { job, .. } if reports.contains(job))
+                });
+            (
+                paired
+                    .into_iter()
+                    .map(|a| match &a {
+                        Action::Assign { job, .. } | Action::ReportFailure { job, .. } => (*job, a),
+                    })
+                    .collect(),
+                rest,
+            )
+        };
+        for action in actions {
+            let follow_up = match &action {
+                Action::ReportFailure { job, .. } => follow_ups.remove(job),
+                Action::Assign { .. } => None,
+            };
+            let mut done = vec![];
+            let mut placed = false;
+            let mut result = Err(ChainError::Rpc("not sent".into()));
+            if let Some(assign) = &follow_up {
+                result = self
+                    .execute_all(&[&action, assign], &by_key, deployment)
+                    .await;
+                if result.is_ok() {
+                    placed = true;
+                    done.push(assign.clone());
+                } else if let Err(err) = &result {
+                    info!(%assign, error = %err, "report and placement together refused; reporting alone");
+                }
+            }
+            if result.is_err() {
+                result = self.execute_all(&[&action], &by_key, deployment).await;
+            }
+            match result {
                 Ok(()) => {
-                    info!(%action, "done");
-                    match &action {
-                        Action::Assign { job, .. } => {
-                            self.metrics.assignments.inc();
-                            memory.last_waiting.remove(job);
-                        }
-                        Action::ReportFailure {
-                            job,
-                            cause,
-                            generation,
-                            ..
-                        } => {
-                            self.metrics
-                                .failures
-                                .with_label_values(&[cause_name(cause)])
-                                .inc();
-                            memory.recovering_since.insert(*job, (now, generation + 1));
+                    done.insert(0, action);
+                    for action in done {
+                        info!(%action, "done");
+                        match &action {
+                            Action::Assign { job, .. } => {
+                                self.metrics.assignments.inc();
+                                memory.last_waiting.remove(job);
+                            }
+                            Action::ReportFailure {
+                                job,
+                                cause,
+                                generation,
+                                ..
+                            } => {
+                                self.metrics
+                                    .failures
+                                    .with_label_values(&[cause_name(cause)])
+                                    .inc();
+                                memory.recovering_since.insert(*job, (now, generation + 1));
+                                // Not placed with it: place it in a round at once.
+                                if !placed {
+                                    reported += 1;
+                                }
+                            }
                         }
                     }
                 }
@@ -250,15 +315,32 @@ impl Daemon {
                 }
             }
         }
-        Ok(())
+        Ok(reported)
     }
 
-    async fn execute(
+    /// Sends `actions` in one transaction.
+    async fn execute_all(
+        &self,
+        actions: &[&Action],
+        jobs: &HashMap<Pubkey, &Job>,
+        deployment: &ix::Deployment,
+    ) -> Result<(), ChainError> {
+        let mut instructions = Vec::with_capacity(actions.len());
+        for action in actions {
+            instructions.push(self.instruction(action, jobs, deployment).await?);
+        }
+        self.client
+            .send(&instructions, &[&self.scheduler])
+            .await
+            .map(|_| ())
+    }
+
+    async fn instruction(
         &self,
         action: &Action,
         jobs: &HashMap<Pubkey, &Job>,
         deployment: &ix::Deployment,
-    ) -> Result<(), ChainError> {
+    ) -> Result<mcjs_client::Instruction, ChainError> {
         let me = self.scheduler.pubkey();
         let instruction = match action {
             Action::Assign {
@@ -299,10 +381,7 @@ impl Daemon {
                 )
             }
         };
-        self.client
-            .send(&[instruction], &[&self.scheduler])
-            .await
-            .map(|_| ())
+        Ok(instruction)
     }
 
     fn observe_metrics(&self, jobs: &[(Pubkey, Job)], now: i64, memory: &mut Memory) {

@@ -490,6 +490,42 @@ fn a_job_never_goes_to_a_node_being_reported() {
 }
 
 #[test]
+fn a_lost_nodes_job_is_placed_again_in_the_same_round_unless_its_budget_is_spent() {
+    let (job, lost, spare, p, q) = (key(10), key(20), key(21), key(30), key(31));
+    let mut live = Liveness::new(T0 * MS);
+    live.record(heartbeat(lost, vec![]), T0 * MS).unwrap();
+    live.record(heartbeat(spare, vec![]), T0 * MS + 3_000).unwrap();
+    let nodes = [
+        (lost, busy(node(p, 81_920), job)),
+        (spare, node(q, 81_920)),
+    ];
+    let now = T0 * MS + 3_001;
+    // Progress accrued since the last checkpoint is settled by the report.
+    let mut running = JobBuilder::pending().running_on(lost, p, 4, T0).0;
+    running.accrued = 1_000;
+    let jobs = [(job, running)];
+    let actions = decide(now, &jobs, &nodes, &live);
+    assert!(
+        matches!(
+            &actions[..],
+            [
+                Action::ReportFailure { job: j, node: n, .. },
+                Action::Assign { job: a, node: to, .. },
+            ] if *j == job && *n == lost && *a == job && *to == spare
+        ),
+        "{actions:?}"
+    );
+    // Out of restarts: the program fails it, so nothing is placed.
+    let mut spent = JobBuilder::pending().running_on(lost, p, 4, T0).0;
+    spent.restarts_used = spent.terms.restart_budget;
+    let actions = decide(now, &[(job, spent)], &nodes, &live);
+    assert!(
+        matches!(&actions[..], [Action::ReportFailure { .. }]),
+        "{actions:?}"
+    );
+}
+
+#[test]
 fn the_same_observation_gives_the_same_decision() {
     let mut live = Liveness::new(T0 * MS);
     let mut jobs = Vec::new();
