@@ -641,8 +641,8 @@ async fn a_malformed_node_account_leaves_every_other_job_placed() {
     s.assert_completed_and_verified().await;
 }
 
-/// Object paths under the job's checkpoint directory in the S3 server's
-/// on-disk copy: one per stored checkpoint (`<step>-g<generation>-<nonce>`).
+/// The keys (`<step>-g<generation>-<nonce>`) of the job's complete stored
+/// checkpoints (descriptor in place), in the S3 server's on-disk copy.
 fn stored_checkpoint_keys(s: &Scenario) -> Vec<String> {
     let dir = s
         .cluster
@@ -653,6 +653,7 @@ fn stored_checkpoint_keys(s: &Scenario) -> Vec<String> {
     let mut keys: Vec<String> = std::fs::read_dir(&dir)
         .map(|d| {
             d.filter_map(|e| e.ok())
+                .filter(|e| e.path().join("checkpoint.json").is_file())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect()
         })
@@ -690,7 +691,8 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
     let other = (mine + 1) % s.cluster.agents.len();
     let read_key = |i: usize| mcjs_localnet::read_keypair(&s.cluster.agents[i].node_key).unwrap();
     let keys = stored_checkpoint_keys(&s);
-    let existing = keys.first().expect("a stored checkpoint").clone();
+    // The newest: the agent's own pruning leaves it alone for a while.
+    let existing = keys.last().expect("a stored checkpoint").clone();
     let job = s.job.to_string();
     let checkpoint = ObjectPath::from(format!("jobs/{job}/checkpoints/{existing}/checkpoint.json"));
     let forged_key = format!("{:020}-g{}-0123456789abcdef", 999_999, before.generation);
@@ -747,6 +749,10 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         );
         denied(intruder.delete(&checkpoint).await.unwrap_err(), "delete a checkpoint");
     }
+    // Nothing was stored or removed.
+    assert!(!s.cluster.store.join(forged.as_ref()).exists(), "a forged checkpoint was stored");
+    assert!(s.cluster.store.join(checkpoint.as_ref()).is_file());
+    assert!(!s.cluster.store.join(output.as_ref()).exists());
     // The owner's own data: a file big enough to travel in parts (10 MiB
     // each, every part through its own presigned URL) comes back
     // byte-identical to its owner, and to no other node.
@@ -796,9 +802,6 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         .await
         .unwrap();
     assert_eq!(unsigned.status(), 401);
-    // Nothing was stored or removed.
-    assert!(!stored_checkpoint_keys(&s).contains(&forged_key));
-    assert!(s.cluster.store.join(checkpoint.as_ref()).is_file());
     let metrics = reqwest::get(format!("{}/metrics", s.cluster.scheduler_url()))
         .await
         .unwrap()
@@ -827,6 +830,35 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
     let out: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(out["step"], done.last_checkpoint.unwrap().step, "{out}");
     assert!(partial.read_dir().unwrap().count() > 0, "an empty checkpoint");
+
+    // Delivery to the user's own bucket: by `mcjs job output`, on the
+    // user's side, with the user's credentials, after verification.
+    let endpoint = s.cluster.s3.as_ref().unwrap().endpoint.clone();
+    let destination = format!(
+        "s3://{}/results?endpoint={endpoint}",
+        mcjs_cluster::S3_USER_BUCKET
+    );
+    let scheduler = s.cluster.scheduler_url();
+    s.cluster
+        .run_mcjs_with_env(
+            &s.cluster.info.wallets.user,
+            &["job", "output", &s.job.to_string(), "--to", &destination, "--scheduler", &scheduler],
+            &[
+                ("AWS_ACCESS_KEY_ID", mcjs_cluster::S3_ACCESS_KEY),
+                ("AWS_SECRET_ACCESS_KEY", mcjs_cluster::S3_SECRET_KEY),
+            ],
+        )
+        .expect("the output is delivered to the user's bucket");
+    let delivered = s
+        .cluster
+        .s3
+        .as_ref()
+        .unwrap()
+        .root
+        .join(mcjs_cluster::S3_USER_BUCKET)
+        .join("results");
+    let model = workload::find_file(&delivered, "model.bin").expect("model.bin in the user's bucket");
+    assert_eq!(std::fs::read(model).unwrap(), std::fs::read(&s.reference).unwrap());
 
     // A stored output file changed after the fact is refused by name, and
     // nothing is written.

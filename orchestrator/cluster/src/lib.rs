@@ -65,6 +65,8 @@ pub const S3_ACCESS_KEY: &str = "mcjs-operator";
 pub const S3_SECRET_KEY: &str = "mcjs-operator-secret";
 /// The bucket and prefix of the cluster's S3 store.
 pub const S3_BUCKET: &str = "mcjs";
+/// A bucket of the user's own on the same server, for output delivery.
+pub const S3_USER_BUCKET: &str = "user-results";
 pub const S3_PREFIX: &str = "deploy";
 
 /// The `s3s-fs` binary: `$MCJS_S3S_FS`, else on the PATH, else cargo's bin dir.
@@ -212,7 +214,7 @@ impl Cluster {
                 (store, url, None)
             }
             StoreKind::S3 => {
-                let server = S3Server::start(&dir.join("s3"), &logs, &[S3_BUCKET]).await?;
+                let server = S3Server::start(&dir.join("s3"), &logs, &[S3_BUCKET, S3_USER_BUCKET]).await?;
                 let url = format!(
                     "s3://{S3_BUCKET}/{S3_PREFIX}?endpoint={}",
                     server.endpoint
@@ -283,8 +285,19 @@ impl Cluster {
 
     /// Runs an `mcjs` command to completion and returns its stdout.
     pub fn run_mcjs(&self, wallet: &Path, args: &[&str]) -> anyhow::Result<String> {
+        self.run_mcjs_with_env(wallet, args, &[])
+    }
+
+    /// [`Cluster::run_mcjs`] with extra environment variables.
+    pub fn run_mcjs_with_env(
+        &self,
+        wallet: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<String> {
         let output = self
             .mcjs(wallet)
+            .envs(env.iter().copied())
             .args(args)
             .output()
             .with_context(|| format!("cannot run mcjs {}", args.join(" ")))?;
