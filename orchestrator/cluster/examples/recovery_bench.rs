@@ -74,7 +74,7 @@ async fn main() -> anyhow::Result<()> {
         heartbeat_timeout_ms: 3_000,
         profiles: vec![nodes.join("geforce-rtx-4090.json")],
         prices: vec!["1.00".into()],
-        provider_stake_usdc: 300,
+        provider_stake_usdc: 500,
         data_roots: vec![data.clone()],
         store,
     })

@@ -55,6 +55,10 @@ pub struct Observation<'a> {
     pub jobs: &'a [(Pubkey, Job)],
     pub nodes: &'a [(Pubkey, Node)],
     pub liveness: &'a Liveness,
+    /// Providers whose committed stake is below the program's minimum: the
+    /// program refuses to assign their nodes anything, so placing a job
+    /// there would hold it in the queue round after round.
+    pub understaked: &'a HashSet<Pubkey>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -339,6 +343,7 @@ fn place(
             node.status == NodeStatus::Available
                 && node.current_job.is_none()
                 && !failing_nodes.contains(key)
+                && !obs.understaked.contains(&node.provider)
                 && obs
                     .liveness
                     .is_alive(

@@ -190,6 +190,15 @@ impl Daemon {
         let jobs = self.client.jobs(JobFilter::All).await?;
         let nodes = self.client.nodes().await?;
         *self.directory.write().expect("node directory") = Directory::from_chain(&nodes);
+        let min_stake = self.client.config().await?.1.params.min_provider_stake;
+        let understaked: HashSet<Pubkey> = self
+            .client
+            .providers()
+            .await?
+            .into_iter()
+            .filter(|(_, p)| p.committed_stake() < min_stake)
+            .map(|(key, _)| key)
+            .collect();
         let now = (self.clock)();
         self.observe_metrics(&jobs, now, memory);
         let decision = {
@@ -200,6 +209,7 @@ impl Daemon {
                     jobs: &jobs,
                     nodes: &nodes,
                     liveness: &liveness,
+                    understaked: &understaked,
                 },
                 &self.config.detector,
             )

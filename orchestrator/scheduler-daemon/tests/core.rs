@@ -1,5 +1,7 @@
 //! The decision core, driven with a fake clock.
 
+use std::collections::HashSet;
+
 use mcjs::state::*;
 use mcjs_client::Pubkey;
 use mcjs_protocol::{ExitReport, Fault, Heartbeat, JobOutcome, JobPhase, JobReport, StopReason};
@@ -139,6 +141,7 @@ fn decide(
             jobs,
             nodes,
             liveness: live,
+            understaked: &HashSet::new(),
         },
         &DetectorConfig::default(),
     )
@@ -177,6 +180,7 @@ fn a_node_that_never_sent_a_heartbeat_gets_no_job_and_the_job_says_why() {
         jobs: &jobs,
         nodes: &nodes,
         liveness: &live,
+        understaked: &HashSet::new(),
     };
     let decision = reconcile(&obs, &DetectorConfig::default());
     assert!(decision.actions.is_empty());
@@ -196,6 +200,7 @@ fn a_job_that_fits_no_node_waits_with_a_reason() {
         jobs: &jobs,
         nodes: &nodes,
         liveness: &live,
+        understaked: &HashSet::new(),
     };
     let decision = reconcile(&obs, &DetectorConfig::default());
     assert!(decision.actions.is_empty());
@@ -526,6 +531,35 @@ fn a_lost_nodes_job_is_placed_again_in_the_same_round_unless_its_budget_is_spent
 }
 
 #[test]
+fn a_provider_below_the_minimum_stake_gets_nothing_and_holds_up_no_one() {
+    let (job, a, b, p, q) = (key(10), key(20), key(21), key(30), key(31));
+    let mut live = Liveness::new(T0 * MS);
+    live.record(heartbeat(a, vec![]), T0 * MS).unwrap();
+    live.record(heartbeat(b, vec![]), T0 * MS).unwrap();
+    let jobs = [(job, JobBuilder::pending().0)];
+    let nodes = [(a, node(p, 81_920)), (b, node(q, 81_920))];
+    for slashed in [p, q] {
+        let understaked = HashSet::from([slashed]);
+        let actions = reconcile(
+            &Observation {
+                now_ms: T0 * MS,
+                jobs: &jobs,
+                nodes: &nodes,
+                liveness: &live,
+                understaked: &understaked,
+            },
+            &DetectorConfig::default(),
+        )
+        .actions;
+        let other = if slashed == p { b } else { a };
+        assert!(
+            matches!(&actions[..], [Action::Assign { node, .. }] if *node == other),
+            "{actions:?}"
+        );
+    }
+}
+
+#[test]
 fn the_same_observation_gives_the_same_decision() {
     let mut live = Liveness::new(T0 * MS);
     let mut jobs = Vec::new();
@@ -614,6 +648,7 @@ fn malformed_nodes_are_skipped_by_name_and_every_job_still_goes_to_a_good_node()
             jobs: &jobs,
             nodes: &nodes,
             liveness: &live,
+            understaked: &HashSet::new(),
         },
         &DetectorConfig::default(),
     );
@@ -674,6 +709,7 @@ fn a_malformed_job_is_skipped_by_name_and_the_others_are_placed() {
             jobs: &jobs,
             nodes: &nodes,
             liveness: &live,
+            understaked: &HashSet::new(),
         },
         &DetectorConfig::default(),
     );
