@@ -405,6 +405,19 @@ async fn a_partitioned_agent_is_fenced_and_stops_its_container_when_healed() {
     assert!(events[fenced_at..].iter().all(
         |e| !matches!(e, McjsEvent::CheckpointAttested(a) if a.generation == before.generation)
     ));
+    // The report took the node offline; healed, its agent puts it back in
+    // service (a partition must not retire a node for good).
+    let client = s.cluster.client();
+    let mut back = false;
+    for _ in 0..150 {
+        let node = client.node(&old_node).await.unwrap().unwrap();
+        if node.status == mcjs::state::NodeStatus::Available {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(back, "the healed node stayed offline");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,7 @@
 
 use crate::chain::{AgentChain, ChainFailure};
 use mcjs_client::program::instructions::UpdateNodeArgs;
-use mcjs_client::program::state::{HardwareProfile, NodeStatus};
+use mcjs_client::program::state::{HardwareProfile, Node, NodeStatus};
 use mcjs_client::{Pubkey, ix, pda};
 use mcjs_hal::NodeProfile;
 use serde::Serialize;
@@ -127,16 +127,7 @@ pub async fn adopt_node<C: AgentChain>(
         .await?;
     // A node taken offline by a reported failure comes back when its agent
     // starts again; a busy node keeps its job.
-    if existing.status == NodeStatus::Offline && existing.current_job.is_none() {
-        chain
-            .send(ix::set_node_status(
-                &key,
-                &existing.provider,
-                existing.index,
-                NodeStatus::Available,
-            ))
-            .await?;
-    }
+    bring_back(chain, &existing).await?;
     Ok(Registered {
         node: node.to_string(),
         provider: existing.provider.to_string(),
@@ -147,4 +138,22 @@ pub async fn adopt_node<C: AgentChain>(
         readiness,
         price_per_gpu_hour: existing.price_per_gpu_hour,
     })
+}
+
+/// Puts the node back in service when a reported failure took it offline
+/// and it holds no job: its agent is evidently running again (a restart, or
+/// a partition that healed). Returns whether it did.
+pub async fn bring_back<C: AgentChain>(chain: &C, node: &Node) -> Result<bool, ChainFailure> {
+    if node.status != NodeStatus::Offline || node.current_job.is_some() {
+        return Ok(false);
+    }
+    chain
+        .send(ix::set_node_status(
+            &chain.authority(),
+            &node.provider,
+            node.index,
+            NodeStatus::Available,
+        ))
+        .await?;
+    Ok(true)
 }

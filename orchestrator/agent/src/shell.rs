@@ -217,12 +217,18 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // An assignment changes the node's account: read the chain at once.
         let mut changes = s.chain.node_changes(s.node);
+        // A reported failure takes the node offline; once this agent can
+        // reach the chain again (a partition healed), it puts it back.
+        let mut status_checked = Instant::now();
+        let checking = Arc::new(std::sync::atomic::AtomicBool::new(false));
         loop {
+            let mut node_changed = false;
             let chain_now = tokio::select! {
                 _ = cancel.cancelled() => break,
                 _ = tick.tick() => true,
                 Some(()) = futures_util::StreamExt::next(&mut changes) => {
                     tick.reset();
+                    node_changed = true;
                     true
                 }
                 Some((job, generation, event)) = rx.recv() => {
@@ -233,6 +239,23 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     false
                 }
             };
+            if chain_now
+                && (node_changed || status_checked.elapsed() > NODE_STATUS_EVERY)
+                && !checking.swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                status_checked = Instant::now();
+                let (shared, checking) = (Arc::clone(s), Arc::clone(&checking));
+                tracker.spawn(async move {
+                    if let Ok(Some(node)) = shared.chain.node(shared.node).await {
+                        match crate::register::bring_back(&shared.chain, &node).await {
+                            Ok(true) => tracing::info!(node = %shared.node, "node back in service after a reported failure"),
+                            Ok(false) => {}
+                            Err(e) => tracing::warn!(error = %e.message, "cannot put the node back in service"),
+                        }
+                    }
+                    checking.store(false, std::sync::atomic::Ordering::SeqCst);
+                });
+            }
             let actions = if chain_now {
                 match self.snapshot().await {
                     Ok(snapshot) => core.on_chain(&snapshot, SystemTime::now()),
@@ -852,6 +875,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         s.chain.send(ix).await
     }
 }
+
+/// How often the agent checks, without a change of its node's account, that
+/// a reported failure has not left its node offline.
+const NODE_STATUS_EVERY: Duration = Duration::from_secs(10);
 
 /// How often a running job's disk use is measured.
 const FOOTPRINT_EVERY: Duration = Duration::from_secs(2);

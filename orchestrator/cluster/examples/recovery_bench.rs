@@ -12,7 +12,7 @@
 //! the closed heartbeat stream (after its grace), not from the timeout.
 //!
 //! cargo build -p mcjs-cli && cargo run -p mcjs-cluster --example recovery_bench -- \
-//!     [--runs 50] [--slot-time-ms 400] [--store s3|dir] [--json FILE] \
+//!     [--runs 50] [--partitions 10] [--slot-time-ms 400] [--store s3|dir] [--json FILE] \
 //!     [--mcjs $CARGO_TARGET_DIR/debug/mcjs]
 
 use std::path::PathBuf;
@@ -58,7 +58,12 @@ async fn main() -> anyhow::Result<()> {
     let mcjs =
         arg("--mcjs").map_or_else(|| PathBuf::from(&target).join("debug/mcjs"), PathBuf::from);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = tempfile::Builder::new().prefix("mcjs-bench-").tempdir()?;
+    let mut dir = tempfile::Builder::new().prefix("mcjs-bench-").tempdir()?;
+    // MCJS_KEEP_TEST_DIRS=1 keeps the cluster's directory (logs, store).
+    if std::env::var_os("MCJS_KEEP_TEST_DIRS").is_some() {
+        dir.disable_cleanup(true);
+        eprintln!("keeping {}", dir.path().display());
+    }
     let nodes = root.join("examples/nodes");
     let image = workload::build_trainer_image()?;
     let data = dir.path().join("data");
@@ -123,6 +128,32 @@ async fn main() -> anyhow::Result<()> {
             recovery.last().unwrap()
         );
     }
+    // Partitions close nothing: the scheduler waits out the heartbeat
+    // timeout, then the job runs elsewhere; the healed agent fences itself.
+    let partitions: u64 = arg("--partitions").map_or(10, |v| v.parse().unwrap());
+    let mut partitioned = Vec::new();
+    for run in runs + 1..=runs + partitions {
+        let job = cluster.submit_job(&spec, "5", run)?;
+        let running = cluster
+            .wait_for_job(&job, Duration::from_secs(60), |j| {
+                is_running(j) && j.checkpoint_count >= 2
+            })
+            .await?;
+        let victim = cluster.agent_of_node(&running.node.unwrap()).unwrap();
+        cluster.partition_agent(victim);
+        let cut = Instant::now();
+        cluster
+            .wait_for_job(&job, Duration::from_secs(60), |j| {
+                is_running(j) && j.generation > running.generation + 1
+            })
+            .await?;
+        partitioned.push(cut.elapsed().as_secs_f64());
+        cluster.heal_agent(victim);
+        cluster
+            .wait_for_job(&job, Duration::from_secs(120), |j| j.state.is_terminal())
+            .await?;
+        eprintln!("partition {run}: running elsewhere after {:.2} s", partitioned.last().unwrap());
+    }
     let grace = mcjs_protocol::DEFAULT_DISCONNECT_GRACE_MS;
     println!(
         "slot time {slot} ms, store {store:?}, heartbeat timeout 3 s, disconnect grace {grace} ms, checkpoint interval 60 s (the trainer also checkpoints every 16 steps)"
@@ -135,6 +166,7 @@ async fn main() -> anyhow::Result<()> {
                 "provision_s": provisioning,
                 "recovery_s": recovery,
                 "lost_s": lost,
+                "partition_s": partitioned,
                 "config": {
                     "slot_time_ms": slot,
                     "store": format!("{store:?}"),
@@ -151,5 +183,8 @@ async fn main() -> anyhow::Result<()> {
     summary("provisioning: submit confirmed → running", provisioning.clone());
     summary("recovery: node killed → running elsewhere", recovery.clone());
     summary("compute lost per failure (interval 60 s)", lost.clone());
+    if !partitioned.is_empty() {
+        summary("partition: agent cut off → running elsewhere", partitioned.clone());
+    }
     Ok(())
 }
