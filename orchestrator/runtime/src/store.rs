@@ -331,43 +331,9 @@ impl CheckpointStore {
     pub async fn download(&self, c: &StoredCheckpoint, dest: &Path) -> Result<(), StoreError> {
         let base = format!("{}/{}", checkpoints_prefix(&c.job_id), c.key);
         for f in &c.files {
-            let rel = Path::new(&f.path);
-            if rel.is_absolute()
-                || rel
-                    .components()
-                    .any(|p| !matches!(p, std::path::Component::Normal(_)))
-            {
-                return Err(StoreError::BadDescriptor {
-                    path: format!("{base}/{DESCRIPTOR}"),
-                    reason: format!("file path {:?} escapes the checkpoint directory", f.path),
-                });
-            }
-            let target = dest.join(rel);
-            let io = |action, source| StoreError::Io {
-                action,
-                path: target.clone(),
-                source,
-            };
-            if let Some(parent) = target.parent() {
-                tokio::fs::create_dir_all(parent)
-                    .await
-                    .map_err(|e| io("create", e))?;
-            }
+            let rel = relative_file(&format!("{base}/{DESCRIPTOR}"), &f.path)?;
             let src = ObjectPath::from(format!("{base}/files/{}", f.path));
-            let mut stream = self
-                .store
-                .get(&src)
-                .await
-                .map_err(Self::object("read", &src))?
-                .into_stream();
-            let mut out = tokio::fs::File::create(&target)
-                .await
-                .map_err(|e| io("create", e))?;
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(Self::object("read", &src))?;
-                out.write_all(&chunk).await.map_err(|e| io("write", e))?;
-            }
-            out.sync_all().await.map_err(|e| io("sync", e))?;
+            fetch_file(&self.store, &src, &dest.join(rel), u64::MAX, |_| {}).await?;
         }
         Ok(())
     }
@@ -797,54 +763,17 @@ async fn fetch_all(
 ) -> Result<(), VerifyError> {
     let mut received = 0u64;
     for f in files {
-        let rel = Path::new(&f.path);
-        if rel.is_absolute()
-            || rel
-                .components()
-                .any(|p| !matches!(p, std::path::Component::Normal(_)))
-        {
-            return Err(StoreError::BadDescriptor {
-                path: prefix.to_string(),
-                reason: format!("file path {:?} escapes the directory", f.path),
-            }
-            .into());
-        }
-        let target = staging.join(rel);
-        let io = |action, source| StoreError::Io {
-            action,
-            path: target.clone(),
-            source,
-        };
-        if let Some(parent) = target.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| io("create", e))?;
-        }
+        let rel = relative_file(prefix, &f.path)?;
         let src = ObjectPath::from(format!("{prefix}/{}", f.path));
-        let mut stream = store
-            .get(&src)
-            .await
-            .map_err(CheckpointStore::object("read", &src))?
-            .into_stream();
-        let mut out = tokio::fs::File::create(&target)
-            .await
-            .map_err(|e| io("create", e))?;
         let mut h = Sha256::new();
-        let mut size = 0u64;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(CheckpointStore::object("read", &src))?;
-            size += chunk.len() as u64;
-            // Never write more than was attested: a store that streams
-            // without end is refused at the attested size.
-            if size > f.size {
-                break;
-            }
-            h.update(&chunk);
-            out.write_all(&chunk).await.map_err(|e| io("write", e))?;
+        // Never more than was attested: a store that streams without end
+        // is cut off at the attested size.
+        let size = fetch_file(store, &src, &staging.join(rel), f.size, |chunk| {
+            h.update(chunk);
             received += chunk.len() as u64;
             progress(received);
-        }
-        out.sync_all().await.map_err(|e| io("sync", e))?;
+        })
+        .await?;
         let actual = Sha256Digest(h.finalize().into());
         if size != f.size || actual != f.sha256 {
             return Err(VerifyError::Tampered {
@@ -857,4 +786,63 @@ async fn fetch_all(
         }
     }
     Ok(())
+}
+
+/// A descriptor's file path as a relative path that stays inside the
+/// directory it is downloaded into.
+fn relative_file<'a>(descriptor: &str, path: &'a str) -> Result<&'a Path, StoreError> {
+    let rel = Path::new(path);
+    if rel.is_absolute()
+        || rel
+            .components()
+            .any(|p| !matches!(p, std::path::Component::Normal(_)))
+    {
+        return Err(StoreError::BadDescriptor {
+            path: descriptor.to_string(),
+            reason: format!("file path {path:?} escapes the directory"),
+        });
+    }
+    Ok(rel)
+}
+
+/// Streams `src` into `target` (its directory created), each chunk shown
+/// to `seen` before it is written; stops once more than `limit` bytes came.
+/// Returns how many bytes came.
+async fn fetch_file(
+    store: &Arc<dyn ObjectStore>,
+    src: &ObjectPath,
+    target: &Path,
+    limit: u64,
+    mut seen: impl FnMut(&[u8]),
+) -> Result<u64, StoreError> {
+    let io = |action, source| StoreError::Io {
+        action,
+        path: target.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = target.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| io("create", e))?;
+    }
+    let mut stream = store
+        .get(src)
+        .await
+        .map_err(CheckpointStore::object("read", src))?
+        .into_stream();
+    let mut out = tokio::fs::File::create(target)
+        .await
+        .map_err(|e| io("create", e))?;
+    let mut size = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(CheckpointStore::object("read", src))?;
+        size += chunk.len() as u64;
+        if size > limit {
+            break;
+        }
+        seen(&chunk);
+        out.write_all(&chunk).await.map_err(|e| io("write", e))?;
+    }
+    out.sync_all().await.map_err(|e| io("sync", e))?;
+    Ok(size)
 }

@@ -26,10 +26,9 @@ use mcjs_protocol::store::{
 };
 use mcjs_protocol::{Refusal, SignedRequest};
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
-use serde::Serialize;
 
 use crate::metrics::Metrics;
-use crate::server::Clock;
+use crate::server::{Clock, error};
 use crate::store_gate::{Caller, authorize};
 
 /// The deployment's S3 store, with the operator's credentials.
@@ -358,21 +357,6 @@ pub struct GatewayState {
     pub client: ChainClient,
     pub metrics: Arc<Metrics>,
     pub clock: Clock,
-}
-
-#[derive(Serialize)]
-struct ErrorBody {
-    error: String,
-}
-
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (
-        status,
-        Json(ErrorBody {
-            error: message.into(),
-        }),
-    )
-        .into_response()
 }
 
 impl GatewayState {

@@ -50,7 +50,8 @@ struct ErrorBody {
     error: String,
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+/// A JSON error `{"error": message}` with `status`.
+pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (
         status,
         Json(ErrorBody {
@@ -129,14 +130,7 @@ async fn heartbeat_stream(State(state): State<ServerState>, body: axum::body::Bo
                     goodbye = bye;
                     accepted += 1;
                 }
-                Err(refusal) => {
-                    state
-                        .metrics
-                        .refused
-                        .with_label_values(&[refusal.label()])
-                        .inc();
-                    tracing::debug!(reason = refusal.label(), %refusal, "streamed heartbeat refused");
-                }
+                Err(refusal) => count_refusal(&state, &refusal),
             }
         }
         if buffer.len() > MAX_HEARTBEAT_BYTES {
@@ -160,37 +154,27 @@ async fn heartbeat_stream(State(state): State<ServerState>, body: axum::body::Bo
 /// key, fresh and new; anything else is refused with a JSON error, counted,
 /// and leaves no trace.
 async fn heartbeat(State(state): State<ServerState>, body: Bytes) -> Response {
-    let now = (state.clock)();
-    let opened = match state.directory.read() {
-        Ok(directory) => authenticate(&body, now, &directory),
-        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "node directory poisoned"),
-    };
-    let recorded = match opened {
-        Ok((node, heartbeat)) => match state.liveness.lock() {
-            Ok(mut liveness) => record_new(&mut liveness, &node, heartbeat, now),
-            Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "liveness table poisoned"),
-        },
-        Err(refusal) => Err(refusal),
-    };
-    match recorded {
-        Ok(()) => {
-            state.metrics.heartbeats.inc();
-            Json(HeartbeatAck {
-                received_at_unix_ms: now,
-            })
-            .into_response()
-        }
+    match accept(&state, &body) {
+        Ok(_) => Json(HeartbeatAck {
+            received_at_unix_ms: (state.clock)(),
+        })
+        .into_response(),
         Err(refusal) => {
-            state
-                .metrics
-                .refused
-                .with_label_values(&[refusal.label()])
-                .inc();
-            tracing::debug!(reason = refusal.label(), %refusal, "heartbeat refused");
+            count_refusal(&state, &refusal);
             let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::BAD_REQUEST);
             error(status, format!("heartbeat refused: {refusal}"))
         }
     }
+}
+
+/// Counts a refused heartbeat by its reason.
+fn count_refusal(state: &ServerState, refusal: &mcjs_protocol::Refusal) {
+    state
+        .metrics
+        .refused
+        .with_label_values(&[refusal.label()])
+        .inc();
+    tracing::debug!(reason = refusal.label(), %refusal, "heartbeat refused");
 }
 
 async fn fleet(State(state): State<ServerState>) -> Response {
