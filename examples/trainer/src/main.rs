@@ -11,7 +11,8 @@
 //! from `MCJS_RESTORE_DIR` when set, checkpoints into `MCJS_CHECKPOINT_DIR`
 //! every `MCJS_CHECKPOINT_INTERVAL_SECS` and on SIGUSR1, checkpoints and
 //! exits 75 on SIGTERM, and writes `model.bin` and `metrics.json` into
-//! `MCJS_OUTPUT_DIR`. Without a data file it generates its data from
+//! `MCJS_OUTPUT_DIR`. With `MCJS_STOP_AT_STEP` (a verification run) it
+//! checkpoints at exactly that step and exits 0 without output. Without a data file it generates its data from
 //! `--data-seed`, `--rows` and `--features`.
 
 mod checkpoint;
@@ -195,6 +196,14 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
         _ => None,
     };
 
+    // A verification run: checkpoint at exactly this step, then stop.
+    let stop_at: Option<u64> = match std::env::var("MCJS_STOP_AT_STEP") {
+        Ok(v) if !v.is_empty() => Some(v.parse().map_err(|e| {
+            anyhow::anyhow!("MCJS_STOP_AT_STEP={v:?} is not a step number: {e}")
+        })?),
+        _ => None,
+    };
+
     let checkpoint_now = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&checkpoint_now))?;
@@ -217,6 +226,14 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
     if state.order.len() != data.rows() || state.params.len() != h.param_count() {
         bail!("the checkpoint does not match this model's shape or data size");
     }
+    if let Some(n) = stop_at
+        && state.global_step >= n
+    {
+        bail!(
+            "MCJS_STOP_AT_STEP={n} but the run is already at step {}",
+            state.global_step
+        );
+    }
 
     let mut last_checkpoint = Instant::now();
     while state.epoch < epochs {
@@ -225,8 +242,10 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
             std::thread::sleep(step_sleep);
         }
         let stopping = stop.load(Ordering::Relaxed);
+        let at_stop = stop_at == Some(state.global_step);
         let due = checkpoint_now.swap(false, Ordering::Relaxed)
             || stopping
+            || at_stop
             || interval.is_some_and(|i| last_checkpoint.elapsed() >= i)
             || every_steps.is_some_and(|n| n > 0 && state.global_step % n == 0);
         if due {
@@ -238,6 +257,13 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
                 state.global_step
             );
             last_checkpoint = Instant::now();
+        }
+        if at_stop {
+            eprintln!(
+                "mcjs-trainer: stopped at step {} (MCJS_STOP_AT_STEP) after checkpointing",
+                state.global_step
+            );
+            return Ok(0);
         }
         if stopping {
             eprintln!("mcjs-trainer: stopped on SIGTERM after checkpointing");

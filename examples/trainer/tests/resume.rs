@@ -66,6 +66,7 @@ impl Job {
         .env("MCJS_CHECKPOINT_DIR", &self.ckpt)
         .env("MCJS_OUTPUT_DIR", &self.out)
         .env_remove("MCJS_CHECKPOINT_INTERVAL_SECS")
+        .env_remove("MCJS_STOP_AT_STEP")
         .env_remove("MCJS_RESTORE_DIR");
         if let Some(dir) = restore {
             c.env("MCJS_RESTORE_DIR", dir);
@@ -252,4 +253,65 @@ fn a_checkpoint_without_its_manifest_is_not_restorable() {
     let out = job.run(Some(&dir), &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a complete checkpoint"));
+}
+
+/// Every file of a checkpoint directory, by name.
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn checkpoint_at(job: &Job, step: u64) -> PathBuf {
+    std::fs::read_dir(&job.ckpt)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|dir| {
+            std::fs::read(dir.join("mcjs-manifest.json")).is_ok_and(|m| {
+                serde_json::from_slice::<serde_json::Value>(&m).unwrap()["step"] == step
+            })
+        })
+        .unwrap_or_else(|| panic!("no checkpoint at step {step}"))
+}
+
+#[test]
+fn a_verification_run_restores_k_stops_at_k_plus_1_and_checkpoints_the_same_bytes() {
+    // The provider's run, checkpointing every 10 steps.
+    let original = Job::new();
+    let out = original.run(None, &["--checkpoint-every-steps", "10"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A verifier elsewhere: restore the checkpoint at step 20, stop at 30.
+    let verifier = Job::new();
+    let out = verifier
+        .command(Some(&checkpoint_at(&original, 20)), &[])
+        .env("MCJS_STOP_AT_STEP", "30")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        !verifier.out.join("model.bin").exists(),
+        "a verification run writes no output"
+    );
+    assert_eq!(verifier.latest_checkpoint().map(|(s, _)| s), Some(30));
+    assert_eq!(
+        files(&checkpoint_at(&verifier, 30)),
+        files(&checkpoint_at(&original, 30)),
+        "the re-executed interval's checkpoint differs from the original's"
+    );
+    // A stop at or before where it resumes is a usage error.
+    let out = verifier
+        .command(Some(&checkpoint_at(&original, 20)), &[])
+        .env("MCJS_STOP_AT_STEP", "20")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }
