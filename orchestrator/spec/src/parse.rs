@@ -13,8 +13,9 @@ use serde_json::{Map, Value};
 
 use crate::error::{SpecError, pointer_token};
 use crate::spec::{
-    Checkpoint, CheckpointSignal, DEFAULT_KEEP, DataInput, DataRole, DurationRequest, Hardware,
-    JobSpec, Output, OutputKind, Request, SPEC_VERSION, Work, WorkKind, default_output_dir,
+    Checkpoint, CheckpointSignal, DEFAULT_KEEP, DataInput, DataRole, Determinism, DurationRequest,
+    Hardware, JobSpec, Output, OutputKind, Request, SPEC_VERSION, SampleRate, Verification, Work,
+    WorkKind, default_output_dir,
 };
 
 /// Kinds that name interactive or latency-bound work, refused with a pointer to local
@@ -371,7 +372,15 @@ impl Reader {
             v,
             "",
             "the job spec",
-            &["version", "work", "data", "request", "output", "checkpoint"],
+            &[
+                "version",
+                "work",
+                "data",
+                "request",
+                "output",
+                "checkpoint",
+                "verification",
+            ],
         )?;
         let version = self
             .required(&f, "version", "add \"version\": 1")
@@ -419,6 +428,7 @@ impl Reader {
                 "declare interval, max_size and restart_budget",
             )
             .and_then(|(v, p)| self.checkpoint(v, &p));
+        let verification = self.optional(&f, "verification", Self::verification);
         Some(JobSpec {
             version: version?,
             work: work?,
@@ -426,6 +436,39 @@ impl Reader {
             request: request?,
             output: output?,
             checkpoint: checkpoint?,
+            verification: verification?,
+        })
+    }
+
+    fn verification(&mut self, v: &Value, path: &str) -> Option<Verification> {
+        let f = self.object(v, path, "verification", &["sample_rate"])?;
+        let (v, p) = self.required(
+            &f,
+            "sample_rate",
+            "the fraction of attested intervals re-executed, e.g. 0.1",
+        )?;
+        let rate = match v {
+            Value::Number(n) => n.as_f64(),
+            _ => None,
+        };
+        let Some(rate) = rate else {
+            self.error(&p, format!("expected a number above 0 and at most 1, found {}", show(v)));
+            return None;
+        };
+        let ppm = (rate * f64::from(SampleRate::ONE)).round();
+        if !(rate > 0.0 && rate <= 1.0) || ppm < 1.0 {
+            self.error(
+                &p,
+                format!("sample_rate {rate} is out of range: it is above 0 and at most 1, e.g. 0.1"),
+            );
+            return None;
+        }
+        if (ppm / f64::from(SampleRate::ONE) - rate).abs() > 1e-12 {
+            self.error(&p, format!("sample_rate {rate} has more than 6 decimal places"));
+            return None;
+        }
+        Some(Verification {
+            sample_rate: SampleRate(ppm as u32),
         })
     }
 
@@ -444,6 +487,7 @@ impl Reader {
                 "target_epochs",
                 "target_steps",
                 "queue_tolerant",
+                "determinism",
             ],
         )?;
         let kind = self
@@ -495,7 +539,16 @@ impl Reader {
                 "true when the work can wait in a queue and be resumed from a checkpoint",
             )
             .and_then(|(v, p)| self.boolean(v, &p));
+        let determinism = match f.get("determinism") {
+            Some((v, p)) => {
+                let choices: Vec<(&str, Determinism)> =
+                    Determinism::ALL.iter().map(|d| (d.as_str(), *d)).collect();
+                self.choice(v, &p, "determinism", &choices)
+            }
+            None => Some(Determinism::None),
+        };
         Some(Work {
+            determinism: determinism?,
             kind: kind?,
             model_id: model_id?,
             image: image?,

@@ -39,6 +39,81 @@ pub struct JobSpec {
     pub request: Request,
     pub output: Output,
     pub checkpoint: Checkpoint,
+    /// Sampled re-execution of attested intervals on another provider's node
+    /// (allowed only for `work.determinism: "bitwise"`). Default: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
+}
+
+/// How a job's progress is checked: a random sample of its attested
+/// checkpoint intervals is re-executed elsewhere and the hashes compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Verification {
+    /// The fraction of attested intervals re-executed, above 0 and at most 1,
+    /// at most 6 decimal places, e.g. 0.1.
+    pub sample_rate: SampleRate,
+}
+
+/// A fraction in (0, 1], held exactly in parts per million.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SampleRate(pub u32);
+
+impl SampleRate {
+    pub const ONE: u32 = 1_000_000;
+
+    pub fn ppm(self) -> u32 {
+        self.0
+    }
+}
+
+impl Serialize for SampleRate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(f64::from(self.0) / f64::from(Self::ONE))
+    }
+}
+
+impl JsonSchema for SampleRate {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SampleRate".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "multipleOf": 0.000001
+        })
+    }
+}
+
+/// Whether re-running the work from a checkpoint reproduces its later
+/// checkpoints bit for bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Determinism {
+    /// No promise (the default).
+    #[default]
+    None,
+    /// Resumed from a checkpoint, the job writes the same bytes at every
+    /// later step (fixed seeds, deterministic kernels, no wall-clock input).
+    Bitwise,
+}
+
+impl Determinism {
+    pub const ALL: [Determinism; 2] = [Determinism::None, Determinism::Bitwise];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Determinism::None => "none",
+            Determinism::Bitwise => "bitwise",
+        }
+    }
+
+    fn is_none(&self) -> bool {
+        *self == Determinism::None
+    }
 }
 
 /// What runs.
@@ -73,6 +148,10 @@ pub struct Work {
     /// Must be true: the work can wait in a queue and be stopped and resumed from a
     /// checkpoint. Interactive or latency-bound work belongs on local infrastructure.
     pub queue_tolerant: bool,
+    /// "bitwise" when the work, resumed from a checkpoint, writes the same bytes at every
+    /// later step; required for `verification`. Default: "none".
+    #[serde(default, skip_serializing_if = "Determinism::is_none")]
+    pub determinism: Determinism,
 }
 
 /// The four kinds of work MCJS runs. Interactive, serving or control-loop work is refused.

@@ -45,7 +45,19 @@ pub(crate) fn check_static(spec: &JobSpec) -> Vec<SpecError> {
     check_duration_and_price(spec, &mut e);
     check_checkpoint(spec, &mut e);
     check_output(spec, &mut e);
+    check_verification(spec, &mut e);
     e.0
+}
+
+/// Verification re-executes attested intervals and compares hashes: only a
+/// job that resumes bit for bit can be checked that way.
+fn check_verification(spec: &JobSpec, e: &mut Errors) {
+    if spec.verification.is_some() && spec.work.determinism != crate::spec::Determinism::Bitwise {
+        e.at(
+            "/verification",
+            "verification re-executes attested intervals on another node and compares their checkpoint hashes, which only a bit-for-bit deterministic job can pass: declare \"work\": {\"determinism\": \"bitwise\"} (fixed seeds, deterministic kernels) or remove verification",
+        );
+    }
 }
 
 /// The checks that need the time: a deadline must lie far enough ahead to run the job.

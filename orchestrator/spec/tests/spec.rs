@@ -237,3 +237,47 @@ fn a_document_that_is_not_an_object_gets_one_clear_error() {
         assert!(errors.contains("", "expected the job spec"), "{errors}");
     }
 }
+
+#[test]
+fn verification_needs_a_bitwise_deterministic_job_and_a_rate_in_range() {
+    let mut v = example_value("training-a100.json");
+    let before = hash_of(&v);
+    // Off by default, and an explicit "none" is the same spec.
+    v["work"]["determinism"] = json!("none");
+    assert_eq!(hash_of(&v), before);
+
+    v["verification"] = json!({"sample_rate": 0.1});
+    let errors = JobSpec::from_value(&v).unwrap_err();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.to_string().contains("/verification") && e.to_string().contains("bitwise")),
+        "{errors}"
+    );
+
+    v["work"]["determinism"] = json!("bitwise");
+    let spec = JobSpec::from_value(&v).unwrap();
+    assert_eq!(spec.verification.unwrap().sample_rate.ppm(), 100_000);
+    let canonical = canonical_json(&spec);
+    assert!(canonical.contains(r#""verification":{"sample_rate":0.1}"#), "{canonical}");
+    assert!(canonical.contains(r#""determinism":"bitwise""#), "{canonical}");
+    assert_eq!(JobSpec::from_json(&canonical).unwrap(), spec, "the canonical form reads back");
+    assert_ne!(hash_of(&v), before, "verification changes what was agreed");
+
+    for (bad, why) in [
+        (json!(0), "out of range"),
+        (json!(1.5), "out of range"),
+        (json!(-0.1), "out of range"),
+        (json!("0.1"), "expected a number"),
+        (json!(0.0000001), "out of range"),
+        (json!(0.1234567), "6 decimal places"),
+    ] {
+        v["verification"] = json!({"sample_rate": bad});
+        let errors = JobSpec::from_value(&v).unwrap_err();
+        assert!(errors.to_string().contains(why), "{bad}: {errors}");
+    }
+    v["verification"] = json!({"sample_rate": 1, "who": "me"});
+    assert!(JobSpec::from_value(&v).is_err(), "unknown fields are refused");
+    v["work"]["determinism"] = json!("mostly");
+    assert!(JobSpec::from_value(&v).unwrap_err().to_string().contains("determinism"));
+}
