@@ -63,7 +63,7 @@ enum Command {
     },
     /// Run a local Solana chain with the MCJS program, initialised and with funded wallets.
     Localnet(cmd::localnet::LocalnetArgs),
-    /// Jobs: submit, follow, pause, resume, top up, cancel, report a stalled job.
+    /// Jobs: submit, upload inputs, fetch the verified output, follow, pause, resume, top up, cancel, report a stalled job.
     Job {
         #[command(subcommand)]
         cmd: cmd::job::JobCommand,
