@@ -48,7 +48,11 @@ pub async fn resolve(
 }
 
 /// Opens `url`, an `s3://` store through the gateway of `scheduler`.
-pub fn open(url: &StoreUrl, scheduler: &str, identity: Identity) -> anyhow::Result<Arc<dyn ObjectStore>> {
+pub fn open(
+    url: &StoreUrl,
+    scheduler: &str,
+    identity: Identity,
+) -> anyhow::Result<Arc<dyn ObjectStore>> {
     mcjs_runtime::brokered::open(url, scheduler, identity).map_err(anyhow::Error::msg)
 }
 

@@ -98,13 +98,7 @@ async fn scenario_with(
     let spec = dir.path().join("job.json");
     std::fs::write(
         &spec,
-        workload::spec_json(
-            image(),
-            &uri,
-            &sha,
-            &args,
-            restart_budget,
-        ),
+        workload::spec_json(image(), &uri, &sha, &args, restart_budget),
     )
     .unwrap();
     prepare(&cluster).await;
@@ -709,7 +703,9 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
     let job = s.job.to_string();
     let checkpoint = ObjectPath::from(format!("jobs/{job}/checkpoints/{existing}/checkpoint.json"));
     let forged_key = format!("{:020}-g{}-0123456789abcdef", 999_999, before.generation);
-    let forged = ObjectPath::from(format!("jobs/{job}/checkpoints/{forged_key}/files/model.bin"));
+    let forged = ObjectPath::from(format!(
+        "jobs/{job}/checkpoints/{forged_key}/files/model.bin"
+    ));
     let output = ObjectPath::from(format!("jobs/{job}/output/files/model.bin"));
     let listing = ObjectPath::from(format!("jobs/{job}/checkpoints"));
 
@@ -722,7 +718,10 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         },
         &read_key(mine),
     );
-    owner_node.get(&checkpoint).await.expect("the job's node reads its checkpoint");
+    owner_node
+        .get(&checkpoint)
+        .await
+        .expect("the job's node reads its checkpoint");
 
     let denied = |e: object_store::Error, what: &str| {
         assert!(
@@ -741,7 +740,10 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         },
     ] {
         let intruder = store_as(&s, role.clone(), &intruder_key);
-        denied(intruder.get(&checkpoint).await.unwrap_err(), "read a checkpoint");
+        denied(
+            intruder.get(&checkpoint).await.unwrap_err(),
+            "read a checkpoint",
+        );
         denied(
             intruder
                 .put(&forged, PutPayload::from_static(b"forged"))
@@ -757,13 +759,22 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
             "write the output",
         );
         denied(
-            intruder.list_with_delimiter(Some(&listing)).await.unwrap_err(),
+            intruder
+                .list_with_delimiter(Some(&listing))
+                .await
+                .unwrap_err(),
             "list the checkpoints",
         );
-        denied(intruder.delete(&checkpoint).await.unwrap_err(), "delete a checkpoint");
+        denied(
+            intruder.delete(&checkpoint).await.unwrap_err(),
+            "delete a checkpoint",
+        );
     }
     // Nothing was stored or removed.
-    assert!(!s.cluster.store.join(forged.as_ref()).exists(), "a forged checkpoint was stored");
+    assert!(
+        !s.cluster.store.join(forged.as_ref()).exists(),
+        "a forged checkpoint was stored"
+    );
     assert!(s.cluster.store.join(checkpoint.as_ref()).is_file());
     assert!(!s.cluster.store.join(output.as_ref()).exists());
     // The owner's own data: a file big enough to travel in parts (10 MiB
@@ -774,7 +785,10 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         .collect();
     let big_file = s.dir.path().join("big.bin");
     std::fs::write(&big_file, &big).unwrap();
-    let (big_uri, big_sha) = s.cluster.upload_input(&big_file).expect("a multipart upload");
+    let (big_uri, big_sha) = s
+        .cluster
+        .upload_input(&big_file)
+        .expect("a multipart upload");
     assert_eq!(big_sha, hex::encode(Sha256::digest(&big)));
     let owner = s.cluster.user_wallet().unwrap();
     let big_path = ObjectPath::from(format!("users/{}/data/big.bin", owner.pubkey()));
@@ -786,7 +800,10 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         .bytes()
         .await
         .unwrap();
-    assert!(back.as_ref() == big.as_slice(), "the multipart upload came back different");
+    assert!(
+        back.as_ref() == big.as_slice(),
+        "the multipart upload came back different"
+    );
     let intruder = store_as(
         &s,
         Role::Node {
@@ -794,11 +811,17 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         },
         &intruder_key,
     );
-    denied(intruder.get(&big_path).await.unwrap_err(), "another node reads the owner's data");
+    denied(
+        intruder.get(&big_path).await.unwrap_err(),
+        "another node reads the owner's data",
+    );
     // A stranger's wallet, as an owner.
     let stranger = mcjs_client::Keypair::new();
     let as_owner = store_as(&s, Role::Owner, &stranger);
-    denied(as_owner.get(&checkpoint).await.unwrap_err(), "a stranger reads");
+    denied(
+        as_owner.get(&checkpoint).await.unwrap_err(),
+        "a stranger reads",
+    );
     // An unsigned request proves nothing.
     let unsigned = reqwest::Client::new()
         .post(format!(
@@ -842,7 +865,10 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         .expect("the last attested checkpoint is delivered");
     let out: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(out["step"], done.last_checkpoint.unwrap().step, "{out}");
-    assert!(partial.read_dir().unwrap().count() > 0, "an empty checkpoint");
+    assert!(
+        partial.read_dir().unwrap().count() > 0,
+        "an empty checkpoint"
+    );
 
     // Delivery to the user's own bucket: by `mcjs job output`, on the
     // user's side, with the user's credentials, after verification.
@@ -855,7 +881,15 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
     s.cluster
         .run_mcjs_with_env(
             &s.cluster.info.wallets.user,
-            &["job", "output", &s.job.to_string(), "--to", &destination, "--scheduler", &scheduler],
+            &[
+                "job",
+                "output",
+                &s.job.to_string(),
+                "--to",
+                &destination,
+                "--scheduler",
+                &scheduler,
+            ],
             &[
                 ("AWS_ACCESS_KEY_ID", mcjs_cluster::S3_ACCESS_KEY),
                 ("AWS_SECRET_ACCESS_KEY", mcjs_cluster::S3_SECRET_KEY),
@@ -870,8 +904,12 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         .root
         .join(mcjs_cluster::S3_USER_BUCKET)
         .join("results");
-    let model = workload::find_file(&delivered, "model.bin").expect("model.bin in the user's bucket");
-    assert_eq!(std::fs::read(model).unwrap(), std::fs::read(&s.reference).unwrap());
+    let model =
+        workload::find_file(&delivered, "model.bin").expect("model.bin in the user's bucket");
+    assert_eq!(
+        std::fs::read(model).unwrap(),
+        std::fs::read(&s.reference).unwrap()
+    );
 
     // A stored output file changed after the fact is refused by name, and
     // nothing is written.
@@ -883,5 +921,9 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
     let err = s.cluster.job_output(&s.job, &tampered, &[]).unwrap_err();
     let err = format!("{err:#}");
     assert!(err.contains("model.bin: refused"), "{err}");
-    assert!(!tampered.exists(), "a refused download wrote {}", tampered.display());
+    assert!(
+        !tampered.exists(),
+        "a refused download wrote {}",
+        tampered.display()
+    );
 }

@@ -197,12 +197,13 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
     };
 
     // A verification run: checkpoint at exactly this step, then stop.
-    let stop_at: Option<u64> = match std::env::var("MCJS_STOP_AT_STEP") {
-        Ok(v) if !v.is_empty() => Some(v.parse().map_err(|e| {
-            anyhow::anyhow!("MCJS_STOP_AT_STEP={v:?} is not a step number: {e}")
-        })?),
-        _ => None,
-    };
+    let stop_at: Option<u64> =
+        match std::env::var("MCJS_STOP_AT_STEP") {
+            Ok(v) if !v.is_empty() => Some(v.parse().map_err(|e| {
+                anyhow::anyhow!("MCJS_STOP_AT_STEP={v:?} is not a step number: {e}")
+            })?),
+            _ => None,
+        };
 
     let checkpoint_now = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));

@@ -288,7 +288,11 @@ fn a_verification_run_restores_k_stops_at_k_plus_1_and_checkpoints_the_same_byte
     // The provider's run, checkpointing every 10 steps.
     let original = Job::new();
     let out = original.run(None, &["--checkpoint-every-steps", "10"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A verifier elsewhere: restore the checkpoint at step 20, stop at 30.
     let verifier = Job::new();
     let out = verifier
@@ -296,7 +300,12 @@ fn a_verification_run_restores_k_stops_at_k_plus_1_and_checkpoints_the_same_byte
         .env("MCJS_STOP_AT_STEP", "30")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         !verifier.out.join("model.bin").exists(),
         "a verification run writes no output"

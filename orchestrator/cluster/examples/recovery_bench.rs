@@ -152,7 +152,10 @@ async fn main() -> anyhow::Result<()> {
         cluster
             .wait_for_job(&job, Duration::from_secs(120), |j| j.state.is_terminal())
             .await?;
-        eprintln!("partition {run}: running elsewhere after {:.2} s", partitioned.last().unwrap());
+        eprintln!(
+            "partition {run}: running elsewhere after {:.2} s",
+            partitioned.last().unwrap()
+        );
     }
     let grace = mcjs_protocol::DEFAULT_DISCONNECT_GRACE_MS;
     println!(
@@ -180,11 +183,20 @@ async fn main() -> anyhow::Result<()> {
     }
     println!("| measure (s) | runs | median | p99 | min | max |");
     println!("|---|---|---|---|---|---|");
-    summary("provisioning: submit confirmed → running", provisioning.clone());
-    summary("recovery: node killed → running elsewhere", recovery.clone());
+    summary(
+        "provisioning: submit confirmed → running",
+        provisioning.clone(),
+    );
+    summary(
+        "recovery: node killed → running elsewhere",
+        recovery.clone(),
+    );
     summary("compute lost per failure (interval 60 s)", lost.clone());
     if !partitioned.is_empty() {
-        summary("partition: agent cut off → running elsewhere", partitioned.clone());
+        summary(
+            "partition: agent cut off → running elsewhere",
+            partitioned.clone(),
+        );
     }
     Ok(())
 }

@@ -132,7 +132,9 @@ async fn main() -> anyhow::Result<()> {
     let mcjs =
         arg("--mcjs").map_or_else(|| PathBuf::from(&target).join("debug/mcjs"), PathBuf::from);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = tempfile::Builder::new().prefix("mcjs-store-bench-").tempdir()?;
+    let dir = tempfile::Builder::new()
+        .prefix("mcjs-store-bench-")
+        .tempdir()?;
     let image = workload::build_trainer_image()?;
     let cluster = Cluster::start(ClusterConfig {
         dir: dir.path().join("cluster"),
@@ -185,13 +187,12 @@ async fn main() -> anyhow::Result<()> {
             .build()?,
         S3_PREFIX,
     ));
-    let dir_store: Arc<dyn ObjectStore> = Arc::new(
-        object_store::local::LocalFileSystem::new_with_prefix({
+    let dir_store: Arc<dyn ObjectStore> =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix({
             let d = dir.path().join("dir-store");
             std::fs::create_dir_all(&d)?;
             d
-        })?,
-    );
+        })?);
     let scratch = dir.path().join("scratch");
     let job_id = job.to_string();
     println!(
@@ -199,7 +200,11 @@ async fn main() -> anyhow::Result<()> {
     );
     let (mut results, mut order) = (
         vec![(Vec::new(), Vec::new()); 3],
-        vec!["directory store", "S3 direct (operator keys)", "S3 via the gateway (agent)"],
+        vec![
+            "directory store",
+            "S3 direct (operator keys)",
+            "S3 via the gateway (agent)",
+        ],
     );
     for rep in 0..reps {
         for (i, store) in [&dir_store, &direct, &gateway].into_iter().enumerate() {

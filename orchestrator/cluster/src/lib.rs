@@ -127,7 +127,10 @@ impl S3Server {
             child,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
             if Instant::now() > deadline {
                 bail!("the S3 server did not listen on {port} within 30 s");
             }
@@ -214,11 +217,9 @@ impl Cluster {
                 (store, url, None)
             }
             StoreKind::S3 => {
-                let server = S3Server::start(&dir.join("s3"), &logs, &[S3_BUCKET, S3_USER_BUCKET]).await?;
-                let url = format!(
-                    "s3://{S3_BUCKET}/{S3_PREFIX}?endpoint={}",
-                    server.endpoint
-                );
+                let server =
+                    S3Server::start(&dir.join("s3"), &logs, &[S3_BUCKET, S3_USER_BUCKET]).await?;
+                let url = format!("s3://{S3_BUCKET}/{S3_PREFIX}?endpoint={}", server.endpoint);
                 (
                     server.root.join(S3_BUCKET).join(S3_PREFIX),
                     url,
@@ -622,8 +623,8 @@ impl Cluster {
                 "json",
             ],
         )?;
-        let v: serde_json::Value =
-            serde_json::from_str(&out).with_context(|| format!("`mcjs job upload` printed {out}"))?;
+        let v: serde_json::Value = serde_json::from_str(&out)
+            .with_context(|| format!("`mcjs job upload` printed {out}"))?;
         match (v["uri"].as_str(), v["sha256"].as_str()) {
             (Some(uri), Some(sha)) => Ok((uri.to_string(), sha.to_string())),
             _ => bail!("`mcjs job upload` printed {out}"),

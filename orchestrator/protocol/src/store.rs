@@ -69,10 +69,18 @@ pub struct StoreRequest {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum StoreOp {
-    Get { path: String },
-    Head { path: String },
-    Put { path: String },
-    Delete { path: String },
+    Get {
+        path: String,
+    },
+    Head {
+        path: String,
+    },
+    Put {
+        path: String,
+    },
+    Delete {
+        path: String,
+    },
     /// Performed by the scheduler: the objects under `prefix`, and with
     /// `delimiter` the common prefixes one level down.
     List {
@@ -82,7 +90,9 @@ pub enum StoreOp {
         continuation: Option<String>,
     },
     /// Performed by the scheduler: starts a multipart upload of `path`.
-    CreateMultipart { path: String },
+    CreateMultipart {
+        path: String,
+    },
     /// A URL to PUT part `part` (1-based) of an upload.
     UploadPart {
         path: String,
@@ -96,7 +106,10 @@ pub enum StoreOp {
         etags: Vec<String>,
     },
     /// Performed by the scheduler.
-    AbortMultipart { path: String, upload_id: String },
+    AbortMultipart {
+        path: String,
+        upload_id: String,
+    },
 }
 
 impl StoreOp {
@@ -128,9 +141,14 @@ impl StoreOp {
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Grant {
     /// Send `method` to `url` (with the object's bytes for a PUT).
-    Url { method: String, url: String },
+    Url {
+        method: String,
+        url: String,
+    },
     Listing(Listing),
-    Upload { upload_id: String },
+    Upload {
+        upload_id: String,
+    },
     Done,
 }
 
@@ -191,7 +209,9 @@ pub struct StoreInfo {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ObjectKind<'a> {
     /// `specs/<hash>.json`.
-    Spec { hash: &'a str },
+    Spec {
+        hash: &'a str,
+    },
     /// `jobs/<job>/checkpoints/<key>/…`; `generation` is parsed from the key
     /// (`<step>-g<generation>-<nonce>`), `None` when the path stops at the
     /// job's checkpoint directory (a listing) or the key has no generation.
@@ -202,9 +222,13 @@ pub enum ObjectKind<'a> {
         step: Option<u64>,
     },
     /// `jobs/<job>/output` and below.
-    Output { job: &'a str },
+    Output {
+        job: &'a str,
+    },
     /// `users/<owner>/…`.
-    UserData { owner: &'a str },
+    UserData {
+        owner: &'a str,
+    },
     Other,
 }
 
@@ -212,8 +236,7 @@ fn plain_segment(s: &str) -> bool {
     !s.is_empty()
         && s != "."
         && s != ".."
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_graphic() && b != b'\\' && b != b'%')
 }
 
@@ -342,7 +365,9 @@ impl std::str::FromStr for StoreUrl {
         };
         if !text.contains("://") {
             if text.is_empty() {
-                return Err(err("empty; use file:///dir, a directory, or s3://bucket/prefix"));
+                return Err(err(
+                    "empty; use file:///dir, a directory, or s3://bucket/prefix",
+                ));
             }
             return Ok(StoreUrl::Dir(text.into()));
         }
@@ -367,7 +392,9 @@ impl std::str::FromStr for StoreUrl {
                     .to_string();
                 let prefix = url.path().trim_matches('/').to_string();
                 if prefix.split('/').any(|s| s == "." || s == "..") || prefix.contains("//") {
-                    return Err(err("the prefix may not contain empty, '.' or '..' segments"));
+                    return Err(err(
+                        "the prefix may not contain empty, '.' or '..' segments",
+                    ));
                 }
                 let mut location = S3Location {
                     bucket,
@@ -446,7 +473,9 @@ mod tests {
             ObjectKind::Spec { hash: &h }
         );
         assert_eq!(
-            ObjectKind::classify("jobs/J/checkpoints/00000000000000000042-g3-0123456789abcdef/files/x"),
+            ObjectKind::classify(
+                "jobs/J/checkpoints/00000000000000000042-g3-0123456789abcdef/files/x"
+            ),
             ObjectKind::Checkpoint {
                 job: "J",
                 key: Some("00000000000000000042-g3-0123456789abcdef"),

@@ -63,14 +63,24 @@ fn generic(message: impl Into<String>) -> object_store::Error {
 }
 
 impl Broker {
-    async fn post(&self, path: &str, sealed: &SignedRequest, what: &str) -> object_store::Result<String> {
+    async fn post(
+        &self,
+        path: &str,
+        sealed: &SignedRequest,
+        what: &str,
+    ) -> object_store::Result<String> {
         let response = self
             .http
             .post(format!("{}{path}", self.gateway))
             .json(sealed)
             .send()
             .await
-            .map_err(|e| generic(format!("cannot reach the store gateway at {}: {e}", self.gateway)))?;
+            .map_err(|e| {
+                generic(format!(
+                    "cannot reach the store gateway at {}: {e}",
+                    self.gateway
+                ))
+            })?;
         let status = response.status();
         let text = response
             .text()
@@ -99,7 +109,10 @@ impl Broker {
 
     /// Asks the gateway for one grant per op.
     async fn ask(&self, ops: Vec<StoreOp>) -> object_store::Result<Vec<Grant>> {
-        let what = ops.first().map(|o| o.path().to_string()).unwrap_or_default();
+        let what = ops
+            .first()
+            .map(|o| o.path().to_string())
+            .unwrap_or_default();
         let n = ops.len();
         let request = StoreRequest {
             role: self.identity.role.clone(),
@@ -107,7 +120,8 @@ impl Broker {
             ops,
         };
         let sign = Arc::clone(&self.identity.sign);
-        let sealed = SignedRequest::seal(STORE_SIGN_PATH, &request, &self.identity.key, |m| sign(m));
+        let sealed =
+            SignedRequest::seal(STORE_SIGN_PATH, &request, &self.identity.key, |m| sign(m));
         let text = self.post(STORE_SIGN_PATH, &sealed, &what).await?;
         let response: StoreResponse = serde_json::from_str(&text)
             .map_err(|e| generic(format!("store gateway: unreadable answer: {e}")))?;
@@ -129,7 +143,9 @@ impl Broker {
                     .map_err(|_| generic(format!("store gateway: bad method {method}")))?,
                 url,
             )),
-            other => Err(generic(format!("store gateway: expected a URL, got {other:?}"))),
+            other => Err(generic(format!(
+                "store gateway: expected a URL, got {other:?}"
+            ))),
         }
     }
 
@@ -167,11 +183,7 @@ impl Broker {
         }
     }
 
-    async fn list(
-        &self,
-        prefix: &str,
-        delimiter: bool,
-    ) -> object_store::Result<Listing> {
+    async fn list(&self, prefix: &str, delimiter: bool) -> object_store::Result<Listing> {
         let mut all = Listing::default();
         let mut continuation = None;
         loop {
@@ -238,9 +250,10 @@ impl BrokeredStore {
             spec: canonical,
         };
         let sign = Arc::clone(&self.broker.identity.sign);
-        let sealed = SignedRequest::seal(STORE_SPEC_PATH, &upload, &self.broker.identity.key, |m| {
-            sign(m)
-        });
+        let sealed =
+            SignedRequest::seal(STORE_SPEC_PATH, &upload, &self.broker.identity.key, |m| {
+                sign(m)
+            });
         let text = self.broker.post(STORE_SPEC_PATH, &sealed, "specs/").await?;
         serde_json::from_str(&text).map_err(|e| generic(format!("store gateway: {e}")))
     }
@@ -332,7 +345,11 @@ impl ObjectStore for BrokeredStore {
         }))
     }
 
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
         if options.range.is_some()
             || options.if_match.is_some()
             || options.if_none_match.is_some()
@@ -461,7 +478,11 @@ impl MultipartUpload for Upload {
                 .get(reqwest::header::ETAG)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string)
-                .ok_or_else(|| generic(format!("store: part {part} of {path} came back without an ETag")))?;
+                .ok_or_else(|| {
+                    generic(format!(
+                        "store: part {part} of {path} came back without an ETag"
+                    ))
+                })?;
             etags.lock().expect("lock")[index] = Some(etag);
             Ok(())
         })

@@ -172,9 +172,7 @@ pub fn reconcile(obs: &Observation<'_>, config: &DetectorConfig) -> Decision {
                 let mut after = job.clone();
                 after.paid = after.paid.saturating_add(after.accrued);
                 after.accrued = 0;
-                if after.fail(*cause, obs.now_ms / 1_000).is_ok()
-                    && after.state.can_assign()
-                {
+                if after.fail(*cause, obs.now_ms / 1_000).is_ok() && after.state.can_assign() {
                     requeued.push((*job_key, after));
                 }
             }
@@ -344,14 +342,12 @@ fn place(
                 && node.current_job.is_none()
                 && !failing_nodes.contains(key)
                 && !obs.understaked.contains(&node.provider)
-                && obs
-                    .liveness
-                    .is_alive(
-                        key,
-                        obs.now_ms,
-                        config.heartbeat_timeout_ms,
-                        config.disconnect_grace_ms,
-                    )
+                && obs.liveness.is_alive(
+                    key,
+                    obs.now_ms,
+                    config.heartbeat_timeout_ms,
+                    config.disconnect_grace_ms,
+                )
         })
         .map(|(key, node)| (*key, node))
         .collect();

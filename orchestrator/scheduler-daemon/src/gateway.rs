@@ -125,9 +125,7 @@ impl S3Store {
                 upload_id, part, ..
             } => (
                 reqwest::Method::PUT,
-                self.bucket
-                    .upload_part(c, &key, *part, upload_id)
-                    .sign(ttl),
+                self.bucket.upload_part(c, &key, *part, upload_id).sign(ttl),
             ),
             _ => return None,
         })
@@ -148,7 +146,10 @@ impl S3Store {
         if !response.status().is_success() {
             let status = response.status();
             let body = response.text().await.unwrap_or_default();
-            return Err(fail(format!("{status}: {}", body.chars().take(300).collect::<String>())));
+            return Err(fail(format!(
+                "{status}: {}",
+                body.chars().take(300).collect::<String>()
+            )));
         }
         Ok(response)
     }
@@ -228,13 +229,14 @@ impl S3Store {
                 key: key.clone(),
                 reason: e.to_string(),
             })?;
-        let parsed = rusty_s3::actions::CreateMultipartUpload::parse_response(&text).map_err(
-            |e| S3Error::Request {
-                action: "start an upload of",
-                key: key.clone(),
-                reason: format!("unreadable answer: {e}"),
-            },
-        )?;
+        let parsed =
+            rusty_s3::actions::CreateMultipartUpload::parse_response(&text).map_err(|e| {
+                S3Error::Request {
+                    action: "start an upload of",
+                    key: key.clone(),
+                    reason: format!("unreadable answer: {e}"),
+                }
+            })?;
         Ok(parsed.upload_id().to_string())
     }
 
@@ -253,8 +255,12 @@ impl S3Store {
         );
         let url = action.sign(Self::ttl());
         let body = action.body();
-        self.send("complete the upload of", &key, self.http.post(url).body(body))
-            .await?;
+        self.send(
+            "complete the upload of",
+            &key,
+            self.http.post(url).body(body),
+        )
+        .await?;
         Ok(())
     }
 
@@ -361,14 +367,21 @@ pub struct GatewayState {
 
 impl GatewayState {
     fn refuse(&self, reason: &'static str, status: StatusCode, message: String) -> Response {
-        self.metrics.store_refused.with_label_values(&[reason]).inc();
+        self.metrics
+            .store_refused
+            .with_label_values(&[reason])
+            .inc();
         tracing::debug!(reason, %message, "store request refused");
         error(status, message)
     }
 
     fn refusal(&self, refusal: Refusal) -> Response {
         let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::BAD_REQUEST);
-        self.refuse(refusal.label(), status, format!("store request refused: {refusal}"))
+        self.refuse(
+            refusal.label(),
+            status,
+            format!("store request refused: {refusal}"),
+        )
     }
 
     fn s3(&self) -> Result<&Arc<S3Store>, Response> {
@@ -467,7 +480,11 @@ pub async fn sign(State(state): State<GatewayState>, body: Bytes) -> Response {
     };
     for op in &request.ops {
         if let Err(why) = authorize(op, &caller) {
-            return state.refuse("denied", StatusCode::FORBIDDEN, format!("store request refused: {why}"));
+            return state.refuse(
+                "denied",
+                StatusCode::FORBIDDEN,
+                format!("store request refused: {why}"),
+            );
         }
     }
     let mut grants = Vec::with_capacity(request.ops.len());
@@ -527,11 +544,11 @@ pub async fn publish_spec(State(state): State<GatewayState>, body: Bytes) -> Res
             "a spec upload is at most {MAX_SPEC_BYTES} bytes"
         )));
     }
-    let (_, upload) = match open::<SpecUpload>(&state, &body, STORE_SPEC_PATH, |m| m.sent_at_unix_ms)
-    {
-        Ok(opened) => opened,
-        Err(r) => return r,
-    };
+    let (_, upload) =
+        match open::<SpecUpload>(&state, &body, STORE_SPEC_PATH, |m| m.sent_at_unix_ms) {
+            Ok(opened) => opened,
+            Err(r) => return r,
+        };
     if upload.spec.len() > MAX_SPEC_BYTES {
         return state.refusal(Refusal::Malformed(format!(
             "a spec is at most {MAX_SPEC_BYTES} bytes"
@@ -548,10 +565,7 @@ pub async fn publish_spec(State(state): State<GatewayState>, body: Bytes) -> Res
         }
     };
     let canonical = mcjs_spec::canonical_json(&spec);
-    let path = format!(
-        "specs/{}.json",
-        hex::encode(mcjs_spec::spec_hash(&spec))
-    );
+    let path = format!("specs/{}.json", hex::encode(mcjs_spec::spec_hash(&spec)));
     let existed = match s3.exists(&path).await {
         Ok(e) => e,
         Err(e) => return error(StatusCode::BAD_GATEWAY, e.to_string()),

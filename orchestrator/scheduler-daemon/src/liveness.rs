@@ -209,7 +209,10 @@ mod tests {
         l.stream_closed(&node, 1, true, 1_100);
         assert_eq!(l.dropped_at(&node), None);
         assert!(l.away(&node), "said goodbye, not back yet");
-        assert!(l.is_alive(&node, 3_900, 3_000, 500), "judged by the timeout only");
+        assert!(
+            l.is_alive(&node, 3_900, 3_000, 500),
+            "judged by the timeout only"
+        );
         assert!(!l.is_alive(&node, 4_100, 3_000, 500));
         // The agent reconnected on stream 3 before stream 2's end was seen.
         l.stream_opened(node, 2);

@@ -76,11 +76,18 @@ pub fn router(state: ServerState) -> Router {
 }
 
 /// Opens and records one sealed heartbeat; what a refusal is counted as.
-fn accept(state: &ServerState, raw: &[u8]) -> Result<(mcjs_client::Pubkey, bool), mcjs_protocol::Refusal> {
+fn accept(
+    state: &ServerState,
+    raw: &[u8],
+) -> Result<(mcjs_client::Pubkey, bool), mcjs_protocol::Refusal> {
     let now = (state.clock)();
     let (node, heartbeat) = match state.directory.read() {
         Ok(directory) => authenticate(raw, now, &directory)?,
-        Err(_) => return Err(mcjs_protocol::Refusal::Malformed("node directory poisoned".into())),
+        Err(_) => {
+            return Err(mcjs_protocol::Refusal::Malformed(
+                "node directory poisoned".into(),
+            ));
+        }
     };
     let goodbye = heartbeat.goodbye;
     let mut liveness = state

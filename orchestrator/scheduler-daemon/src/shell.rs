@@ -17,12 +17,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
 use crate::auth::Directory;
-use crate::gateway::{self, GatewayState, S3Error, S3Store};
-use mcjs_protocol::store::StoreUrl;
 use crate::core::{AccountKind, Action, DetectorConfig, Observation, cause_name, reconcile};
+use crate::gateway::{self, GatewayState, S3Error, S3Store};
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::server::{Clock, ServerState, router};
+use mcjs_protocol::store::StoreUrl;
 
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
@@ -254,10 +254,10 @@ impl Daemon {
                     Action::Assign { .. } => None,
                 })
                 .collect();
-            let (paired, rest): (Vec<Action>, Vec<Action>) =
-                decision.actions.into_iter().partition(|a| {
-                    matches!(a, Action::Assign { job, .. } if reports.contains(job))
-                });
+            let (paired, rest): (Vec<Action>, Vec<Action>) = decision
+                .actions
+                .into_iter()
+                .partition(|a| matches!(a, Action::Assign { job, .. } if reports.contains(job)));
             (
                 paired
                     .into_iter()

@@ -28,7 +28,10 @@ pub enum Caller<'a> {
 /// A job is the node's to work on while it is assigned to it or running there.
 fn active_on(job: &Job, node: &Pubkey) -> bool {
     job.node.as_ref() == Some(node)
-        && matches!(job.state, JobState::Assigned { .. } | JobState::Running { .. })
+        && matches!(
+            job.state,
+            JobState::Assigned { .. } | JobState::Running { .. }
+        )
 }
 
 fn find<'j>(jobs: &'j [(Pubkey, Job)], job: &str) -> Option<&'j Job> {
@@ -47,7 +50,9 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
         Caller::Node { node, jobs } => match kind {
             ObjectKind::Spec { hash } => {
                 if writes {
-                    return deny("specs are published through the scheduler, never written by a node");
+                    return deny(
+                        "specs are published through the scheduler, never written by a node",
+                    );
                 }
                 let wanted = hex_lower(hash);
                 if jobs
@@ -114,7 +119,9 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
         Caller::Owner { owner, jobs } => match kind {
             ObjectKind::Spec { hash } => {
                 if writes {
-                    return deny("publish specs with `mcjs job submit` (the scheduler checks their hash)");
+                    return deny(
+                        "publish specs with `mcjs job submit` (the scheduler checks their hash)",
+                    );
                 }
                 let wanted = hex_lower(hash);
                 if jobs
@@ -244,9 +251,15 @@ mod tests {
         let j = w.job;
         let spec = format!("specs/{}.json", hex::encode([7u8; 32]));
         assert_eq!(authorize(&get(spec.clone()), &me), Ok(()));
-        assert!(authorize(&put(spec), &me).is_err(), "a node never writes a spec");
+        assert!(
+            authorize(&put(spec), &me).is_err(),
+            "a node never writes a spec"
+        );
         assert_eq!(
-            authorize(&get(format!("jobs/{j}/checkpoints/{}/files/a", key(40, 1))), &me),
+            authorize(
+                &get(format!("jobs/{j}/checkpoints/{}/files/a", key(40, 1))),
+                &me
+            ),
             Ok(())
         );
         let list = StoreOp::List {
@@ -274,13 +287,24 @@ mod tests {
         assert!(authorize(&put(old.clone()), &me).is_err());
         assert!(authorize(&StoreOp::Delete { path: old }, &me).is_err());
         let older = format!("jobs/{j}/checkpoints/{}/checkpoint.json", key(30, 1));
-        assert_eq!(authorize(&StoreOp::Delete { path: older.clone() }, &me), Ok(()));
+        assert_eq!(
+            authorize(
+                &StoreOp::Delete {
+                    path: older.clone()
+                },
+                &me
+            ),
+            Ok(())
+        );
         assert!(authorize(&put(older), &me).is_err());
         assert!(
             authorize(&put(format!("jobs/{j}/checkpoints/junk/x")), &me).is_err(),
             "a key without a generation"
         );
-        assert_eq!(authorize(&put(format!("jobs/{j}/output/files/m")), &me), Ok(()));
+        assert_eq!(
+            authorize(&put(format!("jobs/{j}/output/files/m")), &me),
+            Ok(())
+        );
         assert_eq!(
             authorize(&get(format!("users/{}/data/train.csv", w.owner)), &me),
             Ok(())
@@ -343,9 +367,15 @@ mod tests {
             owner: w.owner,
             jobs: &w.jobs,
         };
-        assert_eq!(authorize(&get(format!("jobs/{j}/output/output.json")), &me), Ok(()));
         assert_eq!(
-            authorize(&get(format!("jobs/{j}/checkpoints/{}/files/a", key(40, 1))), &me),
+            authorize(&get(format!("jobs/{j}/output/output.json")), &me),
+            Ok(())
+        );
+        assert_eq!(
+            authorize(
+                &get(format!("jobs/{j}/checkpoints/{}/files/a", key(40, 1))),
+                &me
+            ),
             Ok(())
         );
         assert_eq!(
@@ -353,16 +383,39 @@ mod tests {
             Ok(())
         );
         assert!(authorize(&put(format!("jobs/{j}/output/files/model")), &me).is_err());
-        assert!(authorize(&StoreOp::Delete { path: format!("jobs/{j}/output/output.json") }, &me).is_err());
+        assert!(
+            authorize(
+                &StoreOp::Delete {
+                    path: format!("jobs/{j}/output/output.json")
+                },
+                &me
+            )
+            .is_err()
+        );
         assert!(authorize(&put(format!("specs/{}.json", hex::encode([7u8; 32]))), &me).is_err());
-        assert_eq!(authorize(&put(format!("users/{}/data/a.csv", w.owner)), &me), Ok(()));
-        assert!(authorize(&put(format!("users/{}/data/a.csv", Pubkey::new_unique())), &me).is_err());
+        assert_eq!(
+            authorize(&put(format!("users/{}/data/a.csv", w.owner)), &me),
+            Ok(())
+        );
+        assert!(
+            authorize(
+                &put(format!("users/{}/data/a.csv", Pubkey::new_unique())),
+                &me
+            )
+            .is_err()
+        );
 
         let stranger = Caller::Owner {
             owner: Pubkey::new_unique(),
             jobs: &w.jobs,
         };
         assert!(authorize(&get(format!("jobs/{j}/output/output.json")), &stranger).is_err());
-        assert!(authorize(&get(format!("specs/{}.json", hex::encode([7u8; 32]))), &stranger).is_err());
+        assert!(
+            authorize(
+                &get(format!("specs/{}.json", hex::encode([7u8; 32]))),
+                &stranger
+            )
+            .is_err()
+        );
     }
 }

@@ -242,12 +242,19 @@ fn an_agent_whose_stream_dropped_is_lost_after_the_grace_unless_it_said_goodbye_
     live.record(heartbeat(n, vec![]), T0 * MS + 900).unwrap();
     live.stream_opened(n, 1);
     live.stream_closed(&n, 1, false, dropped);
-    assert!(decide(dropped + grace - 1, &jobs, &nodes, &live).is_empty(), "within the grace");
+    assert!(
+        decide(dropped + grace - 1, &jobs, &nodes, &live).is_empty(),
+        "within the grace"
+    );
     let actions = decide(dropped + grace, &jobs, &nodes, &live);
     assert!(
         matches!(
             &actions[..],
-            [Action::ReportFailure { cause: FailureCause::NodeLost, generation: 4, .. }]
+            [Action::ReportFailure {
+                cause: FailureCause::NodeLost,
+                generation: 4,
+                ..
+            }]
         ),
         "{actions:?}"
     );
@@ -499,11 +506,9 @@ fn a_lost_nodes_job_is_placed_again_in_the_same_round_unless_its_budget_is_spent
     let (job, lost, spare, p, q) = (key(10), key(20), key(21), key(30), key(31));
     let mut live = Liveness::new(T0 * MS);
     live.record(heartbeat(lost, vec![]), T0 * MS).unwrap();
-    live.record(heartbeat(spare, vec![]), T0 * MS + 3_000).unwrap();
-    let nodes = [
-        (lost, busy(node(p, 81_920), job)),
-        (spare, node(q, 81_920)),
-    ];
+    live.record(heartbeat(spare, vec![]), T0 * MS + 3_000)
+        .unwrap();
+    let nodes = [(lost, busy(node(p, 81_920), job)), (spare, node(q, 81_920))];
     let now = T0 * MS + 3_001;
     // Progress accrued since the last checkpoint is settled by the report.
     let mut running = JobBuilder::pending().running_on(lost, p, 4, T0).0;

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use mcjs_client::{Keypair, Pubkey, Signer};
 use mcjs_protocol::{
-    ExitReport, HEARTBEAT_PATH, HEARTBEAT_STREAM_PATH, Heartbeat, JobPhase, JobReport, SignedRequest, StopReason,
+    ExitReport, HEARTBEAT_PATH, HEARTBEAT_STREAM_PATH, Heartbeat, JobPhase, JobReport,
+    SignedRequest, StopReason,
 };
 use mcjs_scheduler_daemon::Liveness;
 use mcjs_scheduler_daemon::auth::Directory;
@@ -341,17 +342,31 @@ async fn a_stream_closed_without_a_goodbye_marks_the_agent_gone_and_a_goodbye_do
     let node = Pubkey::new_unique();
     let server = serve(now.clone(), node, &key).await;
     let line = |seq: u64, goodbye: bool| {
-        serde_json::to_string(&sign(&key, &Heartbeat { goodbye, ..beat(node, 1_000, seq) })).unwrap()
+        serde_json::to_string(&sign(
+            &key,
+            &Heartbeat {
+                goodbye,
+                ..beat(node, 1_000, seq)
+            },
+        ))
+        .unwrap()
     };
 
     // Killed: the connection drops mid-request, no goodbye.
     stream(&server, vec![line(1, false), line(2, false)], false).await;
     {
         let l = server.liveness.lock().unwrap();
-        assert_eq!(l.last_seq(&node), Some(2), "both streamed heartbeats recorded");
+        assert_eq!(
+            l.last_seq(&node),
+            Some(2),
+            "both streamed heartbeats recorded"
+        );
         assert_eq!(l.dropped_at(&node), Some(1_000));
         assert!(l.is_alive(&node, 1_400, 3_000, 500), "within the grace");
-        assert!(!l.is_alive(&node, 1_500, 3_000, 500), "gone after the grace");
+        assert!(
+            !l.is_alive(&node, 1_500, 3_000, 500),
+            "gone after the grace"
+        );
     }
     // It reconnects: its first heartbeat cancels the drop.
     now.store(1_300, Ordering::SeqCst);

@@ -452,19 +452,27 @@ impl Reader {
             _ => None,
         };
         let Some(rate) = rate else {
-            self.error(&p, format!("expected a number above 0 and at most 1, found {}", show(v)));
+            self.error(
+                &p,
+                format!("expected a number above 0 and at most 1, found {}", show(v)),
+            );
             return None;
         };
         let ppm = (rate * f64::from(SampleRate::ONE)).round();
         if !(rate > 0.0 && rate <= 1.0) || ppm < 1.0 {
             self.error(
                 &p,
-                format!("sample_rate {rate} is out of range: it is above 0 and at most 1, e.g. 0.1"),
+                format!(
+                    "sample_rate {rate} is out of range: it is above 0 and at most 1, e.g. 0.1"
+                ),
             );
             return None;
         }
         if (ppm / f64::from(SampleRate::ONE) - rate).abs() > 1e-12 {
-            self.error(&p, format!("sample_rate {rate} has more than 6 decimal places"));
+            self.error(
+                &p,
+                format!("sample_rate {rate} has more than 6 decimal places"),
+            );
             return None;
         }
         Some(Verification {

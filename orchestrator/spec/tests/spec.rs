@@ -259,9 +259,19 @@ fn verification_needs_a_bitwise_deterministic_job_and_a_rate_in_range() {
     let spec = JobSpec::from_value(&v).unwrap();
     assert_eq!(spec.verification.unwrap().sample_rate.ppm(), 100_000);
     let canonical = canonical_json(&spec);
-    assert!(canonical.contains(r#""verification":{"sample_rate":0.1}"#), "{canonical}");
-    assert!(canonical.contains(r#""determinism":"bitwise""#), "{canonical}");
-    assert_eq!(JobSpec::from_json(&canonical).unwrap(), spec, "the canonical form reads back");
+    assert!(
+        canonical.contains(r#""verification":{"sample_rate":0.1}"#),
+        "{canonical}"
+    );
+    assert!(
+        canonical.contains(r#""determinism":"bitwise""#),
+        "{canonical}"
+    );
+    assert_eq!(
+        JobSpec::from_json(&canonical).unwrap(),
+        spec,
+        "the canonical form reads back"
+    );
     assert_ne!(hash_of(&v), before, "verification changes what was agreed");
 
     for (bad, why) in [
@@ -277,7 +287,15 @@ fn verification_needs_a_bitwise_deterministic_job_and_a_rate_in_range() {
         assert!(errors.to_string().contains(why), "{bad}: {errors}");
     }
     v["verification"] = json!({"sample_rate": 1, "who": "me"});
-    assert!(JobSpec::from_value(&v).is_err(), "unknown fields are refused");
+    assert!(
+        JobSpec::from_value(&v).is_err(),
+        "unknown fields are refused"
+    );
     v["work"]["determinism"] = json!("mostly");
-    assert!(JobSpec::from_value(&v).unwrap_err().to_string().contains("determinism"));
+    assert!(
+        JobSpec::from_value(&v)
+            .unwrap_err()
+            .to_string()
+            .contains("determinism")
+    );
 }

@@ -106,12 +106,10 @@ fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
         global.output.print(&registered)?;
         let (store_url, store) = open_store(&args, node, &chain.wallet).await?;
         let s3_store = match store_url {
-            mcjs_protocol::store::StoreUrl::S3(location) => {
-                Some(mcjs_runtime::staging::S3Inputs {
-                    location,
-                    store: std::sync::Arc::clone(&store),
-                })
-            }
+            mcjs_protocol::store::StoreUrl::S3(location) => Some(mcjs_runtime::staging::S3Inputs {
+                location,
+                store: std::sync::Arc::clone(&store),
+            }),
             mcjs_protocol::store::StoreUrl::Dir(_) => None,
         };
         let config = AgentConfig {
@@ -179,7 +177,9 @@ async fn open_store(
     };
     let url = crate::cmd::scheduler::absolute(url)?;
     if matches!(url, StoreUrl::S3(_)) && args.scheduler.is_none() {
-        anyhow::bail!("an s3:// store is reached through the scheduler's gateway: pass --scheduler");
+        anyhow::bail!(
+            "an s3:// store is reached through the scheduler's gateway: pass --scheduler"
+        );
     }
     let identity = crate::store::identity(
         Role::Node {
@@ -187,7 +187,10 @@ async fn open_store(
         },
         key,
     );
-    let scheduler = args.scheduler.as_deref().unwrap_or(crate::store::DEFAULT_SCHEDULER_URL);
+    let scheduler = args
+        .scheduler
+        .as_deref()
+        .unwrap_or(crate::store::DEFAULT_SCHEDULER_URL);
     eprintln!("store: {url}");
     let store = crate::store::open(&url, scheduler, identity)?;
     Ok((url, store))

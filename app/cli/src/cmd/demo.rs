@@ -381,7 +381,10 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
     );
 
     step(t, "auditing the job's history on chain");
-    let audit = cluster.run_mcjs(&cluster.info.wallets.user, &["audit", "job", &job.to_string()]);
+    let audit = cluster.run_mcjs(
+        &cluster.info.wallets.user,
+        &["audit", "job", &job.to_string()],
+    );
     match &audit {
         Ok(text) => eprintln!("{text}"),
         Err(e) => eprintln!("{e:#}"),

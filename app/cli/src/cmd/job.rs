@@ -117,7 +117,10 @@ impl StoreArgs {
 
     /// Whether the user said where the store is (a flag or the config file).
     fn given(&self, ctx: &Ctx) -> bool {
-        self.store.is_some() || ctx.store_url.is_some() || self.scheduler.is_some() || ctx.scheduler_url.is_some()
+        self.store.is_some()
+            || ctx.store_url.is_some()
+            || self.scheduler.is_some()
+            || ctx.scheduler_url.is_some()
     }
 
     pub async fn resolve(&self, ctx: &Ctx) -> anyhow::Result<mcjs_protocol::store::StoreUrl> {
@@ -485,7 +488,9 @@ async fn publish_spec(
             let stored = gateway
                 .publish_spec(mcjs_spec::canonical_json(spec))
                 .await
-                .with_context(|| format!("cannot publish the spec through {}", store.scheduler(ctx)))?;
+                .with_context(|| {
+                    format!("cannot publish the spec through {}", store.scheduler(ctx))
+                })?;
             let expected = mcjs_agent::spec_store::spec_path(&spec_hash(spec)).to_string();
             if stored.path != expected {
                 bail!(

@@ -184,7 +184,11 @@ pub async fn run(
         let Some(attested) = job.output_hash else {
             bail!(
                 "job {key} is {}: its output is attested on completion{}",
-                format!("{:?}", job.state).split_whitespace().next().unwrap_or("not completed").to_lowercase(),
+                format!("{:?}", job.state)
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("not completed")
+                    .to_lowercase(),
                 if matches!(job.state, JobState::Completed { .. }) {
                     ""
                 } else {
@@ -192,8 +196,10 @@ pub async fn run(
                 }
             );
         };
-        let descriptor_path =
-            ObjectPath::from(format!("{}/output.json", mcjs_agent::output::output_prefix(&key.to_string())));
+        let descriptor_path = ObjectPath::from(format!(
+            "{}/output.json",
+            mcjs_agent::output::output_prefix(&key.to_string())
+        ));
         let bytes = store
             .get(&descriptor_path)
             .await
@@ -207,7 +213,10 @@ pub async fn run(
         }
         let digest = download_verified(
             &store,
-            &format!("{}/files", mcjs_agent::output::output_prefix(&key.to_string())),
+            &format!(
+                "{}/files",
+                mcjs_agent::output::output_prefix(&key.to_string())
+            ),
             &descriptor.files,
             Sha256Digest(attested),
             &local,
@@ -302,10 +311,9 @@ async fn deliver_to_s3(
         let bytes = tokio::fs::read(local.join(&f.path))
             .await
             .with_context(|| format!("cannot read the verified {}", f.path))?;
-        bucket
-            .put(&key, bytes.into())
-            .await
-            .with_context(|| format!("cannot write {key} to {url} (with your AWS_* credentials)"))?;
+        bucket.put(&key, bytes.into()).await.with_context(|| {
+            format!("cannot write {key} to {url} (with your AWS_* credentials)")
+        })?;
     }
     Ok(())
 }
@@ -351,7 +359,9 @@ pub async fn upload(
         || name.contains('/')
         || name == "."
         || name == ".."
-        || !name.bytes().all(|b| b.is_ascii_graphic() && b != b'%' && b != b'\\')
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'%' && b != b'\\')
     {
         bail!("--name {name:?}: use a plain file name (printable ASCII, no '/', '%' or '\\')");
     }
