@@ -312,47 +312,6 @@ impl S3Store {
             .await?;
         Ok(())
     }
-
-    pub async fn get(&self, path: &str) -> Result<Option<Vec<u8>>, S3Error> {
-        let key = self.location.key(path);
-        let url = self
-            .bucket
-            .get_object(Some(&self.credentials), &key)
-            .sign(Self::ttl());
-        let response = self
-            .http
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| S3Error::Request {
-                action: "read",
-                key: key.clone(),
-                reason: e.to_string(),
-            })?;
-        if response.status() == reqwest::StatusCode::NOT_FOUND {
-            return Ok(None);
-        }
-        let response = if response.status().is_success() {
-            response
-        } else {
-            return Err(S3Error::Request {
-                action: "read",
-                key,
-                reason: response.status().to_string(),
-            });
-        };
-        Ok(Some(
-            response
-                .bytes()
-                .await
-                .map_err(|e| S3Error::Request {
-                    action: "read",
-                    key,
-                    reason: e.to_string(),
-                })?
-                .to_vec(),
-        ))
-    }
 }
 
 #[derive(Clone)]
