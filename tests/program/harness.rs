@@ -34,6 +34,8 @@ pub fn default_params() -> ConfigParams {
         min_provider_stake: 100 * USDC,
         liveness_factor: 3,
         withdrawal_cooldown_secs: 86_400,
+        challenge_window_secs: 3_600,
+        verification_fee_bps: 2_000,
     }
 }
 
@@ -83,6 +85,7 @@ pub fn job_args(job_id: u64, bond: u64) -> SubmitJobArgs {
             restart_budget: 2,
         },
         bond,
+        verification_ppm: 0,
     }
 }
 
@@ -320,11 +323,36 @@ impl Env {
         self.svm.get_sysvar::<Clock>().unix_timestamp
     }
 
+    /// Moves the clock to `unix_timestamp` in a new slot; the slot before
+    /// it enters the SlotHashes sysvar (as a cluster records each finished
+    /// slot's hash), with the hash [`slot_hash`] gives it.
     pub fn set_time(&mut self, unix_timestamp: i64) {
         let mut clock = self.svm.get_sysvar::<Clock>();
+        let finished = clock.slot;
         clock.unix_timestamp = unix_timestamp;
         clock.slot += 1;
         self.svm.set_sysvar(&clock);
+        let mut hashes: Vec<(u64, solana_hash::Hash)> = self
+            .svm
+            .get_sysvar::<solana_slot_hashes::SlotHashes>()
+            .iter()
+            .copied()
+            .filter(|(slot, _)| *slot != finished)
+            .collect();
+        hashes.insert(
+            0,
+            (
+                finished,
+                solana_hash::Hash::new_from_array(slot_hash(finished)),
+            ),
+        );
+        hashes.truncate(solana_slot_hashes::MAX_ENTRIES);
+        self.svm
+            .set_sysvar(&solana_slot_hashes::SlotHashes::new(&hashes));
+    }
+
+    pub fn slot(&self) -> u64 {
+        self.svm.get_sysvar::<Clock>().slot
     }
 
     pub fn warp(&mut self, secs: i64) {
@@ -495,6 +523,37 @@ impl Env {
         self.balance(&pda::insurance_pool())
     }
 
+    /// Fees paid to verifiers and referees out of slashes (a dispute's
+    /// loser pays them; the rest of its slash goes to the insurance pool).
+    pub fn checker_fees_from_slashes(&self) -> u64 {
+        let mut fees = 0;
+        for job in &self.jobs {
+            // A closed job's verifications stay: look further.
+            let intervals = self.try_job(job).map_or(256, |j| j.checkpoint_count);
+            for interval in 1..=intervals {
+                let Some(account) = self.account(&pda::verification(job, interval)) else {
+                    continue;
+                };
+                let v = decode::verification(&account.data).unwrap();
+                if matches!(
+                    v.state,
+                    VerificationState::Resolved {
+                        outcome: VerificationOutcome::VerifierWrong
+                            | VerificationOutcome::ProviderWrong
+                    }
+                ) {
+                    fees += v.fees;
+                }
+            }
+        }
+        fees
+    }
+
+    /// The job's current Segment, when its payment is held.
+    pub fn segment_of(&self, job: &Pubkey) -> Option<Pubkey> {
+        self.try_job(job).and_then(|j| ix::segment_of(job, &j))
+    }
+
     pub fn provider(&self, key: &Pubkey) -> Provider {
         decode::provider(&self.account(key).expect("provider account").data).unwrap()
     }
@@ -559,12 +618,17 @@ impl Env {
     }
 
     pub fn assign(&mut self, job: &Pubkey, provider: &ProviderActor, node: usize) -> Outcome {
-        let ix = ix::assign_job(
+        let mut ix = ix::assign_job(
             &self.scheduler.pubkey(),
             job,
             &provider.nodes[node],
             &provider.pda,
         );
+        if let Some(state) = self.try_job(job)
+            && ix::assignment_holds_payment(&state, &self.config().params)
+        {
+            ix = ix::with_new_segment(ix, job, state.generation);
+        }
         let scheduler = self.scheduler.insecure_clone();
         self.send(&[ix], &[&scheduler])
     }
@@ -606,6 +670,7 @@ impl Env {
                 checkpoint_hash: checkpoint_hash(epoch, step),
             },
         );
+        let ix = ix::with_segment(ix, self.segment_of(job));
         self.send(&[ix], &[operator])
     }
 
@@ -631,6 +696,7 @@ impl Env {
                 output_hash: [0xee; 32],
             },
         );
+        let ix = ix::with_segment(ix, self.segment_of(job));
         self.send(&[ix], &[operator])
     }
 
@@ -654,6 +720,7 @@ impl Env {
             &self.deployment(),
             ReportFailureArgs { generation, cause },
         );
+        let ix = ix::with_segment(ix, self.segment_of(job));
         self.send(&[ix], &[reporter])
     }
 
@@ -790,8 +857,8 @@ impl Env {
             if let Some(job) = self.try_job(job_key) {
                 assert_eq!(
                     self.balance(&vault),
-                    job.bond + self.stray(&vault),
-                    "job vault differs from the job's bond plus stray tokens"
+                    job.bond + job.held + self.stray(&vault),
+                    "job vault differs from the job's bond and held payments plus stray tokens"
                 );
                 job.invariant().expect("job invariant");
             } else {
@@ -813,12 +880,18 @@ impl Env {
         if self.account(&pda::config()).is_some() {
             let pool = pda::insurance_pool();
             assert_eq!(
-                self.balance(&pool) + self.compensated,
+                self.balance(&pool) + self.compensated + self.checker_fees_from_slashes(),
                 slashed + self.stray(&pool),
-                "the insurance pool differs from slashes less compensations"
+                "the insurance pool differs from slashes less compensations and checkers' fees"
             );
         }
     }
+}
+
+/// The hash the harness gives a finished slot.
+pub fn slot_hash(slot: u64) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest([b"slot".as_slice(), &slot.to_le_bytes()].concat()).into()
 }
 
 pub fn checkpoint_hash(epoch: u32, step: u64) -> [u8; 32] {

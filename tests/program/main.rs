@@ -11,3 +11,4 @@ mod job_life;
 mod node_profiles;
 mod operator_keys;
 mod properties;
+mod verification;

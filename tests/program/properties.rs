@@ -7,6 +7,13 @@
 //! job's owner or the reporter richer, and the insurance pool only shrank
 //! through `compensate_owner`.
 //!
+//! Some sequences run a verified job (every interval drawn): they also open
+//! verifications, answer them as verifier or referee (agreeing or not),
+//! resolve and release them. There, besides the above: no provider is paid
+//! before its segment's challenge window has passed, every open
+//! verification is counted once on its job and its segment, and only a
+//! proven-wrong interval takes a payment back (to the owner).
+//!
 //! `PROPTEST_CASES` sets the number of sequences (default 1000).
 
 use mcjs::instructions::*;
@@ -83,6 +90,18 @@ enum Action {
         target: StrayTarget,
         amount: u64,
     },
+    OpenVerification {
+        swap_checkers: bool,
+    },
+    CheckAnswer {
+        /// Answer as the checker whose turn it is not.
+        out_of_turn: bool,
+        agree: bool,
+    },
+    Resolve {
+        wrong_loser: bool,
+    },
+    Release,
 }
 
 /// How much `compensate_owner` asks for, against what the job may still get.
@@ -141,6 +160,12 @@ fn action() -> impl Strategy<Value = Action> {
             prop_oneof![Just(1u64), 1u64..5 * USDC],
         )
             .prop_map(|(target, amount)| Action::SendStray { target, amount }),
+        4 => prop::bool::weighted(0.2)
+            .prop_map(|swap_checkers| Action::OpenVerification { swap_checkers }),
+        5 => (prop::bool::weighted(0.15), prop::bool::weighted(0.6))
+            .prop_map(|(out_of_turn, agree)| Action::CheckAnswer { out_of_turn, agree }),
+        4 => prop::bool::weighted(0.1).prop_map(|wrong_loser| Action::Resolve { wrong_loser }),
+        2 => Just(Action::Release),
     ]
 }
 
@@ -167,6 +192,8 @@ struct Scenario {
     /// The job starts running on the first provider's node 0 with one
     /// checkpoint attested (and so something paid that a failure may lose).
     head_start: bool,
+    /// Every interval drawn for verification, payments held.
+    verified: bool,
     steps: Vec<(Actor, Action)>,
 }
 
@@ -176,14 +203,16 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop_oneof![2 => Just(0u8), 1 => 1u8..3],
         prop::option::of(3_600i64..200_000),
         prop::bool::weighted(0.4),
+        prop::bool::weighted(0.4),
         prop::collection::vec((actor(), action()), 1..30),
     )
         .prop_map(
-            |(bond, restart_budget, deadline_in, head_start, steps)| Scenario {
+            |(bond, restart_budget, deadline_in, head_start, verified, steps)| Scenario {
                 bond,
                 restart_budget,
                 deadline_in,
                 head_start,
+                verified,
                 steps,
             },
         )
@@ -194,8 +223,12 @@ struct World {
     owner: Wallet,
     stranger: Wallet,
     providers: [ProviderActor; 2],
+    /// Two more providers, only ever verifier and referee.
+    checkers: [ProviderActor; 2],
     job: Pubkey,
     last_epoch_step: (u32, u64),
+    /// Verifications opened, oldest first.
+    verifications: Vec<Pubkey>,
 }
 
 /// The world before any job: built once, forked for every sequence.
@@ -204,6 +237,7 @@ struct Template {
     owner: Wallet,
     stranger: Wallet,
     providers: [ProviderActor; 2],
+    checkers: [ProviderActor; 2],
 }
 
 impl Template {
@@ -215,11 +249,16 @@ impl Template {
             env.provider_with_nodes(150 * USDC, &[a100_80gb(), a100_80gb()], 2 * USDC),
             env.provider_with_nodes(150 * USDC, &[a100_80gb(), a100_80gb()], USDC),
         ];
+        let checkers = [
+            env.provider_with_nodes(150 * USDC, &[a100_80gb()], USDC),
+            env.provider_with_nodes(150 * USDC, &[a100_80gb()], USDC),
+        ];
         Self {
             env,
             owner,
             stranger,
             providers,
+            checkers,
         }
     }
 }
@@ -230,7 +269,11 @@ impl World {
         let owner = template.owner.fork();
         let stranger = template.stranger.fork();
         let providers = [template.providers[0].fork(), template.providers[1].fork()];
+        let checkers = [template.checkers[0].fork(), template.checkers[1].fork()];
         let mut args = job_args(1, s.bond);
+        if s.verified {
+            args.verification_ppm = PPM;
+        }
         args.terms.restart_budget = s.restart_budget;
         args.terms.deadline = s.deadline_in.map(|d| START_TIME + d);
         let job = env.submit(&owner, args).unwrap();
@@ -247,8 +290,10 @@ impl World {
             owner,
             stranger,
             providers,
+            checkers,
             job,
             last_epoch_step,
+            verifications: Vec::new(),
         }
     }
 
@@ -317,7 +362,12 @@ impl World {
             Action::Assign { provider, node } => {
                 let signer = self.signer(actor, Actor::Scheduler);
                 let p = &self.providers[*provider];
-                let ix = ix::assign_job(&signer.pubkey(), &job, &p.nodes[*node], &p.pda);
+                let mut ix = ix::assign_job(&signer.pubkey(), &job, &p.nodes[*node], &p.pda);
+                if let Some(state) = self.env.try_job(&job)
+                    && ix::assignment_holds_payment(&state, &self.env.config().params)
+                {
+                    ix = ix::with_new_segment(ix, &job, state.generation);
+                }
                 self.env.send(&[ix], &[&signer])
             }
             Action::Start => {
@@ -353,6 +403,7 @@ impl World {
                         checkpoint_hash: checkpoint_hash(epoch, step),
                     },
                 );
+                let ix = ix::with_segment(ix, self.env.segment_of(&job));
                 let outcome = self.env.send(&[ix], &[&signer]);
                 if outcome.is_ok() {
                     self.last_epoch_step = (epoch, step);
@@ -375,6 +426,7 @@ impl World {
                         output_hash: [7; 32],
                     },
                 );
+                let ix = ix::with_segment(ix, self.env.segment_of(&job));
                 self.env.send(&[ix], &[&signer])
             }
             Action::Report { cause } => {
@@ -400,11 +452,13 @@ impl World {
                         cause,
                     },
                 );
+                let ix = ix::with_segment(ix, self.env.segment_of(&job));
                 self.env.send(&[ix], &[&signer])
             }
             Action::Pause => {
                 let signer = self.signer(actor, Actor::Owner);
                 let ix = ix::pause_job(&signer.pubkey(), &job, &node, &provider_pda, &payout, &d);
+                let ix = ix::with_segment(ix, self.env.segment_of(&job));
                 self.env.send(&[ix], &[&signer])
             }
             Action::Resume => {
@@ -482,7 +536,187 @@ impl World {
                 self.env.send_stray(&vault, *amount);
                 Ok(vec![])
             }
+            Action::OpenVerification { swap_checkers } => {
+                let signer = self.signer(actor, Actor::Scheduler);
+                let Some(state) = self.env.try_job(&job) else {
+                    return Ok(vec![]);
+                };
+                // The scheduler draws a few slots after the attestation:
+                // two slots pass (within the same second).
+                let now = self.env.now();
+                self.env.set_time(now);
+                self.env.set_time(now);
+                let (v, r) = if *swap_checkers { (1, 0) } else { (0, 1) };
+                let checkers = ix::Checkers {
+                    verifier_node: self.checkers[v].nodes[0],
+                    verifier_provider: self.checkers[v].pda,
+                    referee_node: self.checkers[r].nodes[0],
+                    referee_provider: self.checkers[r].pda,
+                };
+                let generation = state.last_checkpoint.map_or(0, |c| c.generation);
+                let ix = ix::open_verification(
+                    &signer.pubkey(),
+                    &job,
+                    generation,
+                    state.checkpoint_count,
+                    &checkers,
+                );
+                let outcome = self.env.send(&[ix], &[&signer]);
+                if outcome.is_ok() {
+                    self.verifications
+                        .push(mcjs_client::pda::verification(&job, state.checkpoint_count));
+                }
+                outcome
+            }
+            Action::CheckAnswer { out_of_turn, agree } => {
+                let Some(key) = self.verifications.last().copied() else {
+                    return Ok(vec![]);
+                };
+                let v = self.verification(&key);
+                let referee = (v.state == VerificationState::Disputed) != *out_of_turn;
+                let named = if referee {
+                    v.referee_node
+                } else {
+                    v.verifier_node
+                };
+                let checker = self
+                    .checkers
+                    .iter()
+                    .find(|c| c.nodes[0] == named)
+                    .expect("a checker node");
+                let signer = match actor {
+                    Actor::Natural => checker.operator(0).insecure_clone(),
+                    _ => self.signer(actor, Actor::AssignedOperator),
+                };
+                let hash = if *agree { v.to.hash } else { [0xab; 32] };
+                let ix = ix::attest_verification(&signer.pubkey(), &named, &key, hash);
+                self.env.send(&[ix], &[&signer])
+            }
+            Action::Resolve { wrong_loser } => {
+                // The first decided verification, else the oldest.
+                let decided = self.verifications.iter().copied().find(|k| {
+                    matches!(
+                        self.verification(k).state,
+                        VerificationState::Decided { .. }
+                    )
+                });
+                let Some(key) = decided.or_else(|| self.verifications.first().copied()) else {
+                    return Ok(vec![]);
+                };
+                let v = self.verification(&key);
+                let Some(state) = self.env.try_job(&job) else {
+                    return Ok(vec![]);
+                };
+                let outcome = match v.state {
+                    VerificationState::Decided { outcome } => Some(outcome),
+                    _ => None,
+                };
+                let mut loser = match outcome {
+                    Some(VerificationOutcome::VerifierWrong) => Some(v.verifier_provider),
+                    Some(VerificationOutcome::ProviderWrong) => Some(v.provider),
+                    _ => None,
+                };
+                if *wrong_loser {
+                    loser = Some(self.providers[1].pda);
+                }
+                let current = match (state.node, state.provider) {
+                    (Some(node), Some(provider)) if state.state.is_on_node() => {
+                        let payout = self.env.provider(&provider).payout;
+                        let segment = mcjs_client::pda::segment(&job, state.generation);
+                        Some(ix::CurrentAssignment {
+                            node,
+                            provider: (Some(provider) != loser).then_some(provider),
+                            provider_payout: payout,
+                            segment: (state.holds_payment && segment != v.segment)
+                                .then_some(segment),
+                        })
+                    }
+                    _ => None,
+                };
+                let signer = self.signer(actor, Actor::Stranger);
+                let ix = ix::resolve_verification(
+                    &signer.pubkey(),
+                    &job,
+                    &v,
+                    &owner_token,
+                    &d,
+                    loser,
+                    current,
+                );
+                let outcome = self.env.send(&[ix], &[&signer]);
+                if outcome.is_ok() {
+                    self.verifications.retain(|k| *k != key);
+                }
+                outcome
+            }
+            Action::Release => {
+                let signer = self.signer(actor, Actor::Stranger);
+                let mut last = Ok(vec![]);
+                for generation in 1..=self.generation() {
+                    let key = mcjs_client::pda::segment(&job, generation);
+                    let Some(account) = self.env.account(&key) else {
+                        continue;
+                    };
+                    let segment = mcjs_client::decode::segment(&account.data).unwrap();
+                    let ix = ix::release_segment(&signer.pubkey(), &job, &segment, &d);
+                    last = self.env.send(&[ix], &[&signer]);
+                    if last.is_err() {
+                        break;
+                    }
+                }
+                last
+            }
         }
+    }
+
+    fn verification(&self, key: &Pubkey) -> Verification {
+        mcjs_client::decode::verification(&self.env.account(key).unwrap().data).unwrap()
+    }
+
+    /// Every Segment of the job, by key.
+    fn segments(&self) -> Vec<(Pubkey, Segment)> {
+        (1..=self.generation())
+            .filter_map(|g| {
+                let key = mcjs_client::pda::segment(&self.job, g);
+                self.env
+                    .account(&key)
+                    .map(|a| (key, mcjs_client::decode::segment(&a.data).unwrap()))
+            })
+            .collect()
+    }
+
+    /// Open verifications are counted once on the job and on their segment.
+    fn check_verification_counts(&self) -> Result<(), TestCaseError> {
+        let Some(job) = self.env.try_job(&self.job) else {
+            return Ok(());
+        };
+        let mut by_segment = std::collections::BTreeMap::<Pubkey, u8>::new();
+        let mut open = 0u8;
+        for interval in 1..=job.checkpoint_count {
+            let key = mcjs_client::pda::verification(&self.job, interval);
+            let Some(account) = self.env.account(&key) else {
+                continue;
+            };
+            let v = mcjs_client::decode::verification(&account.data).unwrap();
+            if !matches!(v.state, VerificationState::Resolved { .. }) {
+                open += 1;
+                *by_segment.entry(v.segment).or_default() += 1;
+            }
+        }
+        prop_assert_eq!(
+            job.open_verifications,
+            open,
+            "open verifications on the job"
+        );
+        for (key, segment) in self.segments() {
+            prop_assert_eq!(
+                segment.open_verifications,
+                by_segment.get(&key).copied().unwrap_or(0),
+                "open verifications on segment {}",
+                key
+            );
+        }
+        Ok(())
     }
 }
 
@@ -541,8 +775,39 @@ fn check_sequence(template: &Template, s: &Scenario) -> Result<(), TestCaseError
             .map(|(_, token)| world.env.balance(token))
             .collect();
         let pool_before = world.env.pool();
+        let segments_before = world.segments();
+        let payouts_before: Vec<u64> = world
+            .providers
+            .iter()
+            .map(|p| world.env.balance(&p.payout))
+            .collect();
         let outcome = world.run(*actor, action);
         let pool_after = world.env.pool();
+        if s.verified {
+            // No provider is paid before its segment's window has passed.
+            for (p, before) in world.providers.iter().zip(&payouts_before) {
+                if world.env.balance(&p.payout) > *before {
+                    prop_assert!(
+                        matches!(action, Action::Release) && outcome.is_ok(),
+                        "a verified job's provider was paid by {action:?}"
+                    );
+                }
+            }
+            let now = world.env.now();
+            for (key, segment) in &segments_before {
+                if world.env.account(key).is_none() {
+                    prop_assert!(
+                        match segment.state {
+                            SegmentState::Held { release_at } => release_at <= now,
+                            SegmentState::Refunded => true,
+                            SegmentState::OnNode => false,
+                        },
+                        "segment {key} closed before its window: {segment:?}"
+                    );
+                }
+            }
+            world.check_verification_counts()?;
+        }
         if pool_after < pool_before {
             prop_assert!(
                 matches!(action, Action::Compensate { .. }) && outcome.is_ok(),
@@ -587,7 +852,13 @@ fn check_sequence(template: &Template, s: &Scenario) -> Result<(), TestCaseError
                 if let (Some(b), Some(a)) = (&before_job, &after_job) {
                     prop_assert!(a.generation >= b.generation, "generation went back");
                     prop_assert!(a.checkpoint_count >= b.checkpoint_count);
-                    prop_assert!(a.paid >= b.paid, "payments are never undone");
+                    // Only a proven-wrong interval takes a payment back.
+                    let refunded = outcome.as_ref().ok().is_some_and(|logs| {
+                        events::<mcjs::events::VerificationResolved>(logs)
+                            .iter()
+                            .any(|r| r.refund > 0)
+                    });
+                    prop_assert!(a.paid >= b.paid || refunded, "payments are never undone");
                     if matches!(
                         action,
                         Action::Warp { .. }
@@ -637,19 +908,36 @@ fn random_sequences_reach_every_kind_of_state() {
     let mut runner = TestRunner::deterministic();
     let mut seen = std::collections::BTreeSet::new();
     let template = Template::new();
-    for _ in 0..150 {
+    for _ in 0..800 {
         let s = scenario().new_tree(&mut runner).unwrap().current();
         let mut world = World::new(&template, &s);
         for (actor, action) in &s.steps {
             let pool_before = world.env.pool();
             let outcome = world.run(*actor, action);
             let pool_after = world.env.pool();
+            if let Ok(logs) = &outcome {
+                for r in events::<mcjs::events::VerificationResolved>(logs) {
+                    seen.insert(format!("{:?}", r.outcome));
+                }
+            }
             match (action, outcome.is_ok()) {
                 (Action::Report { .. }, true) if pool_after > pool_before => {
                     seen.insert("slashed".to_string());
                 }
                 (Action::Compensate { .. }, true) => {
                     seen.insert("compensated".to_string());
+                }
+                (Action::OpenVerification { .. }, true) => {
+                    seen.insert("verification opened".to_string());
+                }
+                (Action::CheckAnswer { .. }, true) => {
+                    seen.insert("a check answered".to_string());
+                }
+                (Action::Resolve { .. }, true) => {
+                    seen.insert("verification resolved".to_string());
+                }
+                (Action::Release, true) if s.verified => {
+                    seen.insert("segment released".to_string());
                 }
                 (Action::Start | Action::Attest { .. } | Action::Complete { .. }, false)
                     if matches!(
@@ -681,10 +969,104 @@ fn random_sequences_reach_every_kind_of_state() {
         "slashed",
         "compensated",
         "a foreign key refused",
+        "verification opened",
+        "a check answered",
+        "verification resolved",
+        "Confirmed",
+        "VerifierWrong",
     ] {
         assert!(
             seen.contains(state),
             "no sequence reached {state}: {seen:?}"
         );
+    }
+}
+
+/// Verified sequences spelled out: the property's checks hold along the
+/// happy path and both disputes (the random sequences reach a proven-wrong
+/// provider too rarely to count on).
+#[test]
+fn spelled_out_verified_sequences_keep_every_invariant() {
+    let template = Template::new();
+    let natural = |action| (Actor::Natural, action);
+    let answer = |agree| {
+        natural(Action::CheckAnswer {
+            out_of_turn: false,
+            agree,
+        })
+    };
+    let head = || {
+        vec![
+            natural(Action::Assign {
+                provider: 0,
+                node: 0,
+            }),
+            natural(Action::Start),
+            natural(Action::Warp { secs: 900 }),
+            natural(Action::Attest {
+                stale: false,
+                skip_back: false,
+            }),
+            natural(Action::OpenVerification {
+                swap_checkers: false,
+            }),
+        ]
+    };
+    let tail = vec![
+        natural(Action::Resolve { wrong_loser: false }),
+        natural(Action::Assign {
+            provider: 1,
+            node: 0,
+        }),
+        natural(Action::Start),
+        natural(Action::Warp { secs: 900 }),
+        natural(Action::Complete { stale: false }),
+        natural(Action::Warp { secs: 3_600 }),
+        natural(Action::Release),
+        natural(Action::Close),
+    ];
+    let confirmed = [head(), vec![answer(true)], tail.clone()].concat();
+    let verifier_wrong = [head(), vec![answer(false), answer(true)], tail.clone()].concat();
+    let provider_wrong = [head(), vec![answer(false), answer(false)], tail].concat();
+    for (name, steps, outcome) in [
+        ("confirmed", confirmed, VerificationOutcome::Confirmed),
+        (
+            "verifier wrong",
+            verifier_wrong,
+            VerificationOutcome::VerifierWrong,
+        ),
+        (
+            "provider wrong",
+            provider_wrong,
+            VerificationOutcome::ProviderWrong,
+        ),
+    ] {
+        let s = Scenario {
+            bond: 50 * USDC,
+            restart_budget: 1,
+            deadline_in: None,
+            head_start: false,
+            verified: true,
+            steps,
+        };
+        let mut world = World::new(&template, &s);
+        let mut resolved = Vec::new();
+        for (actor, action) in &s.steps {
+            let outcome = world.run(*actor, action);
+            // After a confirmation or a verifier's lie the job is still on
+            // provider 0: the second assignment is refused, and the job
+            // completes there.
+            if let Ok(logs) = &outcome {
+                resolved.extend(events::<mcjs::events::VerificationResolved>(logs));
+            }
+        }
+        assert_eq!(resolved.len(), 1, "{name}");
+        assert_eq!(resolved[0].outcome, outcome, "{name}");
+        let job = world.env.try_job(&world.job);
+        assert!(
+            job.is_none(),
+            "{name}: the job completed, was paid and closed"
+        );
+        check_sequence(&template, &s).unwrap();
     }
 }

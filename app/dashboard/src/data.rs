@@ -717,6 +717,8 @@ pub struct ProgramView {
     pub min_provider_stake: u64,
     pub liveness_factor: u8,
     pub withdrawal_cooldown_secs: u32,
+    pub challenge_window_secs: u32,
+    pub verification_fee_bps: u16,
     pub paused: bool,
     /// The program's loader, and its upgrade authority where the loader has one.
     pub loader: Option<String>,
@@ -761,6 +763,8 @@ pub async fn program(client: &ChainClient) -> Result<ProgramView, DashError> {
         min_provider_stake: p.min_provider_stake,
         liveness_factor: p.liveness_factor,
         withdrawal_cooldown_secs: p.withdrawal_cooldown_secs,
+        challenge_window_secs: p.challenge_window_secs,
+        verification_fee_bps: p.verification_fee_bps,
         paused: config.paused,
         loader: loader.map(|l| l.to_string()),
         upgrade_authority,

@@ -52,6 +52,7 @@ async fn a_job_with_a_thousand_checkpoints_loads_and_verifies() {
                         restart_budget: 1,
                     },
                     bond: 10 * USDC,
+                    verification_ppm: 0,
                 },
             )],
             &[&story.user],

@@ -22,6 +22,9 @@ pub struct ChainFailure {
     pub retryable: bool,
 }
 
+/// A verification this node must answer now, with its job.
+pub use mcjs_client::rpc::DueCheck as Check;
+
 pub trait AgentChain: Send + Sync + 'static {
     /// The key the agent signs with: its node's operator key.
     fn authority(&self) -> Pubkey;
@@ -54,6 +57,15 @@ pub trait AgentChain: Send + Sync + 'static {
 
     /// Signs with the authority, sends and waits for confirmation.
     fn send(&self, ix: Instruction) -> impl Future<Output = Result<(), ChainFailure>> + Send;
+
+    /// The verifications `node` must answer now: named verifier of an open
+    /// one, or referee of a disputed one. By default none.
+    fn checks(
+        &self,
+        _node: Pubkey,
+    ) -> impl Future<Output = Result<Vec<Check>, ChainFailure>> + Send {
+        async { Ok(Vec::new()) }
+    }
 
     /// An item whenever the node's account changes (an assignment sets its
     /// current job), to wake the agent before its next tick. By default

@@ -23,6 +23,9 @@ pub struct AgentMetrics {
     pub data_rejected: IntCounter,
     pub exits: IntCounterVec,
     pub fenced: IntCounter,
+    /// One verification run (restore, re-execute the interval, hash), seconds:
+    /// the cost of checking other providers' work.
+    pub check_seconds: Histogram,
 }
 
 impl AgentMetrics {
@@ -90,7 +93,16 @@ impl AgentMetrics {
             "Assignments stopped because the chain moved the job on",
         )
         .expect("valid metric");
+        let check_seconds = Histogram::with_opts(
+            HistogramOpts::new(
+                "mcjs_agent_check_seconds",
+                "One verification run: restore, re-execute the interval, hash",
+            )
+            .buckets(exponential_buckets(0.1, 2.0, 16).expect("valid buckets")),
+        )
+        .expect("valid metric");
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(check_seconds.clone()),
             Box::new(jobs.clone()),
             Box::new(transactions.clone()),
             Box::new(checkpoint_seconds.clone()),
@@ -117,6 +129,7 @@ impl AgentMetrics {
             data_rejected,
             exits,
             fenced,
+            check_seconds,
         }
     }
 

@@ -1,6 +1,6 @@
 //! [`AgentChain`] on the MCJS chain client, signing with the provider's wallet.
 
-use crate::chain::{AgentChain, ChainFailure};
+use crate::chain::{AgentChain, ChainFailure, Check};
 use crate::core::Attested;
 use anchor_lang::solana_program::instruction::Instruction;
 use mcjs_client::history::McjsEvent;
@@ -75,6 +75,10 @@ impl AgentChain for RpcChain {
             .collect();
         out.sort_by(|a, b| (b.epoch, b.step).cmp(&(a.epoch, a.step)));
         Ok(out)
+    }
+
+    async fn checks(&self, node: Pubkey) -> Result<Vec<Check>, ChainFailure> {
+        self.client.due_checks(&node).await.map_err(failure)
     }
 
     async fn node(&self, node: Pubkey) -> Result<Option<Node>, ChainFailure> {

@@ -2,7 +2,7 @@
 //! re-driven every tick, whose actions run as tracked tasks that report back
 //! as events. Shutdown: a `CancellationToken` to tell, a `TaskTracker` to wait.
 
-use crate::chain::{AgentChain, ChainFailure, chain_job};
+use crate::chain::{AgentChain, ChainFailure, Check, chain_job};
 use crate::core::{
     Action, Attested, ChainJob, ContainerExit, Core, CorePolicy, Event, FoundContainer,
     StoredCheckpoint, Tx, TxFailure,
@@ -14,10 +14,13 @@ use crate::spec_store::get_spec;
 use mcjs_client::Pubkey;
 use mcjs_client::ix::{self, Deployment};
 use mcjs_client::program::instructions::{AttestCheckpointArgs, CompleteJobArgs};
+use mcjs_client::program::state::Job;
 use mcjs_protocol::{
     HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, HEARTBEAT_STREAM_PATH, Heartbeat, JobReport,
     SignedRequest, StopReason,
 };
+use mcjs_runtime::checkpoint::{Sha256Digest, complete_checkpoints_in, hash_checkpoint_in};
+use mcjs_runtime::confined::ConfinedDir;
 use mcjs_runtime::docker::{DockerEngine, JOB_LABEL};
 use mcjs_runtime::engine::{
     ContainerEngine, ContainerId, ContainerSpec, GpuRequest, JobMounts, JobSignal,
@@ -102,7 +105,8 @@ struct Shared<C, E = DockerEngine> {
     metrics: AgentMetrics,
     /// From the last chain snapshot: spec hash, owner, terms.
     /// Jobs on this node as last seen on chain, with their refund accounts.
-    known: Mutex<HashMap<Pubkey, (ChainJob, Pubkey)>>,
+    /// Each job on this node as last seen: its summary and the Job account.
+    known: Mutex<HashMap<Pubkey, (ChainJob, Job)>>,
     runs: Mutex<HashMap<(Pubkey, u32), Arc<RunCtx>>>,
     /// When each checkpoint was stored, for the attestation latency.
     stored_at: Mutex<HashMap<(Pubkey, u64), Instant>>,
@@ -212,6 +216,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         if let Some(url) = s.config.scheduler.clone() {
             tracker.spawn(heartbeats(Arc::clone(s), url, cancel.clone()));
         }
+        tracker.spawn(self.clone().checker(cancel.clone()));
         let mut waiting: HashSet<String> = HashSet::new();
         let mut tick = tokio::time::interval(s.config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -331,7 +336,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let mut out = Vec::new();
         for (key, job) in &jobs {
             if let Some(cj) = chain_job(*key, job, &s.node) {
-                known.insert(*key, (cj.clone(), job.refund_account));
+                known.insert(*key, (cj.clone(), job.clone()));
                 out.push(cj);
             }
         }
@@ -719,52 +724,15 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 ),
             );
         }
-        let image = self.resolve_image(&spec.work.image).await;
-        let mut cspec = ContainerSpec::new(
-            job.to_string(),
-            image,
-            JobMounts {
-                data: dir.join("data"),
-                checkpoints: dir.join("checkpoints"),
-                output: dir.join("output"),
-                restore: restore_dir,
-            },
-        );
-        cspec.entrypoint = Some(spec.work.command.clone());
-        cspec.args = spec.work.args.clone();
-        cspec.env = spec
-            .work
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        cspec.resources.cpus = f64::from(spec.request.hardware.cpu_cores);
-        cspec.resources.memory_mib =
-            u32::try_from(spec.request.hardware.ram.mib_ceil()).unwrap_or(u32::MAX);
-        cspec.resources.gpus = if s.host_gpus {
-            GpuRequest::Count(u32::from(spec.request.hardware.gpu_count))
-        } else {
-            tracing::warn!(%job, "this host has no NVIDIA device: the container runs without GPUs");
-            GpuRequest::None
-        };
-        cspec.checkpoint_interval = crate::core::Core::new(CorePolicy {
+        let interval = crate::core::Core::new(CorePolicy {
             max_checkpoint_interval: s.config.max_checkpoint_interval,
         })
         .effective_interval(&chain_job);
+        let (mut cspec, inputs) = self.container(job, spec, &dir, restore_dir, interval).await;
         cspec.labels = vec![
             (GENERATION_LABEL.to_string(), generation.to_string()),
             (NODE_LABEL.to_string(), s.node.to_string()),
         ];
-        let inputs: Vec<DataInput> = spec
-            .data
-            .iter()
-            .map(|d| DataInput {
-                name: d.name.as_str().to_string(),
-                uri: d.uri.as_str().to_string(),
-                sha256: d.sha256.to_string(),
-                max_bytes: Some(crate::fault::input_limit(spec, d.size.map(|b| b.0))),
-            })
-            .collect();
         match launch(&s.engine, &s.cache, &inputs, &cspec).await {
             Ok((id, staged)) => {
                 tracing::info!(%job, generation, container = %id, inputs = staged.len(), "job container running");
@@ -783,6 +751,195 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 classify(Found::Launch(&e))
             }
         }
+    }
+
+    /// The container a job's spec asks for, with the contract's mounts under
+    /// `dir`, and the inputs to stage into it.
+    async fn container(
+        &self,
+        job: Pubkey,
+        spec: &JobSpec,
+        dir: &std::path::Path,
+        restore: Option<PathBuf>,
+        checkpoint_interval: Duration,
+    ) -> (ContainerSpec, Vec<DataInput>) {
+        let image = self.resolve_image(&spec.work.image).await;
+        let mut cspec = ContainerSpec::new(
+            job.to_string(),
+            image,
+            JobMounts {
+                data: dir.join("data"),
+                checkpoints: dir.join("checkpoints"),
+                output: dir.join("output"),
+                restore,
+            },
+        );
+        cspec.entrypoint = Some(spec.work.command.clone());
+        cspec.args = spec.work.args.clone();
+        cspec.env = spec
+            .work
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        cspec.resources.cpus = f64::from(spec.request.hardware.cpu_cores);
+        cspec.resources.memory_mib =
+            u32::try_from(spec.request.hardware.ram.mib_ceil()).unwrap_or(u32::MAX);
+        cspec.resources.gpus = if self.shared.host_gpus {
+            GpuRequest::Count(u32::from(spec.request.hardware.gpu_count))
+        } else {
+            tracing::warn!(%job, "this host has no NVIDIA device: the container runs without GPUs");
+            GpuRequest::None
+        };
+        cspec.checkpoint_interval = checkpoint_interval;
+        let inputs: Vec<DataInput> = spec
+            .data
+            .iter()
+            .map(|d| DataInput {
+                name: d.name.as_str().to_string(),
+                uri: d.uri.as_str().to_string(),
+                sha256: d.sha256.to_string(),
+                max_bytes: Some(crate::fault::input_limit(spec, d.size.map(|b| b.0))),
+            })
+            .collect();
+        (cspec, inputs)
+    }
+
+    /// Answers the verifications this node is named in, each once, while
+    /// the agent runs (see [`Agent::check`]).
+    async fn checker(self, cancel: CancellationToken) {
+        let s = &self.shared;
+        let active: Arc<Mutex<HashSet<(Pubkey, bool)>>> = Arc::default();
+        let tracker = TaskTracker::new();
+        let mut tick = tokio::time::interval(s.config.tick.max(CHECKS_EVERY));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            let due = match s.chain.checks(s.node).await {
+                Ok(due) => due,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read this node's verification tasks");
+                    continue;
+                }
+            };
+            for check in due {
+                let id = (check.key, check.as_referee);
+                if !active.lock().expect("checks lock").insert(id) {
+                    continue;
+                }
+                let (this, active) = (self.clone(), Arc::clone(&active));
+                tracker.spawn(async move {
+                    let v = &check.verification;
+                    let role = if check.as_referee { "referee" } else { "verifier" };
+                    match this.check(&check).await {
+                        Ok(hash) => {
+                            let ix = ix::attest_verification(
+                                &this.shared.chain.authority(),
+                                &this.shared.node,
+                                &check.key,
+                                hash.0,
+                            );
+                            match this.shared.chain.send(ix).await {
+                                Ok(()) => {
+                                    tracing::info!(job = %v.job, interval = v.interval, role, %hash, "interval checked and attested");
+                                    return; // stays in `active`: answered once
+                                }
+                                Err(e) => tracing::warn!(job = %v.job, interval = v.interval, error = %e, "check attestation refused"),
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(job = %v.job, interval = v.interval, role, error = %e, "cannot check the interval; trying again")
+                        }
+                    }
+                    active.lock().expect("checks lock").remove(&id);
+                });
+            }
+        }
+        tracker.close();
+    }
+
+    /// Re-executes a verified interval: restores its start checkpoint (none:
+    /// from scratch) from the store, verified against the chain, runs the
+    /// job's image with `MCJS_STOP_AT_STEP` at its end step, and hashes the
+    /// checkpoint written there as the attestation hash is defined.
+    async fn check(&self, check: &Check) -> Result<Sha256Digest, String> {
+        let s = &self.shared;
+        let v = &check.verification;
+        let job = v.job;
+        let spec = get_spec(s.store.as_ref(), &check.job.spec_hash)
+            .await
+            .map_err(|e| format!("spec: {e}"))?;
+        let role = if check.as_referee {
+            "referee"
+        } else {
+            "verifier"
+        };
+        let dir = s
+            .config
+            .work_dir
+            .join("checks")
+            .join(format!("{job}-{}-{role}", v.interval));
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        let restore = match v.from {
+            None => None,
+            Some(from) => {
+                let store = CheckpointStore::new(Arc::clone(&s.store_root), 1);
+                let expected = [ExpectedCheckpoint {
+                    step: from.step,
+                    hash: Sha256Digest(from.hash),
+                }];
+                let restored = store
+                    .restore(&job.to_string(), &expected, &dir.join("restore"))
+                    .await
+                    .map_err(|e| format!("restoring step {}: {e}", from.step))?;
+                Some(restored.dir)
+            }
+        };
+        let interval = Duration::from_secs(u64::from(check.job.terms.checkpoint_interval_secs))
+            .min(s.config.max_checkpoint_interval.unwrap_or(Duration::MAX))
+            .max(Duration::from_secs(1));
+        let (mut cspec, inputs) = self.container(job, &spec, &dir, restore, interval).await;
+        cspec.stop_at_step = Some(v.to.step);
+        cspec.labels = vec![(NODE_LABEL.to_string(), s.node.to_string())];
+        let started = Instant::now();
+        let (id, _) = launch(&s.engine, &s.cache, &inputs, &cspec)
+            .await
+            .map_err(|e| format!("launch: {e}"))?;
+        let exit = s.engine.wait(&id).await;
+        let _ = s.engine.remove(&id).await;
+        let exit = exit.map_err(|e| format!("the check's container was lost: {e}"))?;
+        s.metrics
+            .check_seconds
+            .observe(started.elapsed().as_secs_f64());
+        if exit.code != 0 {
+            return Err(format!(
+                "the check's container exited {} (last lines: {:?})",
+                exit.code, exit.last_log_lines
+            ));
+        }
+        let root = dir.join("checkpoints");
+        let step = v.to.step;
+        let limits = crate::fault::checkpoint_limits(&spec);
+        let threads = s.config.hash_threads;
+        let hash = tokio::task::spawn_blocking(move || {
+            let root = ConfinedDir::open(&root).map_err(|e| e.to_string())?;
+            let found = complete_checkpoints_in(&root).map_err(|e| e.to_string())?;
+            let local = found
+                .into_iter()
+                .find(|c| c.manifest.step == step)
+                .ok_or_else(|| format!("no checkpoint at step {step} after the run"))?;
+            let dir = root.open_dir(&local.name).map_err(|e| e.to_string())?;
+            hash_checkpoint_in(&dir, limits, threads)
+                .map(|d| d.hash)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        Ok(hash)
     }
 
     /// The spec pins `name@sha256:D`. A registry image carries D as a repo
@@ -830,19 +987,22 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let authority = s.chain.authority();
         let ix = match tx {
             Tx::Start => ix::start_job(&authority, &job, &s.node, &s.provider, generation),
-            Tx::Attest { epoch, step, hash } => ix::attest_checkpoint(
-                &authority,
-                &job,
-                &s.node,
-                &s.provider,
-                &s.payout,
-                &s.deployment,
-                AttestCheckpointArgs {
-                    generation,
-                    epoch: *epoch,
-                    step: *step,
-                    checkpoint_hash: hash.0,
-                },
+            Tx::Attest { epoch, step, hash } => ix::with_segment(
+                ix::attest_checkpoint(
+                    &authority,
+                    &job,
+                    &s.node,
+                    &s.provider,
+                    &s.payout,
+                    &s.deployment,
+                    AttestCheckpointArgs {
+                        generation,
+                        epoch: *epoch,
+                        step: *step,
+                        checkpoint_hash: hash.0,
+                    },
+                ),
+                self.segment(job, generation),
             ),
             Tx::Complete { output_hash } => {
                 let owner = s
@@ -850,35 +1010,50 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     .lock()
                     .expect("known lock")
                     .get(&job)
-                    .map(|(_, refund_account)| *refund_account)
+                    .map(|(_, j)| j.refund_account)
                     .ok_or_else(|| ChainFailure {
                         message: format!("job {job} left this node"),
                         program_error: None,
                         retryable: false,
                     })?;
                 let owner_token = owner;
-                ix::complete_job(
-                    &authority,
-                    &job,
-                    &s.node,
-                    &s.provider,
-                    &s.payout,
-                    &owner_token,
-                    &s.deployment,
-                    CompleteJobArgs {
-                        generation,
-                        output_hash: output_hash.0,
-                    },
+                ix::with_segment(
+                    ix::complete_job(
+                        &authority,
+                        &job,
+                        &s.node,
+                        &s.provider,
+                        &s.payout,
+                        &owner_token,
+                        &s.deployment,
+                        CompleteJobArgs {
+                            generation,
+                            output_hash: output_hash.0,
+                        },
+                    ),
+                    self.segment(job, generation),
                 )
             }
         };
         s.chain.send(ix).await
+    }
+
+    /// The Segment holding this assignment's payment, for a verified job.
+    fn segment(&self, job: Pubkey, generation: u32) -> Option<Pubkey> {
+        let known = self.shared.known.lock().expect("known lock");
+        let (_, state) = known.get(&job)?;
+        state
+            .holds_payment
+            .then(|| mcjs_client::pda::segment(&job, generation))
     }
 }
 
 /// How often the agent checks, without a change of its node's account, that
 /// a reported failure has not left its node offline.
 const NODE_STATUS_EVERY: Duration = Duration::from_secs(10);
+
+/// How often the agent looks for verifications it is named in.
+const CHECKS_EVERY: Duration = Duration::from_millis(500);
 
 /// How often a running job's disk use is measured.
 const FOOTPRINT_EVERY: Duration = Duration::from_secs(2);

@@ -1,7 +1,7 @@
 //! Decoding the program's accounts from raw account data.
 
 use anchor_lang::{AccountDeserialize, Discriminator};
-use mcjs::state::{Config, Job, Node, Provider};
+use mcjs::state::{Config, Job, Node, Provider, Segment, Verification};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
@@ -41,6 +41,14 @@ pub fn job(data: &[u8]) -> Result<Job, DecodeError> {
     decode("Job", data)
 }
 
+pub fn segment(data: &[u8]) -> Result<Segment, DecodeError> {
+    decode("Segment", data)
+}
+
+pub fn verification(data: &[u8]) -> Result<Verification, DecodeError> {
+    decode("Verification", data)
+}
+
 /// The discriminators, for `getProgramAccounts` memcmp filters.
 pub fn discriminator_of(kind: AccountKind) -> &'static [u8] {
     match kind {
@@ -48,6 +56,8 @@ pub fn discriminator_of(kind: AccountKind) -> &'static [u8] {
         AccountKind::Provider => Provider::DISCRIMINATOR,
         AccountKind::Node => Node::DISCRIMINATOR,
         AccountKind::Job => Job::DISCRIMINATOR,
+        AccountKind::Segment => Segment::DISCRIMINATOR,
+        AccountKind::Verification => Verification::DISCRIMINATOR,
     }
 }
 
@@ -57,4 +67,6 @@ pub enum AccountKind {
     Provider,
     Node,
     Job,
+    Segment,
+    Verification,
 }

@@ -181,6 +181,20 @@ all_errors![
     NotCompensable,
     CompensationTooLarge,
     InsufficientPool,
+    InvalidSampleRate,
+    VerificationOpen,
+    SegmentRequired,
+    WrongSegment,
+    VerificationOff,
+    IntervalNotOpenToVerification,
+    DrawUnavailable,
+    NotSampled,
+    InvalidChecker,
+    NotVerifierTurn,
+    VerificationUndecided,
+    SegmentNotReleasable,
+    WrongAssignment,
+    AttestationTooSoon,
 ];
 
 #[cfg(test)]

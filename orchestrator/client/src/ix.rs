@@ -238,6 +238,8 @@ pub fn assign_job(
             job: *job,
             node: *node,
             provider: *provider,
+            segment: None,
+            system_program: None,
         },
         data::AssignJob {},
     )
@@ -287,6 +289,7 @@ pub fn attest_checkpoint(
             provider_payout: *provider_payout,
             treasury: deployment.treasury,
             token_program: TOKEN_PROGRAM,
+            segment: None,
         },
         data::AttestCheckpoint { args },
     )
@@ -317,6 +320,7 @@ pub fn complete_job(
             treasury: deployment.treasury,
             owner_token: *owner_token,
             token_program: TOKEN_PROGRAM,
+            segment: None,
         },
         data::CompleteJob { args },
     )
@@ -349,6 +353,7 @@ pub fn report_failure(
             insurance_pool: pda::insurance_pool(),
             owner_token: *owner_token,
             token_program: TOKEN_PROGRAM,
+            segment: None,
         },
         data::ReportFailure { args },
     )
@@ -374,6 +379,7 @@ pub fn pause_job(
             provider_payout: *provider_payout,
             treasury: deployment.treasury,
             token_program: TOKEN_PROGRAM,
+            segment: None,
         },
         data::PauseJob {},
     )
@@ -538,5 +544,175 @@ pub fn create_usdc_account(payer: &Pubkey, owner: &Pubkey, usdc_mint: &Pubkey) -
         owner,
         usdc_mint,
         &TOKEN_PROGRAM,
+    )
+}
+
+// ----- verified progress -----
+
+/// The Segment that holds a verified job's current assignment payment, if
+/// it has one: the instructions that take the job off its node must carry it
+/// (see [`with_segment`]).
+pub fn segment_of(job_key: &Pubkey, job: &mcjs::state::Job) -> Option<Pubkey> {
+    job.holds_payment
+        .then(|| pda::segment(job_key, job.generation))
+}
+
+/// Whether assigning `job` now creates a Segment (a verified job under a
+/// Config with a challenge window): see [`with_new_segment`].
+pub fn assignment_holds_payment(
+    job: &mcjs::state::Job,
+    params: &mcjs::state::ConfigParams,
+) -> bool {
+    job.verification_ppm > 0 && params.challenge_window_secs > 0
+}
+
+/// Fills the optional Segment account (the last account) of
+/// `attest_checkpoint`, `complete_job`, `report_failure` or `pause_job`.
+pub fn with_segment(mut ix: Instruction, segment: Option<Pubkey>) -> Instruction {
+    if let Some(segment) = segment
+        && let Some(last) = ix.accounts.last_mut()
+    {
+        *last = AccountMeta::new(segment, false);
+    }
+    ix
+}
+
+/// Fills `assign_job`'s optional Segment and system program (its last two
+/// accounts) for a verified job; `job_generation` is the job's generation
+/// before the assignment.
+pub fn with_new_segment(mut ix: Instruction, job: &Pubkey, job_generation: u32) -> Instruction {
+    let n = ix.accounts.len();
+    ix.accounts[n - 2] = AccountMeta::new(pda::segment(job, job_generation.wrapping_add(1)), false);
+    ix.accounts[n - 1] = AccountMeta::new_readonly(SYSTEM_PROGRAM, false);
+    ix
+}
+
+/// The checkers an open verification names: a verifier and a referee node
+/// (with their Provider accounts) of two providers other than the job's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checkers {
+    pub verifier_node: Pubkey,
+    pub verifier_provider: Pubkey,
+    pub referee_node: Pubkey,
+    pub referee_provider: Pubkey,
+}
+
+/// `segment_generation` is the generation that attested the job's latest
+/// checkpoint; `interval` the job's checkpoint count.
+pub fn open_verification(
+    scheduler: &Pubkey,
+    job: &Pubkey,
+    segment_generation: u32,
+    interval: u32,
+    checkers: &Checkers,
+) -> Instruction {
+    build(
+        acc::OpenVerification {
+            scheduler: *scheduler,
+            config: pda::config(),
+            job: *job,
+            segment: pda::segment(job, segment_generation),
+            verification: pda::verification(job, interval),
+            verifier_node: checkers.verifier_node,
+            verifier_provider: checkers.verifier_provider,
+            referee_node: checkers.referee_node,
+            referee_provider: checkers.referee_provider,
+            slot_hashes: anchor_lang::compat::solana_sysvar::slot_hashes::ID,
+            system_program: SYSTEM_PROGRAM,
+        },
+        data::OpenVerification {},
+    )
+}
+
+/// `authority` is the checking node's operator key.
+pub fn attest_verification(
+    authority: &Pubkey,
+    node: &Pubkey,
+    verification: &Pubkey,
+    checkpoint_hash: [u8; 32],
+) -> Instruction {
+    build(
+        acc::AttestVerification {
+            authority: *authority,
+            node: *node,
+            verification: *verification,
+        },
+        data::AttestVerification {
+            args: args::AttestVerificationArgs { checkpoint_hash },
+        },
+    )
+}
+
+/// The job's current assignment, when resolving a proven-wrong interval
+/// must take the job off its node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CurrentAssignment {
+    pub node: Pubkey,
+    /// `None` when it is the loser's (passed as the loser).
+    pub provider: Option<Pubkey>,
+    pub provider_payout: Pubkey,
+    /// `None` when it is the verified segment or the payment is not held.
+    pub segment: Option<Pubkey>,
+}
+
+/// Resolves a decided verification. `loser` is the Provider account whose
+/// hash lost (none for a confirmation or an inconclusive one).
+#[allow(clippy::too_many_arguments)]
+pub fn resolve_verification(
+    resolver: &Pubkey,
+    job: &Pubkey,
+    verification: &mcjs::state::Verification,
+    owner_token: &Pubkey,
+    deployment: &Deployment,
+    loser: Option<Pubkey>,
+    current: Option<CurrentAssignment>,
+) -> Instruction {
+    build(
+        acc::ResolveVerification {
+            resolver: *resolver,
+            config: pda::config(),
+            job: *job,
+            verification: pda::verification(job, verification.interval),
+            segment: verification.segment,
+            job_vault: pda::vault(job),
+            usdc_mint: deployment.usdc_mint,
+            owner_token: *owner_token,
+            treasury: deployment.treasury,
+            insurance_pool: pda::insurance_pool(),
+            verifier_payout: verification.verifier_payout,
+            referee_payout: verification.referee_payout,
+            loser,
+            loser_stake_vault: loser.map(|l| pda::vault(&l)),
+            node: current.map(|c| c.node),
+            provider: current.and_then(|c| c.provider),
+            provider_payout: current.map(|c| c.provider_payout),
+            current_segment: current.and_then(|c| c.segment),
+            token_program: TOKEN_PROGRAM,
+        },
+        data::ResolveVerification {},
+    )
+}
+
+/// Pays (or closes, once refunded) a held segment.
+pub fn release_segment(
+    payer: &Pubkey,
+    job: &Pubkey,
+    segment: &mcjs::state::Segment,
+    deployment: &Deployment,
+) -> Instruction {
+    build(
+        acc::ReleaseSegment {
+            payer: *payer,
+            config: pda::config(),
+            job: *job,
+            segment: pda::segment(job, segment.generation),
+            rent_payer: segment.rent_payer,
+            job_vault: pda::vault(job),
+            usdc_mint: deployment.usdc_mint,
+            provider_payout: segment.provider_payout,
+            treasury: deployment.treasury,
+            token_program: TOKEN_PROGRAM,
+        },
+        data::ReleaseSegment {},
     )
 }

@@ -11,7 +11,7 @@ use anchor_lang::prelude::Pubkey;
 use anchor_lang::solana_program::instruction::Instruction;
 use anchor_spl::token::spl_token;
 use futures_util::{Stream, StreamExt};
-use mcjs::state::{Config, Job, JobState, Node, Provider};
+use mcjs::state::{Config, Job, JobState, Node, Provider, Segment, Verification};
 use serde_json::json;
 use solana_account::Account;
 use solana_account_decoder_client_types::{UiAccount, UiAccountEncoding};
@@ -260,6 +260,16 @@ pub fn classify(err: TransactionError, logs: Vec<String>, payer: Pubkey) -> Chai
 enum Attempt {
     Done(Signature),
     BlockhashExpired,
+}
+
+/// A verification a node must answer now, with its job.
+#[derive(Debug, Clone)]
+pub struct DueCheck {
+    pub key: Pubkey,
+    pub verification: Verification,
+    /// Named referee (of a disputed verification), not verifier.
+    pub as_referee: bool,
+    pub job: Job,
 }
 
 impl ChainClient {
@@ -671,6 +681,80 @@ impl ChainClient {
             .collect();
         nodes.sort_by_key(|(_, n)| n.index);
         Ok(nodes)
+    }
+
+    /// Every verification opened, optionally only those naming `node` as
+    /// verifier or referee (`as_referee`).
+    pub async fn verifications(
+        &self,
+        node: Option<(&Pubkey, bool)>,
+    ) -> Result<Vec<(Pubkey, Verification)>, ChainError> {
+        let filters = match node {
+            Some((node, as_referee)) => {
+                let offset = if as_referee {
+                    Verification::REFEREE_NODE_OFFSET
+                } else {
+                    Verification::VERIFIER_NODE_OFFSET
+                };
+                vec![RpcFilterType::Memcmp(Memcmp::new_raw_bytes(
+                    offset,
+                    node.to_bytes().to_vec(),
+                ))]
+            }
+            None => vec![],
+        };
+        let mut out: Vec<(Pubkey, Verification)> = self
+            .program_accounts(AccountKind::Verification, filters)
+            .await?
+            .into_iter()
+            .filter_map(|(key, data)| decode::verification(&data).ok().map(|v| (key, v)))
+            .collect();
+        out.sort_by_key(|(_, v)| (v.job, v.interval));
+        Ok(out)
+    }
+
+    /// The verifications `node` must answer now, with their jobs: named
+    /// verifier of an open one, or referee of a disputed one.
+    pub async fn due_checks(&self, node: &Pubkey) -> Result<Vec<DueCheck>, ChainError> {
+        use mcjs::state::VerificationState;
+        let mut out = Vec::new();
+        for as_referee in [false, true] {
+            for (key, verification) in self.verifications(Some((node, as_referee))).await? {
+                let due = match verification.state {
+                    VerificationState::Open => !as_referee,
+                    VerificationState::Disputed => as_referee,
+                    _ => false,
+                };
+                if due && let Some(job) = self.job(&verification.job).await? {
+                    out.push(DueCheck {
+                        key,
+                        verification,
+                        as_referee,
+                        job,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every segment payment still held (or refunded and not yet closed).
+    pub async fn segments(&self) -> Result<Vec<(Pubkey, Segment)>, ChainError> {
+        Ok(self
+            .program_accounts(AccountKind::Segment, vec![])
+            .await?
+            .into_iter()
+            .filter_map(|(key, data)| decode::segment(&data).ok().map(|s| (key, s)))
+            .collect())
+    }
+
+    /// The SlotHashes sysvar's raw data (what `open_verification` draws from).
+    pub async fn slot_hashes(&self) -> Result<Vec<u8>, ChainError> {
+        Ok(self
+            .account(&anchor_lang::compat::solana_sysvar::slot_hashes::ID)
+            .await?
+            .map(|a| a.data)
+            .unwrap_or_default())
     }
 
     /// Every registered provider.

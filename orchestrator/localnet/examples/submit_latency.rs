@@ -54,6 +54,7 @@ fn args(job_id: u64) -> SubmitJobArgs {
             restart_budget: 1,
         },
         bond: USDC,
+        verification_ppm: 0,
     }
 }
 

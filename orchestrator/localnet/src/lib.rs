@@ -101,6 +101,8 @@ pub fn default_params() -> ConfigParams {
         min_provider_stake: 100 * USDC,
         liveness_factor: 3,
         withdrawal_cooldown_secs: 300,
+        challenge_window_secs: 60,
+        verification_fee_bps: 2_000,
     }
 }
 

@@ -131,6 +131,7 @@ fn job(job_id: u64) -> SubmitJobArgs {
             restart_budget: 1,
         },
         bond: 10 * USDC,
+        verification_ppm: 0,
     }
 }
 

@@ -7,6 +7,8 @@ pub const ENV_RESTORE_DIR: &str = "MCJS_RESTORE_DIR";
 pub const ENV_CHECKPOINT_INTERVAL_SECS: &str = "MCJS_CHECKPOINT_INTERVAL_SECS";
 pub const ENV_CHECKPOINT_SIGNAL: &str = "MCJS_CHECKPOINT_SIGNAL";
 pub const ENV_JOB_ID: &str = "MCJS_JOB_ID";
+/// Set only on a verification run: checkpoint at exactly this step, exit 0.
+pub const ENV_STOP_AT_STEP: &str = "MCJS_STOP_AT_STEP";
 
 pub const CONTAINER_DATA_DIR: &str = "/mcjs/data";
 pub const CONTAINER_CHECKPOINT_DIR: &str = "/mcjs/checkpoints";

@@ -125,6 +125,9 @@ pub struct ContainerSpec {
     /// Extra container labels (the agent records the assignment generation
     /// here, so it can adopt or remove containers after a restart).
     pub labels: Vec<(String, String)>,
+    /// A verification run: checkpoint at exactly this step, then exit 0
+    /// (`MCJS_STOP_AT_STEP`).
+    pub stop_at_step: Option<u64>,
 }
 
 impl ContainerSpec {
@@ -145,6 +148,7 @@ impl ContainerSpec {
             user: contract::DEFAULT_USER.to_string(),
             checkpoint_interval: Duration::from_secs(900),
             labels: Vec::new(),
+            stop_at_step: None,
         }
     }
 
@@ -241,6 +245,9 @@ impl ContainerSpec {
                 contract::ENV_RESTORE_DIR,
                 contract::CONTAINER_RESTORE_DIR
             ));
+        }
+        if let Some(step) = self.stop_at_step {
+            env.push(format!("{}={step}", contract::ENV_STOP_AT_STEP));
         }
         env.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
         env

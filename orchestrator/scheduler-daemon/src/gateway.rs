@@ -403,7 +403,9 @@ pub async fn sign(State(state): State<GatewayState>, body: Bytes) -> Response {
             "a request carries 1 to {MAX_OPS} operations"
         )));
     }
-    // The chain as of now: the caller's jobs, and for a node its key.
+    // The chain as of now: the caller's jobs, and for a node its key and
+    // the jobs it checks.
+    let mut checked = Vec::new();
     let (node, jobs) = match &request.role {
         Role::Node { node } => {
             let Ok(node_key) = node.parse::<Pubkey>() else {
@@ -420,10 +422,20 @@ pub async fn sign(State(state): State<GatewayState>, body: Bytes) -> Response {
                     signer: signer.to_string(),
                 });
             }
-            match state.client.jobs(JobFilter::Node(node_key)).await {
-                Ok(jobs) => (Some(node_key), jobs),
+            let jobs = match state.client.jobs(JobFilter::Node(node_key)).await {
+                Ok(jobs) => jobs,
+                Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
+            };
+            match state.client.due_checks(&node_key).await {
+                Ok(due) => {
+                    checked = due
+                        .into_iter()
+                        .map(|c| (c.verification.job, c.job))
+                        .collect()
+                }
                 Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
             }
+            (Some(node_key), jobs)
         }
         Role::Owner => match state.client.jobs(JobFilter::Owner(signer)).await {
             Ok(jobs) => (None, jobs),
@@ -431,7 +443,11 @@ pub async fn sign(State(state): State<GatewayState>, body: Bytes) -> Response {
         },
     };
     let caller = match node {
-        Some(node) => Caller::Node { node, jobs: &jobs },
+        Some(node) => Caller::Node {
+            node,
+            jobs: &jobs,
+            checking: &checked,
+        },
         None => Caller::Owner {
             owner: signer,
             jobs: &jobs,

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod server;
 pub mod shell;
 pub mod store_gate;
+pub mod verify;
 
 pub use crate::core::{
     AccountKind, Action, Decision, DetectorConfig, Observation, Skipped, reconcile,

@@ -22,6 +22,7 @@ use crate::gateway::{self, GatewayState, S3Error, S3Store};
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::server::{Clock, ServerState, router};
+use crate::verify::{VerifyAction, VerifyObservation, verify_duties};
 use mcjs_protocol::store::StoreUrl;
 
 #[derive(Clone, Debug)]
@@ -190,14 +191,14 @@ impl Daemon {
         let jobs = self.client.jobs(JobFilter::All).await?;
         let nodes = self.client.nodes().await?;
         *self.directory.write().expect("node directory") = Directory::from_chain(&nodes);
-        let min_stake = self.client.config().await?.1.params.min_provider_stake;
-        let understaked: HashSet<Pubkey> = self
-            .client
-            .providers()
-            .await?
-            .into_iter()
+        let params = self.client.config().await?.1.params;
+        let min_stake = params.min_provider_stake;
+        let providers: HashMap<Pubkey, mcjs::state::Provider> =
+            self.client.providers().await?.into_iter().collect();
+        let understaked: HashSet<Pubkey> = providers
+            .iter()
             .filter(|(_, p)| p.committed_stake() < min_stake)
-            .map(|(key, _)| key)
+            .map(|(key, _)| *key)
             .collect();
         let now = (self.clock)();
         self.observe_metrics(&jobs, now, memory);
@@ -278,7 +279,7 @@ impl Daemon {
             let mut result = Err(ChainError::Rpc("not sent".into()));
             if let Some(assign) = &follow_up {
                 result = self
-                    .execute_all(&[&action, assign], &by_key, deployment)
+                    .execute_all(&[&action, assign], &by_key, deployment, &params)
                     .await;
                 if result.is_ok() {
                     placed = true;
@@ -288,7 +289,9 @@ impl Daemon {
                 }
             }
             if result.is_err() {
-                result = self.execute_all(&[&action], &by_key, deployment).await;
+                result = self
+                    .execute_all(&[&action], &by_key, deployment, &params)
+                    .await;
             }
             match result {
                 Ok(()) => {
@@ -325,7 +328,82 @@ impl Daemon {
                 }
             }
         }
+        if let Err(err) = self
+            .verification_round(&jobs, &nodes, &providers, &params, deployment)
+            .await
+        {
+            warn!(error = %err, "verification duties failed; retrying next round");
+        }
         Ok(reported)
+    }
+
+    /// Draws attested intervals for verification, applies decided
+    /// verifications and releases held payments that are due
+    /// (`crate::verify`), one transaction each.
+    async fn verification_round(
+        &self,
+        jobs: &[(Pubkey, Job)],
+        nodes: &[(Pubkey, mcjs::state::Node)],
+        providers: &HashMap<Pubkey, mcjs::state::Provider>,
+        params: &mcjs::state::ConfigParams,
+        deployment: &ix::Deployment,
+    ) -> Result<(), ChainError> {
+        // Segments and verifications exist only for verified jobs, and such
+        // a job cannot be closed while any payment of it is held.
+        if !jobs.iter().any(|(_, j)| j.verification_ppm > 0) {
+            return Ok(());
+        }
+        let verifications = self.client.verifications(None).await?;
+        let segments = self.client.segments().await?;
+        let slot_hashes = self.client.slot_hashes().await?;
+        let now = self.client.chain_time().await?;
+        let duties = verify_duties(&VerifyObservation {
+            now,
+            params,
+            jobs,
+            nodes,
+            providers,
+            verifications: &verifications,
+            segments: &segments,
+            slot_hashes: &slot_hashes,
+        });
+        let me = self.scheduler.pubkey();
+        for duty in duties {
+            let ix = match &duty {
+                VerifyAction::Open {
+                    job,
+                    segment_generation,
+                    interval,
+                    checkers,
+                } => ix::open_verification(&me, job, *segment_generation, *interval, checkers),
+                VerifyAction::Resolve {
+                    job,
+                    verification,
+                    owner_token,
+                    loser,
+                    current,
+                } => ix::resolve_verification(
+                    &me,
+                    job,
+                    verification,
+                    owner_token,
+                    deployment,
+                    *loser,
+                    *current,
+                ),
+                VerifyAction::Release { job, segment } => {
+                    ix::release_segment(&me, job, segment, deployment)
+                }
+            };
+            match self.client.send(&[ix], &[&self.scheduler]).await {
+                Ok(_) => info!(action = duty.name(), job = %duty.job(), "done"),
+                Err(err) => {
+                    self.metrics.transaction_errors.inc();
+                    warn!(action = duty.name(), job = %duty.job(), error = %err, "verification duty refused; the next round starts from the chain again");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Sends `actions` in one transaction.
@@ -334,10 +412,24 @@ impl Daemon {
         actions: &[&Action],
         jobs: &HashMap<Pubkey, &Job>,
         deployment: &ix::Deployment,
+        params: &mcjs::state::ConfigParams,
     ) -> Result<(), ChainError> {
         let mut instructions = Vec::with_capacity(actions.len());
+        // A report before an assignment in the same transaction moves the
+        // job one generation on: the new segment is one further.
+        let mut reported = HashSet::new();
         for action in actions {
-            instructions.push(self.instruction(action, jobs, deployment).await?);
+            let offset = match action {
+                Action::Assign { job, .. } => u32::from(reported.contains(job)),
+                Action::ReportFailure { job, .. } => {
+                    reported.insert(*job);
+                    0
+                }
+            };
+            instructions.push(
+                self.instruction(action, jobs, deployment, params, offset)
+                    .await?,
+            );
         }
         self.client
             .send(&instructions, &[&self.scheduler])
@@ -350,6 +442,8 @@ impl Daemon {
         action: &Action,
         jobs: &HashMap<Pubkey, &Job>,
         deployment: &ix::Deployment,
+        params: &mcjs::state::ConfigParams,
+        generation_offset: u32,
     ) -> Result<mcjs_client::Instruction, ChainError> {
         let me = self.scheduler.pubkey();
         let instruction = match action {
@@ -357,7 +451,16 @@ impl Daemon {
                 job,
                 node,
                 provider,
-            } => ix::assign_job(&me, job, node, provider),
+            } => {
+                let assign = ix::assign_job(&me, job, node, provider);
+                match jobs.get(job) {
+                    Some(state) if ix::assignment_holds_payment(state, params) => {
+                        let generation = state.generation + generation_offset;
+                        ix::with_new_segment(assign, job, generation)
+                    }
+                    _ => assign,
+                }
+            }
             Action::ReportFailure {
                 job,
                 node,
@@ -376,18 +479,22 @@ impl Daemon {
                     .get(job)
                     .map(|j| j.refund_account)
                     .ok_or_else(|| ChainError::Rpc(format!("job {job} vanished")))?;
-                ix::report_failure(
-                    &me,
-                    job,
-                    node,
-                    provider,
-                    &payout,
-                    &refund,
-                    deployment,
-                    mcjs::instructions::ReportFailureArgs {
-                        generation: *generation,
-                        cause: *cause,
-                    },
+                let segment = jobs.get(job).and_then(|j| ix::segment_of(job, j));
+                ix::with_segment(
+                    ix::report_failure(
+                        &me,
+                        job,
+                        node,
+                        provider,
+                        &payout,
+                        &refund,
+                        deployment,
+                        mcjs::instructions::ReportFailureArgs {
+                            generation: *generation,
+                            cause: *cause,
+                        },
+                    ),
+                    segment,
                 )
             }
         };

@@ -61,6 +61,14 @@ impl JobBuilder {
             },
             last_failure: None,
             compensated: 0,
+            verification_ppm: 0,
+            prev_checkpoint: None,
+            last_attest_slot: 0,
+            last_interval_amount: 0,
+            open_verifications: 0,
+            holds_payment: false,
+            held: 0,
+            live_segments: 0,
         })
     }
 

@@ -127,4 +127,32 @@ pub enum McjsError {
     CompensationTooLarge,
     #[msg("the insurance pool holds too little")]
     InsufficientPool,
+    #[msg("the sample rate is more than one million parts per million")]
+    InvalidSampleRate,
+    #[msg("a verification of this job's intervals is still open")]
+    VerificationOpen,
+    #[msg("this job's payment is held: pass its Segment account")]
+    SegmentRequired,
+    #[msg("the Segment account is not this assignment's")]
+    WrongSegment,
+    #[msg("the job does not ask for verification, or the challenge window is 0")]
+    VerificationOff,
+    #[msg("the interval is not the job's latest, or its challenge window has passed")]
+    IntervalNotOpenToVerification,
+    #[msg("the slot hash that draws this interval is not in the SlotHashes sysvar (too early or too late)")]
+    DrawUnavailable,
+    #[msg("the interval was not drawn for verification")]
+    NotSampled,
+    #[msg("the verifier and the referee must be nodes of two other providers, meeting the job's requirements")]
+    InvalidChecker,
+    #[msg("this node has no hash to give for this verification now")]
+    NotVerifierTurn,
+    #[msg("the verification is not decided yet")]
+    VerificationUndecided,
+    #[msg("the segment is not payable yet: its challenge window has not passed or a verification is open")]
+    SegmentNotReleasable,
+    #[msg("the accounts of the job's current assignment are missing or wrong")]
+    WrongAssignment,
+    #[msg("a verified job's attestations must be at least half a checkpoint interval apart")]
+    AttestationTooSoon,
 }

@@ -5,6 +5,7 @@ use anchor_lang::prelude::*;
 
 use crate::state::{
     ConfigParams, ConfigSnapshot, FailureCause, HardwareProfile, NodeStatus, PauseReason,
+    VerificationOutcome, VerificationState,
 };
 
 #[event]
@@ -240,4 +241,76 @@ pub fn emit_event<E: anchor_lang::Event>(event: E) {
     anchor_lang::solana_program::log::sol_log_data(&[&event.data()]);
     #[cfg(not(target_os = "solana"))]
     anchor_lang::compat::solana_sysvar::program_stubs::sol_log_data(&[&event.data()]);
+}
+
+/// A verified job left a node: its provider's payment is held until `release_at`.
+#[event]
+pub struct SegmentHeld {
+    pub job: Pubkey,
+    pub segment: Pubkey,
+    pub provider: Pubkey,
+    pub generation: u32,
+    pub gross: u64,
+    pub release_at: i64,
+}
+
+/// A held segment was paid (or closed after a refund).
+#[event]
+pub struct SegmentReleased {
+    pub job: Pubkey,
+    pub segment: Pubkey,
+    pub provider: Pubkey,
+    pub generation: u32,
+    pub provider_amount: u64,
+    pub commission: u64,
+    pub refunded: bool,
+    pub by: Pubkey,
+    pub at: i64,
+}
+
+/// An attested interval was drawn and handed to a verifier and a referee.
+#[event]
+pub struct VerificationOpened {
+    pub job: Pubkey,
+    pub verification: Pubkey,
+    pub interval: u32,
+    pub provider: Pubkey,
+    pub from_step: Option<u64>,
+    pub to_step: u64,
+    pub claimed_hash: [u8; 32],
+    pub verifier_node: Pubkey,
+    pub referee_node: Pubkey,
+    pub draw_slot: u64,
+    pub at: i64,
+}
+
+/// A verifier or referee gave its hash for an interval.
+#[event]
+pub struct VerificationAttested {
+    pub job: Pubkey,
+    pub verification: Pubkey,
+    pub interval: u32,
+    pub node: Pubkey,
+    pub hash: [u8; 32],
+    pub state: VerificationState,
+    pub at: i64,
+}
+
+/// A verification's consequences were applied.
+#[event]
+pub struct VerificationResolved {
+    pub job: Pubkey,
+    pub verification: Pubkey,
+    pub interval: u32,
+    pub outcome: VerificationOutcome,
+    /// The slashed Provider account, if any, and how much went to the pool.
+    pub slashed_provider: Option<Pubkey>,
+    pub slashed: u64,
+    pub fees: u64,
+    /// Paid back to the owner: the wrong segment.
+    pub refund: u64,
+    /// The job's restore point after a proven-wrong interval.
+    pub rolled_back_to_step: Option<u64>,
+    pub by: Pubkey,
+    pub at: i64,
 }

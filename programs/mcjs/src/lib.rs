@@ -134,6 +134,31 @@ pub mod mcjs {
         CloseJob::close_job(ctx)
     }
 
+    /// The scheduler opens the verification of a job's latest attested
+    /// interval, if the slot-hash draw selects it, naming a verifier and a
+    /// referee node of two other providers.
+    pub fn open_verification(ctx: Context<OpenVerification>) -> Result<()> {
+        OpenVerification::open_verification(ctx)
+    }
+
+    /// A verifier or referee node's operator key gives the hash it reproduced.
+    pub fn attest_verification(
+        ctx: Context<AttestVerification>,
+        args: AttestVerificationArgs,
+    ) -> Result<()> {
+        AttestVerification::attest_verification(ctx, args)
+    }
+
+    /// Anyone applies a decided verification: fees, slashes, refund, roll-back.
+    pub fn resolve_verification(ctx: Context<ResolveVerification>) -> Result<()> {
+        ResolveVerification::resolve_verification(ctx)
+    }
+
+    /// Anyone pays a held segment once its challenge window has passed.
+    pub fn release_segment(ctx: Context<ReleaseSegment>) -> Result<()> {
+        ReleaseSegment::release_segment(ctx)
+    }
+
     /// The admin pays the owner of a job that failed through its providers'
     /// fault from the insurance pool, at most what the owner paid.
     pub fn compensate_owner(

@@ -28,6 +28,13 @@ pub struct ParamArgs {
     /// Seconds between a stake-withdrawal request and the withdrawal.
     #[arg(long)]
     pub withdrawal_cooldown_secs: Option<u32>,
+    /// Seconds a verified job's segment payment is held (and its latest
+    /// interval may be drawn for verification); 0 turns verification off.
+    #[arg(long)]
+    pub challenge_window_secs: Option<u32>,
+    /// Share of a verified interval's commission paid to its verifier, in basis points.
+    #[arg(long)]
+    pub verification_fee_bps: Option<u16>,
 }
 
 impl ParamArgs {
@@ -47,6 +54,12 @@ impl ParamArgs {
         if let Some(v) = self.withdrawal_cooldown_secs {
             p.withdrawal_cooldown_secs = v;
         }
+        if let Some(v) = self.challenge_window_secs {
+            p.challenge_window_secs = v;
+        }
+        if let Some(v) = self.verification_fee_bps {
+            p.verification_fee_bps = v;
+        }
         p
     }
 
@@ -56,6 +69,8 @@ impl ParamArgs {
             || self.min_stake.is_some()
             || self.liveness_factor.is_some()
             || self.withdrawal_cooldown_secs.is_some()
+            || self.challenge_window_secs.is_some()
+            || self.verification_fee_bps.is_some()
     }
 }
 
@@ -114,6 +129,8 @@ fn default_params() -> ConfigParams {
         min_provider_stake: 100_000_000,
         liveness_factor: 3,
         withdrawal_cooldown_secs: 86_400,
+        challenge_window_secs: 3_600,
+        verification_fee_bps: 2_000,
     }
 }
 
@@ -240,6 +257,8 @@ struct ConfigView {
     min_provider_stake: String,
     liveness_factor: u8,
     withdrawal_cooldown_secs: u32,
+    challenge_window_secs: u32,
+    verification_fee_bps: u16,
     paused: bool,
 }
 
@@ -267,6 +286,8 @@ impl ConfigView {
             min_provider_stake: usdc(c.params.min_provider_stake),
             liveness_factor: c.params.liveness_factor,
             withdrawal_cooldown_secs: c.params.withdrawal_cooldown_secs,
+            challenge_window_secs: c.params.challenge_window_secs,
+            verification_fee_bps: c.params.verification_fee_bps,
             paused: c.paused,
         }
     }
@@ -305,6 +326,16 @@ impl fmt::Display for ConfigView {
             self.liveness_factor
         )?;
         writeln!(f, "  cooldown     {} s", self.withdrawal_cooldown_secs)?;
+        writeln!(
+            f,
+            "  challenge    {} s (verified jobs' payments held; 0: verification off)",
+            self.challenge_window_secs
+        )?;
+        writeln!(
+            f,
+            "  verify fee   {} bps of a verified interval's commission",
+            self.verification_fee_bps
+        )?;
         write!(f, "  paused       {}", self.paused)
     }
 }

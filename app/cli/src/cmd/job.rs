@@ -417,6 +417,10 @@ async fn submit(
             restart_budget: terms.restart_budget,
         },
         bond,
+        verification_ppm: spec
+            .verification
+            .as_ref()
+            .map_or(0, |v| v.sample_rate.ppm()),
     };
     let minimum = mcjs::state::minimum_bond(&args.requirements, &args.terms)
         .map_err(|e| anyhow!("cannot compute the minimum bond: {e}"))?;

@@ -77,6 +77,7 @@ fn job(job_id: u64, restart_budget: u8) -> SubmitJobArgs {
             restart_budget,
         },
         bond: 10 * USDC,
+        verification_ppm: 0,
     }
 }
 

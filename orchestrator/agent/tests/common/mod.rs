@@ -174,6 +174,7 @@ impl World {
                 restart_budget: terms.restart_budget,
             },
             bond: USDC,
+            verification_ppm: 0,
         };
         let owner = self.user.pubkey();
         let owner_token = ix::usdc_account(&owner, &self.mint);

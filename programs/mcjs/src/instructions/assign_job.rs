@@ -2,10 +2,11 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, JobAssigned};
-use crate::state::{seeds::*, Config, Job, Node, Provider};
+use crate::state::{seeds::*, Config, Job, Node, Provider, Segment, SegmentState};
 
 #[derive(Accounts)]
 pub struct AssignJob<'info> {
+    #[account(mut)]
     pub scheduler: Signer<'info>,
     #[account(
         seeds = [SEED_PREFIX, SEED_CONFIG],
@@ -32,6 +33,17 @@ pub struct AssignJob<'info> {
         bump = provider.bump,
     )]
     pub provider: Box<Account<'info, Provider>>,
+    /// A verified job's Segment for this assignment (the generation it is
+    /// about to get), paid for by the scheduler and given back on release.
+    #[account(
+        init,
+        payer = scheduler,
+        space = 8 + Segment::INIT_SPACE,
+        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_SEGMENT, &job.next_generation_seed()],
+        bump,
+    )]
+    pub segment: Option<Box<Account<'info, Segment>>>,
+    pub system_program: Option<Program<'info, System>>,
 }
 
 impl AssignJob<'_> {
@@ -46,6 +58,8 @@ impl AssignJob<'_> {
             self.node.price_per_gpu_hour <= self.job.terms.max_price_per_gpu_hour,
             McjsError::NodePriceTooHigh
         );
+        let holds = self.job.verification_ppm > 0 && self.config.params.challenge_window_secs > 0;
+        require!(holds == self.segment.is_some(), McjsError::SegmentRequired);
         Ok(())
     }
 
@@ -66,6 +80,28 @@ impl AssignJob<'_> {
             accounts.provider.key(),
         );
         accounts.job.assign(node_key, provider_key, rate, now)?;
+        if let Some(segment) = accounts.segment.as_deref_mut() {
+            segment.set_inner(Segment {
+                job: job_key,
+                provider: provider_key,
+                provider_payout: accounts.provider.payout,
+                node: node_key,
+                generation: accounts.job.generation,
+                commission_bps: accounts.config.params.commission_bps,
+                gross: 0,
+                fees_paid: 0,
+                state: SegmentState::OnNode,
+                open_verifications: 0,
+                rent_payer: accounts.scheduler.key(),
+                bump: ctx.bumps.segment.ok_or(McjsError::SegmentRequired)?,
+            });
+            accounts.job.holds_payment = true;
+            accounts.job.live_segments = accounts
+                .job
+                .live_segments
+                .checked_add(1)
+                .ok_or(McjsError::Overflow)?;
+        }
         accounts.node.occupy(job_key, now)?;
         accounts.provider.take_assignment()?;
         accounts.job.invariant()?;

@@ -5,7 +5,7 @@ use crate::errors::McjsError;
 use crate::events::{emit_event, CheckpointAttested, JobPaused};
 use crate::instructions::settlement::take_off_node;
 use crate::off_node;
-use crate::state::{seeds::*, Config, Job, Node, PauseReason, Provider};
+use crate::state::{seeds::*, Config, Job, Node, PauseReason, Provider, Segment};
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct AttestCheckpointArgs {
@@ -56,23 +56,43 @@ pub struct AttestCheckpoint<'info> {
     #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
     pub treasury: Box<Account<'info, TokenAccount>>,
     pub token_program: Program<'info, Token>,
+    /// The current assignment's Segment, when the job's payment is held
+    /// (a verified job); checked against the job when it is settled.
+    #[account(mut)]
+    pub segment: Option<Box<Account<'info, Segment>>>,
 }
 
 impl AttestCheckpoint<'_> {
-    fn validate(&self, args: &AttestCheckpointArgs) -> Result<()> {
-        self.job.require_generation(args.generation)
+    fn validate(&self, args: &AttestCheckpointArgs, now: i64) -> Result<()> {
+        self.job.require_generation(args.generation)?;
+        // A verified job's intervals stay open to their draw for at least
+        // half an interval: a provider cannot hide a made-up checkpoint by
+        // attesting the next one before the draw's slot hash exists.
+        if self.job.verification_ppm > 0 {
+            if let Some(last) = self.job.last_checkpoint {
+                let spacing = i64::from(self.job.terms.checkpoint_interval_secs / 2);
+                require!(
+                    now.saturating_sub(last.time) >= spacing,
+                    McjsError::AttestationTooSoon
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Records a checkpoint, extends the hash chain and accrues payment for
     /// the time since the previous progress mark. When the bond cannot cover
     /// it, the job pauses and the node is released.
-    #[access_control(ctx.accounts.validate(&args))]
+    #[access_control(ctx.accounts.validate(&args, Clock::get()?.unix_timestamp))]
     pub fn attest_checkpoint(ctx: Context<Self>, args: AttestCheckpointArgs) -> Result<()> {
-        let now = Clock::get()?.unix_timestamp;
+        let clock = Clock::get()?;
+        let now = clock.unix_timestamp;
         let accounts = ctx.accounts;
         let job = &mut accounts.job;
         job.record_checkpoint(args.epoch, args.step, args.checkpoint_hash, now)?;
         let accrual = job.accrue(now, accounts.config.params.liveness_factor)?;
+        job.last_attest_slot = clock.slot;
+        job.last_interval_amount = accrual.amount;
         emit_event(CheckpointAttested {
             job: job.key(),
             node: accounts.node.key(),

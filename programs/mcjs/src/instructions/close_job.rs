@@ -43,6 +43,12 @@ pub struct CloseJob<'info> {
 impl CloseJob<'_> {
     fn validate(&self) -> Result<()> {
         require!(self.job.state.is_terminal(), McjsError::JobNotFinished);
+        // Held payments are the providers' until released (or the owner's
+        // only through a proven-wrong verification): never swept.
+        require!(
+            self.job.held == 0 && self.job.open_verifications == 0 && self.job.live_segments == 0,
+            McjsError::SegmentNotReleasable
+        );
         Ok(())
     }
 

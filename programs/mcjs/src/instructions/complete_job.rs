@@ -5,7 +5,7 @@ use crate::errors::McjsError;
 use crate::events::{emit_event, JobCompleted};
 use crate::instructions::settlement::take_off_node;
 use crate::off_node;
-use crate::state::{seeds::*, Config, Job, Node, Provider};
+use crate::state::{seeds::*, Config, Job, Node, Provider, Segment};
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct CompleteJobArgs {
@@ -61,16 +61,32 @@ pub struct CompleteJob<'info> {
     )]
     pub owner_token: Box<Account<'info, TokenAccount>>,
     pub token_program: Program<'info, Token>,
+    /// The current assignment's Segment, when the job's payment is held
+    /// (a verified job); checked against the job when it is settled.
+    #[account(mut)]
+    pub segment: Option<Box<Account<'info, Segment>>>,
 }
 
 impl CompleteJob<'_> {
-    fn validate(&self, args: &CompleteJobArgs) -> Result<()> {
-        self.job.require_generation(args.generation)
+    fn validate(&self, args: &CompleteJobArgs, now: i64) -> Result<()> {
+        self.job.require_generation(args.generation)?;
+        // As between attestations: the latest interval stays open to its
+        // draw for half an interval before a verified job may complete.
+        if self.job.verification_ppm > 0 {
+            if let Some(last) = self.job.last_checkpoint {
+                let spacing = i64::from(self.job.terms.checkpoint_interval_secs / 2);
+                require!(
+                    now.saturating_sub(last.time) >= spacing,
+                    McjsError::AttestationTooSoon
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The job finished with its output: the last segment is paid (the
     /// output is the final progress mark) and the rest of the bond refunded.
-    #[access_control(ctx.accounts.validate(&args))]
+    #[access_control(ctx.accounts.validate(&args, Clock::get()?.unix_timestamp))]
     pub fn complete_job(ctx: Context<Self>, args: CompleteJobArgs) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
         let accounts = ctx.accounts;

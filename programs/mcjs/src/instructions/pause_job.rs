@@ -5,7 +5,7 @@ use crate::errors::McjsError;
 use crate::events::{emit_event, JobPaused};
 use crate::instructions::settlement::take_off_node;
 use crate::off_node;
-use crate::state::{seeds::*, Config, Job, Node, PauseReason, Provider};
+use crate::state::{seeds::*, Config, Job, Node, PauseReason, Provider, Segment};
 
 #[derive(Accounts)]
 pub struct PauseJob<'info> {
@@ -47,6 +47,10 @@ pub struct PauseJob<'info> {
     #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
     pub treasury: Box<Account<'info, TokenAccount>>,
     pub token_program: Program<'info, Token>,
+    /// The current assignment's Segment, when the job's payment is held
+    /// (a verified job); checked against the job when it is settled.
+    #[account(mut)]
+    pub segment: Option<Box<Account<'info, Segment>>>,
 }
 
 impl PauseJob<'_> {

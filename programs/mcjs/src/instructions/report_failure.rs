@@ -5,7 +5,7 @@ use crate::errors::McjsError;
 use crate::events::{emit_event, FailureReported};
 use crate::instructions::settlement::take_off_node;
 use crate::off_node;
-use crate::state::{seeds::*, Config, FailureCause, Job, JobState, Node, Provider};
+use crate::state::{seeds::*, Config, FailureCause, Job, JobState, Node, Provider, Segment};
 use crate::token::pay_out;
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
@@ -73,6 +73,10 @@ pub struct ReportFailure<'info> {
     )]
     pub owner_token: Box<Account<'info, TokenAccount>>,
     pub token_program: Program<'info, Token>,
+    /// The current assignment's Segment, when the job's payment is held
+    /// (a verified job); checked against the job when it is settled.
+    #[account(mut)]
+    pub segment: Option<Box<Account<'info, Segment>>>,
 }
 
 impl ReportFailure<'_> {

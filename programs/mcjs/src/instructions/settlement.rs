@@ -4,8 +4,8 @@ use anchor_lang::prelude::*;
 use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
-use crate::events::{emit_event, SegmentSettled};
-use crate::state::{Job, Node, Provider};
+use crate::events::{emit_event, SegmentHeld, SegmentSettled};
+use crate::state::{Job, Node, Provider, Segment, SegmentState};
 use crate::token::{pay_out, split_commission};
 
 /// Signer seeds of a job PDA (the authority of its vault).
@@ -33,14 +33,51 @@ pub struct SettlementAccounts<'a, 'info> {
     pub token_program: &'a Program<'info, Token>,
 }
 
+/// Where a verified job's assignment payment is held, and for how long.
+pub struct Hold<'a, 'info> {
+    pub segment: Option<&'a mut Account<'info, Segment>>,
+    pub challenge_window_secs: u32,
+}
+
 /// Pays what the current assignment accrued: the provider's share to its
-/// payout account, the commission to the treasury.
+/// payout account, the commission to the treasury. A verified job's payment
+/// is held instead, in the vault, for its Segment (see `release_segment`).
 pub fn settle_segment<'info>(
     job: &mut Account<'info, Job>,
     accounts: &SettlementAccounts<'_, 'info>,
+    hold: Hold<'_, 'info>,
     provider: Pubkey,
     commission_bps: u16,
+    now: i64,
 ) -> Result<()> {
+    if job.holds_payment {
+        let segment = hold.segment.ok_or(McjsError::SegmentRequired)?;
+        require!(
+            segment.job == job.key()
+                && segment.generation == job.generation
+                && segment.state == SegmentState::OnNode,
+            McjsError::WrongSegment
+        );
+        let amount = job.settle_accrued()?;
+        job.held = job.held.checked_add(amount).ok_or(McjsError::Overflow)?;
+        segment.gross = segment
+            .gross
+            .checked_add(amount)
+            .ok_or(McjsError::Overflow)?;
+        let release_at = now
+            .checked_add(i64::from(hold.challenge_window_secs))
+            .ok_or(McjsError::Overflow)?;
+        segment.state = SegmentState::Held { release_at };
+        emit_event(SegmentHeld {
+            job: job.key(),
+            segment: segment.key(),
+            provider,
+            generation: job.generation,
+            gross: segment.gross,
+            release_at,
+        });
+        return Ok(());
+    }
     let amount = job.accrued;
     let (provider_amount, commission) = split_commission(amount, commission_bps)?;
     let (owner, id, bump);
@@ -83,6 +120,7 @@ pub struct OffNode<'a, 'info> {
     pub provider: &'a mut Account<'info, Provider>,
     pub settlement: SettlementAccounts<'a, 'info>,
     pub commission_bps: u16,
+    pub hold: Hold<'a, 'info>,
     /// The owner's refund account, needed when the transition ends the job.
     pub owner_token: Option<&'a Account<'info, TokenAccount>>,
 }
@@ -104,6 +142,10 @@ macro_rules! off_node {
                 token_program: &$accounts.token_program,
             },
             commission_bps: $accounts.config.params.commission_bps,
+            hold: $crate::instructions::settlement::Hold {
+                segment: $accounts.segment.as_deref_mut(),
+                challenge_window_secs: $accounts.config.params.challenge_window_secs,
+            },
             owner_token: $owner_token,
         }
     };
@@ -122,7 +164,14 @@ pub fn take_off_node<'info>(
     transition: impl FnOnce(&mut Job) -> Result<()>,
 ) -> Result<u64> {
     let provider_key = off.provider.key();
-    settle_segment(off.job, &off.settlement, provider_key, off.commission_bps)?;
+    settle_segment(
+        off.job,
+        &off.settlement,
+        off.hold,
+        provider_key,
+        off.commission_bps,
+        now,
+    )?;
     transition(off.job)?;
     let refund = if off.job.state.is_terminal() {
         let owner_token = off.owner_token.ok_or(McjsError::WrongTokenAccount)?;

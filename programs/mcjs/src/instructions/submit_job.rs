@@ -3,7 +3,7 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, JobSubmitted};
-use crate::state::{minimum_bond, seeds::*, Config, Job, JobRequirements, JobState, JobTerms};
+use crate::state::{minimum_bond, seeds::*, Config, Job, JobRequirements, JobState, JobTerms, PPM};
 use crate::token::deposit;
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
@@ -13,6 +13,8 @@ pub struct SubmitJobArgs {
     pub requirements: JobRequirements,
     pub terms: JobTerms,
     pub bond: u64,
+    /// The share of intervals to verify, in parts per million; 0: none.
+    pub verification_ppm: u32,
 }
 
 #[derive(Accounts)]
@@ -57,6 +59,7 @@ impl SubmitJob<'_> {
         require!(!self.config.paused, McjsError::ProgramPaused);
         args.requirements.validate()?;
         args.terms.validate(now)?;
+        require!(args.verification_ppm <= PPM, McjsError::InvalidSampleRate);
         require!(
             args.bond >= minimum_bond(&args.requirements, &args.terms)?,
             McjsError::BondTooSmall
@@ -107,6 +110,14 @@ impl SubmitJob<'_> {
             refund_account: accounts.owner_token.key(),
             bump: ctx.bumps.job,
             vault_bump: ctx.bumps.job_vault,
+            verification_ppm: args.verification_ppm,
+            prev_checkpoint: None,
+            last_attest_slot: 0,
+            last_interval_amount: 0,
+            open_verifications: 0,
+            holds_payment: false,
+            held: 0,
+            live_segments: 0,
         });
         job.invariant()?;
         emit_event(JobSubmitted {

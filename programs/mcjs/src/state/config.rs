@@ -42,6 +42,13 @@ pub struct ConfigParams {
     pub liveness_factor: u8,
     /// Seconds between a stake-withdrawal request and the withdrawal.
     pub withdrawal_cooldown_secs: u32,
+    /// How long a verified job's segment payment is held after it leaves
+    /// its node, and how long after an attestation its interval may be
+    /// sampled; 0 turns verification off (payments are made at once).
+    pub challenge_window_secs: u32,
+    /// The share of the commission on a verified interval paid to the node
+    /// that verified it, in basis points.
+    pub verification_fee_bps: u16,
 }
 
 impl ConfigParams {
@@ -51,6 +58,10 @@ impl ConfigParams {
             McjsError::InvalidCommission
         );
         require!(self.liveness_factor >= 1, McjsError::InvalidLivenessFactor);
+        require!(
+            u64::from(self.verification_fee_bps) <= BPS_DENOMINATOR,
+            McjsError::InvalidCommission
+        );
         Ok(())
     }
 }

@@ -57,6 +57,26 @@ pub struct Job {
     /// Paid back to the owner from the insurance pool (a job that failed
     /// for good through its providers' fault); never more than `paid`.
     pub compensated: u64,
+    /// Verification sample rate in parts per million; 0: never verified.
+    pub verification_ppm: u32,
+    /// The checkpoint before `last_checkpoint`: where the latest interval starts.
+    pub prev_checkpoint: Option<CheckpointRecord>,
+    /// The slot that recorded the latest attestation (its sampling draw
+    /// uses the hash of the first slot after it).
+    pub last_attest_slot: u64,
+    /// What the latest attestation accrued: the latest interval's payment.
+    pub last_interval_amount: u64,
+    /// Verifications of this job's intervals not yet resolved; the job
+    /// cannot complete while any is open.
+    pub open_verifications: u8,
+    /// The current assignment's payment is held in a Segment account.
+    pub holds_payment: bool,
+    /// Tokens in the vault held for Segments (paid out of the bond, not yet
+    /// released to providers): the vault holds `bond + held`.
+    pub held: u64,
+    /// Segment accounts of this job not yet closed: the job (the authority
+    /// of the vault they are paid from) cannot be closed before them.
+    pub live_segments: u32,
 }
 
 /// The compact hardware summary of a Job Specification that the program enforces.
@@ -322,6 +342,11 @@ impl Job {
         Ok(())
     }
 
+    /// The generation the next assignment will get, as PDA seed bytes.
+    pub fn next_generation_seed(&self) -> [u8; 4] {
+        self.generation.wrapping_add(1).to_le_bytes()
+    }
+
     pub fn bump_generation(&mut self) -> Result<()> {
         self.generation = self.generation.checked_add(1).ok_or(McjsError::Overflow)?;
         Ok(())
@@ -411,6 +436,7 @@ impl Job {
         }
         self.checkpoint_chain =
             extend_chain(&self.checkpoint_chain, self.generation, epoch, step, &hash);
+        self.prev_checkpoint = self.last_checkpoint;
         self.last_checkpoint = Some(CheckpointRecord {
             hash,
             epoch,
@@ -440,11 +466,13 @@ impl Job {
         self.node = None;
         self.provider = None;
         self.rate_per_hour = 0;
+        self.holds_payment = false;
         self.bump_generation()
     }
 
-    /// Running → Completed.
+    /// Running → Completed, once no verification of its intervals is open.
     pub fn complete(&mut self, output_hash: [u8; 32], now: i64) -> Result<()> {
+        require!(self.open_verifications == 0, McjsError::VerificationOpen);
         match self.state {
             JobState::Running { .. } => {
                 self.leave_node()?;
@@ -494,6 +522,23 @@ impl Job {
             }
             _ => err!(McjsError::InvalidJobState),
         }
+    }
+
+    /// An interval was proven wrong: the job resumes from `from`, the
+    /// checkpoint before it (none: from the start). On a node it is taken
+    /// off (Recovering, without using the restart budget); queued or paused
+    /// it only moves its restore point back.
+    pub fn roll_back(&mut self, from: Option<CheckpointRecord>, now: i64) -> Result<()> {
+        if self.state.is_on_node() {
+            self.leave_node()?;
+            self.state = JobState::Recovering { since: now };
+        }
+        self.last_checkpoint = from;
+        self.prev_checkpoint = None;
+        // `from` was attested long ago: no interval is open to a draw until
+        // the next attestation.
+        self.last_attest_slot = crate::state::NO_OPEN_INTERVAL;
+        Ok(())
     }
 
     /// Assigned/Running → Paused.
@@ -585,6 +630,10 @@ impl Job {
         if self.state.is_terminal() {
             require!(self.bond == 0, McjsError::InvalidJobState);
         }
+        require!(
+            self.verification_ppm <= crate::state::PPM,
+            McjsError::InvalidSampleRate
+        );
         require!(
             self.restarts_used <= self.terms.restart_budget,
             McjsError::InvalidJobState

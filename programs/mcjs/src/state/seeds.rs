@@ -11,6 +11,8 @@
 //! | Job            | `mcjs`, owner, `job`, job id (u64 LE)                    |
 //! | job vault      | `mcjs`, job, `vault`                                     |
 //! | insurance pool | `mcjs`, `insurance`                                      |
+//! | Segment        | `mcjs`, job, `segment`, generation (u32 LE)              |
+//! | Verification   | `mcjs`, job, `verification`, interval (u32 LE)           |
 
 pub const SEED_PREFIX: &[u8] = b"mcjs";
 pub const SEED_CONFIG: &[u8] = b"config";
@@ -19,6 +21,8 @@ pub const SEED_NODE: &[u8] = b"node";
 pub const SEED_JOB: &[u8] = b"job";
 pub const SEED_VAULT: &[u8] = b"vault";
 pub const SEED_INSURANCE: &[u8] = b"insurance";
+pub const SEED_SEGMENT: &[u8] = b"segment";
+pub const SEED_VERIFICATION: &[u8] = b"verification";
 
 /// PDA derivations for clients (off chain only).
 #[cfg(not(target_os = "solana"))]
@@ -60,6 +64,32 @@ pub mod pda {
     pub fn job(owner: &Pubkey, job_id: u64) -> Pubkey {
         Pubkey::find_program_address(
             &[SEED_PREFIX, owner.as_ref(), SEED_JOB, &job_id.to_le_bytes()],
+            &crate::ID,
+        )
+        .0
+    }
+
+    pub fn segment(job: &Pubkey, generation: u32) -> Pubkey {
+        Pubkey::find_program_address(
+            &[
+                SEED_PREFIX,
+                job.as_ref(),
+                SEED_SEGMENT,
+                &generation.to_le_bytes(),
+            ],
+            &crate::ID,
+        )
+        .0
+    }
+
+    pub fn verification(job: &Pubkey, interval: u32) -> Pubkey {
+        Pubkey::find_program_address(
+            &[
+                SEED_PREFIX,
+                job.as_ref(),
+                SEED_VERIFICATION,
+                &interval.to_le_bytes(),
+            ],
             &crate::ID,
         )
         .0

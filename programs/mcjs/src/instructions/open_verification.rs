@@ -1,0 +1,191 @@
+use anchor_lang::compat::solana_sysvar::slot_hashes;
+use anchor_lang::prelude::*;
+
+use crate::errors::McjsError;
+use crate::events::{emit_event, VerificationOpened};
+use crate::state::{
+    sampled, seeds::*, slot_hash_after, Config, Job, Node, NodeStatus, Provider, Segment,
+    SegmentState, Verification, VerificationState, NO_OPEN_INTERVAL,
+};
+
+#[derive(Accounts)]
+pub struct OpenVerification<'info> {
+    #[account(mut)]
+    pub scheduler: Signer<'info>,
+    #[account(
+        seeds = [SEED_PREFIX, SEED_CONFIG],
+        bump = config.bump,
+        has_one = scheduler @ McjsError::NotScheduler,
+    )]
+    pub config: Box<Account<'info, Config>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.owner.as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
+        bump = job.bump,
+    )]
+    pub job: Box<Account<'info, Job>>,
+    /// The segment of the assignment that attested the interval's end.
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_SEGMENT, &segment.generation.to_le_bytes()],
+        bump = segment.bump,
+        has_one = job @ McjsError::WrongSegment,
+    )]
+    pub segment: Box<Account<'info, Segment>>,
+    /// One verification per interval, ever: its PDA is the interval's.
+    #[account(
+        init,
+        payer = scheduler,
+        space = 8 + Verification::INIT_SPACE,
+        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VERIFICATION, &job.checkpoint_count.to_le_bytes()],
+        bump,
+    )]
+    pub verification: Box<Account<'info, Verification>>,
+    #[account(
+        seeds = [SEED_PREFIX, verifier_provider.key().as_ref(), SEED_NODE, &verifier_node.index.to_le_bytes()],
+        bump = verifier_node.bump,
+        constraint = verifier_node.provider == verifier_provider.key() @ McjsError::WrongProvider,
+    )]
+    pub verifier_node: Box<Account<'info, Node>>,
+    #[account(
+        seeds = [SEED_PREFIX, verifier_provider.owner.as_ref(), SEED_PROVIDER],
+        bump = verifier_provider.bump,
+    )]
+    pub verifier_provider: Box<Account<'info, Provider>>,
+    #[account(
+        seeds = [SEED_PREFIX, referee_provider.key().as_ref(), SEED_NODE, &referee_node.index.to_le_bytes()],
+        bump = referee_node.bump,
+        constraint = referee_node.provider == referee_provider.key() @ McjsError::WrongProvider,
+    )]
+    pub referee_node: Box<Account<'info, Node>>,
+    #[account(
+        seeds = [SEED_PREFIX, referee_provider.owner.as_ref(), SEED_PROVIDER],
+        bump = referee_provider.bump,
+    )]
+    pub referee_provider: Box<Account<'info, Provider>>,
+    /// CHECK: the SlotHashes sysvar, by address; read raw (its newest
+    /// entries only) rather than deserialised whole.
+    #[account(address = slot_hashes::ID)]
+    pub slot_hashes: UncheckedAccount<'info>,
+    pub system_program: Program<'info, System>,
+}
+
+impl OpenVerification<'_> {
+    fn validate(&self, now: i64) -> Result<()> {
+        let job = &self.job;
+        require!(
+            job.verification_ppm > 0 && self.config.params.challenge_window_secs > 0,
+            McjsError::VerificationOff
+        );
+        // Only the latest interval, within its window, and attested by the
+        // assignment whose segment is passed (still unpaid).
+        let to = job
+            .last_checkpoint
+            .ok_or(McjsError::IntervalNotOpenToVerification)?;
+        let window = i64::from(self.config.params.challenge_window_secs);
+        require!(
+            !job.state.is_terminal()
+                && job.last_attest_slot != NO_OPEN_INTERVAL
+                && now <= to.time.saturating_add(window)
+                && self.segment.generation == to.generation
+                && self.segment.state != SegmentState::Refunded,
+            McjsError::IntervalNotOpenToVerification
+        );
+        // Two other providers, apart from each other, with nodes that could
+        // run the job and a stake that still backs them.
+        let claimed = self.segment.provider;
+        let (verifier, referee) = (self.verifier_provider.key(), self.referee_provider.key());
+        require!(
+            verifier != claimed && referee != claimed && verifier != referee,
+            McjsError::InvalidChecker
+        );
+        for (node, provider) in [
+            (&self.verifier_node, &self.verifier_provider),
+            (&self.referee_node, &self.referee_provider),
+        ] {
+            require!(
+                node.status != NodeStatus::Offline,
+                McjsError::InvalidChecker
+            );
+            provider.require_min_stake(self.config.params.min_provider_stake)?;
+            job.requirements
+                .check(&node.hardware)
+                .map_err(|_| error!(McjsError::InvalidChecker))?;
+        }
+        Ok(())
+    }
+
+    /// Opens the verification of the job's latest attested interval if the
+    /// draw selects it: `sha256(hash of the first slot after the
+    /// attestation's ‖ job ‖ interval)` read as a little-endian u64, modulo
+    /// one million, below the job's sample rate in parts per million. The
+    /// segment's payment and the job's completion wait until it resolves.
+    #[access_control(ctx.accounts.validate(Clock::get()?.unix_timestamp))]
+    pub fn open_verification(ctx: Context<Self>) -> Result<()> {
+        let now = Clock::get()?.unix_timestamp;
+        let accounts = ctx.accounts;
+        let job_key = accounts.job.key();
+        let job = &mut accounts.job;
+        let interval = job.checkpoint_count;
+        let (draw_slot, slot_hash) = {
+            let data = accounts.slot_hashes.try_borrow_data()?;
+            slot_hash_after(&data, job.last_attest_slot).ok_or(McjsError::DrawUnavailable)?
+        };
+        require!(
+            sampled(&slot_hash, &job_key, interval, job.verification_ppm),
+            McjsError::NotSampled
+        );
+        let to = job
+            .last_checkpoint
+            .ok_or(McjsError::IntervalNotOpenToVerification)?;
+        let segment = &mut accounts.segment;
+        accounts.verification.set_inner(Verification {
+            job: job_key,
+            verifier_node: accounts.verifier_node.key(),
+            referee_node: accounts.referee_node.key(),
+            state: VerificationState::Open,
+            interval,
+            segment: segment.key(),
+            provider: segment.provider,
+            node: segment.node,
+            verifier_provider: accounts.verifier_provider.key(),
+            verifier_payout: accounts.verifier_provider.payout,
+            referee_provider: accounts.referee_provider.key(),
+            referee_payout: accounts.referee_provider.payout,
+            from: job.prev_checkpoint,
+            to,
+            interval_amount: job.last_interval_amount,
+            verifier_hash: None,
+            referee_hash: None,
+            draw_slot,
+            opened_at: now,
+            resolved_at: None,
+            fees: 0,
+            slashed: 0,
+            bump: ctx.bumps.verification,
+        });
+        job.open_verifications = job
+            .open_verifications
+            .checked_add(1)
+            .ok_or(McjsError::Overflow)?;
+        segment.open_verifications = segment
+            .open_verifications
+            .checked_add(1)
+            .ok_or(McjsError::Overflow)?;
+        let verification = &accounts.verification;
+        emit_event(VerificationOpened {
+            job: job_key,
+            verification: verification.key(),
+            interval,
+            provider: segment.provider,
+            from_step: verification.from.map(|c| c.step),
+            to_step: to.step,
+            claimed_hash: to.hash,
+            verifier_node: verification.verifier_node,
+            referee_node: verification.referee_node,
+            draw_slot,
+            at: now,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,123 @@
+use anchor_lang::prelude::*;
+use anchor_spl::token::{Mint, Token, TokenAccount};
+
+use crate::errors::McjsError;
+use crate::events::{emit_event, SegmentReleased};
+use crate::job_signer_seeds;
+use crate::state::{seeds::*, Config, Job, Segment, SegmentState};
+use crate::token::pay_out;
+
+#[derive(Accounts)]
+pub struct ReleaseSegment<'info> {
+    /// Anyone: a held payment is released by whoever asks once it is due.
+    pub payer: Signer<'info>,
+    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    pub config: Box<Account<'info, Config>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.owner.as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
+        bump = job.bump,
+    )]
+    pub job: Box<Account<'info, Job>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_SEGMENT, &segment.generation.to_le_bytes()],
+        bump = segment.bump,
+        has_one = job @ McjsError::WrongSegment,
+        has_one = rent_payer @ McjsError::WrongSegment,
+        close = rent_payer,
+    )]
+    pub segment: Box<Account<'info, Segment>>,
+    /// CHECK: receives the segment's rent; checked against `segment.rent_payer`.
+    #[account(mut)]
+    pub rent_payer: UncheckedAccount<'info>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VAULT],
+        bump = job.vault_bump,
+    )]
+    pub job_vault: Box<Account<'info, TokenAccount>>,
+    #[account(address = config.usdc_mint @ McjsError::WrongMint)]
+    pub usdc_mint: Box<Account<'info, Mint>>,
+    #[account(mut, address = segment.provider_payout @ McjsError::WrongTokenAccount)]
+    pub provider_payout: Box<Account<'info, TokenAccount>>,
+    #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
+    pub treasury: Box<Account<'info, TokenAccount>>,
+    pub token_program: Program<'info, Token>,
+}
+
+impl ReleaseSegment<'_> {
+    fn validate(&self, now: i64) -> Result<()> {
+        let due = match self.segment.state {
+            SegmentState::Held { release_at } => now >= release_at,
+            SegmentState::Refunded => true,
+            SegmentState::OnNode => false,
+        };
+        require!(
+            due && self.segment.open_verifications == 0,
+            McjsError::SegmentNotReleasable
+        );
+        Ok(())
+    }
+
+    /// Pays a held segment once its challenge window has passed with no
+    /// verification open on it: the provider's share to the payout account
+    /// recorded at assignment, the commission (less verification fees
+    /// already paid from it) to the treasury. A refunded segment only
+    /// closes. Either way the segment's rent goes back to whoever paid it.
+    #[access_control(ctx.accounts.validate(Clock::get()?.unix_timestamp))]
+    pub fn release_segment(ctx: Context<Self>) -> Result<()> {
+        let now = Clock::get()?.unix_timestamp;
+        let accounts = ctx.accounts;
+        let segment = &accounts.segment;
+        let refunded = segment.state == SegmentState::Refunded;
+        let (provider_amount, commission) = if refunded {
+            (0, 0)
+        } else {
+            segment.payout_split()?
+        };
+        let job = &mut accounts.job;
+        let (owner, id, bump);
+        let seeds = job_signer_seeds!(job, owner, id, bump);
+        let authority = job.to_account_info();
+        pay_out(
+            &accounts.token_program,
+            &accounts.job_vault,
+            &accounts.usdc_mint,
+            &accounts.provider_payout,
+            authority.clone(),
+            &[&seeds],
+            provider_amount,
+        )?;
+        pay_out(
+            &accounts.token_program,
+            &accounts.job_vault,
+            &accounts.usdc_mint,
+            &accounts.treasury,
+            authority,
+            &[&seeds],
+            commission,
+        )?;
+        let released = provider_amount
+            .checked_add(commission)
+            .ok_or(McjsError::Overflow)?;
+        job.held = job.held.checked_sub(released).ok_or(McjsError::Overflow)?;
+        job.live_segments = job
+            .live_segments
+            .checked_sub(1)
+            .ok_or(McjsError::Overflow)?;
+        job.invariant()?;
+        emit_event(SegmentReleased {
+            job: job.key(),
+            segment: segment.key(),
+            provider: segment.provider,
+            generation: segment.generation,
+            provider_amount,
+            commission,
+            refunded,
+            by: accounts.payer.key(),
+            at: now,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,390 @@
+use anchor_lang::prelude::*;
+use anchor_spl::token::{Mint, Token, TokenAccount};
+
+use crate::errors::McjsError;
+use crate::events::{emit_event, VerificationResolved};
+use crate::instructions::settlement::{take_off_node, Hold, OffNode, SettlementAccounts};
+use crate::job_signer_seeds;
+use crate::state::{
+    seeds::*, Config, Job, Node, Provider, Segment, SegmentState, Verification,
+    VerificationOutcome, VerificationState,
+};
+use crate::token::pay_out;
+
+#[derive(Accounts)]
+pub struct ResolveVerification<'info> {
+    /// Anyone: a decided verification is applied by whoever asks.
+    pub resolver: Signer<'info>,
+    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    pub config: Box<Account<'info, Config>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.owner.as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
+        bump = job.bump,
+    )]
+    pub job: Box<Account<'info, Job>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VERIFICATION, &verification.interval.to_le_bytes()],
+        bump = verification.bump,
+        has_one = job @ McjsError::WrongSegment,
+    )]
+    pub verification: Box<Account<'info, Verification>>,
+    #[account(mut, address = verification.segment @ McjsError::WrongSegment)]
+    pub segment: Box<Account<'info, Segment>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VAULT],
+        bump = job.vault_bump,
+    )]
+    pub job_vault: Box<Account<'info, TokenAccount>>,
+    #[account(address = config.usdc_mint @ McjsError::WrongMint)]
+    pub usdc_mint: Box<Account<'info, Mint>>,
+    /// The owner's refund account: receives a proven-wrong segment.
+    #[account(mut, address = job.refund_account @ McjsError::WrongTokenAccount)]
+    pub owner_token: Box<Account<'info, TokenAccount>>,
+    #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
+    pub treasury: Box<Account<'info, TokenAccount>>,
+    #[account(mut, address = config.insurance_pool @ McjsError::WrongTokenAccount)]
+    pub insurance_pool: Box<Account<'info, TokenAccount>>,
+    #[account(mut, address = verification.verifier_payout @ McjsError::WrongTokenAccount)]
+    pub verifier_payout: Box<Account<'info, TokenAccount>>,
+    #[account(mut, address = verification.referee_payout @ McjsError::WrongTokenAccount)]
+    pub referee_payout: Box<Account<'info, TokenAccount>>,
+    /// Whoever's hash lost (the job's provider or the verifier), for a
+    /// dispute; checked against the outcome.
+    #[account(mut)]
+    pub loser: Option<Box<Account<'info, Provider>>>,
+    #[account(mut)]
+    pub loser_stake_vault: Option<Box<Account<'info, TokenAccount>>>,
+    /// The job's current assignment, when a proven-wrong interval must take
+    /// the job off its node: its node, its provider (omitted when it is the
+    /// loser), its provider's payout account and its segment (omitted when
+    /// it is the verified segment, or the job's payment is not held).
+    #[account(mut)]
+    pub node: Option<Box<Account<'info, Node>>>,
+    #[account(mut)]
+    pub provider: Option<Box<Account<'info, Provider>>>,
+    #[account(mut)]
+    pub provider_payout: Option<Box<Account<'info, TokenAccount>>>,
+    #[account(mut)]
+    pub current_segment: Option<Box<Account<'info, Segment>>>,
+    pub token_program: Program<'info, Token>,
+}
+
+impl ResolveVerification<'_> {
+    fn outcome(&self, now: i64) -> Result<VerificationOutcome> {
+        match self.verification.state {
+            VerificationState::Decided { outcome } => Ok(outcome),
+            // A checker that never answers blocks nobody for longer than a
+            // challenge window: nobody is slashed.
+            state if state.is_pending() => {
+                let deadline = self
+                    .verification
+                    .opened_at
+                    .saturating_add(i64::from(self.config.params.challenge_window_secs));
+                require!(now > deadline, McjsError::VerificationUndecided);
+                Ok(VerificationOutcome::Inconclusive)
+            }
+            _ => err!(McjsError::VerificationUndecided),
+        }
+    }
+
+    /// Applies a decided verification (or one whose checkers stayed silent
+    /// past the challenge window):
+    ///
+    /// * Confirmed: the verifier is paid its fee out of the interval's
+    ///   commission (`verification_fee_bps` of it).
+    /// * VerifierWrong: the verifier is slashed; the referee's fee comes out
+    ///   of the slash, the rest goes to the insurance pool.
+    /// * ProviderWrong: the job's provider is slashed (the verifier's and
+    ///   referee's fees out of the slash, the rest to the pool), the owner
+    ///   is refunded the whole segment, and the job goes back to the
+    ///   interval's start: taken off its node if it is on one.
+    /// * Inconclusive: nothing moves.
+    ///
+    /// The segment's payment and the job's completion stop waiting on it.
+    pub fn resolve_verification(ctx: Context<Self>) -> Result<()> {
+        let now = Clock::get()?.unix_timestamp;
+        let outcome = ctx.accounts.outcome(now)?;
+        let a = ctx.accounts;
+        let params = a.config.params;
+        let fee = a
+            .verification
+            .fee(a.segment.commission_bps, params.verification_fee_bps)?;
+        let mut fees = 0u64;
+        let mut slashed = 0u64;
+        let mut slashed_provider = None;
+        let mut refund = 0u64;
+        let mut rolled_back_to_step = None;
+
+        match outcome {
+            VerificationOutcome::Confirmed => {
+                fees = a.pay_fee_from_segment(fee)?;
+            }
+            VerificationOutcome::VerifierWrong => {
+                let expected = a.verification.verifier_provider;
+                let (s, f) = a.slash(expected, &[fee], true)?;
+                (slashed, fees, slashed_provider) = (s, f, Some(expected));
+            }
+            VerificationOutcome::ProviderWrong => {
+                let expected = a.verification.provider;
+                let (s, f) = a.slash(expected, &[fee, fee], false)?;
+                (slashed, fees, slashed_provider) = (s, f, Some(expected));
+                a.take_job_back(now)?;
+                refund = a.refund_segment()?;
+                rolled_back_to_step = Some(a.verification.from.map_or(0, |c| c.step));
+            }
+            VerificationOutcome::Inconclusive => {}
+        }
+
+        let segment = &mut a.segment;
+        segment.open_verifications = segment
+            .open_verifications
+            .checked_sub(1)
+            .ok_or(McjsError::Overflow)?;
+        let job = &mut a.job;
+        job.open_verifications = job
+            .open_verifications
+            .checked_sub(1)
+            .ok_or(McjsError::Overflow)?;
+        job.invariant()?;
+        let v = &mut a.verification;
+        v.state = VerificationState::Resolved { outcome };
+        v.resolved_at = Some(now);
+        v.fees = fees;
+        v.slashed = slashed;
+        emit_event(VerificationResolved {
+            job: job.key(),
+            verification: v.key(),
+            interval: v.interval,
+            outcome,
+            slashed_provider,
+            slashed,
+            fees,
+            refund,
+            rolled_back_to_step,
+            by: a.resolver.key(),
+            at: now,
+        });
+        Ok(())
+    }
+
+    /// Pays the verifier's fee out of the verified segment's payment (its
+    /// commission, see `Segment::payout_split`), from the job's vault.
+    fn pay_fee_from_segment(&mut self, fee: u64) -> Result<u64> {
+        let job = &mut self.job;
+        let segment = &mut self.segment;
+        let fee = match segment.state {
+            SegmentState::OnNode => {
+                // Still the job's current assignment: the interval's payment
+                // is part of what it has accrued.
+                require!(
+                    job.holds_payment && job.generation == segment.generation,
+                    McjsError::WrongSegment
+                );
+                let fee = fee.min(job.accrued);
+                job.accrued -= fee;
+                job.bond = job.bond.checked_sub(fee).ok_or(McjsError::Overflow)?;
+                job.paid = job.paid.checked_add(fee).ok_or(McjsError::Overflow)?;
+                fee
+            }
+            SegmentState::Held { .. } => {
+                let fee = fee.min(segment.gross);
+                segment.gross -= fee;
+                job.held = job.held.checked_sub(fee).ok_or(McjsError::Overflow)?;
+                fee
+            }
+            SegmentState::Refunded => 0,
+        };
+        segment.fees_paid = segment
+            .fees_paid
+            .checked_add(fee)
+            .ok_or(McjsError::Overflow)?;
+        let (owner, id, bump);
+        let seeds = job_signer_seeds!(job, owner, id, bump);
+        pay_out(
+            &self.token_program,
+            &self.job_vault,
+            &self.usdc_mint,
+            &self.verifier_payout,
+            job.to_account_info(),
+            &[&seeds],
+            fee,
+        )?;
+        Ok(fee)
+    }
+
+    /// Slashes `expected` (the loser) by the Config's slash amount, capped by
+    /// its stake: `fees` go to the referee (and, with two, first to the
+    /// verifier), capped by the slash; the rest to the insurance pool.
+    /// Returns (slashed in all, fees paid).
+    fn slash(&mut self, expected: Pubkey, fees: &[u64], referee_only: bool) -> Result<(u64, u64)> {
+        let loser = self.loser.as_deref_mut().ok_or(McjsError::WrongProvider)?;
+        require_keys_eq!(loser.key(), expected, McjsError::WrongProvider);
+        let vault = self
+            .loser_stake_vault
+            .as_deref()
+            .ok_or(McjsError::WrongTokenAccount)?;
+        let vault_key = Pubkey::create_program_address(
+            &[
+                SEED_PREFIX,
+                loser.key().as_ref(),
+                SEED_VAULT,
+                &[loser.vault_bump],
+            ],
+            &crate::ID,
+        )
+        .map_err(|_| error!(McjsError::WrongTokenAccount))?;
+        require_keys_eq!(vault.key(), vault_key, McjsError::WrongTokenAccount);
+
+        let total = self.config.params.slash_amount.min(loser.stake);
+        let owner = loser.owner;
+        let bump = [loser.bump];
+        let seeds: &[&[u8]] = &[SEED_PREFIX, owner.as_ref(), SEED_PROVIDER, &bump];
+        let authority = loser.to_account_info();
+        let mut left = total;
+        let mut paid_fees = 0u64;
+        let recipients: Vec<&Account<'_, TokenAccount>> = if referee_only {
+            vec![&self.referee_payout]
+        } else {
+            vec![&self.verifier_payout, &self.referee_payout]
+        };
+        for (to, fee) in recipients.into_iter().zip(fees) {
+            let fee = (*fee).min(left);
+            pay_out(
+                &self.token_program,
+                vault,
+                &self.usdc_mint,
+                to,
+                authority.clone(),
+                &[seeds],
+                fee,
+            )?;
+            left -= fee;
+            paid_fees += fee;
+        }
+        pay_out(
+            &self.token_program,
+            vault,
+            &self.usdc_mint,
+            &self.insurance_pool,
+            authority,
+            &[seeds],
+            left,
+        )?;
+        loser.stake = loser.stake.checked_sub(total).ok_or(McjsError::Overflow)?;
+        loser.slashed_total = loser
+            .slashed_total
+            .checked_add(total)
+            .ok_or(McjsError::Overflow)?;
+        loser.failures = loser.failures.checked_add(1).ok_or(McjsError::Overflow)?;
+        Ok((total, paid_fees))
+    }
+
+    /// Moves the job back to the interval's start. On a node it is taken
+    /// off (its assignment settled as usual; the node of the provider that
+    /// lied goes offline, another's stays available); queued or paused it
+    /// only moves its restore point. A finished job, or one already back
+    /// before the interval, is left as it is.
+    fn take_job_back(&mut self, now: i64) -> Result<()> {
+        let to = self.verification.to;
+        let from = self.verification.from;
+        let past_interval = self
+            .job
+            .last_checkpoint
+            .is_some_and(|l| (l.epoch, l.step) >= (to.epoch, to.step));
+        if self.job.state.is_terminal() || !past_interval {
+            return Ok(());
+        }
+        if !self.job.state.is_on_node() {
+            return self.job.roll_back(from, now);
+        }
+        let liar = self.verification.provider;
+        let on_liar = self.job.provider == Some(liar);
+        let node = self.node.as_deref_mut().ok_or(McjsError::WrongAssignment)?;
+        require!(
+            self.job.node == Some(node.key()),
+            McjsError::WrongAssignment
+        );
+        let provider: &mut Account<'_, Provider> = if on_liar {
+            self.loser
+                .as_deref_mut()
+                .ok_or(McjsError::WrongAssignment)?
+        } else {
+            let p = self
+                .provider
+                .as_deref_mut()
+                .ok_or(McjsError::WrongAssignment)?;
+            require!(
+                self.job.provider == Some(p.key()),
+                McjsError::WrongAssignment
+            );
+            p
+        };
+        require_keys_eq!(node.provider, provider.key(), McjsError::WrongAssignment);
+        let payout = self
+            .provider_payout
+            .as_deref()
+            .ok_or(McjsError::WrongAssignment)?;
+        require_keys_eq!(payout.key(), provider.payout, McjsError::WrongAssignment);
+        let same_segment = self.job.holds_payment && self.segment.generation == self.job.generation;
+        let hold_segment: Option<&mut Account<'_, Segment>> = if same_segment {
+            Some(&mut self.segment)
+        } else {
+            self.current_segment.as_deref_mut()
+        };
+        take_off_node(
+            OffNode {
+                job: &mut self.job,
+                node,
+                provider,
+                settlement: SettlementAccounts {
+                    job_vault: &self.job_vault,
+                    usdc_mint: &self.usdc_mint,
+                    provider_payout: payout,
+                    treasury: &self.treasury,
+                    token_program: &self.token_program,
+                },
+                commission_bps: self.config.params.commission_bps,
+                hold: Hold {
+                    segment: hold_segment,
+                    challenge_window_secs: self.config.params.challenge_window_secs,
+                },
+                owner_token: None,
+            },
+            !on_liar,
+            now,
+            |job| job.roll_back(from, now),
+        )?;
+        Ok(())
+    }
+
+    /// Returns a proven-wrong segment's held payment to the owner.
+    fn refund_segment(&mut self) -> Result<u64> {
+        let segment = &mut self.segment;
+        if !matches!(segment.state, SegmentState::Held { .. }) {
+            // Already refunded for another interval (or, impossibly, still
+            // on its node: `take_job_back` settles it first).
+            return Ok(0);
+        }
+        let amount = segment.gross;
+        let job = &mut self.job;
+        job.held = job.held.checked_sub(amount).ok_or(McjsError::Overflow)?;
+        job.paid = job.paid.checked_sub(amount).ok_or(McjsError::Overflow)?;
+        segment.gross = 0;
+        segment.state = SegmentState::Refunded;
+        let (owner, id, bump);
+        let seeds = job_signer_seeds!(job, owner, id, bump);
+        pay_out(
+            &self.token_program,
+            &self.job_vault,
+            &self.usdc_mint,
+            &self.owner_token,
+            job.to_account_info(),
+            &[&seeds],
+            amount,
+        )?;
+        Ok(amount)
+    }
+}
