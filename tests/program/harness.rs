@@ -36,6 +36,7 @@ pub fn default_params() -> ConfigParams {
         withdrawal_cooldown_secs: 86_400,
         challenge_window_secs: 3_600,
         verification_fee_bps: 2_000,
+        draw_secs: 450,
     }
 }
 

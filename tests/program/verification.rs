@@ -434,7 +434,8 @@ fn a_provider_proven_wrong_is_slashed_the_owner_refunded_and_the_job_rolled_back
     let resolved = events::<VerificationResolved>(&logs);
     let slash = default_params().slash_amount;
     assert_eq!(resolved[0].slashed, slash);
-    assert_eq!(resolved[0].rolled_back_to_step, Some(100));
+    assert!(resolved[0].rolled_back);
+    assert_eq!(resolved[0].restore_point.map(|c| c.step), Some(100));
     // Two intervals billed at 8 USDC/h, less the first one's fee.
     let gross = 2 * cost(INTERVAL) - fee_of(cost(INTERVAL));
     assert_eq!(resolved[0].refund, gross);
@@ -461,9 +462,15 @@ fn a_provider_proven_wrong_is_slashed_the_owner_refunded_and_the_job_rolled_back
     assert_eq!(w.segment(1).unwrap().state, SegmentState::Refunded);
     assert_eq!(w.env.provider(&w.a.pda).active_assignments, 0);
 
-    // The refunded segment only closes; the job goes on elsewhere from 100.
+    // The refunded segment only closes; the job goes on elsewhere from 100,
+    // never on the liar's nodes again.
     w.release(1).unwrap();
     assert_eq!(w.env.balance(&w.a.payout), 0, "the liar is paid nothing");
+    assert_eq!(w.env.job(&w.job).barred_provider, Some(w.a.pda));
+    let a = w.a.fork();
+    let before = w.env.snapshot();
+    expect_error(w.env.assign(&w.job, &a, 1), McjsError::ProviderBarred);
+    w.env.assert_unchanged(&before);
     let b2 = w.b.fork();
     w.env.assign(&w.job, &b2, 0).unwrap();
     w.env.start(&w.job, &b2, 0).unwrap();
@@ -532,11 +539,12 @@ fn a_silent_or_split_verification_slashes_nobody() {
 }
 
 #[test]
-fn a_verified_jobs_attestations_and_completion_keep_half_an_interval_apart() {
+fn a_verified_jobs_attestations_and_completion_keep_the_draw_gap() {
     let mut w = world(PPM);
     w.attest(100);
-    // Two slots passed since the attestation: 449 s after it.
-    w.env.warp(INTERVAL / 2 - 3);
+    // Two slots (2 s) passed since the attestation: one second short.
+    let gap = i64::from(default_params().draw_secs);
+    w.env.warp(gap - 3);
     let before = w.env.snapshot();
     expect_error(
         w.env.attest(&w.job, &w.a, 0, 1, 0, 200),

@@ -53,6 +53,30 @@ async fn scenario_with(
     restart_budget: u8,
     prepare: impl AsyncFnOnce(&Cluster),
 ) -> Scenario {
+    scenario_of(
+        Setup {
+            args: workload::trainer_args(epochs),
+            restart_budget,
+            ..Setup::default()
+        },
+        prepare,
+    )
+    .await
+}
+
+/// What a scenario varies beyond the defaults.
+#[derive(Default)]
+struct Setup {
+    args: Vec<String>,
+    restart_budget: u8,
+    /// Every interval drawn for verification (a bitwise-deterministic job).
+    verified: bool,
+    /// Extra environment of the i-th agent.
+    agent_env: Vec<(usize, String, String)>,
+}
+
+/// A cluster of three agents, `prepare`d, then one submitted training job.
+async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scenario {
     // MCJS_KEEP_TEST_DIRS=1 keeps every cluster's directory (logs, store) for a post-mortem.
     let mut dir = tempfile::Builder::new()
         .prefix("mcjs-faults-")
@@ -84,10 +108,11 @@ async fn scenario_with(
         // up with `mcjs job upload`, the output comes back with `mcjs job output`.
         data_roots: Vec::new(),
         store: StoreKind::S3,
+        agent_env: setup.agent_env,
     })
     .await
     .expect("the cluster starts");
-    let args = workload::trainer_args(epochs);
+    let args = setup.args;
     let reference =
         workload::uninterrupted_run(image(), &data, &dir.path().join("reference"), &args)
             .expect("the uninterrupted run");
@@ -96,11 +121,19 @@ async fn scenario_with(
         .expect("the dataset uploads");
     assert_eq!(uploaded_sha, sha);
     let spec = dir.path().join("job.json");
-    std::fs::write(
-        &spec,
-        workload::spec_json(image(), &uri, &sha, &args, restart_budget),
-    )
+    let mut json: serde_json::Value = serde_json::from_str(&workload::spec_json(
+        image(),
+        &uri,
+        &sha,
+        &args,
+        setup.restart_budget,
+    ))
     .unwrap();
+    if setup.verified {
+        json["work"]["determinism"] = "bitwise".into();
+        json["verification"] = serde_json::json!({ "sample_rate": 1.0 });
+    }
+    std::fs::write(&spec, serde_json::to_string_pretty(&json).unwrap()).unwrap();
     prepare(&cluster).await;
     let job = cluster.submit_job(&spec, "20", 1).expect("submit");
     Scenario {
@@ -181,8 +214,13 @@ impl Scenario {
     }
 
     /// Every token minted is in one of the accounts of this world, and the
-    /// job's vault is empty once it ended.
+    /// job's vault is empty once it ended (a verified job's held payments
+    /// released by the scheduler when their challenge window has passed).
     async fn assert_tokens_conserved(&self) {
+        self.wait("the held payments to be released", 120, |j| {
+            j.held == 0 && j.live_segments == 0
+        })
+        .await;
         let client = self.cluster.client();
         let d = client.deployment().await.unwrap();
         let mut accounts = vec![d.treasury, pda::vault(&self.job), pda::insurance_pool()];
@@ -925,5 +963,175 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         !tampered.exists(),
         "a refused download wrote {}",
         tampered.display()
+    );
+}
+
+// ----- verified progress -----
+
+/// Checkpoints every 64 steps (2.6 s): each interval is longer than the
+/// local chain's 2 s draw gap between a verified job's attestations.
+fn verified_args(epochs: u32) -> Vec<String> {
+    let mut args = workload::trainer_args(epochs);
+    let every = args
+        .iter()
+        .position(|a| a == "--checkpoint-every-steps")
+        .expect("the trainer's arguments name a checkpoint period");
+    args[every + 1] = "64".into();
+    args
+}
+
+impl Scenario {
+    async fn resolved(&self) -> Vec<mcjs::events::VerificationResolved> {
+        self.events()
+            .await
+            .into_iter()
+            .filter_map(|e| match e {
+                McjsEvent::VerificationResolved(r) => Some(r),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The seconds each agent spent on checks, from its metrics.
+    async fn check_seconds(&self) -> f64 {
+        let mut total = 0.0;
+        for agent in &self.cluster.agents {
+            let url = format!("http://{}/v1/agent/metrics", agent.listen);
+            let Ok(text) = reqwest::get(&url).await.and_then(|r| r.error_for_status()) else {
+                continue;
+            };
+            let text = text.text().await.unwrap_or_default();
+            total += text
+                .lines()
+                .find_map(|l| l.strip_prefix("mcjs_agent_check_seconds_sum "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0);
+        }
+        total
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_segment() {
+    let _serial = serial();
+    // 12 epochs of 16 steps: checkpoints at 64, 128 and 192. The first
+    // agent (the job's first node) attests a made-up hash at step 128.
+    let s = scenario_of(
+        Setup {
+            args: verified_args(12),
+            restart_budget: 1,
+            verified: true,
+            agent_env: vec![(0, "MCJS_FAULT_WRONG_HASH_AT_STEP".into(), "128".into())],
+        },
+        async |_| {},
+    )
+    .await;
+    let liar = (s.cluster.agents[0].node, s.cluster.agents[0].provider);
+    let running = s.wait("the job to run", 60, is_running).await;
+    assert_eq!(
+        running.node,
+        Some(liar.0),
+        "the job starts on the first agent's node (the smallest that fits); logs in {}",
+        s.dir.path().display()
+    );
+    let done = s.completed().await;
+    s.assert_model_identical();
+    s.assert_tokens_conserved().await;
+
+    let resolved = s.resolved().await;
+    let caught: Vec<_> = resolved
+        .iter()
+        .filter(|r| r.outcome == mcjs::state::VerificationOutcome::ProviderWrong)
+        .collect();
+    let outcomes: Vec<_> = resolved.iter().map(|r| (r.interval, r.outcome)).collect();
+    assert_eq!(caught.len(), 1, "one interval proven wrong: {outcomes:?}");
+    let caught = caught[0];
+    assert_eq!(caught.slashed_provider, Some(liar.1));
+    assert!(
+        caught.slashed > 0 && caught.refund > 0,
+        "slashed {}, refunded {}",
+        caught.slashed,
+        caught.refund
+    );
+    assert!(caught.rolled_back);
+    assert_eq!(
+        caught.restore_point.map(|c| c.step),
+        Some(64),
+        "back to the last checkpoint before the made-up one"
+    );
+    let client = s.cluster.client();
+    let liar_account = client.provider(&liar.1).await.unwrap().unwrap();
+    assert!(liar_account.slashed_total >= caught.slashed);
+    for agent in &s.cluster.agents[1..] {
+        let honest = client.provider(&agent.provider).await.unwrap().unwrap();
+        assert_eq!(honest.slashed_total, 0, "an honest provider was slashed");
+    }
+    // The owner got the wrong segment back, and the job finished elsewhere.
+    let completed_on = s
+        .events()
+        .await
+        .into_iter()
+        .find_map(|e| match e {
+            McjsEvent::JobCompleted(c) => Some(c.node),
+            _ => None,
+        })
+        .expect("a completion");
+    assert_ne!(completed_on, liar.0, "completed on an honest node");
+    assert!(done.paid < BOND);
+    let audit = s
+        .cluster
+        .run_mcjs(
+            &s.cluster.info.wallets.user,
+            &["audit", "job", &s.job.to_string()],
+        )
+        .expect("the audit verifies");
+    assert!(audit.contains("VERIFIED"), "{audit}");
+    assert!(audit.contains("proven wrong"), "{audit}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_slashed() {
+    let _serial = serial();
+    // 88 epochs of 16 steps: 22 intervals of 64 steps, each checked.
+    let s = scenario_of(
+        Setup {
+            args: verified_args(88),
+            restart_budget: 1,
+            verified: true,
+            agent_env: Vec::new(),
+        },
+        async |_| {},
+    )
+    .await;
+    let done = s.assert_completed_and_verified().await;
+    let resolved = s.resolved().await;
+    assert!(
+        resolved.len() >= 20,
+        "{} intervals verified; logs in {}",
+        resolved.len(),
+        s.dir.path().display()
+    );
+    for r in &resolved {
+        assert_eq!(
+            r.outcome,
+            mcjs::state::VerificationOutcome::Confirmed,
+            "interval {} of an honest run",
+            r.interval
+        );
+        assert_eq!(r.slashed, 0);
+    }
+    let client = s.cluster.client();
+    for agent in &s.cluster.agents {
+        let p = client.provider(&agent.provider).await.unwrap().unwrap();
+        assert_eq!(p.slashed_total, 0, "an honest provider was slashed");
+    }
+    // The cost of checking, for the record: checker seconds over job seconds.
+    let job_secs = (done.finished_at.unwrap() - done.first_running_at.unwrap()) as f64;
+    let check_secs = s.check_seconds().await;
+    eprintln!(
+        "verification at sample rate 1.0: {} intervals, {check_secs:.1} s of checks over {job_secs:.0} s of job ({:.2}x); at 0.1 about {:.2}x",
+        resolved.len(),
+        check_secs / job_secs,
+        0.1 * check_secs / job_secs
     );
 }

@@ -719,6 +719,7 @@ pub struct ProgramView {
     pub withdrawal_cooldown_secs: u32,
     pub challenge_window_secs: u32,
     pub verification_fee_bps: u16,
+    pub draw_secs: u32,
     pub paused: bool,
     /// The program's loader, and its upgrade authority where the loader has one.
     pub loader: Option<String>,
@@ -765,6 +766,7 @@ pub async fn program(client: &ChainClient) -> Result<ProgramView, DashError> {
         withdrawal_cooldown_secs: p.withdrawal_cooldown_secs,
         challenge_window_secs: p.challenge_window_secs,
         verification_fee_bps: p.verification_fee_bps,
+        draw_secs: p.draw_secs,
         paused: config.paused,
         loader: loader.map(|l| l.to_string()),
         upgrade_authority,

@@ -471,8 +471,9 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                         }
                         // Only an attested checkpoint supersedes older ones.
                         if let Tx::Attest { step, .. } = &tx
+                            && let Some(bound) = self.prune_bound(job, *step)
                             && let Ok(ctx) = self.ctx(job, generation).await
-                            && let Err(e) = ctx.pipeline.store.prune(&job.to_string(), *step).await
+                            && let Err(e) = ctx.pipeline.store.prune(&job.to_string(), bound).await
                         {
                             tracing::warn!(%job, error = %e, "cannot prune old checkpoints");
                         }
@@ -487,7 +488,13 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                         tx,
                         failure: TxFailure {
                             message: f.message,
-                            retryable: f.retryable,
+                            // Refusals that time clears: a verified job's
+                            // draw gap, a completion waiting on a check.
+                            retryable: f.retryable
+                                || matches!(
+                                    f.program_error.as_deref(),
+                                    Some("AttestationTooSoon" | "VerificationOpen")
+                                ),
                         },
                     },
                 };
@@ -851,7 +858,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                             }
                         }
                         Err(e) => {
-                            tracing::warn!(job = %v.job, interval = v.interval, role, error = %e, "cannot check the interval; trying again")
+                            tracing::warn!(job = %v.job, interval = v.interval, role, error = %e, "cannot check the interval; trying again shortly");
+                            tokio::time::sleep(CHECK_RETRY).await;
                         }
                     }
                     active.lock().expect("checks lock").remove(&id);
@@ -999,7 +1007,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                         generation,
                         epoch: *epoch,
                         step: *step,
-                        checkpoint_hash: hash.0,
+                        checkpoint_hash: crate::inject::attested_hash(*step, hash.0),
                     },
                 ),
                 self.segment(job, generation),
@@ -1038,6 +1046,25 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         s.chain.send(ix).await
     }
 
+    /// Up to which step a newly attested checkpoint at `step` lets older
+    /// ones go. A verified job's checkers restore an interval's start: keep
+    /// everything from the previous attested checkpoint on, and prune
+    /// nothing while a verification is open (the chain as last read is
+    /// older than the attestation, which only makes this more careful).
+    fn prune_bound(&self, job: Pubkey, step: u64) -> Option<u64> {
+        let known = self.shared.known.lock().expect("known lock");
+        let Some((_, state)) = known.get(&job) else {
+            return Some(step);
+        };
+        if state.verification_ppm == 0 {
+            return Some(step);
+        }
+        if state.open_verifications > 0 {
+            return None;
+        }
+        state.prev_checkpoint.map(|c| c.step.min(step))
+    }
+
     /// The Segment holding this assignment's payment, for a verified job.
     fn segment(&self, job: Pubkey, generation: u32) -> Option<Pubkey> {
         let known = self.shared.known.lock().expect("known lock");
@@ -1054,6 +1081,9 @@ const NODE_STATUS_EVERY: Duration = Duration::from_secs(10);
 
 /// How often the agent looks for verifications it is named in.
 const CHECKS_EVERY: Duration = Duration::from_millis(500);
+
+/// How long after a failed check the agent tries it again.
+const CHECK_RETRY: Duration = Duration::from_secs(3);
 
 /// How often a running job's disk use is measured.
 const FOOTPRINT_EVERY: Duration = Duration::from_secs(2);

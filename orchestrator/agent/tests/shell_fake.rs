@@ -158,6 +158,7 @@ fn job_account(node: Pubkey, spec_hash: [u8; 32]) -> Job {
         holds_payment: false,
         held: 0,
         live_segments: 0,
+        barred_provider: None,
     }
 }
 

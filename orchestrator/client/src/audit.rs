@@ -163,8 +163,32 @@ pub struct JobAudit {
     pub attestations: u32,
     pub recomputed_chain: String,
     pub on_chain_commitment: Option<String>,
+    /// The intervals drawn for verification: who checked them, with what result.
+    pub verifications: Vec<VerificationRecord>,
     /// The first divergence found, in chain order; `None` when the record verifies.
     pub divergence: Option<Divergence>,
+}
+
+/// One verified interval, from its events.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerificationRecord {
+    pub interval: u32,
+    /// `None`: from the job's start.
+    pub from_step: Option<u64>,
+    pub to_step: u64,
+    /// The Provider account whose attestation was checked.
+    pub provider: String,
+    pub claimed_hash: String,
+    pub verifier_node: String,
+    pub referee_node: String,
+    /// Each checker's answer: node and hash.
+    pub checks: Vec<(String, String)>,
+    /// `confirmed`, `proven wrong`, …; `None` while it is open.
+    pub outcome: Option<&'static str>,
+    pub slashed_provider: Option<String>,
+    pub slashed: u64,
+    /// Paid back to the owner (a proven-wrong interval's segment).
+    pub refund: u64,
 }
 
 impl JobAudit {
@@ -189,6 +213,7 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
     let mut assigned: Option<u32> = None;
     let mut previous: Option<(u32, u64)> = None;
     let mut last: Option<String> = None;
+    let mut verifications: Vec<VerificationRecord> = Vec::new();
 
     for entry in history
         .iter()
@@ -200,6 +225,42 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
             McjsEvent::FailureReported(_)
             | McjsEvent::JobPaused(_)
             | McjsEvent::JobCompleted(_) => assigned = None,
+            McjsEvent::VerificationOpened(e) => verifications.push(VerificationRecord {
+                interval: e.interval,
+                from_step: e.from_step,
+                to_step: e.to_step,
+                provider: e.provider.to_string(),
+                claimed_hash: hex::encode(e.claimed_hash),
+                verifier_node: e.verifier_node.to_string(),
+                referee_node: e.referee_node.to_string(),
+                checks: Vec::new(),
+                outcome: None,
+                slashed_provider: None,
+                slashed: 0,
+                refund: 0,
+            }),
+            McjsEvent::VerificationAttested(e) => {
+                if let Some(v) = verifications.iter_mut().find(|v| v.interval == e.interval) {
+                    v.checks.push((e.node.to_string(), hex::encode(e.hash)));
+                }
+            }
+            McjsEvent::VerificationResolved(e) => {
+                if let Some(v) = verifications.iter_mut().find(|v| v.interval == e.interval) {
+                    v.outcome = Some(crate::history::verification_outcome(e.outcome));
+                    v.slashed_provider = e.slashed_provider.map(|p| p.to_string());
+                    v.slashed = e.slashed;
+                    v.refund = e.refund;
+                }
+                // A proven-wrong interval moved the job back: its restore
+                // point is the last checkpoint from here on.
+                if e.rolled_back {
+                    assigned = None;
+                    previous = e.restore_point.map(|c| (c.epoch, c.step));
+                    last = e
+                        .restore_point
+                        .map(|c| checkpoint_label(c.epoch, c.step, c.generation, &c.hash));
+                }
+            }
             McjsEvent::CheckpointAttested(e) => {
                 attestations += 1;
                 let index = attestations;
@@ -292,6 +353,7 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
         attestations,
         recomputed_chain: hex::encode(chain),
         on_chain_commitment: job.map(|j| hex::encode(j.checkpoint_chain)),
+        verifications,
         divergence,
     }
 }

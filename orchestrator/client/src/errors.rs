@@ -195,6 +195,7 @@ all_errors![
     SegmentNotReleasable,
     WrongAssignment,
     AttestationTooSoon,
+    ProviderBarred,
 ];
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use anchor_lang::prelude::Pubkey;
 use anchor_lang::{AnchorDeserialize, Discriminator};
 use mcjs::events as ev;
-use mcjs::state::{FailureCause, NodeStatus, PauseReason};
+use mcjs::state::{FailureCause, NodeStatus, PauseReason, VerificationOutcome, VerificationState};
 
 use crate::events::data_lines;
 
@@ -69,6 +69,11 @@ program_events![
     JobExpired,
     JobClosed,
     OwnerCompensated,
+    SegmentHeld,
+    SegmentReleased,
+    VerificationOpened,
+    VerificationAttested,
+    VerificationResolved,
 ];
 
 impl std::fmt::Debug for McjsEvent {
@@ -104,6 +109,11 @@ impl McjsEvent {
             JobExpired(e) => e.job,
             JobClosed(e) => e.job,
             OwnerCompensated(e) => e.job,
+            SegmentHeld(e) => e.job,
+            SegmentReleased(e) => e.job,
+            VerificationOpened(e) => e.job,
+            VerificationAttested(e) => e.job,
+            VerificationResolved(e) => e.job,
             _ => return None,
         })
     }
@@ -120,6 +130,10 @@ impl McjsEvent {
             JobAssigned(e) => e.provider,
             SegmentSettled(e) => e.provider,
             FailureReported(e) => e.provider,
+            SegmentHeld(e) => e.provider,
+            SegmentReleased(e) => e.provider,
+            VerificationOpened(e) => e.provider,
+            VerificationResolved(e) => return e.slashed_provider,
             _ => return None,
         })
     }
@@ -142,6 +156,8 @@ impl McjsEvent {
             OwnerCompensated(e) => e.by,
             NodeUpdated(e) => e.by,
             JobSubmitted(e) => e.owner,
+            SegmentReleased(e) => e.by,
+            VerificationResolved(e) => e.by,
             _ => return None,
         })
     }
@@ -161,6 +177,10 @@ impl McjsEvent {
             BondToppedUp(e) => e.at,
             JobCancelled(e) => e.at,
             JobExpired(e) => e.at,
+            SegmentReleased(e) => e.at,
+            VerificationOpened(e) => e.at,
+            VerificationAttested(e) => e.at,
+            VerificationResolved(e) => e.at,
             _ => return None,
         })
     }
@@ -291,6 +311,80 @@ impl McjsEvent {
                 usdc(e.compensated),
                 usdc(e.pool_balance)
             ),
+            SegmentHeld(e) => format!(
+                "payment of generation {} held: {} USDC until {}",
+                e.generation,
+                usdc(e.gross),
+                e.release_at
+            ),
+            SegmentReleased(e) if e.refunded => format!(
+                "segment of generation {} closed (its payment went back to the owner)",
+                e.generation
+            ),
+            SegmentReleased(e) => format!(
+                "segment of generation {} released: {} USDC to the provider, {} USDC commission",
+                e.generation,
+                usdc(e.provider_amount),
+                usdc(e.commission)
+            ),
+            VerificationOpened(e) => format!(
+                "interval {} ({} -> step {}, hash {}…) drawn for verification: verifier node {}, referee node {}",
+                e.interval,
+                e.from_step
+                    .map_or_else(|| "start".to_string(), |s| format!("step {s}")),
+                e.to_step,
+                short(&e.claimed_hash),
+                e.verifier_node,
+                e.referee_node
+            ),
+            VerificationAttested(e) => format!(
+                "interval {} checked by node {}: hash {}… ({})",
+                e.interval,
+                e.node,
+                short(&e.hash),
+                verification_state(&e.state)
+            ),
+            VerificationResolved(e) => format!(
+                "interval {} {}{}{}{}",
+                e.interval,
+                verification_outcome(e.outcome),
+                match e.slashed_provider {
+                    Some(p) if e.slashed > 0 =>
+                        format!(", provider {p} slashed {} USDC", usdc(e.slashed)),
+                    _ => String::new(),
+                },
+                if e.refund > 0 {
+                    format!(", owner refunded {} USDC", usdc(e.refund))
+                } else {
+                    String::new()
+                },
+                match (e.rolled_back, e.restore_point) {
+                    (true, Some(c)) => format!(", job back to step {}", c.step),
+                    (true, None) => ", job back to its start".to_string(),
+                    (false, _) if e.fees > 0 => format!(", checker paid {} USDC", usdc(e.fees)),
+                    (false, _) => String::new(),
+                }
+            ),
+        }
+    }
+}
+
+/// What a verification's outcome means, for people.
+pub fn verification_outcome(outcome: VerificationOutcome) -> &'static str {
+    match outcome {
+        VerificationOutcome::Confirmed => "confirmed",
+        VerificationOutcome::VerifierWrong => "upheld (the verifier was wrong)",
+        VerificationOutcome::ProviderWrong => "proven wrong",
+        VerificationOutcome::Inconclusive => "inconclusive (nobody slashed)",
+    }
+}
+
+fn verification_state(state: &VerificationState) -> &'static str {
+    match state {
+        VerificationState::Open => "waiting for the verifier",
+        VerificationState::Disputed => "disputed: the referee decides",
+        VerificationState::Decided { outcome } | VerificationState::Resolved { outcome } => {
+            verification_outcome(*outcome)
         }
     }
 }

@@ -82,6 +82,7 @@ async fn main() -> anyhow::Result<()> {
         provider_stake_usdc: 500,
         data_roots: vec![data.clone()],
         store,
+        agent_env: Vec::new(),
     })
     .await?;
     let spec = dir.path().join("job.json");

@@ -147,6 +147,7 @@ async fn main() -> anyhow::Result<()> {
         provider_stake_usdc: 200,
         data_roots: Vec::new(),
         store: StoreKind::S3,
+        agent_env: Vec::new(),
     })
     .await?;
     let data = dir.path().join("train.csv");

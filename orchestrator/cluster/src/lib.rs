@@ -47,6 +47,8 @@ pub struct ClusterConfig {
     /// Directories the agents take file:// inputs from (`--data-root`).
     pub data_roots: Vec<PathBuf>,
     pub store: StoreKind,
+    /// Extra environment of the i-th agent: `(i, name, value)`.
+    pub agent_env: Vec<(usize, String, String)>,
 }
 
 /// Where the cluster keeps specs, checkpoints and outputs.
@@ -268,6 +270,17 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// Registers `n` more providers, each with a node and its agent, after
+    /// the cluster started (the chain funds three provider wallets).
+    pub async fn add_agents(&mut self, n: usize) -> anyhow::Result<()> {
+        let first = self.agents.len();
+        for i in first..first + n {
+            self.register_provider(i)?;
+            self.add_agent(i).await?;
+        }
+        self.wait_for_nodes(Duration::from_secs(120)).await
+    }
+
     pub fn client(&self) -> ChainClient {
         ChainClient::new(&self.info.rpc_url)
     }
@@ -447,6 +460,13 @@ impl Cluster {
             .arg("-u")
             .arg(&agent.rpc_url)
             .args(["agent", "run", "--node", &agent.node.to_string()])
+            .envs(
+                self.config
+                    .agent_env
+                    .iter()
+                    .filter(|(i, _, _)| *i == agent.index)
+                    .map(|(_, k, v)| (k, v)),
+            )
             .arg("--node-key")
             .arg(&agent.node_key)
             .arg("--work-dir")

@@ -101,8 +101,9 @@ pub fn default_params() -> ConfigParams {
         min_provider_stake: 100 * USDC,
         liveness_factor: 3,
         withdrawal_cooldown_secs: 300,
-        challenge_window_secs: 60,
+        challenge_window_secs: 30,
         verification_fee_bps: 2_000,
+        draw_secs: 2,
     }
 }
 

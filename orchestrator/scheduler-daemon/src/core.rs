@@ -369,7 +369,16 @@ fn place(
     let mut jobs: Vec<mcjs_scheduler::Job> = Vec::with_capacity(queued.len());
     for (i, (key, job)) in queued.iter().enumerate() {
         match to_queued_job(i as u64, job) {
-            Ok(job) => jobs.push(job),
+            Ok(mut queued_job) => {
+                // A provider proven wrong on the job: steer away from it.
+                if let Some(barred) = job.barred_provider {
+                    queued_job.terms.recovering_from = candidates
+                        .iter()
+                        .position(|(_, n)| n.provider == barred)
+                        .map(|i| NodeId(i as u64));
+                }
+                jobs.push(queued_job)
+            }
             Err(why) => decision.skipped.push(Skipped {
                 kind: AccountKind::Job,
                 account: *key,
@@ -382,8 +391,16 @@ fn place(
     }
     .plan(&fleet, &PlanRequest::new(&jobs, now_secs));
     for placement in plan.placements {
-        let (job, _) = queued[placement.job.0 as usize];
+        let (job, state) = queued[placement.job.0 as usize];
         let (node, chain_node) = candidates[placement.node.0 as usize];
+        if state.barred_provider == Some(chain_node.provider) {
+            // The program refuses it: the planner had no other node.
+            decision.waiting.push(Waiting {
+                job,
+                reason: "the only free node is of the provider proven wrong on this job".into(),
+            });
+            continue;
+        }
         decision.actions.push(Action::Assign {
             job,
             node,

@@ -229,6 +229,7 @@ mod tests {
             holds_payment: false,
             held: 0,
             live_segments: 0,
+            barred_provider: None,
         }
     }
 

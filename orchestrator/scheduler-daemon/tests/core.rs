@@ -69,6 +69,7 @@ impl JobBuilder {
             holds_payment: false,
             held: 0,
             live_segments: 0,
+            barred_provider: None,
         })
     }
 

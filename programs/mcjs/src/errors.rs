@@ -153,6 +153,8 @@ pub enum McjsError {
     SegmentNotReleasable,
     #[msg("the accounts of the job's current assignment are missing or wrong")]
     WrongAssignment,
-    #[msg("a verified job's attestations must be at least half a checkpoint interval apart")]
+    #[msg("a verified job's attestations and completion must be at least the Config's draw_secs apart")]
     AttestationTooSoon,
+    #[msg("this provider was proven wrong on this job: it is never assigned it again")]
+    ProviderBarred,
 }

@@ -4,8 +4,8 @@
 use anchor_lang::prelude::*;
 
 use crate::state::{
-    ConfigParams, ConfigSnapshot, FailureCause, HardwareProfile, NodeStatus, PauseReason,
-    VerificationOutcome, VerificationState,
+    CheckpointRecord, ConfigParams, ConfigSnapshot, FailureCause, HardwareProfile, NodeStatus,
+    PauseReason, VerificationOutcome, VerificationState,
 };
 
 #[event]
@@ -309,8 +309,9 @@ pub struct VerificationResolved {
     pub fees: u64,
     /// Paid back to the owner: the wrong segment.
     pub refund: u64,
-    /// The job's restore point after a proven-wrong interval.
-    pub rolled_back_to_step: Option<u64>,
+    /// The job went back to `restore_point` (none: its start).
+    pub rolled_back: bool,
+    pub restore_point: Option<CheckpointRecord>,
     pub by: Pubkey,
     pub at: i64,
 }

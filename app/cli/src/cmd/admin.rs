@@ -35,6 +35,10 @@ pub struct ParamArgs {
     /// Share of a verified interval's commission paid to its verifier, in basis points.
     #[arg(long)]
     pub verification_fee_bps: Option<u16>,
+    /// Seconds a verified job's attestations are kept apart (the scheduler's
+    /// time to draw the latest interval).
+    #[arg(long)]
+    pub draw_secs: Option<u32>,
 }
 
 impl ParamArgs {
@@ -60,6 +64,9 @@ impl ParamArgs {
         if let Some(v) = self.verification_fee_bps {
             p.verification_fee_bps = v;
         }
+        if let Some(v) = self.draw_secs {
+            p.draw_secs = v;
+        }
         p
     }
 
@@ -71,6 +78,7 @@ impl ParamArgs {
             || self.withdrawal_cooldown_secs.is_some()
             || self.challenge_window_secs.is_some()
             || self.verification_fee_bps.is_some()
+            || self.draw_secs.is_some()
     }
 }
 
@@ -131,6 +139,7 @@ fn default_params() -> ConfigParams {
         withdrawal_cooldown_secs: 86_400,
         challenge_window_secs: 3_600,
         verification_fee_bps: 2_000,
+        draw_secs: 30,
     }
 }
 
@@ -259,6 +268,7 @@ struct ConfigView {
     withdrawal_cooldown_secs: u32,
     challenge_window_secs: u32,
     verification_fee_bps: u16,
+    draw_secs: u32,
     paused: bool,
 }
 
@@ -288,6 +298,7 @@ impl ConfigView {
             withdrawal_cooldown_secs: c.params.withdrawal_cooldown_secs,
             challenge_window_secs: c.params.challenge_window_secs,
             verification_fee_bps: c.params.verification_fee_bps,
+            draw_secs: c.params.draw_secs,
             paused: c.paused,
         }
     }
@@ -335,6 +346,11 @@ impl fmt::Display for ConfigView {
             f,
             "  verify fee   {} bps of a verified interval's commission",
             self.verification_fee_bps
+        )?;
+        writeln!(
+            f,
+            "  draw gap     {} s between a verified job's attestations",
+            self.draw_secs
         )?;
         write!(f, "  paused       {}", self.paused)
     }

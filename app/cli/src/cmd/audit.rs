@@ -98,6 +98,43 @@ impl fmt::Display for JobAuditView {
                 step.signature
             )?;
         }
+        if !a.verifications.is_empty() {
+            writeln!(f, "verified intervals:")?;
+        }
+        for v in &a.verifications {
+            writeln!(
+                f,
+                "  interval {:>3}  {} -> step {}  by provider {}: {}",
+                v.interval,
+                v.from_step
+                    .map_or_else(|| "start".to_string(), |s| format!("step {s}")),
+                v.to_step,
+                v.provider,
+                v.outcome.unwrap_or("open")
+            )?;
+            for (node, hash) in &v.checks {
+                let role = if *node == v.verifier_node {
+                    "verifier"
+                } else {
+                    "referee "
+                };
+                let agrees = if *hash == v.claimed_hash {
+                    "agrees"
+                } else {
+                    "differs"
+                };
+                writeln!(f, "      {role} {node}: {agrees} ({}…)", &hash[..16])?;
+            }
+            if v.slashed > 0 {
+                writeln!(
+                    f,
+                    "      slashed {} USDC from provider {}; owner refunded {} USDC",
+                    usdc(v.slashed),
+                    v.slashed_provider.as_deref().unwrap_or("?"),
+                    usdc(v.refund)
+                )?;
+            }
+        }
         writeln!(f, "recomputed chain     {}", a.recomputed_chain)?;
         writeln!(
             f,

@@ -123,6 +123,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         // and the S3 endpoint (the scheduler alone holds its keys).
         data_roots: Vec::new(),
         store: StoreKind::S3,
+        agent_env: Vec::new(),
     })
     .await
     .context("cannot start the demo cluster")?;

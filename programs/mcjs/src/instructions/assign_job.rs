@@ -58,6 +58,10 @@ impl AssignJob<'_> {
             self.node.price_per_gpu_hour <= self.job.terms.max_price_per_gpu_hour,
             McjsError::NodePriceTooHigh
         );
+        require!(
+            self.job.barred_provider != Some(self.provider.key()),
+            McjsError::ProviderBarred
+        );
         let holds = self.job.verification_ppm > 0 && self.config.params.challenge_window_secs > 0;
         require!(holds == self.segment.is_some(), McjsError::SegmentRequired);
         Ok(())

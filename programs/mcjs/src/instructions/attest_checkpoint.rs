@@ -65,12 +65,12 @@ pub struct AttestCheckpoint<'info> {
 impl AttestCheckpoint<'_> {
     fn validate(&self, args: &AttestCheckpointArgs, now: i64) -> Result<()> {
         self.job.require_generation(args.generation)?;
-        // A verified job's intervals stay open to their draw for at least
-        // half an interval: a provider cannot hide a made-up checkpoint by
-        // attesting the next one before the draw's slot hash exists.
+        // A verified job's latest interval stays open to its draw for
+        // `draw_secs`: a provider cannot hide a made-up checkpoint by
+        // attesting the next one before the scheduler has drawn it.
         if self.job.verification_ppm > 0 {
             if let Some(last) = self.job.last_checkpoint {
-                let spacing = i64::from(self.job.terms.checkpoint_interval_secs / 2);
+                let spacing = i64::from(self.config.params.draw_secs);
                 require!(
                     now.saturating_sub(last.time) >= spacing,
                     McjsError::AttestationTooSoon

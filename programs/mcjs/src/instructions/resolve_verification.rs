@@ -116,7 +116,7 @@ impl ResolveVerification<'_> {
         let mut slashed = 0u64;
         let mut slashed_provider = None;
         let mut refund = 0u64;
-        let mut rolled_back_to_step = None;
+        let mut rolled_back = false;
 
         match outcome {
             VerificationOutcome::Confirmed => {
@@ -131,9 +131,9 @@ impl ResolveVerification<'_> {
                 let expected = a.verification.provider;
                 let (s, f) = a.slash(expected, &[fee, fee], false)?;
                 (slashed, fees, slashed_provider) = (s, f, Some(expected));
-                a.take_job_back(now)?;
+                rolled_back = a.take_job_back(now)?;
                 refund = a.refund_segment()?;
-                rolled_back_to_step = Some(a.verification.from.map_or(0, |c| c.step));
+                a.job.barred_provider = Some(expected);
             }
             VerificationOutcome::Inconclusive => {}
         }
@@ -163,7 +163,8 @@ impl ResolveVerification<'_> {
             slashed,
             fees,
             refund,
-            rolled_back_to_step,
+            rolled_back,
+            restore_point: if rolled_back { v.from } else { None },
             by: a.resolver.key(),
             at: now,
         });
@@ -287,7 +288,7 @@ impl ResolveVerification<'_> {
     /// lied goes offline, another's stays available); queued or paused it
     /// only moves its restore point. A finished job, or one already back
     /// before the interval, is left as it is.
-    fn take_job_back(&mut self, now: i64) -> Result<()> {
+    fn take_job_back(&mut self, now: i64) -> Result<bool> {
         let to = self.verification.to;
         let from = self.verification.from;
         let past_interval = self
@@ -295,10 +296,11 @@ impl ResolveVerification<'_> {
             .last_checkpoint
             .is_some_and(|l| (l.epoch, l.step) >= (to.epoch, to.step));
         if self.job.state.is_terminal() || !past_interval {
-            return Ok(());
+            return Ok(false);
         }
         if !self.job.state.is_on_node() {
-            return self.job.roll_back(from, now);
+            self.job.roll_back(from, now)?;
+            return Ok(true);
         }
         let liar = self.verification.provider;
         let on_liar = self.job.provider == Some(liar);
@@ -357,7 +359,7 @@ impl ResolveVerification<'_> {
             now,
             |job| job.roll_back(from, now),
         )?;
-        Ok(())
+        Ok(true)
     }
 
     /// Returns a proven-wrong segment's held payment to the owner.

@@ -118,6 +118,7 @@ impl SubmitJob<'_> {
             holds_payment: false,
             held: 0,
             live_segments: 0,
+            barred_provider: None,
         });
         job.invariant()?;
         emit_event(JobSubmitted {

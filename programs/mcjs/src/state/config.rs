@@ -49,6 +49,10 @@ pub struct ConfigParams {
     /// The share of the commission on a verified interval paid to the node
     /// that verified it, in basis points.
     pub verification_fee_bps: u16,
+    /// A verified job's attestations (and its completion) are at least this
+    /// far apart: the time the scheduler has to draw the latest interval
+    /// before the next one replaces it.
+    pub draw_secs: u32,
 }
 
 impl ConfigParams {

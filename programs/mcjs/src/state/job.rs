@@ -77,6 +77,8 @@ pub struct Job {
     /// Segment accounts of this job not yet closed: the job (the authority
     /// of the vault they are paid from) cannot be closed before them.
     pub live_segments: u32,
+    /// The provider last proven wrong on this job: never assigned it again.
+    pub barred_provider: Option<Pubkey>,
 }
 
 /// The compact hardware summary of a Job Specification that the program enforces.
