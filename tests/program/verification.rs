@@ -562,19 +562,7 @@ fn a_held_segment_needs_its_segment_account_to_leave_the_node() {
     w.attest(100);
     w.env.warp(INTERVAL);
     let operator = w.a.operator(0).insecure_clone();
-    let bare = ix::complete_job(
-        &operator.pubkey(),
-        &w.job,
-        &w.a.nodes[0],
-        &w.a.pda,
-        &w.a.payout,
-        &w.owner.token,
-        &w.env.deployment(),
-        mcjs::instructions::CompleteJobArgs {
-            generation: 1,
-            output_hash: [1; 32],
-        },
-    );
+    let bare = bare_complete(&w, &operator);
     let before = w.env.snapshot();
     expect_error(
         w.env.send(&[bare], &[&operator]),
@@ -587,12 +575,12 @@ fn a_held_segment_needs_its_segment_account_to_leave_the_node() {
     let a = w.a.fork();
     w.env.assign(&other, &a, 1).unwrap();
     let before = w.env.snapshot();
-    let wrong = ix::with_segment(bare_clone(&w, &operator), Some(pda::segment(&other, 1)));
+    let wrong = ix::with_segment(bare_complete(&w, &operator), Some(pda::segment(&other, 1)));
     expect_error(w.env.send(&[wrong], &[&operator]), McjsError::WrongSegment);
     w.env.assert_unchanged(&before);
 }
 
-fn bare_clone(w: &World, operator: &solana_keypair::Keypair) -> mcjs_client::Instruction {
+fn bare_complete(w: &World, operator: &solana_keypair::Keypair) -> mcjs_client::Instruction {
     ix::complete_job(
         &operator.pubkey(),
         &w.job,

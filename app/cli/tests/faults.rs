@@ -1125,13 +1125,32 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
         let p = client.provider(&agent.provider).await.unwrap().unwrap();
         assert_eq!(p.slashed_total, 0, "an honest provider was slashed");
     }
-    // The cost of checking, for the record: checker seconds over job seconds.
+    // The cost of checking, for the record: checker seconds over job
+    // seconds; and how long the provider's payment waited.
     let job_secs = (done.finished_at.unwrap() - done.first_running_at.unwrap()) as f64;
     let check_secs = s.check_seconds().await;
+    let events = s.events().await;
+    let held_at = events.iter().find_map(|e| match e {
+        McjsEvent::SegmentHeld(h) => Some(h.release_at),
+        _ => None,
+    });
+    let released_at = events.iter().find_map(|e| match e {
+        McjsEvent::SegmentReleased(r) if !r.refunded => Some(r.at),
+        _ => None,
+    });
+    let (Some(due), Some(paid)) = (held_at, released_at) else {
+        panic!("the provider's segment was held and then released");
+    };
+    assert!(
+        paid >= due,
+        "paid at {paid}, before its window ended at {due}"
+    );
     eprintln!(
-        "verification at sample rate 1.0: {} intervals, {check_secs:.1} s of checks over {job_secs:.0} s of job ({:.2}x); at 0.1 about {:.2}x",
+        "verification at sample rate 1.0: {} intervals, {check_secs:.1} s of checks over {job_secs:.0} s of job ({:.2}x); at 0.1 about {:.2}x; the provider was paid {} s after its window ended (window {} s after completion)",
         resolved.len(),
         check_secs / job_secs,
-        0.1 * check_secs / job_secs
+        0.1 * check_secs / job_secs,
+        paid - due,
+        due - done.finished_at.unwrap()
     );
 }

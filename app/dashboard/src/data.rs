@@ -269,6 +269,8 @@ pub struct JobView {
     pub checkpoints: Vec<CheckpointRow>,
     pub placements: Vec<Placement>,
     pub failures: Vec<FailureRow>,
+    /// The intervals drawn for verification, their checkers and outcomes.
+    pub verifications: Vec<mcjs_client::audit::VerificationRecord>,
     pub output_hash: Option<String>,
 }
 
@@ -455,6 +457,30 @@ pub fn job_view(key: &Pubkey, account: Option<&Job>, history: &[HistoryEntry]) -
                     signature: entry.signature.clone(),
                 });
             }
+            // A verified job's segment is paid when released, after its window.
+            McjsEvent::SegmentReleased(e) if !e.refunded => {
+                flow.paid_total += e.provider_amount;
+                flow.commission += e.commission;
+                let p = payments
+                    .entry(e.provider)
+                    .or_insert_with(|| ProviderPayment {
+                        provider: e.provider.to_string(),
+                        amount: 0,
+                        commission: 0,
+                        segments: 0,
+                    });
+                p.amount += e.provider_amount;
+                p.commission += e.commission;
+                p.segments += 1;
+            }
+            // A proven-wrong segment goes back to the owner; a confirmed
+            // check's fee comes out of the commission.
+            McjsEvent::VerificationResolved(e) => {
+                flow.refund += e.refund;
+                if e.slashed == 0 {
+                    flow.commission += e.fees;
+                }
+            }
             McjsEvent::SegmentSettled(e) => {
                 flow.paid_total += e.provider_amount;
                 flow.commission += e.commission;
@@ -549,6 +575,7 @@ pub fn job_view(key: &Pubkey, account: Option<&Job>, history: &[HistoryEntry]) -
         checkpoints,
         placements,
         failures,
+        verifications: audit.verifications,
         output_hash,
     }
 }

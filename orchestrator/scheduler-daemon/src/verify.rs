@@ -157,18 +157,16 @@ fn choose_checkers(
     claimed: Pubkey,
     hash: &[u8; 32],
 ) -> Option<Checkers> {
-    let mut candidates: Vec<&(Pubkey, Node)> = o
-        .nodes
-        .iter()
-        .filter(|(_, n)| {
-            n.provider != claimed
-                && n.status != NodeStatus::Offline
-                && job.requirements.check(&n.hardware).is_ok()
-                && o.providers
-                    .get(&n.provider)
-                    .is_some_and(|p| p.committed_stake() >= o.params.min_provider_stake)
-        })
-        .collect();
+    let fits = |n: &Node| {
+        n.provider != claimed
+            && n.status != NodeStatus::Offline
+            && job.requirements.check(&n.hardware).is_ok()
+            && o.providers
+                .get(&n.provider)
+                .is_some_and(|p| p.committed_stake() >= o.params.min_provider_stake)
+    };
+    let all: Vec<&(Pubkey, Node)> = o.nodes.iter().filter(|(_, n)| fits(n)).collect();
+    let mut candidates = all.clone();
     let idle = |n: &Node| n.status == NodeStatus::Available;
     if candidates.iter().any(|(_, n)| idle(n)) {
         candidates.retain(|(_, n)| idle(n));
@@ -190,18 +188,10 @@ fn choose_checkers(
         .collect();
     let (referee_node, referee_provider) = pick(&others, 2).or_else(|| {
         // Every idle node belongs to one provider: take a busy one.
-        let busy: Vec<&(Pubkey, Node)> = o
-            .nodes
+        let busy: Vec<&(Pubkey, Node)> = all
             .iter()
-            .filter(|(_, n)| {
-                n.provider != claimed
-                    && n.provider != verifier_provider
-                    && n.status != NodeStatus::Offline
-                    && job.requirements.check(&n.hardware).is_ok()
-                    && o.providers
-                        .get(&n.provider)
-                        .is_some_and(|p| p.committed_stake() >= o.params.min_provider_stake)
-            })
+            .copied()
+            .filter(|(_, n)| n.provider != verifier_provider)
             .collect();
         pick(&busy, 2)
     })?;

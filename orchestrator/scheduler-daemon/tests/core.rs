@@ -769,3 +769,323 @@ fn a_malformed_job_is_skipped_by_name_and_the_others_are_placed() {
         decision.waiting[0].reason
     );
 }
+
+// ----- verified progress -----
+
+mod verify {
+    use super::*;
+    use mcjs_client::pda;
+    use mcjs_scheduler_daemon::verify::{VerifyAction, VerifyObservation, verify_duties};
+    use std::collections::HashMap;
+
+    const ATTEST_SLOT: u64 = 1_000;
+
+    fn params() -> ConfigParams {
+        ConfigParams {
+            commission_bps: 500,
+            slash_amount: 5_000_000,
+            min_provider_stake: 100_000_000,
+            liveness_factor: 3,
+            withdrawal_cooldown_secs: 300,
+            challenge_window_secs: 30,
+            verification_fee_bps: 2_000,
+            draw_secs: 2,
+        }
+    }
+
+    fn provider(stake: u64) -> Provider {
+        Provider {
+            owner: key(77),
+            payout: key(78),
+            stake,
+            pending_withdrawal: None,
+            active_assignments: 0,
+            node_count: 1,
+            jobs_completed: 0,
+            failures: 0,
+            slashed_total: 0,
+            registered_at: T0,
+            bump: 255,
+            vault_bump: 255,
+        }
+    }
+
+    /// A verified job on provider 30's node 20, its latest interval attested
+    /// at `ATTEST_SLOT` by generation 1.
+    fn verified_job(ppm: u32) -> Job {
+        let mut job = JobBuilder::running_on(JobBuilder::pending(), key(20), key(30), 1, T0).0;
+        job.verification_ppm = ppm;
+        job.holds_payment = true;
+        job.checkpoint_count = 1;
+        job.last_attest_slot = ATTEST_SLOT;
+        job.last_checkpoint = Some(CheckpointRecord {
+            hash: [9; 32],
+            epoch: 0,
+            step: 64,
+            time: T0 + 10,
+            generation: 1,
+        });
+        job
+    }
+
+    fn segment(job: Pubkey, state: SegmentState) -> Segment {
+        Segment {
+            job,
+            provider: key(30),
+            provider_payout: key(31),
+            node: key(20),
+            generation: 1,
+            commission_bps: 500,
+            gross: 0,
+            fees_paid: 0,
+            state,
+            open_verifications: 0,
+            rent_payer: key(99),
+            bump: 255,
+        }
+    }
+
+    /// SlotHashes data: the attestation's slot and the next one.
+    fn slot_hashes(next: [u8; 32]) -> Vec<u8> {
+        let mut data = 2u64.to_le_bytes().to_vec();
+        data.extend((ATTEST_SLOT + 1).to_le_bytes());
+        data.extend(next);
+        data.extend(ATTEST_SLOT.to_le_bytes());
+        data.extend([0u8; 32]);
+        data
+    }
+
+    struct World {
+        jobs: Vec<(Pubkey, Job)>,
+        nodes: Vec<(Pubkey, Node)>,
+        providers: HashMap<Pubkey, Provider>,
+        verifications: Vec<(Pubkey, Verification)>,
+        segments: Vec<(Pubkey, Segment)>,
+        slot_hashes: Vec<u8>,
+        now: i64,
+    }
+
+    impl World {
+        /// The job's provider 30 and three others (40, 50, 60), one node each.
+        fn new(ppm: u32) -> Self {
+            let job = key(10);
+            let mut nodes = vec![(key(20), busy(node(key(30), 81_920), job))];
+            let mut providers = HashMap::from([(key(30), provider(200_000_000))]);
+            for (n, p) in [(21, 40), (22, 50), (23, 60)] {
+                nodes.push((key(n), node(key(p), 81_920)));
+                providers.insert(key(p), provider(200_000_000));
+            }
+            Self {
+                jobs: vec![(job, verified_job(ppm))],
+                nodes,
+                providers,
+                verifications: vec![],
+                segments: vec![(pda::segment(&job, 1), segment(job, SegmentState::OnNode))],
+                slot_hashes: slot_hashes([7; 32]),
+                now: T0 + 11,
+            }
+        }
+
+        fn duties(&self) -> Vec<VerifyAction> {
+            verify_duties(&VerifyObservation {
+                now: self.now,
+                params: &params(),
+                jobs: &self.jobs,
+                nodes: &self.nodes,
+                providers: &self.providers,
+                verifications: &self.verifications,
+                segments: &self.segments,
+                slot_hashes: &self.slot_hashes,
+            })
+        }
+    }
+
+    #[test]
+    fn a_drawn_interval_is_opened_with_two_checkers_of_other_providers() {
+        let w = World::new(PPM);
+        let duties = w.duties();
+        let [
+            VerifyAction::Open {
+                checkers,
+                interval,
+                segment_generation,
+                ..
+            },
+        ] = &duties[..]
+        else {
+            panic!("one open: {duties:?}");
+        };
+        assert_eq!((*interval, *segment_generation), (1, 1));
+        let (v, r) = (checkers.verifier_provider, checkers.referee_provider);
+        assert!(v != key(30) && r != key(30) && v != r, "{checkers:?}");
+        // The checkers' nodes are those of their providers.
+        for (n, p) in [(checkers.verifier_node, v), (checkers.referee_node, r)] {
+            assert!(
+                w.nodes
+                    .iter()
+                    .any(|(k, node)| *k == n && node.provider == p)
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_is_opened_before_the_draw_exists_when_not_drawn_or_without_two_checkers() {
+        // The slot after the attestation has not been recorded yet.
+        let mut w = World::new(PPM);
+        let mut data = 1u64.to_le_bytes().to_vec();
+        data.extend(ATTEST_SLOT.to_le_bytes());
+        data.extend([0u8; 32]);
+        w.slot_hashes = data;
+        assert!(w.duties().is_empty());
+        // One in a million, and this slot hash does not draw it.
+        let w = World::new(1);
+        assert!(w.duties().is_empty());
+        // Only one other provider fits (the others' nodes are too small).
+        let mut w = World::new(PPM);
+        w.nodes[2].1.hardware.vram_per_gpu_mib = 8_000;
+        w.nodes[3].1.hardware.vram_per_gpu_mib = 8_000;
+        assert!(w.duties().is_empty());
+        // Or too little stake behind them.
+        let mut w = World::new(PPM);
+        for p in [key(50), key(60)] {
+            w.providers.insert(p, provider(1));
+        }
+        assert!(w.duties().is_empty());
+        // An interval already open is not opened again.
+        let mut w = World::new(PPM);
+        let mut open = verification(&w, VerificationState::Open);
+        open.interval = 1;
+        w.verifications.push((key(90), open));
+        assert!(
+            !w.duties()
+                .iter()
+                .any(|d| matches!(d, VerifyAction::Open { .. }))
+        );
+    }
+
+    fn verification(w: &World, state: VerificationState) -> Verification {
+        let job = &w.jobs[0].1;
+        Verification {
+            job: w.jobs[0].0,
+            verifier_node: key(21),
+            referee_node: key(22),
+            state,
+            interval: 1,
+            segment: pda::segment(&w.jobs[0].0, 1),
+            provider: key(30),
+            node: key(20),
+            verifier_provider: key(40),
+            verifier_payout: key(41),
+            referee_provider: key(50),
+            referee_payout: key(51),
+            from: None,
+            to: job.last_checkpoint.unwrap(),
+            interval_amount: 1_000_000,
+            verifier_hash: None,
+            referee_hash: None,
+            draw_slot: ATTEST_SLOT + 1,
+            opened_at: T0 + 11,
+            resolved_at: None,
+            fees: 0,
+            slashed: 0,
+            bump: 255,
+        }
+    }
+
+    #[test]
+    fn a_decided_verification_is_resolved_against_the_right_loser_and_assignment() {
+        let mut w = World::new(PPM);
+        w.jobs[0].1.checkpoint_count = 2; // the open one is not the latest
+        for (outcome, loser) in [
+            (VerificationOutcome::Confirmed, None),
+            (VerificationOutcome::VerifierWrong, Some(key(40))),
+            (VerificationOutcome::ProviderWrong, Some(key(30))),
+            (VerificationOutcome::Inconclusive, None),
+        ] {
+            w.verifications = vec![(
+                key(90),
+                verification(&w, VerificationState::Decided { outcome }),
+            )];
+            let duties = w.duties();
+            let resolve = duties
+                .iter()
+                .find_map(|d| match d {
+                    VerifyAction::Resolve { loser, current, .. } => Some((*loser, *current)),
+                    _ => None,
+                })
+                .expect("a resolve");
+            assert_eq!(resolve.0, loser, "{outcome:?}");
+            // Only a proven-wrong provider's job is taken off its node: its
+            // own provider, passed as the loser, not twice.
+            match outcome {
+                VerificationOutcome::ProviderWrong => {
+                    let current = resolve.1.expect("the job's assignment");
+                    assert_eq!(current.node, key(20));
+                    assert_eq!(current.provider, None);
+                    assert_eq!(
+                        current.segment, None,
+                        "the verified segment is the current one"
+                    );
+                }
+                _ => assert_eq!(resolve.1, None),
+            }
+        }
+        // An open one resolves (inconclusive) only after its window.
+        w.verifications = vec![(key(90), verification(&w, VerificationState::Open))];
+        assert!(
+            !w.duties()
+                .iter()
+                .any(|d| matches!(d, VerifyAction::Resolve { .. }))
+        );
+        w.now = T0 + 11 + 31;
+        assert!(
+            w.duties()
+                .iter()
+                .any(|d| matches!(d, VerifyAction::Resolve { loser: None, .. }))
+        );
+    }
+
+    #[test]
+    fn a_held_segment_is_released_once_due_and_unchallenged() {
+        let mut w = World::new(0);
+        let job = w.jobs[0].0;
+        let release_at = T0 + 100;
+        w.segments = vec![(
+            pda::segment(&job, 1),
+            segment(job, SegmentState::Held { release_at }),
+        )];
+        w.now = release_at - 1;
+        assert!(w.duties().is_empty(), "not before its window");
+        w.now = release_at;
+        assert!(matches!(&w.duties()[..], [VerifyAction::Release { .. }]));
+        w.segments[0].1.open_verifications = 1;
+        assert!(w.duties().is_empty(), "not while a check is open");
+    }
+}
+
+#[test]
+fn a_job_is_never_placed_on_the_provider_proven_wrong_on_it() {
+    let (job, liar_node, liar, other_node, other) = (key(10), key(20), key(30), key(21), key(31));
+    let mut live = Liveness::new(T0 * MS);
+    live.record(heartbeat(liar_node, vec![]), T0 * MS).unwrap();
+    let mut barred = JobBuilder::pending().0;
+    barred.barred_provider = Some(liar);
+    let jobs = [(job, barred)];
+    // Only the liar's node: the job waits.
+    let alone = [(liar_node, node(liar, 81_920))];
+    assert_eq!(decide(T0 * MS + 500, &jobs, &alone, &live), vec![]);
+    // Another node: the job goes there.
+    live.record(heartbeat(other_node, vec![]), T0 * MS).unwrap();
+    let both = [
+        (liar_node, node(liar, 81_920)),
+        (other_node, node(other, 81_920)),
+    ];
+    assert_eq!(
+        decide(T0 * MS + 500, &jobs, &both, &live),
+        vec![Action::Assign {
+            job,
+            node: other_node,
+            provider: other
+        }]
+    );
+}

@@ -65,19 +65,7 @@ pub struct AttestCheckpoint<'info> {
 impl AttestCheckpoint<'_> {
     fn validate(&self, args: &AttestCheckpointArgs, now: i64) -> Result<()> {
         self.job.require_generation(args.generation)?;
-        // A verified job's latest interval stays open to its draw for
-        // `draw_secs`: a provider cannot hide a made-up checkpoint by
-        // attesting the next one before the scheduler has drawn it.
-        if self.job.verification_ppm > 0 {
-            if let Some(last) = self.job.last_checkpoint {
-                let spacing = i64::from(self.config.params.draw_secs);
-                require!(
-                    now.saturating_sub(last.time) >= spacing,
-                    McjsError::AttestationTooSoon
-                );
-            }
-        }
-        Ok(())
+        self.job.require_draw_gap(now, self.config.params.draw_secs)
     }
 
     /// Records a checkpoint, extends the hash chain and accrues payment for

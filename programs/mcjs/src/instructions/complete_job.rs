@@ -70,18 +70,7 @@ pub struct CompleteJob<'info> {
 impl CompleteJob<'_> {
     fn validate(&self, args: &CompleteJobArgs, now: i64) -> Result<()> {
         self.job.require_generation(args.generation)?;
-        // As between attestations: the latest interval stays open to its
-        // draw for `draw_secs` before a verified job may complete.
-        if self.job.verification_ppm > 0 {
-            if let Some(last) = self.job.last_checkpoint {
-                let spacing = i64::from(self.config.params.draw_secs);
-                require!(
-                    now.saturating_sub(last.time) >= spacing,
-                    McjsError::AttestationTooSoon
-                );
-            }
-        }
-        Ok(())
+        self.job.require_draw_gap(now, self.config.params.draw_secs)
     }
 
     /// The job finished with its output: the last segment is paid (the

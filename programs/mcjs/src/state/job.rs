@@ -344,6 +344,23 @@ impl Job {
         Ok(())
     }
 
+    /// A verified job's latest interval stays open to its draw for
+    /// `draw_secs`: its next attestation, or its completion, waits that
+    /// long, so a provider cannot hide a made-up checkpoint by attesting the
+    /// next one before the scheduler has drawn it.
+    pub fn require_draw_gap(&self, now: i64, draw_secs: u32) -> Result<()> {
+        match self.last_checkpoint {
+            Some(last) if self.verification_ppm > 0 => {
+                require!(
+                    now.saturating_sub(last.time) >= i64::from(draw_secs),
+                    McjsError::AttestationTooSoon
+                );
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The generation the next assignment will get, as PDA seed bytes.
     pub fn next_generation_seed(&self) -> [u8; 4] {
         self.generation.wrapping_add(1).to_le_bytes()
