@@ -414,8 +414,25 @@ fn a_provider_proven_wrong_is_slashed_the_owner_refunded_and_the_job_rolled_back
         provider_payout: w.a.payout,
         segment: None,
     };
-    // The wrong loser, or no assignment accounts, is refused.
+    // The wrong loser, no assignment accounts, or the loser's account passed
+    // twice (its second copy would undo the slash) is refused.
     let before = w.env.snapshot();
+    let twice = ix::CurrentAssignment {
+        provider: Some(w.a.pda),
+        ..current
+    };
+    expect_anchor_error(
+        w.resolve(&v2, Some(w.a.pda), Some(twice)),
+        anchor_lang::error::ErrorCode::ConstraintDuplicateMutableAccount,
+    );
+    let same_segment = ix::CurrentAssignment {
+        segment: Some(pda::segment(&w.job, 1)),
+        ..current
+    };
+    expect_anchor_error(
+        w.resolve(&v2, Some(w.a.pda), Some(same_segment)),
+        anchor_lang::error::ErrorCode::ConstraintDuplicateMutableAccount,
+    );
     expect_error(
         w.resolve(&v2, Some(w.b.pda), Some(current)),
         McjsError::WrongProvider,

@@ -73,6 +73,20 @@ pub struct ResolveVerification<'info> {
 }
 
 impl ResolveVerification<'_> {
+    /// Two copies of one program account would each be written back, the
+    /// later undoing the earlier (a slash, a settlement): every mutable
+    /// Provider and Segment passed must be a different account. Anchor
+    /// refuses duplicate mutable accounts first; this says which rule it is.
+    fn validate(&self) -> Result<()> {
+        if let (Some(loser), Some(provider)) = (&self.loser, &self.provider) {
+            require_keys_neq!(loser.key(), provider.key(), McjsError::WrongAssignment);
+        }
+        if let Some(current) = &self.current_segment {
+            require_keys_neq!(current.key(), self.segment.key(), McjsError::WrongSegment);
+        }
+        Ok(())
+    }
+
     fn outcome(&self, now: i64) -> Result<VerificationOutcome> {
         match self.verification.state {
             VerificationState::Decided { outcome } => Ok(outcome),
@@ -104,6 +118,7 @@ impl ResolveVerification<'_> {
     /// * Inconclusive: nothing moves.
     ///
     /// The segment's payment and the job's completion stop waiting on it.
+    #[access_control(ctx.accounts.validate())]
     pub fn resolve_verification(ctx: Context<Self>) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
         let outcome = ctx.accounts.outcome(now)?;
