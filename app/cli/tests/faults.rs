@@ -69,8 +69,8 @@ async fn scenario_with(
 struct Setup {
     args: Vec<String>,
     restart_budget: u8,
-    /// Every interval drawn for verification (a bitwise-deterministic job).
-    verified: bool,
+    /// The verification sample rate of a bitwise-deterministic job.
+    verified: Option<f64>,
     /// Extra environment of the i-th agent.
     agent_env: Vec<(usize, String, String)>,
 }
@@ -129,9 +129,9 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
         setup.restart_budget,
     ))
     .unwrap();
-    if setup.verified {
+    if let Some(rate) = setup.verified {
         json["work"]["determinism"] = "bitwise".into();
-        json["verification"] = serde_json::json!({ "sample_rate": 1.0 });
+        json["verification"] = serde_json::json!({ "sample_rate": rate });
     }
     std::fs::write(&spec, serde_json::to_string_pretty(&json).unwrap()).unwrap();
     prepare(&cluster).await;
@@ -1020,7 +1020,7 @@ async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_s
         Setup {
             args: verified_args(12),
             restart_budget: 1,
-            verified: true,
+            verified: Some(1.0),
             agent_env: vec![(0, "MCJS_FAULT_WRONG_HASH_AT_STEP".into(), "128".into())],
         },
         async |_| {},
@@ -1097,7 +1097,7 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
         Setup {
             args: verified_args(88),
             restart_budget: 1,
-            verified: true,
+            verified: Some(1.0),
             agent_env: Vec::new(),
         },
         async |_| {},
@@ -1152,5 +1152,40 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
         0.1 * check_secs / job_secs,
         paid - due,
         due - done.finished_at.unwrap()
+    );
+}
+
+/// The cost of verification at the sample rate the issue quotes: 200 epochs
+/// (50 intervals of 64 steps) at 0.1, checker seconds over job seconds.
+/// Prints the numbers; about four minutes, so run on demand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, about four minutes: cargo test -p mcjs-cli --test faults -- --ignored --nocapture verification_cost"]
+async fn verification_cost_at_sample_rate_one_tenth() {
+    let _serial = serial();
+    let s = scenario_of(
+        Setup {
+            args: verified_args(200),
+            restart_budget: 1,
+            verified: Some(0.1),
+            agent_env: Vec::new(),
+        },
+        async |_| {},
+    )
+    .await;
+    let done = s.completed().await;
+    s.assert_model_identical();
+    let resolved = s.resolved().await;
+    assert!(
+        resolved
+            .iter()
+            .all(|r| r.outcome == mcjs::state::VerificationOutcome::Confirmed)
+    );
+    let job_secs = (done.finished_at.unwrap() - done.first_running_at.unwrap()) as f64;
+    let check_secs = s.check_seconds().await;
+    eprintln!(
+        "verification at sample rate 0.1: {} of {} intervals checked, {check_secs:.1} s of checks over {job_secs:.0} s of job: {:.3}x",
+        resolved.len(),
+        done.checkpoint_count,
+        check_secs / job_secs
     );
 }
