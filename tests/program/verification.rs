@@ -612,3 +612,53 @@ fn bare_complete(w: &World, operator: &solana_keypair::Keypair) -> mcjs_client::
         },
     )
 }
+
+#[test]
+fn a_liars_unchecked_checkpoints_are_not_trusted_after_it_is_proven_wrong() {
+    // Interval 1 (to step 100) is attested but never checked; interval 2 is
+    // proven wrong: step 100 came from the same liar, so the job goes back
+    // to where the liar's segment began (the job's start), not to 100.
+    let mut w = world(PPM);
+    w.attest(100);
+    w.env.warp(INTERVAL - 2);
+    let operator = w.a.operator(0).insecure_clone();
+    let lie = ix::attest_checkpoint(
+        &operator.pubkey(),
+        &w.job,
+        &w.a.nodes[0],
+        &w.a.pda,
+        &w.a.payout,
+        &w.env.deployment(),
+        mcjs::instructions::AttestCheckpointArgs {
+            generation: 1,
+            epoch: 0,
+            step: 200,
+            checkpoint_hash: [0x5a; 32],
+        },
+    );
+    let lie = ix::with_segment(lie, w.env.segment_of(&w.job));
+    w.env.send(&[lie], &[&operator]).unwrap();
+    w.env.warp(1);
+    w.env.warp(1);
+    let v = w.open();
+    let (b, c) = (w.b.fork(), w.c.fork());
+    w.check(&b, &v, checkpoint_hash(0, 200)).unwrap();
+    w.check(&c, &v, checkpoint_hash(0, 200)).unwrap();
+    let current = ix::CurrentAssignment {
+        node: w.a.nodes[0],
+        provider: None,
+        provider_payout: w.a.payout,
+        segment: None,
+    };
+    let logs = w.resolve(&v, Some(w.a.pda), Some(current)).unwrap();
+    let resolved = events::<VerificationResolved>(&logs);
+    assert!(resolved[0].rolled_back);
+    assert_eq!(
+        resolved[0].restore_point, None,
+        "the segment began at the job's start"
+    );
+    let job = w.env.job(&w.job);
+    assert_eq!(job.last_checkpoint, None);
+    assert!(matches!(job.state, JobState::Recovering { .. }));
+    w.env.assert_invariants();
+}

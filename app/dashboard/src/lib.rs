@@ -409,6 +409,124 @@ mod tests {
         assert!(html.contains("&lt;b&gt;"), "{html}");
     }
 
+    /// A closed job whose second interval was proven wrong: the job page
+    /// lists both checks, their answers and what the wrong one cost.
+    #[test]
+    fn the_job_page_lists_verified_intervals() {
+        use mcjs::events::{VerificationAttested, VerificationOpened, VerificationResolved};
+        use mcjs::state::{VerificationOutcome, VerificationState};
+        use mcjs_client::Pubkey;
+        use mcjs_client::history::{HistoryEntry, McjsEvent};
+        let key = |n: u8| Pubkey::new_from_array([n; 32]);
+        let (job, provider, verifier, referee) = (key(1), key(2), key(3), key(4));
+        let entry = |slot, event| HistoryEntry {
+            signature: format!("sig{slot}"),
+            slot,
+            block_time: None,
+            signers: vec![key(9)],
+            event,
+        };
+        let opened = |interval, to_step| VerificationOpened {
+            job,
+            verification: key(10 + interval as u8),
+            interval,
+            provider,
+            from_step: (interval > 1).then_some(64),
+            to_step,
+            claimed_hash: [5; 32],
+            verifier_node: verifier,
+            referee_node: referee,
+            draw_slot: 1,
+            at: 0,
+        };
+        let answer = |interval, node, hash, state| VerificationAttested {
+            job,
+            verification: key(10 + interval as u8),
+            interval,
+            node,
+            hash,
+            state,
+            at: 0,
+        };
+        let resolved = |interval, outcome, slashed, refund| VerificationResolved {
+            job,
+            verification: key(10 + interval as u8),
+            interval,
+            outcome,
+            slashed_provider: (slashed > 0).then_some(provider),
+            slashed,
+            fees: 0,
+            refund,
+            rolled_back: slashed > 0,
+            restore_point: None,
+            by: key(9),
+            at: 0,
+        };
+        let confirmed = VerificationOutcome::Confirmed;
+        let wrong = VerificationOutcome::ProviderWrong;
+        let history = vec![
+            entry(1, McjsEvent::VerificationOpened(opened(1, 64))),
+            entry(
+                2,
+                McjsEvent::VerificationAttested(answer(
+                    1,
+                    verifier,
+                    [5; 32],
+                    VerificationState::Decided { outcome: confirmed },
+                )),
+            ),
+            entry(
+                3,
+                McjsEvent::VerificationResolved(resolved(1, confirmed, 0, 0)),
+            ),
+            entry(4, McjsEvent::VerificationOpened(opened(2, 128))),
+            entry(
+                5,
+                McjsEvent::VerificationAttested(answer(
+                    2,
+                    verifier,
+                    [6; 32],
+                    VerificationState::Disputed,
+                )),
+            ),
+            entry(
+                6,
+                McjsEvent::VerificationAttested(answer(
+                    2,
+                    referee,
+                    [6; 32],
+                    VerificationState::Decided { outcome: wrong },
+                )),
+            ),
+            entry(
+                7,
+                McjsEvent::VerificationResolved(resolved(2, wrong, 5_000_000, 3_000_000)),
+            ),
+        ];
+        let view = data::job_view(&job, None, &history);
+        assert_eq!(view.verifications.len(), 2);
+        assert_eq!(
+            view.bond_flow.refund, 3_000_000,
+            "the wrong segment went back to the owner"
+        );
+        let html = templates()
+            .get_template("job.html")
+            .and_then(|t| {
+                t.render(context! {
+                    page => Value::from_serialize(&view),
+                    title => "Job",
+                    watch => None::<&str>,
+                    extra => Value::UNDEFINED,
+                })
+            })
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        let table = &html[html.find("id=\"verifications\"").expect("the table")..];
+        assert!(table.contains("confirmed"), "{table}");
+        assert!(table.contains("proven wrong"), "{table}");
+        assert!(table.contains("differs, differs"), "{table}");
+        assert!(table.contains("step 64"), "{table}");
+    }
+
     #[test]
     fn json_is_served_only_when_asked_for() {
         let mut headers = HeaderMap::new();

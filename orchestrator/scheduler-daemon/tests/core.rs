@@ -842,6 +842,8 @@ mod verify {
             open_verifications: 0,
             rent_payer: key(99),
             bump: 255,
+            start: None,
+            verified_to: None,
         }
     }
 

@@ -98,6 +98,8 @@ impl AssignJob<'_> {
                 open_verifications: 0,
                 rent_payer: accounts.scheduler.key(),
                 bump: ctx.bumps.segment.ok_or(McjsError::SegmentRequired)?,
+                start: accounts.job.last_checkpoint,
+                verified_to: None,
             });
             accounts.job.holds_payment = true;
             accounts.job.live_segments = accounts

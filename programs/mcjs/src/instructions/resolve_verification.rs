@@ -6,7 +6,7 @@ use crate::events::{emit_event, VerificationResolved};
 use crate::instructions::settlement::{take_off_node, Hold, OffNode, SettlementAccounts};
 use crate::job_signer_seeds;
 use crate::state::{
-    seeds::*, Config, Job, Node, Provider, Segment, SegmentState, Verification,
+    seeds::*, CheckpointRecord, Config, Job, Node, Provider, Segment, SegmentState, Verification,
     VerificationOutcome, VerificationState,
 };
 use crate::token::pay_out;
@@ -114,7 +114,9 @@ impl ResolveVerification<'_> {
     /// * ProviderWrong: the job's provider is slashed (the verifier's and
     ///   referee's fees out of the slash, the rest to the pool), the owner
     ///   is refunded the whole segment, and the job goes back to the
-    ///   interval's start: taken off its node if it is on one.
+    ///   interval's start if that can be trusted (the segment's start or a
+    ///   confirmed checkpoint; otherwise the segment's start): taken off its
+    ///   node if it is on one.
     /// * Inconclusive: nothing moves.
     ///
     /// The segment's payment and the job's completion stop waiting on it.
@@ -132,10 +134,13 @@ impl ResolveVerification<'_> {
         let mut slashed_provider = None;
         let mut refund = 0u64;
         let mut rolled_back = false;
+        let mut restore_point = None;
 
         match outcome {
             VerificationOutcome::Confirmed => {
                 fees = a.pay_fee_from_segment(fee)?;
+                let to = a.verification.to;
+                a.segment.confirm(to);
             }
             VerificationOutcome::VerifierWrong => {
                 let expected = a.verification.verifier_provider;
@@ -146,7 +151,8 @@ impl ResolveVerification<'_> {
                 let expected = a.verification.provider;
                 let (s, f) = a.slash(expected, &[fee, fee], false)?;
                 (slashed, fees, slashed_provider) = (s, f, Some(expected));
-                rolled_back = a.take_job_back(now)?;
+                restore_point = a.segment.restore_point(a.verification.from);
+                rolled_back = a.take_job_back(restore_point, now)?;
                 refund = a.refund_segment()?;
                 a.job.barred_provider = Some(expected);
             }
@@ -179,7 +185,7 @@ impl ResolveVerification<'_> {
             fees,
             refund,
             rolled_back,
-            restore_point: if rolled_back { v.from } else { None },
+            restore_point: if rolled_back { restore_point } else { None },
             by: a.resolver.key(),
             at: now,
         });
@@ -303,9 +309,8 @@ impl ResolveVerification<'_> {
     /// lied goes offline, another's stays available); queued or paused it
     /// only moves its restore point. A finished job, or one already back
     /// before the interval, is left as it is.
-    fn take_job_back(&mut self, now: i64) -> Result<bool> {
+    fn take_job_back(&mut self, from: Option<CheckpointRecord>, now: i64) -> Result<bool> {
         let to = self.verification.to;
-        let from = self.verification.from;
         let past_interval = self
             .job
             .last_checkpoint

@@ -36,6 +36,11 @@ pub struct Segment {
     /// Receives this account's rent when it closes.
     pub rent_payer: Pubkey,
     pub bump: u8,
+    /// The job's last checkpoint when the assignment began (attested by an
+    /// earlier one): where the job goes back to if this one is proven wrong.
+    pub start: Option<CheckpointRecord>,
+    /// The end of the latest interval of this segment confirmed by a check.
+    pub verified_to: Option<CheckpointRecord>,
 }
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
@@ -49,6 +54,29 @@ pub enum SegmentState {
 }
 
 impl Segment {
+    /// Where a job goes back to when its interval `from → …` of this
+    /// segment is proven wrong: `from` if it can be trusted (the segment's
+    /// start, or the end of an interval a check confirmed), otherwise the
+    /// segment's start, since every other checkpoint the liar attested in
+    /// it may be made up too.
+    pub fn restore_point(&self, from: Option<CheckpointRecord>) -> Option<CheckpointRecord> {
+        if from == self.start || (from.is_some() && from == self.verified_to) {
+            from
+        } else {
+            self.start
+        }
+    }
+
+    /// A check confirmed the interval ending at `to`.
+    pub fn confirm(&mut self, to: CheckpointRecord) {
+        let later = self
+            .verified_to
+            .is_none_or(|v| (to.epoch, to.step) > (v.epoch, v.step));
+        if later {
+            self.verified_to = Some(to);
+        }
+    }
+
     /// `(provider share, treasury share)` of the held payment: the
     /// commission is taken on the whole segment, less the verification fees
     /// already paid out of it.
