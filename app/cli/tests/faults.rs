@@ -1014,26 +1014,45 @@ impl Scenario {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_segment() {
     let _serial = serial();
-    // 12 epochs of 16 steps: checkpoints at 64, 128 and 192. The first
-    // agent (the job's first node) attests a made-up hash at step 128.
+    // 12 epochs of 16 steps: checkpoints at 64, 128 and 192. Every agent
+    // carries the fault; the first to reach step 128 (whichever node runs
+    // the job first) attests a made-up hash there, once for the cluster.
+    let once = std::env::temp_dir().join(format!("mcjs-lie-{}", std::process::id()));
+    let _ = std::fs::remove_file(&once);
+    let agent_env = (0..3)
+        .flat_map(|i| {
+            [
+                (
+                    i,
+                    "MCJS_FAULT_WRONG_HASH_AT_STEP".to_string(),
+                    "128".to_string(),
+                ),
+                (
+                    i,
+                    "MCJS_FAULT_WRONG_HASH_ONCE_FILE".to_string(),
+                    once.display().to_string(),
+                ),
+            ]
+        })
+        .collect();
     let s = scenario_of(
         Setup {
             args: verified_args(12),
             restart_budget: 1,
             verified: Some(1.0),
-            agent_env: vec![(0, "MCJS_FAULT_WRONG_HASH_AT_STEP".into(), "128".into())],
+            agent_env,
         },
         async |_| {},
     )
     .await;
-    let liar = (s.cluster.agents[0].node, s.cluster.agents[0].provider);
     let running = s.wait("the job to run", 60, is_running).await;
-    assert_eq!(
-        running.node,
-        Some(liar.0),
-        "the job starts on the first agent's node (the smallest that fits); logs in {}",
-        s.dir.path().display()
-    );
+    let liar_agent = s
+        .cluster
+        .agents
+        .iter()
+        .find(|a| Some(a.node) == running.node)
+        .expect("the job runs on one of the agents");
+    let liar = (liar_agent.node, liar_agent.provider);
     let done = s.completed().await;
     s.assert_model_identical();
     s.assert_tokens_conserved().await;
@@ -1061,10 +1080,11 @@ async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_s
         back_to == Some(64) || back_to.is_none(),
         "back to {back_to:?}: a checkpoint the liar attested unchecked is not trusted"
     );
+    let _ = std::fs::remove_file(&once);
     let client = s.cluster.client();
     let liar_account = client.provider(&liar.1).await.unwrap().unwrap();
     assert!(liar_account.slashed_total >= caught.slashed);
-    for agent in &s.cluster.agents[1..] {
+    for agent in s.cluster.agents.iter().filter(|a| a.provider != liar.1) {
         let honest = client.provider(&agent.provider).await.unwrap().unwrap();
         assert_eq!(honest.slashed_total, 0, "an honest provider was slashed");
     }
