@@ -79,6 +79,31 @@ impl World {
         self.env.warp(1);
     }
 
+    /// Attests a made-up hash for the checkpoint at `step`, one interval
+    /// after the last progress, then lets two slots pass.
+    fn lie(&mut self, step: u64) {
+        self.env.warp(INTERVAL - 2);
+        let operator = self.a.operator(0).insecure_clone();
+        let lie = ix::attest_checkpoint(
+            &operator.pubkey(),
+            &self.job,
+            &self.a.nodes[0],
+            &self.a.pda,
+            &self.a.payout,
+            &self.env.deployment(),
+            mcjs::instructions::AttestCheckpointArgs {
+                generation: self.env.job(&self.job).generation,
+                epoch: 0,
+                step,
+                checkpoint_hash: [0x5a; 32],
+            },
+        );
+        let lie = ix::with_segment(lie, self.env.segment_of(&self.job));
+        self.env.send(&[lie], &[&operator]).unwrap();
+        self.env.warp(1);
+        self.env.warp(1);
+    }
+
     fn open_with(&mut self, checkers: &ix::Checkers) -> Outcome {
         let state = self.env.job(&self.job);
         let generation = state.last_checkpoint.unwrap().generation;
@@ -376,26 +401,7 @@ fn a_provider_proven_wrong_is_slashed_the_owner_refunded_and_the_job_rolled_back
     w.check(&b, &v1, checkpoint_hash(0, 100)).unwrap();
     w.resolve(&v1, None, None).unwrap();
     // The second interval's hash is made up.
-    w.env.warp(INTERVAL - 2);
-    let operator = w.a.operator(0).insecure_clone();
-    let lie = ix::attest_checkpoint(
-        &operator.pubkey(),
-        &w.job,
-        &w.a.nodes[0],
-        &w.a.pda,
-        &w.a.payout,
-        &w.env.deployment(),
-        mcjs::instructions::AttestCheckpointArgs {
-            generation: 1,
-            epoch: 0,
-            step: 200,
-            checkpoint_hash: [0xbad_u16 as u8; 32],
-        },
-    );
-    let lie = ix::with_segment(lie, w.env.segment_of(&w.job));
-    w.env.send(&[lie], &[&operator]).unwrap();
-    w.env.warp(1);
-    w.env.warp(1);
+    w.lie(200);
     let v2 = w.open();
     let c = w.c.fork();
     w.check(&b, &v2, checkpoint_hash(0, 200)).unwrap();
@@ -620,26 +626,7 @@ fn a_liars_unchecked_checkpoints_are_not_trusted_after_it_is_proven_wrong() {
     // to where the liar's segment began (the job's start), not to 100.
     let mut w = world(PPM);
     w.attest(100);
-    w.env.warp(INTERVAL - 2);
-    let operator = w.a.operator(0).insecure_clone();
-    let lie = ix::attest_checkpoint(
-        &operator.pubkey(),
-        &w.job,
-        &w.a.nodes[0],
-        &w.a.pda,
-        &w.a.payout,
-        &w.env.deployment(),
-        mcjs::instructions::AttestCheckpointArgs {
-            generation: 1,
-            epoch: 0,
-            step: 200,
-            checkpoint_hash: [0x5a; 32],
-        },
-    );
-    let lie = ix::with_segment(lie, w.env.segment_of(&w.job));
-    w.env.send(&[lie], &[&operator]).unwrap();
-    w.env.warp(1);
-    w.env.warp(1);
+    w.lie(200);
     let v = w.open();
     let (b, c) = (w.b.fork(), w.c.fork());
     w.check(&b, &v, checkpoint_hash(0, 200)).unwrap();

@@ -402,6 +402,27 @@ pub async fn job(client: &ChainClient, key: &Pubkey) -> Result<JobView, DashErro
     Ok(job_view(key, account.as_ref(), &history))
 }
 
+/// A segment paid to `provider`: its share and the commission.
+fn paid(
+    flow: &mut BondFlow,
+    payments: &mut BTreeMap<Pubkey, ProviderPayment>,
+    provider: Pubkey,
+    amount: u64,
+    commission: u64,
+) {
+    flow.paid_total += amount;
+    flow.commission += commission;
+    let p = payments.entry(provider).or_insert_with(|| ProviderPayment {
+        provider: provider.to_string(),
+        amount: 0,
+        commission: 0,
+        segments: 0,
+    });
+    p.amount += amount;
+    p.commission += commission;
+    p.segments += 1;
+}
+
 /// The job page from its account (`None` once closed) and its history, oldest first.
 pub fn job_view(key: &Pubkey, account: Option<&Job>, history: &[HistoryEntry]) -> JobView {
     let audit = audit_job(key, account, history);
@@ -458,21 +479,13 @@ pub fn job_view(key: &Pubkey, account: Option<&Job>, history: &[HistoryEntry]) -
                 });
             }
             // A verified job's segment is paid when released, after its window.
-            McjsEvent::SegmentReleased(e) if !e.refunded => {
-                flow.paid_total += e.provider_amount;
-                flow.commission += e.commission;
-                let p = payments
-                    .entry(e.provider)
-                    .or_insert_with(|| ProviderPayment {
-                        provider: e.provider.to_string(),
-                        amount: 0,
-                        commission: 0,
-                        segments: 0,
-                    });
-                p.amount += e.provider_amount;
-                p.commission += e.commission;
-                p.segments += 1;
-            }
+            McjsEvent::SegmentReleased(e) if !e.refunded => paid(
+                &mut flow,
+                &mut payments,
+                e.provider,
+                e.provider_amount,
+                e.commission,
+            ),
             // A proven-wrong segment goes back to the owner; a confirmed
             // check's fee comes out of the commission.
             McjsEvent::VerificationResolved(e) => {
@@ -481,21 +494,13 @@ pub fn job_view(key: &Pubkey, account: Option<&Job>, history: &[HistoryEntry]) -
                     flow.commission += e.fees;
                 }
             }
-            McjsEvent::SegmentSettled(e) => {
-                flow.paid_total += e.provider_amount;
-                flow.commission += e.commission;
-                let p = payments
-                    .entry(e.provider)
-                    .or_insert_with(|| ProviderPayment {
-                        provider: e.provider.to_string(),
-                        amount: 0,
-                        commission: 0,
-                        segments: 0,
-                    });
-                p.amount += e.provider_amount;
-                p.commission += e.commission;
-                p.segments += 1;
-            }
+            McjsEvent::SegmentSettled(e) => paid(
+                &mut flow,
+                &mut payments,
+                e.provider,
+                e.provider_amount,
+                e.commission,
+            ),
             McjsEvent::JobCompleted(e) => {
                 flow.refund += e.refund;
                 output_hash = Some(hex::encode(e.output_hash));
