@@ -265,6 +265,36 @@ mod tests {
         StoreOp::Put { path }
     }
 
+    /// A node named to check an interval reads the job's spec, checkpoints
+    /// and its owner's data, and writes nothing; its output stays closed.
+    #[test]
+    fn a_named_checker_reads_the_jobs_checkpoints_and_writes_nothing() {
+        let w = world(JobState::Running { since: 0 });
+        let checker = Caller::Node {
+            node: Pubkey::new_unique(),
+            jobs: &[],
+            checking: &w.jobs,
+        };
+        let j = w.job;
+        let spec = format!("specs/{}.json", hex::encode([7u8; 32]));
+        let ckpt = format!("jobs/{j}/checkpoints/{}/files/a", key(40, 2));
+        assert_eq!(authorize(&get(spec.clone()), &checker), Ok(()));
+        assert_eq!(authorize(&get(ckpt.clone()), &checker), Ok(()));
+        assert_eq!(
+            authorize(&get(format!("users/{}/train.csv", w.owner)), &checker),
+            Ok(())
+        );
+        for op in [
+            put(spec),
+            put(ckpt.clone()),
+            StoreOp::Delete { path: ckpt },
+            get(format!("jobs/{j}/output/model.bin")),
+            put(format!("jobs/{j}/output/model.bin")),
+        ] {
+            assert!(authorize(&op, &checker).is_err(), "{op:?}");
+        }
+    }
+
     #[test]
     fn the_assigned_node_reads_the_job_and_writes_only_its_generation() {
         let w = world(JobState::Running { since: 0 });
