@@ -225,6 +225,11 @@ pub struct Env {
     pub strays: BTreeMap<Pubkey, u64>,
     /// Paid out of the insurance pool by `compensate_owner` (through [`Env::compensate`]).
     pub compensated: u64,
+    /// Fees paid to checkers out of slashes (a proven-wrong provider pays
+    /// them; the rest of its slash goes to the insurance pool), as the
+    /// `VerificationResolved` events of every transaction sent report them
+    /// (a resolved Verification account closes).
+    pub slash_fees: u64,
 }
 
 impl Env {
@@ -285,6 +290,7 @@ impl Env {
             minted: 0,
             strays: BTreeMap::new(),
             compensated: 0,
+            slash_fees: 0,
         };
         env.set_time(START_TIME);
         env.mint = env.create_mint(6);
@@ -308,6 +314,7 @@ impl Env {
             minted: self.minted,
             strays: self.strays.clone(),
             compensated: self.compensated,
+            slash_fees: self.slash_fees,
         }
     }
 
@@ -373,7 +380,14 @@ impl Env {
         let result = self.svm.send_transaction(tx);
         self.svm.expire_blockhash();
         match result {
-            Ok(meta) => Ok(meta.logs),
+            Ok(meta) => {
+                for resolved in events::<mcjs::events::VerificationResolved>(&meta.logs) {
+                    if resolved.slashed > 0 {
+                        self.slash_fees += resolved.fees;
+                    }
+                }
+                Ok(meta.logs)
+            }
             Err(failed) => Err(Failure {
                 err: failed.err,
                 logs: failed.meta.logs,
@@ -524,33 +538,6 @@ impl Env {
         self.balance(&pda::insurance_pool())
     }
 
-    /// Fees paid to verifiers and referees out of slashes (a dispute's
-    /// loser pays them; the rest of its slash goes to the insurance pool).
-    pub fn checker_fees_from_slashes(&self) -> u64 {
-        let mut fees = 0;
-        for job in &self.jobs {
-            // A closed job's verifications stay: look further.
-            let intervals = self.try_job(job).map_or(256, |j| j.checkpoint_count);
-            for interval in 1..=intervals {
-                let Some(account) = self.account(&pda::verification(job, interval)) else {
-                    continue;
-                };
-                let v = decode::verification(&account.data).unwrap();
-                if matches!(
-                    v.state,
-                    VerificationState::Resolved {
-                        outcome: VerificationOutcome::VerifierWrong
-                            | VerificationOutcome::ProviderWrong
-                    }
-                ) {
-                    fees += v.fees;
-                }
-            }
-        }
-        fees
-    }
-
-    /// The job's current Segment, when its payment is held.
     pub fn segment_of(&self, job: &Pubkey) -> Option<Pubkey> {
         self.try_job(job).and_then(|j| ix::segment_of(job, &j))
     }
@@ -881,7 +868,7 @@ impl Env {
         if self.account(&pda::config()).is_some() {
             let pool = pda::insurance_pool();
             assert_eq!(
-                self.balance(&pool) + self.compensated + self.checker_fees_from_slashes(),
+                self.balance(&pool) + self.compensated + self.slash_fees,
                 slashed + self.stray(&pool),
                 "the insurance pool differs from slashes less compensations and checkers' fees"
             );

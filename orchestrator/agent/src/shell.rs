@@ -19,7 +19,7 @@ use mcjs_protocol::{
     HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, HEARTBEAT_STREAM_PATH, Heartbeat, JobReport,
     SignedRequest, StopReason,
 };
-use mcjs_runtime::checkpoint::{Sha256Digest, complete_checkpoints_in, hash_checkpoint_in};
+use mcjs_runtime::checkpoint::{Sha256Digest, complete_checkpoints_in};
 use mcjs_runtime::confined::ConfinedDir;
 use mcjs_runtime::docker::{DockerEngine, JOB_LABEL};
 use mcjs_runtime::engine::{
@@ -37,6 +37,8 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+mod checks;
 
 /// Label carrying the assignment generation on every job container.
 pub const GENERATION_LABEL: &str = "mcjs.generation";
@@ -812,144 +814,6 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         (cspec, inputs)
     }
 
-    /// Answers the verifications this node is named in, each once, while
-    /// the agent runs (see [`Agent::check`]).
-    async fn checker(self, cancel: CancellationToken) {
-        let s = &self.shared;
-        let active: Arc<Mutex<HashSet<(Pubkey, bool)>>> = Arc::default();
-        let tracker = TaskTracker::new();
-        let mut tick = tokio::time::interval(s.config.tick.max(CHECKS_EVERY));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            let due = match s.chain.checks(s.node).await {
-                Ok(due) => due,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot read this node's verification tasks");
-                    continue;
-                }
-            };
-            for check in due {
-                let id = (check.key, check.as_referee);
-                if !active.lock().expect("checks lock").insert(id) {
-                    continue;
-                }
-                let (this, active) = (self.clone(), Arc::clone(&active));
-                tracker.spawn(async move {
-                    let v = &check.verification;
-                    let role = if check.as_referee { "referee" } else { "verifier" };
-                    match this.check(&check).await {
-                        Ok(hash) => {
-                            let ix = ix::attest_verification(
-                                &this.shared.chain.authority(),
-                                &this.shared.node,
-                                &check.key,
-                                hash.0,
-                            );
-                            match this.shared.chain.send(ix).await {
-                                Ok(()) => {
-                                    tracing::info!(job = %v.job, interval = v.interval, role, %hash, "interval checked and attested");
-                                    return; // stays in `active`: answered once
-                                }
-                                Err(e) => tracing::warn!(job = %v.job, interval = v.interval, error = %e, "check attestation refused"),
-                            }
-                        }
-                        Err(e) => {
-                            tracing::warn!(job = %v.job, interval = v.interval, role, error = %e, "cannot check the interval; trying again shortly");
-                            tokio::time::sleep(CHECK_RETRY).await;
-                        }
-                    }
-                    active.lock().expect("checks lock").remove(&id);
-                });
-            }
-        }
-        tracker.close();
-    }
-
-    /// Re-executes a verified interval: restores its start checkpoint (none:
-    /// from scratch) from the store, verified against the chain, runs the
-    /// job's image with `MCJS_STOP_AT_STEP` at its end step, and hashes the
-    /// checkpoint written there as the attestation hash is defined.
-    async fn check(&self, check: &Check) -> Result<Sha256Digest, String> {
-        let s = &self.shared;
-        let v = &check.verification;
-        let job = v.job;
-        let spec = get_spec(s.store.as_ref(), &check.job.spec_hash)
-            .await
-            .map_err(|e| format!("spec: {e}"))?;
-        let role = if check.as_referee {
-            "referee"
-        } else {
-            "verifier"
-        };
-        let dir = s
-            .config
-            .work_dir
-            .join("checks")
-            .join(format!("{job}-{}-{role}", v.interval));
-        let _ = tokio::fs::remove_dir_all(&dir).await;
-        let restore = match v.from {
-            None => None,
-            Some(from) => {
-                let store = CheckpointStore::new(Arc::clone(&s.store_root), 1);
-                let expected = [ExpectedCheckpoint {
-                    step: from.step,
-                    hash: Sha256Digest(from.hash),
-                }];
-                let restored = store
-                    .restore(&job.to_string(), &expected, &dir.join("restore"))
-                    .await
-                    .map_err(|e| format!("restoring step {}: {e}", from.step))?;
-                Some(restored.dir)
-            }
-        };
-        let interval = Duration::from_secs(u64::from(check.job.terms.checkpoint_interval_secs))
-            .min(s.config.max_checkpoint_interval.unwrap_or(Duration::MAX))
-            .max(Duration::from_secs(1));
-        let (mut cspec, inputs) = self.container(job, &spec, &dir, restore, interval).await;
-        cspec.stop_at_step = Some(v.to.step);
-        cspec.labels = vec![(NODE_LABEL.to_string(), s.node.to_string())];
-        let started = Instant::now();
-        let (id, _) = launch(&s.engine, &s.cache, &inputs, &cspec)
-            .await
-            .map_err(|e| format!("launch: {e}"))?;
-        let exit = s.engine.wait(&id).await;
-        let _ = s.engine.remove(&id).await;
-        let exit = exit.map_err(|e| format!("the check's container was lost: {e}"))?;
-        s.metrics
-            .check_seconds
-            .observe(started.elapsed().as_secs_f64());
-        if exit.code != 0 {
-            return Err(format!(
-                "the check's container exited {} (last lines: {:?})",
-                exit.code, exit.last_log_lines
-            ));
-        }
-        let root = dir.join("checkpoints");
-        let step = v.to.step;
-        let limits = crate::fault::checkpoint_limits(&spec);
-        let threads = s.config.hash_threads;
-        let hash = tokio::task::spawn_blocking(move || {
-            let root = ConfinedDir::open(&root).map_err(|e| e.to_string())?;
-            let found = complete_checkpoints_in(&root).map_err(|e| e.to_string())?;
-            let local = found
-                .into_iter()
-                .find(|c| c.manifest.step == step)
-                .ok_or_else(|| format!("no checkpoint at step {step} after the run"))?;
-            let dir = root.open_dir(&local.name).map_err(|e| e.to_string())?;
-            hash_checkpoint_in(&dir, limits, threads)
-                .map(|d| d.hash)
-                .map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|e| e.to_string())??;
-        let _ = tokio::fs::remove_dir_all(&dir).await;
-        Ok(hash)
-    }
-
     /// The spec pins `name@sha256:D`. A registry image carries D as a repo
     /// digest; an image loaded or built locally has no repo digest, and D is
     /// then its image id. Either way the digest, not the name, picks the code.
@@ -1080,10 +944,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 const NODE_STATUS_EVERY: Duration = Duration::from_secs(10);
 
 /// How often the agent looks for verifications it is named in.
-const CHECKS_EVERY: Duration = Duration::from_millis(500);
+pub(crate) const CHECKS_EVERY: Duration = Duration::from_millis(500);
 
 /// How long after a failed check the agent tries it again.
-const CHECK_RETRY: Duration = Duration::from_secs(3);
+pub(crate) const CHECK_RETRY: Duration = Duration::from_secs(3);
 
 /// How often a running job's disk use is measured.
 const FOOTPRINT_EVERY: Duration = Duration::from_secs(2);

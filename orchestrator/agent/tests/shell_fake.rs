@@ -159,6 +159,8 @@ fn job_account(node: Pubkey, spec_hash: [u8; 32]) -> Job {
         held: 0,
         live_segments: 0,
         barred_provider: None,
+        last_opened_interval: 0,
+        checks_settled_at: 0,
     }
 }
 

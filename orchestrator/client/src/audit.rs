@@ -14,6 +14,9 @@ use sha2::{Digest, Sha256};
 
 use crate::history::{HistoryEntry, McjsEvent};
 
+/// A check's answer when its checker could not restore the interval's start.
+pub const START_UNAVAILABLE: &str = "start-unavailable";
+
 /// One link of the checkpoint chain.
 pub fn chain_link(
     prev: &[u8; 32],
@@ -181,7 +184,8 @@ pub struct VerificationRecord {
     pub claimed_hash: String,
     pub verifier_node: String,
     pub referee_node: String,
-    /// Each checker's answer: node and hash.
+    /// Each checker's revealed answer: node and hash (or
+    /// [`START_UNAVAILABLE`]).
     pub checks: Vec<(String, String)>,
     /// `confirmed`, `proven wrong`, …; `None` while it is open.
     pub outcome: Option<&'static str>,
@@ -240,8 +244,21 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
                 refund: 0,
             }),
             McjsEvent::VerificationAttested(e) => {
-                if let Some(v) = verifications.iter_mut().find(|v| v.interval == e.interval) {
-                    v.checks.push((e.node.to_string(), hex::encode(e.hash)));
+                // A sealed answer says nothing yet; a revealed one is a check.
+                let found = match e.answer {
+                    mcjs::instructions::CheckerStep::Seal { .. } => None,
+                    mcjs::instructions::CheckerStep::Reveal { answer, .. } => Some(match answer {
+                        mcjs::state::CheckAnswer::Reproduced { hash, .. } => hex::encode(hash),
+                        mcjs::state::CheckAnswer::StartUnavailable => {
+                            START_UNAVAILABLE.to_string()
+                        }
+                    }),
+                };
+                if let (Some(found), Some(v)) = (
+                    found,
+                    verifications.iter_mut().find(|v| v.interval == e.interval),
+                ) {
+                    v.checks.push((e.node.to_string(), found));
                 }
             }
             McjsEvent::VerificationResolved(e) => {

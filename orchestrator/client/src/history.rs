@@ -4,7 +4,10 @@
 use anchor_lang::prelude::Pubkey;
 use anchor_lang::{AnchorDeserialize, Discriminator};
 use mcjs::events as ev;
-use mcjs::state::{FailureCause, NodeStatus, PauseReason, VerificationOutcome, VerificationState};
+use mcjs::instructions::CheckerStep;
+use mcjs::state::{
+    CheckAnswer, FailureCause, NodeStatus, PauseReason, VerificationOutcome, VerificationState,
+};
 
 use crate::events::data_lines;
 
@@ -337,13 +340,24 @@ impl McjsEvent {
                 e.verifier_node,
                 e.referee_node
             ),
-            VerificationAttested(e) => format!(
-                "interval {} checked by node {}: hash {}… ({})",
-                e.interval,
-                e.node,
-                short(&e.hash),
-                verification_state(&e.state)
-            ),
+            VerificationAttested(e) => match e.answer {
+                CheckerStep::Seal { .. } => format!(
+                    "interval {} sealed by node {} ({})",
+                    e.interval,
+                    e.node,
+                    verification_state(&e.state)
+                ),
+                CheckerStep::Reveal { answer, .. } => format!(
+                    "interval {} checked by node {}: {} ({})",
+                    e.interval,
+                    e.node,
+                    match answer {
+                        CheckAnswer::Reproduced { hash, .. } => format!("hash {}…", short(&hash)),
+                        CheckAnswer::StartUnavailable => "start unavailable".to_string(),
+                    },
+                    verification_state(&e.state)
+                ),
+            },
             VerificationResolved(e) => format!(
                 "interval {} {}{}{}{}",
                 e.interval,
@@ -373,16 +387,18 @@ impl McjsEvent {
 pub fn verification_outcome(outcome: VerificationOutcome) -> &'static str {
     match outcome {
         VerificationOutcome::Confirmed => "confirmed",
-        VerificationOutcome::VerifierWrong => "upheld (the verifier was wrong)",
         VerificationOutcome::ProviderWrong => "proven wrong",
-        VerificationOutcome::Inconclusive => "inconclusive (nobody slashed)",
+        VerificationOutcome::Nondeterministic => {
+            "nondeterministic (nobody slashed; the interval not paid)"
+        }
+        VerificationOutcome::Inconclusive => "inconclusive (nobody slashed; the interval not paid)",
     }
 }
 
 fn verification_state(state: &VerificationState) -> &'static str {
     match state {
-        VerificationState::Open => "waiting for the verifier",
-        VerificationState::Disputed => "disputed: the referee decides",
+        VerificationState::Open => "waiting for the checkers' sealed answers",
+        VerificationState::Revealing => "waiting for the sealed answers to be revealed",
         VerificationState::Decided { outcome } | VerificationState::Resolved { outcome } => {
             verification_outcome(*outcome)
         }

@@ -213,6 +213,7 @@ pub fn submit_job(
         acc::SubmitJob {
             owner: *owner,
             config: pda::config(),
+            job_counter: pda::job_counter(owner),
             job,
             job_vault: pda::vault(&job),
             usdc_mint: *usdc_mint,
@@ -599,10 +600,12 @@ pub struct Checkers {
 
 /// `segment_generation` is the generation that attested the job's latest
 /// checkpoint; `interval` the job's checkpoint count.
+/// `attester_node` is the node that attested the interval (the segment's).
 pub fn open_verification(
     scheduler: &Pubkey,
     job: &Pubkey,
     segment_generation: u32,
+    attester_node: &Pubkey,
     interval: u32,
     checkers: &Checkers,
 ) -> Instruction {
@@ -617,6 +620,7 @@ pub fn open_verification(
             verifier_provider: checkers.verifier_provider,
             referee_node: checkers.referee_node,
             referee_provider: checkers.referee_provider,
+            attester_node: *attester_node,
             slot_hashes: anchor_lang::compat::solana_sysvar::slot_hashes::ID,
             system_program: SYSTEM_PROGRAM,
         },
@@ -624,21 +628,23 @@ pub fn open_verification(
     )
 }
 
-/// `authority` is the checking node's operator key.
+/// `authority` is the checking node's operator key; `step` seals its
+/// answer or reveals it.
 pub fn attest_verification(
     authority: &Pubkey,
     node: &Pubkey,
     verification: &Pubkey,
-    checkpoint_hash: [u8; 32],
+    step: args::CheckerStep,
 ) -> Instruction {
     build(
         acc::AttestVerification {
             authority: *authority,
+            config: pda::config(),
             node: *node,
             verification: *verification,
         },
         data::AttestVerification {
-            args: args::AttestVerificationArgs { checkpoint_hash },
+            args: args::AttestVerificationArgs { step },
         },
     )
 }
@@ -673,6 +679,7 @@ pub fn resolve_verification(
             config: pda::config(),
             job: *job,
             verification: pda::verification(job, verification.interval),
+            rent_payer: verification.rent_payer,
             segment: verification.segment,
             job_vault: pda::vault(job),
             usdc_mint: deployment.usdc_mint,

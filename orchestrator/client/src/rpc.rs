@@ -262,13 +262,13 @@ enum Attempt {
     BlockhashExpired,
 }
 
-/// A verification a node must answer now, with its job.
+/// A verification a node must act on now, with its job.
 #[derive(Debug, Clone)]
 pub struct DueCheck {
     pub key: Pubkey,
     pub verification: Verification,
-    /// Named referee (of a disputed verification), not verifier.
-    pub as_referee: bool,
+    /// Which checker the node is.
+    pub role: mcjs::state::Party,
     pub job: Job,
 }
 
@@ -683,18 +683,18 @@ impl ChainClient {
         Ok(nodes)
     }
 
-    /// Every verification opened, optionally only those naming `node` as
-    /// verifier or referee (`as_referee`).
+    /// Every verification open, optionally only those naming `node` in
+    /// `role`.
     pub async fn verifications(
         &self,
-        node: Option<(&Pubkey, bool)>,
+        node: Option<(&Pubkey, mcjs::state::Party)>,
     ) -> Result<Vec<(Pubkey, Verification)>, ChainError> {
+        use mcjs::state::Party;
         let filters = match node {
-            Some((node, as_referee)) => {
-                let offset = if as_referee {
-                    Verification::REFEREE_NODE_OFFSET
-                } else {
-                    Verification::VERIFIER_NODE_OFFSET
+            Some((node, role)) => {
+                let offset = match role {
+                    Party::Verifier => Verification::VERIFIER_NODE_OFFSET,
+                    Party::Referee => Verification::REFEREE_NODE_OFFSET,
                 };
                 vec![RpcFilterType::Memcmp(Memcmp::new_raw_bytes(
                     offset,
@@ -713,23 +713,34 @@ impl ChainClient {
         Ok(out)
     }
 
-    /// The verifications `node` must answer now, with their jobs: named
-    /// verifier of an open one, or referee of a disputed one.
+    /// The verifications `node` must act on now, with their jobs: as a
+    /// checker, seal an answer while one is open and it has not, reveal it
+    /// once both checkers have sealed.
     pub async fn due_checks(&self, node: &Pubkey) -> Result<Vec<DueCheck>, ChainError> {
-        use mcjs::state::VerificationState;
+        use mcjs::state::{Party, VerificationState};
         let mut out = Vec::new();
-        for as_referee in [false, true] {
-            for (key, verification) in self.verifications(Some((node, as_referee))).await? {
+        for role in [Party::Verifier, Party::Referee] {
+            for (key, verification) in self.verifications(Some((node, role))).await? {
+                let (sealed, revealed) = match role {
+                    Party::Verifier => (
+                        verification.verifier_commitment.is_some(),
+                        verification.verifier_answer.is_some(),
+                    ),
+                    Party::Referee => (
+                        verification.referee_commitment.is_some(),
+                        verification.referee_answer.is_some(),
+                    ),
+                };
                 let due = match verification.state {
-                    VerificationState::Open => !as_referee,
-                    VerificationState::Disputed => as_referee,
+                    VerificationState::Open => !sealed,
+                    VerificationState::Revealing => sealed && !revealed,
                     _ => false,
                 };
                 if due && let Some(job) = self.job(&verification.job).await? {
                     out.push(DueCheck {
                         key,
                         verification,
-                        as_referee,
+                        role,
                         job,
                     });
                 }

@@ -313,9 +313,144 @@ pub fn hash_checkpoint_in(
     Ok(CheckpointDigest::combine(digests))
 }
 
+/// What a checker of a verified interval gives besides the hash: a digest
+/// of the checkpoint's bytes under the verification's key, which nothing on
+/// chain or in the store carries, so only a node holding the bytes can give
+/// it. `sha256("mcjs-possession/1\n" ‖ key ‖ for each file, sorted by path:
+/// "<hex sha256(key ‖ bytes)> <size> <path>\n")`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PossessedCheckpoint {
+    pub digest: CheckpointDigest,
+    pub possession: Sha256Digest,
+}
+
+const POSSESSION_HEADER: &str = "mcjs-possession/1\n";
+
+/// [`hash_checkpoint_in`] and the possession digest under `key`, in one
+/// read of every file.
+pub fn hash_possessed_checkpoint_in(
+    dir: &ConfinedDir,
+    limits: Limits,
+    threads: usize,
+    key: &[u8; 32],
+) -> Result<PossessedCheckpoint, CheckpointError> {
+    let walk = dir.walk("", limits)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("mcjs-hash-{i}"))
+        .build()
+        .map_err(|e| CheckpointError::ThreadPool(e.to_string()))?;
+    let digests = pool.install(|| {
+        walk.files
+            .par_iter()
+            .map(|f| {
+                let (file, _) = dir.open_file(&f.path)?;
+                let path = dir.path().join(&f.path);
+                let (size, sha256, keyed) = hash_reader_keyed(file, &path, key)?;
+                Ok((
+                    FileDigest {
+                        path: f.path.clone(),
+                        size,
+                        sha256,
+                    },
+                    keyed,
+                ))
+            })
+            .collect::<Result<Vec<_>, CheckpointError>>()
+    })?;
+    let total: u64 = digests.iter().map(|(d, _)| d.size).sum();
+    if total > limits.max_bytes {
+        return Err(ConfinedError::Refused {
+            path: dir.path().display().to_string(),
+            reason: format!("grew past {} bytes while being read", limits.max_bytes),
+        }
+        .into());
+    }
+    let mut h = Sha256::new();
+    h.update(POSSESSION_HEADER.as_bytes());
+    h.update(key);
+    for (f, keyed) in &digests {
+        h.update(format!("{keyed} {} {}\n", f.size, f.path).as_bytes());
+    }
+    let possession = Sha256Digest(h.finalize().into());
+    Ok(PossessedCheckpoint {
+        digest: CheckpointDigest::combine(digests.into_iter().map(|(d, _)| d).collect()),
+        possession,
+    })
+}
+
+/// [`hash_reader`], plus `sha256(key ‖ bytes)` over the same reads.
+fn hash_reader_keyed(
+    mut reader: impl Read,
+    path: &Path,
+    key: &[u8; 32],
+) -> Result<(u64, Sha256Digest, Sha256Digest), CheckpointError> {
+    let mut plain = Sha256::new();
+    let mut keyed = Sha256::new();
+    keyed.update(key);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(path)(e)),
+        };
+        if n == 0 {
+            break;
+        }
+        plain.update(&buf[..n]);
+        keyed.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((
+        size,
+        Sha256Digest(plain.finalize().into()),
+        Sha256Digest(keyed.finalize().into()),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_possession_digest_needs_the_bytes_and_the_key() {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "b.bin", b"hello");
+        write(d.path(), "sub/a.bin", b"world");
+        let dir = ConfinedDir::open(d.path()).unwrap();
+        let key = [7u8; 32];
+        let got = hash_possessed_checkpoint_in(&dir, Limits::UNLIMITED, 2, &key).unwrap();
+        // The plain hash is the attestation hash, unchanged.
+        assert_eq!(got.digest, hash_checkpoint(d.path(), 1).unwrap());
+        // The possession digest follows its documented definition.
+        let keyed = |bytes: &[u8]| {
+            let mut h = Sha256::new();
+            h.update(key);
+            h.update(bytes);
+            hex::encode(h.finalize())
+        };
+        let mut expected = Sha256::new();
+        expected.update(POSSESSION_HEADER.as_bytes());
+        expected.update(key);
+        let lines = format!(
+            "{} 5 b.bin\n{} 5 sub/a.bin\n",
+            keyed(b"hello"),
+            keyed(b"world")
+        );
+        expected.update(lines.as_bytes());
+        assert_eq!(got.possession.0, <[u8; 32]>::from(expected.finalize()));
+        // Another key, another digest; and no function of the plain file
+        // hashes gives it (they are what the store and the chain carry).
+        let other = hash_possessed_checkpoint_in(&dir, Limits::UNLIMITED, 1, &[8u8; 32]).unwrap();
+        assert_eq!(other.digest, got.digest);
+        assert_ne!(other.possession, got.possession);
+        // One flipped byte changes it.
+        write(d.path(), "b.bin", b"hellp");
+        let flipped = hash_possessed_checkpoint_in(&dir, Limits::UNLIMITED, 1, &key).unwrap();
+        assert_ne!(flipped.possession, got.possession);
+    }
 
     fn write(dir: &Path, rel: &str, bytes: &[u8]) {
         let p = dir.join(rel);

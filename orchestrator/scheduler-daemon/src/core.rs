@@ -258,11 +258,17 @@ fn detect_failure(
 
     match job.state {
         JobState::Running { .. } => {
+            // A job waiting on a check of its intervals (a finished job
+            // cannot complete while one is open) is not late, and gets a
+            // full allowance after the last one resolves: the program
+            // refuses an overdue report meanwhile too.
+            if job.open_verifications > 0 {
+                return None;
+            }
             let interval_ms = i64::from(job.terms.checkpoint_interval_secs) * 1_000;
             let allowed_ms = interval_ms * i64::from(config.overdue_percent) / 100;
-            let since_progress_ms = obs
-                .now_ms
-                .saturating_sub(job.progress_mark.saturating_mul(1_000));
+            let progress = job.progress_mark.max(job.checks_settled_at);
+            let since_progress_ms = obs.now_ms.saturating_sub(progress.saturating_mul(1_000));
             if since_progress_ms <= allowed_ms {
                 return None;
             }

@@ -16,6 +16,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use mcjs::state::VerificationState;
 use mcjs_client::rpc::JobFilter;
 use mcjs_client::{ChainClient, Pubkey};
 use mcjs_protocol::auth::check_fresh;
@@ -29,7 +30,7 @@ use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 
 use crate::metrics::Metrics;
 use crate::server::{Clock, error};
-use crate::store_gate::{Caller, authorize};
+use crate::store_gate::{Caller, Checking, authorize};
 
 /// The deployment's S3 store, with the operator's credentials.
 pub struct S3Store {
@@ -428,9 +429,15 @@ pub async fn sign(State(state): State<GatewayState>, body: Bytes) -> Response {
             };
             match state.client.due_checks(&node_key).await {
                 Ok(due) => {
+                    // Only checks still to be answered give store access.
                     checked = due
                         .into_iter()
-                        .map(|c| (c.verification.job, c.job))
+                        .filter(|c| c.verification.state == VerificationState::Open)
+                        .map(|c| Checking {
+                            job: c.verification.job,
+                            start_step: c.verification.from.map(|f| f.step),
+                            account: c.job,
+                        })
                         .collect()
                 }
                 Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),

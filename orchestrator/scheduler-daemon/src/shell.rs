@@ -357,7 +357,24 @@ impl Daemon {
         let segments = self.client.segments().await?;
         let slot_hashes = self.client.slot_hashes().await?;
         let now = self.client.chain_time().await?;
+        let alive: HashSet<Pubkey> = {
+            let liveness = self.liveness.lock().expect("liveness table");
+            let (now_ms, detector) = ((self.clock)(), &self.config.detector);
+            nodes
+                .iter()
+                .map(|(key, _)| *key)
+                .filter(|key| {
+                    liveness.is_alive(
+                        key,
+                        now_ms,
+                        detector.heartbeat_timeout_ms,
+                        detector.disconnect_grace_ms,
+                    )
+                })
+                .collect()
+        };
         let duties = verify_duties(&VerifyObservation {
+            alive: &alive,
             now,
             params,
             jobs,
@@ -373,9 +390,17 @@ impl Daemon {
                 VerifyAction::Open {
                     job,
                     segment_generation,
+                    attester_node,
                     interval,
                     checkers,
-                } => ix::open_verification(&me, job, *segment_generation, *interval, checkers),
+                } => ix::open_verification(
+                    &me,
+                    job,
+                    *segment_generation,
+                    attester_node,
+                    *interval,
+                    checkers,
+                ),
                 VerifyAction::Resolve {
                     job,
                     verification,

@@ -14,18 +14,28 @@ use mcjs_protocol::store::{ObjectKind, StoreOp};
 pub enum Caller<'a> {
     /// A node's agent (signed with the node's operator key), the jobs
     /// assigned to the node now, and the jobs it is checking now (named
-    /// verifier of an open verification, or referee of a disputed one):
-    /// those it may read, never write.
+    /// verifier or referee of an open verification it has not answered):
+    /// of those it may read the spec, the owner's inputs and the interval's
+    /// start, never the checkpoints after it, and write nothing.
     Node {
         node: Pubkey,
         jobs: &'a [(Pubkey, Job)],
-        checking: &'a [(Pubkey, Job)],
+        checking: &'a [Checking],
     },
     /// A wallet and the jobs it owns.
     Owner {
         owner: Pubkey,
         jobs: &'a [(Pubkey, Job)],
     },
+}
+
+/// A job a node is checking, and the step of the interval's start (none:
+/// the job's start, so no checkpoint to read).
+#[derive(Debug, Clone)]
+pub struct Checking {
+    pub job: Pubkey,
+    pub account: Job,
+    pub start_step: Option<u64>,
 }
 
 /// A job is the node's to work on while it is assigned to it or running there.
@@ -35,6 +45,21 @@ fn active_on(job: &Job, node: &Pubkey) -> bool {
             job.state,
             JobState::Assigned { .. } | JobState::Running { .. }
         )
+}
+
+/// Checkpoints of `job` below the returned step may be deleted: older than
+/// the last attested one (no longer needed to resume) and, for a verified
+/// job, older than its latest interval's start (still to be checked), with
+/// nothing deleted while a check of it is open.
+fn prunable(job: &Job) -> Option<u64> {
+    let last = job.last_checkpoint?;
+    if job.verification_ppm == 0 {
+        return Some(last.step);
+    }
+    if job.open_verifications > 0 {
+        return None;
+    }
+    Some(job.prev_checkpoint.map_or(last.step, |p| p.step.min(last.step)))
 }
 
 fn find<'j>(jobs: &'j [(Pubkey, Job)], job: &str) -> Option<&'j Job> {
@@ -65,8 +90,9 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                 if jobs
                     .iter()
                     .filter(|(_, j)| active_on(j, node))
-                    .chain(checking.iter())
-                    .any(|(_, j)| hex::encode(j.spec_hash) == wanted)
+                    .map(|(_, j)| j)
+                    .chain(checking.iter().map(|c| &c.account))
+                    .any(|j| hex::encode(j.spec_hash) == wanted)
                 {
                     Ok(())
                 } else {
@@ -80,11 +106,20 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                 step,
             } => {
                 let Some(j) = find(jobs, job).filter(|j| active_on(j, node)) else {
-                    if !writes && find(checking, job).is_some() {
-                        // A checker restores the interval's start.
-                        return Ok(());
+                    let Some(c) = checking.iter().find(|c| c.job.to_string() == job) else {
+                        return deny("the job is not assigned to this node");
+                    };
+                    if writes {
+                        return deny("a checker writes nothing");
                     }
-                    return deny("the job is not assigned to this node");
+                    // A checker lists the job's checkpoints and restores the
+                    // interval's start; the bytes of any later checkpoint
+                    // (the end it must reproduce) stay out of its reach.
+                    return match (key, step) {
+                        (None, _) => Ok(()),
+                        (Some(_), Some(s)) if Some(s) == c.start_step => Ok(()),
+                        _ => deny("a checker reads only the start of the interval it checks"),
+                    };
                 };
                 if !writes {
                     return Ok(());
@@ -92,17 +127,22 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                 let Some(_) = key else {
                     return deny("writes go to one checkpoint, never the job's whole directory");
                 };
+                let deletes = matches!(op, StoreOp::Delete { .. });
                 match (generation, step) {
-                    (Some(g), _) if g == j.generation => Ok(()),
-                    // Pruning: a checkpoint older than the last attested one
-                    // is no longer needed to resume; the attested one and
-                    // anything newer stay.
-                    (Some(_), Some(s))
-                        if matches!(op, StoreOp::Delete { .. })
-                            && j.last_checkpoint.is_some_and(|c| s < c.step) =>
+                    (Some(_), Some(s)) if deletes && prunable(j).is_some_and(|b| s < b) => Ok(()),
+                    // Its own upload that was never attested (a failed one).
+                    (Some(g), Some(s))
+                        if deletes
+                            && g == j.generation
+                            && j.last_checkpoint.is_none_or(|c| s > c.step) =>
                     {
                         Ok(())
                     }
+                    (Some(g), _) if g == j.generation && !deletes => Ok(()),
+                    (Some(g), Some(s)) if g == j.generation && deletes => deny(&format!(
+                        "step {s} may still be restored or checked (the job keeps {})",
+                        prunable(j).map_or("every checkpoint while a check is open".to_string(), |b| format!("step {b} and later"))
+                    )),
                     (Some(g), _) => deny(&format!(
                         "written under generation {g}, but the job is at generation {}; a node writes only its own assignment's checkpoints",
                         j.generation
@@ -121,8 +161,9 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                 if jobs
                     .iter()
                     .filter(|(_, j)| active_on(j, node))
-                    .chain(checking.iter())
-                    .any(|(_, j)| j.owner.to_string() == owner)
+                    .map(|(_, j)| j)
+                    .chain(checking.iter().map(|c| &c.account))
+                    .any(|j| j.owner.to_string() == owner)
                 {
                     Ok(())
                 } else {
@@ -230,6 +271,8 @@ mod tests {
             held: 0,
             live_segments: 0,
             barred_provider: None,
+            last_opened_interval: 0,
+            checks_settled_at: 0,
         }
     }
 
@@ -265,34 +308,90 @@ mod tests {
         StoreOp::Put { path }
     }
 
-    /// A node named to check an interval reads the job's spec, checkpoints
-    /// and its owner's data, and writes nothing; its output stays closed.
+    /// A node named to check an interval reads the job's spec, the
+    /// interval's start and its owner's data, and writes nothing; the
+    /// checkpoints after the start (the end it must reproduce itself) and
+    /// the output stay closed.
     #[test]
-    fn a_named_checker_reads_the_jobs_checkpoints_and_writes_nothing() {
+    fn a_named_checker_reads_only_the_intervals_start_and_writes_nothing() {
         let w = world(JobState::Running { since: 0 });
+        let checking = [Checking {
+            job: w.job,
+            account: w.jobs[0].1.clone(),
+            start_step: Some(40),
+        }];
         let checker = Caller::Node {
             node: Pubkey::new_unique(),
             jobs: &[],
-            checking: &w.jobs,
+            checking: &checking,
         };
         let j = w.job;
         let spec = format!("specs/{}.json", hex::encode([7u8; 32]));
-        let ckpt = format!("jobs/{j}/checkpoints/{}/files/a", key(40, 2));
+        let start = format!("jobs/{j}/checkpoints/{}/files/a", key(40, 2));
+        let end = format!("jobs/{j}/checkpoints/{}/files/a", key(50, 2));
+        let end_descriptor = format!("jobs/{j}/checkpoints/{}/checkpoint.json", key(50, 2));
+        let list = StoreOp::List {
+            prefix: format!("jobs/{j}/checkpoints"),
+            delimiter: true,
+            continuation: None,
+        };
         assert_eq!(authorize(&get(spec.clone()), &checker), Ok(()));
-        assert_eq!(authorize(&get(ckpt.clone()), &checker), Ok(()));
+        assert_eq!(authorize(&get(start.clone()), &checker), Ok(()));
+        assert_eq!(authorize(&list, &checker), Ok(()));
         assert_eq!(
             authorize(&get(format!("users/{}/train.csv", w.owner)), &checker),
             Ok(())
         );
         for op in [
+            get(end),
+            get(end_descriptor),
             put(spec),
-            put(ckpt.clone()),
-            StoreOp::Delete { path: ckpt },
+            put(start.clone()),
+            StoreOp::Delete { path: start },
             get(format!("jobs/{j}/output/model.bin")),
             put(format!("jobs/{j}/output/model.bin")),
         ] {
             assert!(authorize(&op, &checker).is_err(), "{op:?}");
         }
+    }
+
+    /// A verified job's latest interval must stay checkable: its start is
+    /// not deleted (a liar would otherwise make its check impossible), and
+    /// nothing is while a check is open.
+    #[test]
+    fn a_verified_jobs_interval_start_cannot_be_deleted() {
+        let mut w = world(JobState::Running { since: 0 });
+        let job = &mut w.jobs[0].1;
+        job.verification_ppm = 100_000;
+        job.prev_checkpoint = job.last_checkpoint;
+        job.last_checkpoint = Some(CheckpointRecord {
+            hash: [2; 32],
+            epoch: 0,
+            step: 60,
+            time: 0,
+            generation: 2,
+        });
+        let j = w.job;
+        let delete = |step: u64, generation: u32| StoreOp::Delete {
+            path: format!("jobs/{j}/checkpoints/{}/checkpoint.json", key(step, generation)),
+        };
+        let me = Caller::Node {
+            node: w.node,
+            jobs: &w.jobs,
+            checking: &[],
+        };
+        assert_eq!(authorize(&delete(30, 1), &me), Ok(()), "older than the interval");
+        assert!(authorize(&delete(40, 1), &me).is_err(), "the interval's start");
+        assert!(authorize(&delete(50, 2), &me).is_err(), "inside the interval, own generation");
+        assert!(authorize(&delete(60, 2), &me).is_err(), "the attested end");
+        assert_eq!(authorize(&delete(70, 2), &me), Ok(()), "its own unattested upload");
+        w.jobs[0].1.open_verifications = 1;
+        let me = Caller::Node {
+            node: w.node,
+            jobs: &w.jobs,
+            checking: &[],
+        };
+        assert!(authorize(&delete(30, 1), &me).is_err(), "a check is open");
     }
 
     #[test]

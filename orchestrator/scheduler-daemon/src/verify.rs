@@ -25,6 +25,10 @@ pub struct VerifyObservation<'a> {
     pub segments: &'a [(Pubkey, Segment)],
     /// The SlotHashes sysvar's raw data.
     pub slot_hashes: &'a [u8],
+    /// Nodes whose agents sent a heartbeat recently: only they are drawn
+    /// as checkers (a node that is registered but never runs an agent
+    /// would only ever stay silent).
+    pub alive: &'a HashSet<Pubkey>,
 }
 
 #[derive(Debug, Clone)]
@@ -33,6 +37,8 @@ pub enum VerifyAction {
     Open {
         job: Pubkey,
         segment_generation: u32,
+        /// The node that attested the interval (its hardware class).
+        attester_node: Pubkey,
         interval: u32,
         checkers: Checkers,
     },
@@ -109,10 +115,12 @@ fn draw(
     opened: &HashSet<(Pubkey, u32)>,
     segments: &HashMap<Pubkey, &Segment>,
 ) -> Option<VerifyAction> {
+    // A job that ended since its latest attestation (completed, or failed
+    // fatally) is still drawn while that interval's pay is held.
     if job.verification_ppm == 0
         || o.params.challenge_window_secs == 0
-        || job.state.is_terminal()
         || job.last_attest_slot == NO_OPEN_INTERVAL
+        || job.checkpoint_count <= job.last_opened_interval
     {
         return None;
     }
@@ -138,63 +146,89 @@ fn draw(
     if !sampled(&hash, key, interval, job.verification_ppm) {
         return None;
     }
-    let checkers = choose_checkers(o, job, segment.provider, &hash)?;
+    let attester = o
+        .nodes
+        .iter()
+        .find(|(k, _)| *k == segment.node)
+        .map(|(_, n)| n)?;
+    let checkers = choose_checkers(o, job, segment.provider, attester, &hash)?;
     Some(VerifyAction::Open {
         job: *key,
         segment_generation: last.generation,
+        attester_node: segment.node,
         interval,
         checkers,
     })
 }
 
-/// A verifier and a referee of two providers other than `claimed`, whose
-/// nodes could run the job and whose stake backs them; idle nodes first,
-/// picked by the draw's slot hash so that no provider knows in advance who
-/// will check it.
-fn choose_checkers(
+/// A verifier and a referee of two providers other than `claimed`: drawn
+/// by the draw's slot hash among the providers with a node that could run
+/// the job, of the attester's GPU model (bitwise results hold only within
+/// a hardware class), not offline and alive, each provider weighted by the
+/// stake that backs it, at most one node per provider. Idle or busy makes
+/// no difference, so a node kept idle (priced out of every job) gains no
+/// more draws than its provider's stake buys. `None` (the interval is not
+/// drawn) when fewer than two providers qualify.
+pub fn choose_checkers(
     o: &VerifyObservation<'_>,
     job: &Job,
     claimed: Pubkey,
+    attester: &Node,
     hash: &[u8; 32],
 ) -> Option<Checkers> {
-    let fits = |n: &Node| {
+    let fits = |key: &Pubkey, n: &Node| {
         n.provider != claimed
             && n.status != NodeStatus::Offline
+            && o.alive.contains(key)
+            && n.hardware.gpu_model == attester.hardware.gpu_model
             && job.requirements.check(&n.hardware).is_ok()
-            && o.providers
-                .get(&n.provider)
-                .is_some_and(|p| p.committed_stake() >= o.params.min_provider_stake)
     };
-    let all: Vec<&(Pubkey, Node)> = o.nodes.iter().filter(|(_, n)| fits(n)).collect();
-    let mut candidates = all.clone();
-    let idle = |n: &Node| n.status == NodeStatus::Available;
-    if candidates.iter().any(|(_, n)| idle(n)) {
-        candidates.retain(|(_, n)| idle(n));
+    // Providers in a fixed order (their keys), each with its fitting nodes.
+    let mut by_provider: Vec<(Pubkey, u64, Vec<Pubkey>)> = Vec::new();
+    for (key, node) in o.nodes.iter().filter(|(k, n)| fits(k, n)) {
+        let Some(stake) = o
+            .providers
+            .get(&node.provider)
+            .map(|p| p.committed_stake())
+            .filter(|s| *s >= o.params.min_provider_stake && *s > 0)
+        else {
+            continue;
+        };
+        match by_provider.iter_mut().find(|(p, ..)| *p == node.provider) {
+            Some((_, _, nodes)) => nodes.push(*key),
+            None => by_provider.push((node.provider, stake, vec![*key])),
+        }
     }
-    let pick = |from: &[&(Pubkey, Node)], salt: usize| -> Option<(Pubkey, Pubkey)> {
-        if from.is_empty() {
+    by_provider.sort_by_key(|(p, ..)| *p);
+    for (_, _, nodes) in &mut by_provider {
+        nodes.sort();
+    }
+    let word = |i: usize| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&hash[8 * i..8 * i + 8]);
+        u64::from_le_bytes(bytes)
+    };
+    let pick = |exclude: Option<Pubkey>, draw: u64, node_draw: u64| -> Option<(Pubkey, Pubkey)> {
+        let pool: Vec<&(Pubkey, u64, Vec<Pubkey>)> = by_provider
+            .iter()
+            .filter(|(p, ..)| Some(*p) != exclude)
+            .collect();
+        let total: u128 = pool.iter().map(|(_, s, _)| u128::from(*s)).sum();
+        if total == 0 {
             return None;
         }
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(&hash[8 * salt..8 * salt + 8]);
-        let (key, node) = from[(u64::from_le_bytes(bytes) % from.len() as u64) as usize];
-        Some((*key, node.provider))
+        let mut at = u128::from(draw) % total;
+        for (provider, stake, nodes) in pool {
+            if at < u128::from(*stake) {
+                let node = nodes[(node_draw % nodes.len() as u64) as usize];
+                return Some((node, *provider));
+            }
+            at -= u128::from(*stake);
+        }
+        None
     };
-    let (verifier_node, verifier_provider) = pick(&candidates, 1)?;
-    let others: Vec<&(Pubkey, Node)> = candidates
-        .iter()
-        .copied()
-        .filter(|(_, n)| n.provider != verifier_provider)
-        .collect();
-    let (referee_node, referee_provider) = pick(&others, 2).or_else(|| {
-        // Every idle node belongs to one provider: take a busy one.
-        let busy: Vec<&(Pubkey, Node)> = all
-            .iter()
-            .copied()
-            .filter(|(_, n)| n.provider != verifier_provider)
-            .collect();
-        pick(&busy, 2)
-    })?;
+    let (verifier_node, verifier_provider) = pick(None, word(0), word(1))?;
+    let (referee_node, referee_provider) = pick(Some(verifier_provider), word(2), word(3))?;
     Some(Checkers {
         verifier_node,
         verifier_provider,
@@ -210,21 +244,21 @@ fn resolve(
 ) -> Option<VerifyAction> {
     let outcome = match v.state {
         VerificationState::Decided { outcome } => outcome,
+        // Past its window it is decided on what was revealed by then.
         state
             if state.is_pending()
                 && o.now
                     > v.opened_at
                         .saturating_add(i64::from(o.params.challenge_window_secs)) =>
         {
-            VerificationOutcome::Inconclusive
+            v.decide()
         }
         _ => return None,
     };
     let job = jobs.get(&v.job)?;
     let loser = match outcome {
-        VerificationOutcome::VerifierWrong => Some(v.verifier_provider),
         VerificationOutcome::ProviderWrong => Some(v.provider),
-        VerificationOutcome::Confirmed | VerificationOutcome::Inconclusive => None,
+        _ => None,
     };
     let past_interval = job
         .last_checkpoint

@@ -70,6 +70,8 @@ impl JobBuilder {
             held: 0,
             live_segments: 0,
             barred_provider: None,
+            last_opened_interval: 0,
+            checks_settled_at: 0,
         })
     }
 
@@ -775,8 +777,10 @@ fn a_malformed_job_is_skipped_by_name_and_the_others_are_placed() {
 mod verify {
     use super::*;
     use mcjs_client::pda;
-    use mcjs_scheduler_daemon::verify::{VerifyAction, VerifyObservation, verify_duties};
-    use std::collections::HashMap;
+    use mcjs_scheduler_daemon::verify::{
+        VerifyAction, VerifyObservation, choose_checkers, verify_duties,
+    };
+    use std::collections::{HashMap, HashSet};
 
     const ATTEST_SLOT: u64 = 1_000;
 
@@ -864,6 +868,7 @@ mod verify {
         verifications: Vec<(Pubkey, Verification)>,
         segments: Vec<(Pubkey, Segment)>,
         slot_hashes: Vec<u8>,
+        alive: HashSet<Pubkey>,
         now: i64,
     }
 
@@ -877,8 +882,10 @@ mod verify {
                 nodes.push((key(n), node(key(p), 81_920)));
                 providers.insert(key(p), provider(200_000_000));
             }
+            let alive = nodes.iter().map(|(k, _)| *k).collect();
             Self {
                 jobs: vec![(job, verified_job(ppm))],
+                alive,
                 nodes,
                 providers,
                 verifications: vec![],
@@ -898,8 +905,119 @@ mod verify {
                 verifications: &self.verifications,
                 segments: &self.segments,
                 slot_hashes: &self.slot_hashes,
+                alive: &self.alive,
             })
         }
+    }
+
+    /// 32 well-mixed bytes from `seed` (splitmix64), standing in for a
+    /// slot hash.
+    fn slot_hash_like(seed: u64) -> [u8; 32] {
+        let mut state = seed;
+        let mut out = [0u8; 32];
+        for chunk in out.chunks_mut(8) {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            chunk.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+        }
+        out
+    }
+
+    /// A node that never runs an agent (no heartbeat), or runs another GPU
+    /// model than the attester, is never drawn: it would only stay silent,
+    /// or disagree bitwise.
+    #[test]
+    fn checkers_are_alive_and_of_the_attesters_gpu_model() {
+        let mut w = World::new(PPM);
+        w.alive.remove(&key(21));
+        w.nodes[2].1.hardware.gpu_model = "rtx-6000-ada".into();
+        w.nodes[2].1.hardware.vram_per_gpu_mib = 90_000;
+        // Only 23 (provider 60) is left: fewer than two providers.
+        assert!(w.duties().is_empty());
+        w.alive.insert(key(21));
+        let duties = w.duties();
+        let [VerifyAction::Open { checkers, attester_node, .. }] = &duties[..] else {
+            panic!("one open: {duties:?}");
+        };
+        assert_eq!(*attester_node, key(20));
+        let mut drawn = [checkers.verifier_node, checkers.referee_node];
+        drawn.sort();
+        assert_eq!(drawn, [key(21), key(23)]);
+    }
+
+    /// Ten honest providers' nodes, all busy running jobs, and two
+    /// squatters' nodes priced out of every job (so always idle) that claim
+    /// the largest profile: over 10,000 draws the squatters check no more
+    /// than their share of the stake buys, and never both sides of a check.
+    #[test]
+    fn idle_squatter_nodes_check_at_most_their_stake_share() {
+        let mut w = World::new(PPM);
+        w.nodes.truncate(1);
+        w.providers.retain(|k, _| *k == key(30));
+        for i in 0..10u8 {
+            let (n, p) = (key(100 + i), key(150 + i));
+            w.nodes.push((n, busy(node(p, 81_920), key(200 + i))));
+            w.providers.insert(p, provider(200_000_000));
+        }
+        let squatters = [key(240), key(241)];
+        for (i, p) in squatters.iter().enumerate() {
+            let mut n = node(*p, 163_840);
+            n.price_per_gpu_hour = u64::MAX / 4;
+            w.nodes.push((key(230 + i as u8), n));
+            // The minimum stake each.
+            w.providers.insert(*p, provider(params().min_provider_stake));
+        }
+        w.alive = w.nodes.iter().map(|(k, _)| *k).collect();
+        let job = w.jobs[0].1.clone();
+        let attester = w.nodes[0].1.clone();
+        let total: u64 = w
+            .providers
+            .iter()
+            .filter(|(k, _)| **k != key(30))
+            .map(|(_, p)| p.committed_stake())
+            .sum();
+        let squat_stake = 2 * params().min_provider_stake;
+        let (mut seats, mut both) = (0u32, 0u32);
+        let draws = 10_000u32;
+        for i in 0..draws {
+            let hash = slot_hash_like(u64::from(i));
+            let o = VerifyObservation {
+                now: w.now,
+                params: &params(),
+                jobs: &w.jobs,
+                nodes: &w.nodes,
+                providers: &w.providers,
+                verifications: &[],
+                segments: &w.segments,
+                slot_hashes: &w.slot_hashes,
+                alive: &w.alive,
+            };
+            let c = choose_checkers(&o, &job, key(30), &attester, &hash).expect("checkers");
+            let held = [c.verifier_provider, c.referee_provider]
+                .iter()
+                .filter(|p| squatters.contains(p))
+                .count() as u32;
+            seats += held;
+            both += u32::from(held == 2);
+        }
+        // Two seats a draw; the squatters' expected share of the first is
+        // their stake share, and of the second a little more (the first
+        // seat's provider is left out). Allow for sampling noise.
+        let share = squat_stake as f64 / total as f64;
+        let seat_share = f64::from(seats) / f64::from(2 * draws);
+        eprintln!(
+            "squatters: stake share {share:.4}, seats {seat_share:.4}, both seats in {both} of {draws} draws"
+        );
+        assert!(
+            seat_share <= share * 1.25 + 0.005,
+            "squatters held {seat_share:.4} of the seats, their stake share is {share:.4}"
+        );
+        assert!(
+            f64::from(both) / f64::from(draws) <= share * share * 3.0 + 0.002,
+            "squatters held both seats in {both} of {draws} draws"
+        );
     }
 
     #[test]
@@ -983,13 +1101,17 @@ mod verify {
             from: None,
             to: job.last_checkpoint.unwrap(),
             interval_amount: 1_000_000,
-            verifier_hash: None,
-            referee_hash: None,
+            possession_key: [3; 32],
+            verifier_commitment: None,
+            referee_commitment: None,
+            verifier_answer: None,
+            referee_answer: None,
             draw_slot: ATTEST_SLOT + 1,
             opened_at: T0 + 11,
             resolved_at: None,
             fees: 0,
             slashed: 0,
+            rent_payer: key(99),
             bump: 255,
         }
     }
@@ -1000,7 +1122,6 @@ mod verify {
         w.jobs[0].1.checkpoint_count = 2; // the open one is not the latest
         for (outcome, loser) in [
             (VerificationOutcome::Confirmed, None),
-            (VerificationOutcome::VerifierWrong, Some(key(40))),
             (VerificationOutcome::ProviderWrong, Some(key(30))),
             (VerificationOutcome::Inconclusive, None),
         ] {

@@ -145,8 +145,14 @@ pub enum McjsError {
     NotSampled,
     #[msg("the verifier and the referee must be nodes of two other providers, meeting the job's requirements")]
     InvalidChecker,
-    #[msg("this node has no hash to give for this verification now")]
+    #[msg("this node has no answer to seal or reveal for this verification now")]
     NotVerifierTurn,
+    #[msg("the revealed answer does not open this checker's commitment")]
+    CommitmentMismatch,
+    #[msg("this job id was taken: a job id must exceed every id the owner used before")]
+    JobIdTaken,
+    #[msg("the checkers must run the GPU model of the node whose attestation they check")]
+    CheckerHardwareClass,
     #[msg("the verification is not decided yet")]
     VerificationUndecided,
     #[msg("the segment is not payable yet: its challenge window has not passed or a verification is open")]

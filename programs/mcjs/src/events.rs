@@ -7,6 +7,7 @@ use crate::state::{
     CheckpointRecord, ConfigParams, ConfigSnapshot, FailureCause, HardwareProfile, NodeStatus,
     PauseReason, VerificationOutcome, VerificationState,
 };
+use crate::instructions::CheckerStep;
 
 #[event]
 pub struct ConfigInitialized {
@@ -284,14 +285,14 @@ pub struct VerificationOpened {
     pub at: i64,
 }
 
-/// A verifier or referee gave its hash for an interval.
+/// A verifier or referee sealed its answer, or revealed it.
 #[event]
 pub struct VerificationAttested {
     pub job: Pubkey,
     pub verification: Pubkey,
     pub interval: u32,
     pub node: Pubkey,
-    pub hash: [u8; 32],
+    pub answer: CheckerStep,
     pub state: VerificationState,
     pub at: i64,
 }

@@ -2,18 +2,28 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, VerificationAttested};
-use crate::state::{seeds::*, Node, Verification};
+use crate::state::{seeds::*, CheckAnswer, Config, Node, Verification};
+
+/// A checker's two steps: seal its answer, then (once both are sealed)
+/// reveal it.
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckerStep {
+    /// `check_commitment(verification, node, answer, salt)`.
+    Seal { commitment: [u8; 32] },
+    Reveal { answer: CheckAnswer, salt: [u8; 32] },
+}
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct AttestVerificationArgs {
-    /// The hash of the checkpoint the node wrote at the interval's end step.
-    pub checkpoint_hash: [u8; 32],
+    pub step: CheckerStep,
 }
 
 #[derive(Accounts)]
 pub struct AttestVerification<'info> {
     /// The checking node's operator key.
     pub authority: Signer<'info>,
+    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    pub config: Box<Account<'info, Config>>,
     #[account(
         seeds = [SEED_PREFIX, node.provider.as_ref(), SEED_NODE, &node.index.to_le_bytes()],
         bump = node.bump,
@@ -29,21 +39,39 @@ pub struct AttestVerification<'info> {
 }
 
 impl AttestVerification<'_> {
-    /// The verifier (while open) or the referee (once disputed) gives the
-    /// hash it reproduced. The verifier agreeing confirms the interval; a
-    /// disagreement calls the referee; the referee's hash decides two of
-    /// three. Nothing moves here: `resolve_verification` applies the outcome.
+    /// Answers are taken only within the challenge window of the opening:
+    /// after it, the verification resolves on what it has.
+    fn validate(&self, now: i64) -> Result<()> {
+        let deadline = self
+            .verification
+            .opened_at
+            .saturating_add(i64::from(self.config.params.challenge_window_secs));
+        require!(now <= deadline, McjsError::NotVerifierTurn);
+        Ok(())
+    }
+
+    /// The verifier or the referee seals its answer (both must before
+    /// either may reveal), then reveals it. Both revealed decides
+    /// (`Verification::decide`). Nothing moves here: `resolve_verification`
+    /// applies the outcome.
+    #[access_control(ctx.accounts.validate(Clock::get()?.unix_timestamp))]
     pub fn attest_verification(ctx: Context<Self>, args: AttestVerificationArgs) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
         let node = ctx.accounts.node.key();
+        let key = ctx.accounts.verification.key();
         let verification = &mut ctx.accounts.verification;
-        let state = verification.record(&node, args.checkpoint_hash)?;
+        let state = match args.step {
+            CheckerStep::Seal { commitment } => verification.seal(&node, commitment)?,
+            CheckerStep::Reveal { answer, salt } => {
+                verification.reveal(&key, &node, answer, &salt)?
+            }
+        };
         emit_event(VerificationAttested {
             job: verification.job,
-            verification: verification.key(),
+            verification: key,
             interval: verification.interval,
             node,
-            hash: args.checkpoint_hash,
+            answer: args.step,
             state,
             at: now,
         });

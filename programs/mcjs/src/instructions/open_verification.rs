@@ -4,7 +4,7 @@ use anchor_lang::prelude::*;
 use crate::errors::McjsError;
 use crate::events::{emit_event, VerificationOpened};
 use crate::state::{
-    sampled, seeds::*, slot_hash_after, Config, Job, Node, NodeStatus, Provider, Segment,
+    possession_key, sampled, seeds::*, slot_hash_after, Config, Job, Node, NodeStatus, Provider, Segment,
     SegmentState, Verification, VerificationState, NO_OPEN_INTERVAL,
 };
 
@@ -63,6 +63,10 @@ pub struct OpenVerification<'info> {
         bump = referee_provider.bump,
     )]
     pub referee_provider: Box<Account<'info, Provider>>,
+    /// The node whose attestation is checked: the checkers must be of its
+    /// hardware class (bitwise results differ across GPU models).
+    #[account(address = segment.node @ McjsError::WrongSegment)]
+    pub attester_node: Box<Account<'info, Node>>,
     /// CHECK: the SlotHashes sysvar, by address; read raw (its newest
     /// entries only) rather than deserialised whole.
     #[account(address = slot_hashes::ID)]
@@ -78,13 +82,15 @@ impl OpenVerification<'_> {
             McjsError::VerificationOff
         );
         // Only the latest interval, within its window, and attested by the
-        // assignment whose segment is passed (still unpaid).
+        // assignment whose segment is passed (still unpaid), once. A job
+        // that ended since (a completion, a fatal exit) keeps it drawable
+        // while its pay is held: ending the job is no escape from a check.
         let to = job
             .last_checkpoint
             .ok_or(McjsError::IntervalNotOpenToVerification)?;
         let window = i64::from(self.config.params.challenge_window_secs);
         require!(
-            !job.state.is_terminal()
+            job.checkpoint_count > job.last_opened_interval
                 && job.last_attest_slot != NO_OPEN_INTERVAL
                 && now <= to.time.saturating_add(window)
                 && self.segment.generation == to.generation
@@ -111,6 +117,13 @@ impl OpenVerification<'_> {
             job.requirements
                 .check(&node.hardware)
                 .map_err(|_| error!(McjsError::InvalidChecker))?;
+            // A verified job declares bitwise determinism, which holds only
+            // on the hardware class it ran on: the same GPU model (the job
+            // gets its declared GPU count on any node that fits).
+            require!(
+                node.hardware.gpu_model == self.attester_node.hardware.gpu_model,
+                McjsError::CheckerHardwareClass
+            );
         }
         Ok(())
     }
@@ -139,6 +152,7 @@ impl OpenVerification<'_> {
             .last_checkpoint
             .ok_or(McjsError::IntervalNotOpenToVerification)?;
         let segment = &mut accounts.segment;
+        let key = accounts.verification.key();
         accounts.verification.set_inner(Verification {
             job: job_key,
             verifier_node: accounts.verifier_node.key(),
@@ -155,15 +169,20 @@ impl OpenVerification<'_> {
             from: job.prev_checkpoint,
             to,
             interval_amount: job.last_interval_amount,
-            verifier_hash: None,
-            referee_hash: None,
+            possession_key: possession_key(&slot_hash, &key),
+            verifier_commitment: None,
+            referee_commitment: None,
+            verifier_answer: None,
+            referee_answer: None,
             draw_slot,
             opened_at: now,
             resolved_at: None,
             fees: 0,
             slashed: 0,
+            rent_payer: accounts.scheduler.key(),
             bump: ctx.bumps.verification,
         });
+        job.last_opened_interval = interval;
         job.open_verifications = job
             .open_verifications
             .checked_add(1)

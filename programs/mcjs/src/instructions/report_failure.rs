@@ -83,7 +83,14 @@ impl ReportFailure<'_> {
     fn validate(&self, args: &ReportFailureArgs, now: i64) -> Result<()> {
         require!(self.job.state.is_on_node(), McjsError::InvalidJobState);
         self.job.require_generation(args.generation)?;
+        // A job whose completion waits on a check is not late: no overdue
+        // report, from anyone, until the check resolves (within its window)
+        // and a full liveness window has passed after it.
+        if args.cause == FailureCause::CheckpointOverdue {
+            require!(self.job.open_verifications == 0, McjsError::VerificationOpen);
+        }
         if self.reporter.key() != self.config.scheduler {
+            require!(self.job.open_verifications == 0, McjsError::VerificationOpen);
             require!(
                 args.cause.is_infrastructure(),
                 McjsError::JobErrorNeedsScheduler

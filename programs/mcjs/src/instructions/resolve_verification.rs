@@ -6,8 +6,8 @@ use crate::events::{emit_event, VerificationResolved};
 use crate::instructions::settlement::{take_off_node, Hold, OffNode, SettlementAccounts};
 use crate::job_signer_seeds;
 use crate::state::{
-    seeds::*, CheckpointRecord, Config, Job, Node, Provider, Segment, SegmentState, Verification,
-    VerificationOutcome, VerificationState,
+    seeds::*, CheckpointRecord, Config, Job, Node, Party, Provider, Segment, SegmentState,
+    Verification, VerificationOutcome, VerificationState,
 };
 use crate::token::pay_out;
 
@@ -23,13 +23,21 @@ pub struct ResolveVerification<'info> {
         bump = job.bump,
     )]
     pub job: Box<Account<'info, Job>>,
+    /// Closed once applied (its events are the audit record): the rent
+    /// goes back to whoever opened it.
     #[account(
         mut,
         seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VERIFICATION, &verification.interval.to_le_bytes()],
         bump = verification.bump,
         has_one = job @ McjsError::WrongSegment,
+        has_one = rent_payer @ McjsError::WrongAssignment,
+        close = rent_payer,
     )]
     pub verification: Box<Account<'info, Verification>>,
+    /// CHECK: the verification's `rent_payer`, checked by `has_one`; only
+    /// receives lamports.
+    #[account(mut)]
+    pub rent_payer: UncheckedAccount<'info>,
     #[account(mut, address = verification.segment @ McjsError::WrongSegment)]
     pub segment: Box<Account<'info, Segment>>,
     #[account(
@@ -90,15 +98,15 @@ impl ResolveVerification<'_> {
     fn outcome(&self, now: i64) -> Result<VerificationOutcome> {
         match self.verification.state {
             VerificationState::Decided { outcome } => Ok(outcome),
-            // A checker that never answers blocks nobody for longer than a
-            // challenge window: nobody is slashed.
+            // Nobody blocks a check for longer than a challenge window: it
+            // is decided on what was revealed by then.
             state if state.is_pending() => {
                 let deadline = self
                     .verification
                     .opened_at
                     .saturating_add(i64::from(self.config.params.challenge_window_secs));
                 require!(now > deadline, McjsError::VerificationUndecided);
-                Ok(VerificationOutcome::Inconclusive)
+                Ok(self.verification.decide())
             }
             _ => err!(McjsError::VerificationUndecided),
         }
@@ -107,19 +115,19 @@ impl ResolveVerification<'_> {
     /// Applies a decided verification (or one whose checkers stayed silent
     /// past the challenge window):
     ///
-    /// * Confirmed: the verifier is paid its fee out of the interval's
+    /// * Confirmed: each checker is paid its fee out of the interval's
     ///   commission (`verification_fee_bps` of it).
-    /// * VerifierWrong: the verifier is slashed; the referee's fee comes out
-    ///   of the slash, the rest goes to the insurance pool.
     /// * ProviderWrong: the job's provider is slashed (the verifier's and
     ///   referee's fees out of the slash, the rest to the pool), the owner
     ///   is refunded the whole segment, and the job goes back to the
     ///   interval's start if that can be trusted (the segment's start or a
     ///   confirmed checkpoint; otherwise the segment's start): taken off its
     ///   node if it is on one.
-    /// * Inconclusive: nothing moves.
+    /// * Nondeterministic, Inconclusive: nobody is slashed; the interval's
+    ///   amount goes back to the owner.
     ///
-    /// The segment's payment and the job's completion stop waiting on it.
+    /// The segment's payment and the job's completion stop waiting on it,
+    /// and the Verification account closes.
     #[access_control(ctx.accounts.validate())]
     pub fn resolve_verification(ctx: Context<Self>) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
@@ -138,25 +146,23 @@ impl ResolveVerification<'_> {
 
         match outcome {
             VerificationOutcome::Confirmed => {
-                fees = a.pay_fee_from_segment(fee)?;
+                fees = a.pay_fee_from_segment(fee, Party::Verifier)?;
+                fees += a.pay_fee_from_segment(fee, Party::Referee)?;
                 let to = a.verification.to;
                 a.segment.confirm(to);
             }
-            VerificationOutcome::VerifierWrong => {
-                let expected = a.verification.verifier_provider;
-                let (s, f) = a.slash(expected, &[fee], true)?;
-                (slashed, fees, slashed_provider) = (s, f, Some(expected));
-            }
             VerificationOutcome::ProviderWrong => {
                 let expected = a.verification.provider;
-                let (s, f) = a.slash(expected, &[fee, fee], false)?;
+                let (s, f) = a.slash(expected, &[fee, fee])?;
                 (slashed, fees, slashed_provider) = (s, f, Some(expected));
                 restore_point = a.segment.restore_point(a.verification.from);
                 rolled_back = a.take_job_back(restore_point, now)?;
                 refund = a.refund_segment()?;
                 a.job.barred_provider = Some(expected);
             }
-            VerificationOutcome::Inconclusive => {}
+            VerificationOutcome::Inconclusive | VerificationOutcome::Nondeterministic => {
+                refund = a.withhold_interval()?;
+            }
         }
 
         let segment = &mut a.segment;
@@ -169,6 +175,9 @@ impl ResolveVerification<'_> {
             .open_verifications
             .checked_sub(1)
             .ok_or(McjsError::Overflow)?;
+        if job.open_verifications == 0 {
+            job.checks_settled_at = now;
+        }
         job.invariant()?;
         let v = &mut a.verification;
         v.state = VerificationState::Resolved { outcome };
@@ -192,9 +201,9 @@ impl ResolveVerification<'_> {
         Ok(())
     }
 
-    /// Pays the verifier's fee out of the verified segment's payment (its
+    /// Pays `checker` its fee out of the verified segment's payment (its
     /// commission, see `Segment::payout_split`), from the job's vault.
-    fn pay_fee_from_segment(&mut self, fee: u64) -> Result<u64> {
+    fn pay_fee_from_segment(&mut self, fee: u64, checker: Party) -> Result<u64> {
         let job = &mut self.job;
         let segment = &mut self.segment;
         let fee = match segment.state {
@@ -223,13 +232,17 @@ impl ResolveVerification<'_> {
             .fees_paid
             .checked_add(fee)
             .ok_or(McjsError::Overflow)?;
+        let to = match checker {
+            Party::Verifier => &self.verifier_payout,
+            Party::Referee => &self.referee_payout,
+        };
         let (owner, id, bump);
         let seeds = job_signer_seeds!(job, owner, id, bump);
         pay_out(
             &self.token_program,
             &self.job_vault,
             &self.usdc_mint,
-            &self.verifier_payout,
+            to,
             job.to_account_info(),
             &[&seeds],
             fee,
@@ -237,11 +250,50 @@ impl ResolveVerification<'_> {
         Ok(fee)
     }
 
+    /// An inconclusive check leaves the interval unpaid: its amount goes
+    /// back to the owner, out of the segment's held payment (or, still on
+    /// its node, out of what the assignment has accrued, which then stays
+    /// in the bond). Returns what the owner got back now.
+    fn withhold_interval(&mut self) -> Result<u64> {
+        let amount = self.verification.interval_amount;
+        let job = &mut self.job;
+        let segment = &mut self.segment;
+        match segment.state {
+            SegmentState::OnNode => {
+                require!(
+                    job.holds_payment && job.generation == segment.generation,
+                    McjsError::WrongSegment
+                );
+                job.accrued -= amount.min(job.accrued);
+                Ok(0)
+            }
+            SegmentState::Held { .. } => {
+                let amount = amount.min(segment.gross);
+                segment.gross -= amount;
+                job.held = job.held.checked_sub(amount).ok_or(McjsError::Overflow)?;
+                job.paid = job.paid.checked_sub(amount).ok_or(McjsError::Overflow)?;
+                let (owner, id, bump);
+                let seeds = job_signer_seeds!(job, owner, id, bump);
+                pay_out(
+                    &self.token_program,
+                    &self.job_vault,
+                    &self.usdc_mint,
+                    &self.owner_token,
+                    job.to_account_info(),
+                    &[&seeds],
+                    amount,
+                )?;
+                Ok(amount)
+            }
+            SegmentState::Refunded => Ok(0),
+        }
+    }
+
     /// Slashes `expected` (the loser) by the Config's slash amount, capped by
-    /// its stake: `fees` go to the referee (and, with two, first to the
-    /// verifier), capped by the slash; the rest to the insurance pool.
-    /// Returns (slashed in all, fees paid).
-    fn slash(&mut self, expected: Pubkey, fees: &[u64], referee_only: bool) -> Result<(u64, u64)> {
+    /// its stake: `fees` go to the verifier and the referee, capped by the
+    /// slash; the rest to the insurance pool. Returns (slashed in all, fees
+    /// paid).
+    fn slash(&mut self, expected: Pubkey, fees: &[u64; 2]) -> Result<(u64, u64)> {
         let loser = self.loser.as_deref_mut().ok_or(McjsError::WrongProvider)?;
         require_keys_eq!(loser.key(), expected, McjsError::WrongProvider);
         let vault = self
@@ -267,12 +319,10 @@ impl ResolveVerification<'_> {
         let authority = loser.to_account_info();
         let mut left = total;
         let mut paid_fees = 0u64;
-        let recipients: Vec<&Account<'_, TokenAccount>> = if referee_only {
-            vec![&self.referee_payout]
-        } else {
-            vec![&self.verifier_payout, &self.referee_payout]
-        };
-        for (to, fee) in recipients.into_iter().zip(fees) {
+        for (to, fee) in [&self.verifier_payout, &self.referee_payout]
+            .into_iter()
+            .zip(fees)
+        {
             let fee = (*fee).min(left);
             pay_out(
                 &self.token_program,

@@ -3,7 +3,9 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, JobSubmitted};
-use crate::state::{minimum_bond, seeds::*, Config, Job, JobRequirements, JobState, JobTerms, PPM};
+use crate::state::{
+    minimum_bond, seeds::*, Config, Job, JobCounter, JobRequirements, JobState, JobTerms, PPM,
+};
 use crate::token::deposit;
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
@@ -24,6 +26,15 @@ pub struct SubmitJob<'info> {
     pub owner: Signer<'info>,
     #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
     pub config: Account<'info, Config>,
+    /// The owner's job ids, created with its first job.
+    #[account(
+        init_if_needed,
+        payer = owner,
+        space = 8 + JobCounter::INIT_SPACE,
+        seeds = [SEED_PREFIX, owner.key().as_ref(), SEED_JOBS],
+        bump,
+    )]
+    pub job_counter: Box<Account<'info, JobCounter>>,
     #[account(
         init,
         payer = owner,
@@ -72,6 +83,10 @@ impl SubmitJob<'_> {
     pub fn submit_job(ctx: Context<Self>, args: SubmitJobArgs) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
         let accounts = ctx.accounts;
+        let counter = &mut accounts.job_counter;
+        counter.owner = accounts.owner.key();
+        counter.bump = ctx.bumps.job_counter;
+        counter.take(args.job_id)?;
         deposit(
             &accounts.token_program,
             &accounts.owner_token,
@@ -119,6 +134,8 @@ impl SubmitJob<'_> {
             held: 0,
             live_segments: 0,
             barred_provider: None,
+            last_opened_interval: 0,
+            checks_settled_at: 0,
         });
         job.invariant()?;
         emit_event(JobSubmitted {

@@ -79,6 +79,12 @@ pub struct Job {
     pub live_segments: u32,
     /// The provider last proven wrong on this job: never assigned it again.
     pub barred_provider: Option<Pubkey>,
+    /// The latest interval opened to verification: an interval is opened
+    /// at most once, even after its Verification account is closed.
+    pub last_opened_interval: u32,
+    /// When the job's last open verification resolved: the stall clock of
+    /// the anyone-may-report rule does not run while a check is open.
+    pub checks_settled_at: i64,
 }
 
 /// The compact hardware summary of a Job Specification that the program enforces.
@@ -613,11 +619,13 @@ impl Job {
         }
     }
 
-    /// When the job last showed progress: used for the anyone-may-report rule.
+    /// When the job last showed progress: used for the anyone-may-report
+    /// rule. A resolved check counts: a job that waited on one (a finished
+    /// job cannot complete while a check is open) gets a full window after.
     pub fn last_progress(&self) -> Option<i64> {
         match self.state {
-            JobState::Assigned { since } => Some(since),
-            JobState::Running { .. } => Some(self.progress_mark),
+            JobState::Assigned { since } => Some(since.max(self.checks_settled_at)),
+            JobState::Running { .. } => Some(self.progress_mark.max(self.checks_settled_at)),
             _ => None,
         }
     }
@@ -629,7 +637,11 @@ impl Job {
         let failed_by_provider = matches!(self.state, JobState::Failed { .. })
             && self.last_failure.is_some_and(|c| c.is_infrastructure());
         if failed_by_provider {
-            self.paid.saturating_sub(self.compensated)
+            // Held pay is still the providers' or, proven wrong, refunded:
+            // never compensable.
+            self.paid
+                .saturating_sub(self.held)
+                .saturating_sub(self.compensated)
         } else {
             0
         }
@@ -637,7 +649,11 @@ impl Job {
 
     pub fn invariant(&self) -> Result<()> {
         require!(self.accrued <= self.bond, McjsError::InvalidJobState);
-        require!(self.compensated <= self.paid, McjsError::InvalidJobState);
+        require!(
+            self.held <= self.paid
+                && self.compensated <= self.paid.saturating_sub(self.held),
+            McjsError::InvalidJobState
+        );
         require!(
             self.state.is_on_node() == (self.node.is_some() && self.provider.is_some()),
             McjsError::InvalidJobState

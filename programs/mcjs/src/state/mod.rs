@@ -1,5 +1,6 @@
 pub mod config;
 pub mod job;
+pub mod job_counter;
 pub mod node;
 pub mod provider;
 pub mod seeds;
@@ -7,6 +8,7 @@ pub mod verification;
 
 pub use config::*;
 pub use job::*;
+pub use job_counter::*;
 pub use node::*;
 pub use provider::*;
 pub use verification::*;

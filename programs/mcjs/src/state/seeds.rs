@@ -8,6 +8,7 @@
 //! | Provider       | `mcjs`, owner, `provider`                                |
 //! | provider vault | `mcjs`, provider, `vault`                                |
 //! | Node           | `mcjs`, provider, `node`, index (u32 LE)                 |
+//! | JobCounter     | `mcjs`, owner, `jobs`                                    |
 //! | Job            | `mcjs`, owner, `job`, job id (u64 LE)                    |
 //! | job vault      | `mcjs`, job, `vault`                                     |
 //! | insurance pool | `mcjs`, `insurance`                                      |
@@ -19,6 +20,7 @@ pub const SEED_CONFIG: &[u8] = b"config";
 pub const SEED_PROVIDER: &[u8] = b"provider";
 pub const SEED_NODE: &[u8] = b"node";
 pub const SEED_JOB: &[u8] = b"job";
+pub const SEED_JOBS: &[u8] = b"jobs";
 pub const SEED_VAULT: &[u8] = b"vault";
 pub const SEED_INSURANCE: &[u8] = b"insurance";
 pub const SEED_SEGMENT: &[u8] = b"segment";
@@ -59,6 +61,10 @@ pub mod pda {
             &crate::ID,
         )
         .0
+    }
+
+    pub fn job_counter(owner: &Pubkey) -> Pubkey {
+        Pubkey::find_program_address(&[SEED_PREFIX, owner.as_ref(), SEED_JOBS], &crate::ID).0
     }
 
     pub fn job(owner: &Pubkey, job_id: u64) -> Pubkey {

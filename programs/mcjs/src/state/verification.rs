@@ -92,51 +92,90 @@ impl Segment {
 }
 
 /// The sampled re-execution of one attested interval: the checkpoint
-/// `from` (none: the job's start) restored on a verifier node of another
-/// provider and run to the step of `to`, whose hash the job's provider
-/// attested. A disagreement goes to a referee of a third provider; two of
-/// three decide. Kept after it resolves, as the audit record.
+/// `from` (none: the job's start) restored on two checker nodes of two
+/// other providers (a verifier and a referee) and run to the step of `to`,
+/// whose hash the job's provider attested.
+///
+/// Answers must be earned. Besides the hash it reproduced, a checker gives a
+/// *possession digest* of the checkpoint's bytes under `possession_key`
+/// (derived from a slot hash after the attestation, so no attestation,
+/// descriptor or store object carries it), and seals both in a commitment
+/// before either checker's answer is revealed. Copying the claimed hash
+/// from the chain gives no possession digest: an answer counts only where
+/// both checkers agree, bytes and all. Closed when resolved (its rent back
+/// to `rent_payer`); the history keeps its events (docs/verification.md).
 #[account]
 #[derive(InitSpace, Debug)]
 pub struct Verification {
     // Fixed offsets first, so that agents find their tasks with memcmp
-    // filters (`Verification::VERIFIER_NODE_OFFSET`, `REFEREE_NODE_OFFSET`).
+    // filters (`Verification::VERIFIER_NODE_OFFSET` and friends).
     pub job: Pubkey,
     pub verifier_node: Pubkey,
     pub referee_node: Pubkey,
+    /// The node that attested `to`.
+    pub node: Pubkey,
     pub state: VerificationState,
     /// The job's checkpoint count at `to`: interval `interval - 1 → interval`.
     pub interval: u32,
     pub segment: Pubkey,
-    /// The Provider account that attested `to`, and its node.
+    /// The Provider account that attested `to`.
     pub provider: Pubkey,
-    pub node: Pubkey,
     pub verifier_provider: Pubkey,
     pub verifier_payout: Pubkey,
     pub referee_provider: Pubkey,
     pub referee_payout: Pubkey,
     pub from: Option<CheckpointRecord>,
     pub to: CheckpointRecord,
-    /// What the provider was paid for the interval (its fee base).
+    /// What the provider was paid for the interval (its fee base, and what
+    /// goes back to the owner when the check is inconclusive).
     pub interval_amount: u64,
-    pub verifier_hash: Option<[u8; 32]>,
-    pub referee_hash: Option<[u8; 32]>,
+    /// The key of the possession digests (`possession_key`).
+    pub possession_key: [u8; 32],
+    /// Each party's sealed answer (`check_commitment`), then its revealed one.
+    pub verifier_commitment: Option<[u8; 32]>,
+    pub referee_commitment: Option<[u8; 32]>,
+    pub verifier_answer: Option<CheckAnswer>,
+    pub referee_answer: Option<CheckAnswer>,
     /// The slot whose hash drew this interval.
     pub draw_slot: u64,
     pub opened_at: i64,
     pub resolved_at: Option<i64>,
-    /// Paid to the verifier or the referee; taken from the loser's stake.
+    /// Paid to the checkers; from the segment's commission or the loser's stake.
     pub fees: u64,
     pub slashed: u64,
+    /// Receives this account's rent when it closes (the scheduler that opened it).
+    pub rent_payer: Pubkey,
     pub bump: u8,
+}
+
+/// What a checker found when it re-executed the interval.
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
+pub enum CheckAnswer {
+    /// It restored the start, ran to the end step and hashed the checkpoint
+    /// written there: its hash as attestations define it, and its
+    /// possession digest under the verification's key.
+    Reproduced {
+        hash: [u8; 32],
+        possession: [u8; 32],
+    },
+    /// The interval's start could not be restored from the store (missing,
+    /// or not matching its attested hash).
+    StartUnavailable,
+}
+
+/// Which checker is answering a verification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Party {
+    Verifier,
+    Referee,
 }
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
 pub enum VerificationState {
-    /// Waiting for the verifier's hash.
+    /// Waiting for both checkers' sealed answers.
     Open,
-    /// The verifier disagreed: waiting for the referee's hash.
-    Disputed,
+    /// Both checkers sealed: waiting for the reveals.
+    Revealing,
     /// Decided, consequences not yet applied by `resolve_verification`.
     Decided { outcome: VerificationOutcome },
     /// Applied.
@@ -145,56 +184,163 @@ pub enum VerificationState {
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
 pub enum VerificationOutcome {
-    /// The verifier reproduced the attested hash.
+    /// Both checkers reproduced the attested hash with the same bytes: both
+    /// paid a fee.
     Confirmed,
-    /// The referee reproduced the attested hash: the verifier lied.
-    VerifierWrong,
-    /// The referee reproduced the verifier's hash: the provider lied.
+    /// Both checkers reproduced the same other checkpoint (same hash, same
+    /// bytes), or both found a start the provider attested itself
+    /// unavailable: the provider is slashed and the owner refunded.
     ProviderWrong,
-    /// Three different hashes, or no answer within the challenge window:
-    /// nobody is slashed.
+    /// Three different checkpoints (the two checkers' and the attested
+    /// one): the job is not bitwise deterministic on this hardware class
+    /// (its own fault: nobody slashed, the segment not refunded), or a liar
+    /// was helped by a checker answering at random; the two look the same,
+    /// so the interval is not paid.
+    Nondeterministic,
+    /// Anything else (a checker silent, checkers holding different bytes
+    /// for the same hash, a start attested by an earlier assignment
+    /// unavailable): nobody is slashed, but the interval is not paid: its
+    /// amount goes back to the owner.
     Inconclusive,
 }
 
 impl VerificationState {
     pub fn is_pending(&self) -> bool {
-        matches!(self, VerificationState::Open | VerificationState::Disputed)
+        matches!(self, VerificationState::Open | VerificationState::Revealing)
     }
+}
+
+/// What a checker seals: `sha256("mcjs-check-commit/1" ‖ verification ‖
+/// node ‖ borsh(answer) ‖ salt)`. Binding the verification and the node
+/// stops one checker from replaying the other's commitment; the salt hides even
+/// a guessable answer (`StartUnavailable`).
+pub fn check_commitment(
+    verification: &Pubkey,
+    node: &Pubkey,
+    answer: &CheckAnswer,
+    salt: &[u8; 32],
+) -> [u8; 32] {
+    let mut bytes = Vec::with_capacity(1 + 64);
+    answer
+        .serialize(&mut bytes)
+        .expect("a CheckAnswer serialises into a Vec");
+    solana_sha256_hasher::hashv(&[
+        b"mcjs-check-commit/1",
+        verification.as_ref(),
+        node.as_ref(),
+        &bytes,
+        salt,
+    ])
+    .to_bytes()
+}
+
+/// The key of a verification's possession digests:
+/// `sha256("mcjs-possession-key/1" ‖ draw slot hash ‖ verification)`.
+pub fn possession_key(slot_hash: &[u8; 32], verification: &Pubkey) -> [u8; 32] {
+    solana_sha256_hasher::hashv(&[b"mcjs-possession-key/1", slot_hash, verification.as_ref()])
+        .to_bytes()
 }
 
 impl Verification {
     pub const VERIFIER_NODE_OFFSET: usize = 8 + 32;
     pub const REFEREE_NODE_OFFSET: usize = 8 + 64;
-    pub const STATE_OFFSET: usize = 8 + 96;
+    pub const ATTESTER_NODE_OFFSET: usize = 8 + 96;
+    pub const STATE_OFFSET: usize = 8 + 128;
 
-    /// Records a checker's hash; returns the new state.
-    pub fn record(&mut self, node: &Pubkey, hash: [u8; 32]) -> Result<VerificationState> {
+    /// Which checker `node` is, if any.
+    pub fn party(&self, node: &Pubkey) -> Option<Party> {
+        if *node == self.verifier_node {
+            Some(Party::Verifier)
+        } else if *node == self.referee_node {
+            Some(Party::Referee)
+        } else {
+            None
+        }
+    }
+
+    /// Records a checker's sealed answer; both sealed opens the reveals.
+    pub fn seal(&mut self, node: &Pubkey, commitment: [u8; 32]) -> Result<VerificationState> {
+        require!(
+            self.state == VerificationState::Open,
+            McjsError::NotVerifierTurn
+        );
+        let slot = match self.party(node) {
+            Some(Party::Verifier) => &mut self.verifier_commitment,
+            Some(Party::Referee) => &mut self.referee_commitment,
+            None => return err!(McjsError::NotVerifierTurn),
+        };
+        require!(slot.is_none(), McjsError::NotVerifierTurn);
+        *slot = Some(commitment);
+        if self.verifier_commitment.is_some() && self.referee_commitment.is_some() {
+            self.state = VerificationState::Revealing;
+        }
+        Ok(self.state)
+    }
+
+    /// Records a checker's revealed answer, which must open its commitment;
+    /// both revealed decides.
+    pub fn reveal(
+        &mut self,
+        verification: &Pubkey,
+        node: &Pubkey,
+        answer: CheckAnswer,
+        salt: &[u8; 32],
+    ) -> Result<VerificationState> {
+        require!(
+            self.state == VerificationState::Revealing,
+            McjsError::NotVerifierTurn
+        );
+        let (commitment, slot) = match self.party(node) {
+            Some(Party::Verifier) => (self.verifier_commitment, &mut self.verifier_answer),
+            Some(Party::Referee) => (self.referee_commitment, &mut self.referee_answer),
+            None => return err!(McjsError::NotVerifierTurn),
+        };
+        require!(slot.is_none(), McjsError::NotVerifierTurn);
+        require!(
+            commitment == Some(check_commitment(verification, node, &answer, salt)),
+            McjsError::CommitmentMismatch
+        );
+        *slot = Some(answer);
+        if self.verifier_answer.is_some() && self.referee_answer.is_some() {
+            self.state = VerificationState::Decided {
+                outcome: self.decide(),
+            };
+        }
+        Ok(self.state)
+    }
+
+    /// The outcome on what was revealed (what is missing counts as silence).
+    ///
+    /// Two checkers agreeing, bytes and all, decide for or against the
+    /// provider. Anything else (silence, a copied hash whose bytes the other
+    /// checker does not hold, three different checkpoints) cannot be told
+    /// apart from a liar helped by a lazy or absent checker: the interval is
+    /// not paid, and nobody is slashed.
+    pub fn decide(&self) -> VerificationOutcome {
         let claimed = self.to.hash;
-        self.state = match self.state {
-            VerificationState::Open if *node == self.verifier_node => {
-                self.verifier_hash = Some(hash);
+        let (v, r) = (self.verifier_answer, self.referee_answer);
+        match (v, r) {
+            (Some(CheckAnswer::Reproduced { hash, .. }), Some(_)) if v == r => {
                 if hash == claimed {
-                    VerificationState::Decided {
-                        outcome: VerificationOutcome::Confirmed,
-                    }
+                    VerificationOutcome::Confirmed
                 } else {
-                    VerificationState::Disputed
+                    VerificationOutcome::ProviderWrong
                 }
             }
-            VerificationState::Disputed if *node == self.referee_node => {
-                self.referee_hash = Some(hash);
-                let outcome = if hash == claimed {
-                    VerificationOutcome::VerifierWrong
-                } else if Some(hash) == self.verifier_hash {
-                    VerificationOutcome::ProviderWrong
-                } else {
-                    VerificationOutcome::Inconclusive
-                };
-                VerificationState::Decided { outcome }
+            // A start the checked assignment attested itself must be in
+            // the store while it can be checked (the gateway refuses its
+            // deletion): its absence is that provider's.
+            (Some(CheckAnswer::StartUnavailable), Some(CheckAnswer::StartUnavailable))
+                if self.from.is_some_and(|f| f.generation == self.to.generation) =>
+            {
+                VerificationOutcome::ProviderWrong
             }
-            _ => return err!(McjsError::NotVerifierTurn),
-        };
-        Ok(self.state)
+            (
+                Some(CheckAnswer::Reproduced { hash: a, .. }),
+                Some(CheckAnswer::Reproduced { hash: b, .. }),
+            ) if a != b && a != claimed && b != claimed => VerificationOutcome::Nondeterministic,
+            _ => VerificationOutcome::Inconclusive,
+        }
     }
 
     /// The fee of one check: `fee_bps` of the commission on the interval.

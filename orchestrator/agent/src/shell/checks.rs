@@ -1,0 +1,279 @@
+//! Verification checks: re-executing another provider's attested interval
+//! when this node is drawn as its verifier or referee, and answering in two
+//! steps (docs/verification.md): seal the answer (hash and possession
+//! digest) in a commitment, then reveal it once both checkers have sealed.
+
+use super::*;
+use mcjs_client::program::instructions::CheckerStep;
+use mcjs_client::program::state::{CheckAnswer, Party, VerificationState, check_commitment};
+use mcjs_runtime::checkpoint::hash_possessed_checkpoint_in;
+use mcjs_runtime::store::StoreError;
+use sha2::{Digest, Sha256};
+
+/// A start the store cannot give (missing, or not matching its attested
+/// hash) is answered as such only after this many tries: a listing may lag.
+const START_TRIES: u32 = 3;
+
+/// Why a check gave no answer.
+enum CheckFailure {
+    /// The interval's start could not be restored from the store.
+    StartUnavailable(String),
+    /// Anything else (the spec, the engine, the run): tried again.
+    Other(String),
+}
+
+/// The answers sealed and not yet revealed, by (verification, role).
+type Sealed = Arc<Mutex<HashMap<(Pubkey, Party), CheckAnswer>>>;
+
+impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
+    /// Acts on the verifications this node is named in while the agent
+    /// runs: runs the check and seals its answer while the verification is
+    /// open, reveals the sealed answer once both checkers have sealed.
+    pub(super) async fn checker(self, cancel: CancellationToken) {
+        let s = &self.shared;
+        let active: Arc<Mutex<HashSet<(Pubkey, Party)>>> = Arc::default();
+        let sealed: Sealed = Arc::default();
+        let tracker = TaskTracker::new();
+        let mut tick = tokio::time::interval(s.config.tick.max(CHECKS_EVERY));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            let due = match s.chain.checks(s.node).await {
+                Ok(due) => due,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read this node's verification tasks");
+                    continue;
+                }
+            };
+            for check in due {
+                let id = (check.key, check.role);
+                if !active.lock().expect("checks lock").insert(id) {
+                    continue;
+                }
+                let (this, active, sealed) =
+                    (self.clone(), Arc::clone(&active), Arc::clone(&sealed));
+                tracker.spawn(async move {
+                    let done = match check.verification.state {
+                        VerificationState::Open => this.seal(&check, &sealed).await,
+                        VerificationState::Revealing => this.reveal(&check, &sealed).await,
+                        _ => true,
+                    };
+                    if !done {
+                        tokio::time::sleep(CHECK_RETRY).await;
+                    }
+                    // The chain says what is due next (a reveal after the
+                    // seal); a step it took is no longer listed as due.
+                    active.lock().expect("checks lock").remove(&id);
+                });
+            }
+        }
+        tracker.close();
+    }
+
+    /// Runs the check and seals its answer; `false` to try again later.
+    async fn seal(&self, check: &Check, sealed: &Sealed) -> bool {
+        let v = &check.verification;
+        let role = role(check.role);
+        let id = (check.key, check.role);
+        let known = sealed.lock().expect("sealed answers").get(&id).copied();
+        let answer = match known {
+            Some(answer) => answer,
+            None => match self.answer(check).await {
+                Some(answer) => answer,
+                None => return false,
+            },
+        };
+        sealed.lock().expect("sealed answers").insert(id, answer);
+        let salt = self.salt(&check.key, check.role);
+        let commitment = check_commitment(&check.key, &self.shared.node, &answer, &salt);
+        let ix = ix::attest_verification(
+            &self.shared.chain.authority(),
+            &self.shared.node,
+            &check.key,
+            CheckerStep::Seal { commitment },
+        );
+        match self.shared.chain.send(ix).await {
+            Ok(()) => {
+                tracing::info!(job = %v.job, interval = v.interval, role, "interval checked; answer sealed");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(job = %v.job, interval = v.interval, role, error = %e, "sealing the check's answer refused");
+                false
+            }
+        }
+    }
+
+    /// Reveals the answer this node sealed; `false` to try again later.
+    async fn reveal(&self, check: &Check, sealed: &Sealed) -> bool {
+        let v = &check.verification;
+        let role = role(check.role);
+        let id = (check.key, check.role);
+        let Some(answer) = sealed.lock().expect("sealed answers").get(&id).copied() else {
+            // Sealed by an earlier run of this agent: the answer went with
+            // it, and no other answer opens the commitment.
+            tracing::warn!(job = %v.job, interval = v.interval, role, "no sealed answer to reveal (the agent restarted after sealing)");
+            return true;
+        };
+        let salt = self.salt(&check.key, check.role);
+        let ix = ix::attest_verification(
+            &self.shared.chain.authority(),
+            &self.shared.node,
+            &check.key,
+            CheckerStep::Reveal { answer, salt },
+        );
+        match self.shared.chain.send(ix).await {
+            Ok(()) => {
+                tracing::info!(job = %v.job, interval = v.interval, role, answer = %describe(&answer), "check answer revealed");
+                sealed.lock().expect("sealed answers").remove(&id);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(job = %v.job, interval = v.interval, role, error = %e, "revealing the check's answer refused");
+                false
+            }
+        }
+    }
+
+    /// The check's answer: what re-executing the interval reproduced, or
+    /// that its start is unavailable once the store failed to give it
+    /// [`START_TRIES`] times. `None`: nothing to answer yet.
+    async fn answer(&self, check: &Check) -> Option<CheckAnswer> {
+        let v = &check.verification;
+        let role = role(check.role);
+        let mut tries = 0;
+        loop {
+            match self.check(check).await {
+                Ok(answer) => return Some(answer),
+                Err(CheckFailure::StartUnavailable(e)) => {
+                    tries += 1;
+                    tracing::warn!(job = %v.job, interval = v.interval, role, tries, error = %e, "cannot restore the interval's start");
+                    if tries >= START_TRIES {
+                        return Some(CheckAnswer::StartUnavailable);
+                    }
+                    tokio::time::sleep(CHECK_RETRY).await;
+                }
+                Err(CheckFailure::Other(e)) => {
+                    tracing::warn!(job = %v.job, interval = v.interval, role, error = %e, "cannot check the interval; trying again shortly");
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// The salt of this node's commitment: derived from a signature of the
+    /// node's operator key, so nobody else can compute it and the agent
+    /// needs to keep nothing but the answer.
+    fn salt(&self, verification: &Pubkey, role: Party) -> [u8; 32] {
+        let mut message = b"mcjs-check-salt/1".to_vec();
+        message.extend_from_slice(verification.as_ref());
+        message.extend_from_slice(self::role(role).as_bytes());
+        Sha256::digest(self.shared.chain.sign(&message)).into()
+    }
+
+    /// Re-executes a verified interval: restores its start checkpoint (none:
+    /// from scratch) from the store, verified against the chain, runs the
+    /// job's image with `MCJS_STOP_AT_STEP` at its end step, and hashes the
+    /// checkpoint written there as the attestation hash is defined, with
+    /// its possession digest under the verification's key.
+    async fn check(&self, check: &Check) -> Result<CheckAnswer, CheckFailure> {
+        let s = &self.shared;
+        let v = &check.verification;
+        let job = v.job;
+        let spec = get_spec(s.store.as_ref(), &check.job.spec_hash)
+            .await
+            .map_err(|e| CheckFailure::Other(format!("spec: {e}")))?;
+        let dir = s
+            .config
+            .work_dir
+            .join("checks")
+            .join(format!("{job}-{}-{}", v.interval, role(check.role)));
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        let restore = match v.from {
+            None => None,
+            Some(from) => {
+                let store = CheckpointStore::new(Arc::clone(&s.store_root), 1);
+                let expected = [ExpectedCheckpoint {
+                    step: from.step,
+                    hash: Sha256Digest(from.hash),
+                }];
+                let restored = store
+                    .restore(&job.to_string(), &expected, &dir.join("restore"))
+                    .await
+                    .map_err(|e| {
+                        let text = format!("restoring step {}: {e}", from.step);
+                        match e {
+                            StoreError::NoUsableCheckpoint { .. } => {
+                                CheckFailure::StartUnavailable(text)
+                            }
+                            _ => CheckFailure::Other(text),
+                        }
+                    })?;
+                Some(restored.dir)
+            }
+        };
+        let interval = Duration::from_secs(u64::from(check.job.terms.checkpoint_interval_secs))
+            .min(s.config.max_checkpoint_interval.unwrap_or(Duration::MAX))
+            .max(Duration::from_secs(1));
+        let (mut cspec, inputs) = self.container(job, &spec, &dir, restore, interval).await;
+        cspec.stop_at_step = Some(v.to.step);
+        cspec.labels = vec![(NODE_LABEL.to_string(), s.node.to_string())];
+        let started = Instant::now();
+        let (id, _) = launch(&s.engine, &s.cache, &inputs, &cspec)
+            .await
+            .map_err(|e| CheckFailure::Other(format!("launch: {e}")))?;
+        let exit = s.engine.wait(&id).await;
+        let _ = s.engine.remove(&id).await;
+        let exit = exit
+            .map_err(|e| CheckFailure::Other(format!("the check's container was lost: {e}")))?;
+        s.metrics
+            .check_seconds
+            .observe(started.elapsed().as_secs_f64());
+        if exit.code != 0 {
+            return Err(CheckFailure::Other(format!(
+                "the check's container exited {} (last lines: {:?})",
+                exit.code, exit.last_log_lines
+            )));
+        }
+        let root = dir.join("checkpoints");
+        let step = v.to.step;
+        let limits = crate::fault::checkpoint_limits(&spec);
+        let threads = s.config.hash_threads;
+        let key = v.possession_key;
+        let found = tokio::task::spawn_blocking(move || {
+            let root = ConfinedDir::open(&root).map_err(|e| e.to_string())?;
+            let found = complete_checkpoints_in(&root).map_err(|e| e.to_string())?;
+            let local = found
+                .into_iter()
+                .find(|c| c.manifest.step == step)
+                .ok_or_else(|| format!("no checkpoint at step {step} after the run"))?;
+            let dir = root.open_dir(&local.name).map_err(|e| e.to_string())?;
+            hash_possessed_checkpoint_in(&dir, limits, threads, &key).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| CheckFailure::Other(e.to_string()))?
+        .map_err(CheckFailure::Other)?;
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        Ok(CheckAnswer::Reproduced {
+            hash: found.digest.hash.0,
+            possession: found.possession.0,
+        })
+    }
+}
+
+fn role(role: Party) -> &'static str {
+    match role {
+        Party::Verifier => "verifier",
+        Party::Referee => "referee",
+    }
+}
+
+fn describe(answer: &CheckAnswer) -> String {
+    match answer {
+        CheckAnswer::Reproduced { hash, .. } => hex::encode(hash),
+        CheckAnswer::StartUnavailable => "start unavailable".to_string(),
+    }
+}
