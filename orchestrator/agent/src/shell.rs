@@ -706,7 +706,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 match ctx
                     .pipeline
                     .store
-                    .restore(&job.to_string(), &expected, &dir.join("restore"))
+                    .restore(
+                        &job.to_string(),
+                        &expected,
+                        ctx.pipeline.limits,
+                        &dir.join("restore"),
+                    )
                     .await
                 {
                     Ok(r) => {
@@ -900,7 +905,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     hash: Sha256Digest(from.hash),
                 }];
                 let restored = store
-                    .restore(&job.to_string(), &expected, &dir.join("restore"))
+                    .restore(
+                        &job.to_string(),
+                        &expected,
+                        crate::fault::checkpoint_limits(&spec),
+                        &dir.join("restore"),
+                    )
                     .await
                     .map_err(|e| format!("restoring step {}: {e}", from.step))?;
                 Some(restored.dir)
