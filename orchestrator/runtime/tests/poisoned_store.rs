@@ -514,14 +514,14 @@ async fn listing_skips_and_reports_garbage_descriptors_and_prune_still_works() {
 
     // Step 20 attested, keep 1: step 10 goes, the garbage is not touched.
     let removed = f.pipeline.store.prune(JOB, 20).await.unwrap();
-    assert_eq!(removed, [ten.clone()]);
+    assert_eq!(removed, std::slice::from_ref(&ten));
     assert!(
         !f.objects
             .exists(&format!("{}/checkpoint.json", base(&ten.key)))
             .await
     );
     let after = f.pipeline.store.list(JOB).await.unwrap();
-    assert_eq!(after.checkpoints, [twenty.clone()]);
+    assert_eq!(after.checkpoints, std::slice::from_ref(&twenty));
     assert_eq!(after.skipped.len(), listing.skipped.len());
     let restored = f
         .pipeline
