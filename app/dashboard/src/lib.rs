@@ -444,7 +444,13 @@ mod tests {
             verification: key(10 + interval as u8),
             interval,
             node,
-            hash,
+            answer: mcjs::instructions::CheckerStep::Reveal {
+                answer: mcjs::state::CheckAnswer::Reproduced {
+                    hash,
+                    possession: [7; 32],
+                },
+                salt: [0; 32],
+            },
             state,
             at: 0,
         };
@@ -486,7 +492,7 @@ mod tests {
                     2,
                     verifier,
                     [6; 32],
-                    VerificationState::Disputed,
+                    VerificationState::Revealing,
                 )),
             ),
             entry(

@@ -708,7 +708,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 match ctx
                     .pipeline
                     .store
-                    .restore(&job.to_string(), &expected, &dir.join("restore"))
+                    .restore(
+                        &job.to_string(),
+                        &expected,
+                        ctx.pipeline.limits,
+                        &dir.join("restore"),
+                    )
                     .await
                 {
                     Ok(r) => {

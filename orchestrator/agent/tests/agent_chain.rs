@@ -65,6 +65,7 @@ async fn a_job_runs_is_attested_completes_and_pays_the_provider() {
                 step: last.step,
                 hash: Sha256Digest(last.hash),
             }],
+            mcjs_runtime::confined::Limits::UNLIMITED,
             &w.dir.path().join("verify"),
         )
         .await

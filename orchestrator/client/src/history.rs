@@ -86,7 +86,8 @@ impl std::fmt::Debug for McjsEvent {
 }
 
 impl McjsEvent {
-    /// Every event the program logged, in log order.
+    /// Every event the program logged in its own invocations, in log order
+    /// ([`crate::events::data_lines`]: never another program's lines).
     pub fn all_in_logs(logs: &[String]) -> Vec<McjsEvent> {
         data_lines(logs)
             .iter()

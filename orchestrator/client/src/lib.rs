@@ -2,7 +2,8 @@
 //!
 //! * [`ix`] builds every instruction of the program with its accounts.
 //! * [`decode`] reads the program's accounts.
-//! * [`events`] parses the events a transaction logged; [`history`] names
+//! * [`events`] parses the events the program itself logged in a transaction
+//!   (never another program's lines); [`history`] names
 //!   every event of the program and orders them into an account's history.
 //! * [`errors`] names a program error from its code.
 //! * [`audit`] rebuilds a job's history and verifies its checkpoint chain.

@@ -112,6 +112,7 @@ async fn measure(
                     step,
                     hash: stored.hash,
                 }],
+                Limits::UNLIMITED,
                 &dest,
             )
             .await

@@ -5,10 +5,11 @@
 
 use crate::checkpoint::{
     CheckpointDigest, CheckpointError, FileDigest, LocalCheckpoint, Sha256Digest,
-    complete_checkpoints_in, hash_checkpoint,
+    complete_checkpoints_in,
 };
 use crate::confined::{ConfinedDir, ConfinedError, Limits};
 use futures_util::{StreamExt, TryStreamExt};
+use mcjs_protocol::store::parse_checkpoint_key;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutPayload, buffered::BufWriter};
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::AsyncWriteExt;
 
 const DESCRIPTOR: &str = "checkpoint.json";
+/// A descriptor is about a hundred bytes per file; a bigger one is an attack
+/// on the reader's memory, not a descriptor.
+pub const MAX_DESCRIPTOR_BYTES: u64 = 1 << 20;
 /// Uploaded checkpoints whose removal must be retried; hidden, so never
 /// collected again.
 const COLLECTED: &str = ".mcjs-collected-";
@@ -80,7 +84,61 @@ pub struct StoredCheckpoint {
 
 impl StoredCheckpoint {
     pub fn total_bytes(&self) -> u64 {
-        self.files.iter().map(|f| f.size).sum()
+        self.files
+            .iter()
+            .fold(0, |sum, f| sum.saturating_add(f.size))
+    }
+
+    /// Reads the descriptor found at `jobs/<job_id>/checkpoints/<key>/`.
+    /// Whoever held the job's node wrote it, so nothing in it is taken on
+    /// its word: it must name this job and the key it lives under (whose
+    /// step it must carry), list its files as the hash is defined over them,
+    /// and those must hash to its own `hash`.
+    fn from_descriptor(job_id: &str, key: &str, bytes: &[u8]) -> Result<Self, String> {
+        let c: Self = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        if c.job_id != job_id {
+            return Err(format!("it names job {:?}", c.job_id));
+        }
+        if c.key != key {
+            return Err(format!("it names key {:?}, but lives under {key:?}", c.key));
+        }
+        match parse_checkpoint_key(key) {
+            Some((step, _)) if step == c.step => {}
+            Some((step, _)) => return Err(format!("it says step {}, its key {step}", c.step)),
+            None => return Err("its key is not <step>-g<generation>-<nonce>".into()),
+        }
+        check_file_list(&c.files)?;
+        let listed = CheckpointDigest::combine(c.files.clone()).hash;
+        if listed != c.hash {
+            return Err(format!(
+                "its files hash to {listed}, not to the hash it states ({})",
+                c.hash
+            ));
+        }
+        Ok(c)
+    }
+}
+
+/// The job's stored checkpoints as listed: those whose descriptor is usable,
+/// and those whose descriptor is not (skipped, never fatal: a node may write
+/// anything under its own generation).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Listing {
+    /// Oldest first, by step, then key.
+    pub checkpoints: Vec<StoredCheckpoint>,
+    pub skipped: Vec<SkippedDescriptor>,
+}
+
+/// A descriptor that cannot be a checkpoint of the job, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedDescriptor {
+    pub path: String,
+    pub reason: String,
+}
+
+impl fmt::Display for SkippedDescriptor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.reason)
     }
 }
 
@@ -254,8 +312,12 @@ impl CheckpointStore {
         Ok(stored)
     }
 
-    /// The job's stored checkpoints whose descriptor is in place, oldest first.
-    pub async fn list(&self, job_id: &str) -> Result<Vec<StoredCheckpoint>, StoreError> {
+    /// The job's stored checkpoints whose descriptor is in place. The key of
+    /// each is where the listing found it; a descriptor over
+    /// [`MAX_DESCRIPTOR_BYTES`], or one that does not check out where it
+    /// lives (`StoredCheckpoint::from_descriptor`), is skipped, logged and
+    /// reported.
+    pub async fn list(&self, job_id: &str) -> Result<Listing, StoreError> {
         valid_job_id(job_id)?;
         let prefix = ObjectPath::from(checkpoints_prefix(job_id));
         let listing = self
@@ -263,23 +325,29 @@ impl CheckpointStore {
             .list_with_delimiter(Some(&prefix))
             .await
             .map_err(Self::object("list", &prefix))?;
-        let mut found = Vec::new();
+        let mut found = Listing::default();
         for dir in listing.common_prefixes {
             let path = dir.child(DESCRIPTOR);
-            let bytes = match self.store.get(&path).await {
-                Ok(r) => r.bytes().await.map_err(Self::object("read", &path))?,
+            let read = match read_small(&self.store, &path, MAX_DESCRIPTOR_BYTES).await? {
                 // An upload that never finished: not a checkpoint.
-                Err(object_store::Error::NotFound { .. }) => continue,
-                Err(e) => return Err(Self::object("read", &path)(e)),
+                None => continue,
+                Some(read) => read,
             };
-            let stored: StoredCheckpoint =
-                serde_json::from_slice(&bytes).map_err(|e| StoreError::BadDescriptor {
-                    path: path.to_string(),
-                    reason: e.to_string(),
-                })?;
-            found.push(stored);
+            let key = dir.filename().unwrap_or_default();
+            match read.and_then(|bytes| StoredCheckpoint::from_descriptor(job_id, key, &bytes)) {
+                Ok(c) => found.checkpoints.push(c),
+                Err(reason) => {
+                    tracing::warn!(%path, %reason, "checkpoint descriptor skipped");
+                    found.skipped.push(SkippedDescriptor {
+                        path: path.to_string(),
+                        reason,
+                    });
+                }
+            }
         }
-        found.sort_by(|a, b| (a.step, &a.key).cmp(&(b.step, &b.key)));
+        found
+            .checkpoints
+            .sort_by(|a, b| (a.step, &a.key).cmp(&(b.step, &b.key)));
         Ok(found)
     }
 
@@ -287,8 +355,9 @@ impl CheckpointStore {
     /// useless: of those at or before `attested_step` (the last step the
     /// chain has attested) it keeps the newest K; everything after it stays,
     /// since it may yet be attested. A node cut off from the chain therefore
-    /// never deletes the checkpoint another node must resume from. Returns
-    /// the deleted checkpoints.
+    /// never deletes the checkpoint another node must resume from. Skipped
+    /// descriptors are neither counted nor touched. Returns the deleted
+    /// checkpoints.
     pub async fn prune(
         &self,
         job_id: &str,
@@ -297,6 +366,7 @@ impl CheckpointStore {
         let settled: Vec<StoredCheckpoint> = self
             .list(job_id)
             .await?
+            .checkpoints
             .into_iter()
             .filter(|c| c.step <= attested_step)
             .collect();
@@ -327,28 +397,23 @@ impl CheckpointStore {
         Ok(())
     }
 
-    /// Downloads `c`'s files into `dest` (created), without verifying them.
-    pub async fn download(&self, c: &StoredCheckpoint, dest: &Path) -> Result<(), StoreError> {
-        let base = format!("{}/{}", checkpoints_prefix(&c.job_id), c.key);
-        for f in &c.files {
-            let rel = relative_file(&format!("{base}/{DESCRIPTOR}"), &f.path)?;
-            let src = ObjectPath::from(format!("{base}/files/{}", f.path));
-            fetch_file(&self.store, &src, &dest.join(rel), u64::MAX, |_| {}).await?;
-        }
-        Ok(())
-    }
-
-    /// Restores the newest of `expected` (newest first, as attested) whose
-    /// stored copy hashes to the attested value, into a fresh directory under
-    /// `dest_root`. Corrupt or missing ones are skipped and reported.
+    /// Restores the newest of `expected` (newest first, as attested) of
+    /// which a stored copy verifies, into a fresh directory under
+    /// `dest_root`. Every stored copy with the attested step and hash is
+    /// tried in turn; each is checked against the attested hash and `limits`
+    /// (the spec's `checkpoint.max_size`) before a byte is fetched, and each
+    /// file is fetched no further than its declared size and hashed as it
+    /// arrives ([`download_verified`]'s rules). Corrupt or missing ones are
+    /// skipped and reported.
     #[tracing::instrument(skip_all, fields(job_id))]
     pub async fn restore(
         &self,
         job_id: &str,
         expected: &[ExpectedCheckpoint],
+        limits: Limits,
         dest_root: &Path,
     ) -> Result<Restored, StoreError> {
-        let stored = self.list(job_id).await?;
+        let stored = self.list(job_id).await?.checkpoints;
         let mut skipped = Vec::new();
         for want in expected {
             let skip = |reason: String| SkippedCheckpoint {
@@ -356,54 +421,63 @@ impl CheckpointStore {
                 hash: want.hash,
                 reason,
             };
-            let Some(candidate) = stored
+            // Collected before any await: a lazy filter held across one
+            // trips rustc's Send inference in callers (rust-lang/rust#102211).
+            let candidates: Vec<&StoredCheckpoint> = stored
                 .iter()
-                .find(|s| s.hash == want.hash && s.step == want.step)
-            else {
+                .filter(|s| s.hash == want.hash && s.step == want.step)
+                .collect();
+            if candidates.is_empty() {
                 skipped.push(skip("not in the checkpoint store".into()));
                 continue;
-            };
-            let dir = dest_root.join(&candidate.key);
-            let staging = dest_root.join(format!(".{}.partial", candidate.key));
-            let _ = tokio::fs::remove_dir_all(&staging).await;
-            if let Err(e) = self.download(candidate, &staging).await {
-                tracing::warn!(step = want.step, error = %e, "checkpoint download failed, trying the previous one");
-                skipped.push(skip(format!("download failed: {e}")));
+            }
+            for candidate in candidates {
+                let base = format!("{}/{}", checkpoints_prefix(job_id), candidate.key);
+                let dir = dest_root.join(&candidate.key);
+                let staging = dest_root.join(format!(".{}.partial", candidate.key));
                 let _ = tokio::fs::remove_dir_all(&staging).await;
-                continue;
-            }
-            let path = staging.clone();
-            let actual = tokio::task::spawn_blocking(move || hash_checkpoint(&path, 0))
-                .await
-                .map_err(|e| StoreError::Join(e.to_string()))?;
-            match actual {
-                Ok(d) if d.hash == want.hash => {
-                    let _ = tokio::fs::remove_dir_all(&dir).await;
-                    tokio::fs::rename(&staging, &dir)
-                        .await
-                        .map_err(|source| StoreError::Io {
-                            action: "move the restored checkpoint into",
-                            path: dir.clone(),
-                            source,
-                        })?;
-                    tracing::info!(
-                        step = want.step,
-                        skipped = skipped.len(),
-                        "checkpoint restored and verified"
-                    );
-                    return Ok(Restored {
-                        checkpoint: candidate.clone(),
-                        dir,
-                        skipped,
-                    });
+                let fetched = fetch_verified(
+                    &self.store,
+                    &format!("{base}/files"),
+                    &candidate.files,
+                    want.hash,
+                    limits,
+                    &staging,
+                    &|_| {},
+                )
+                .await;
+                if let Err(e) = fetched {
+                    let _ = tokio::fs::remove_dir_all(&staging).await;
+                    let reason = match e {
+                        VerifyError::Tampered { .. } => format!("corrupt: {e}"),
+                        VerifyError::Store(e) => format!("download failed: {e}"),
+                        VerifyError::Descriptor { .. } | VerifyError::OverLimits { .. } => {
+                            format!("refused: {e}")
+                        }
+                    };
+                    tracing::warn!(step = want.step, key = %candidate.key, %reason, "stored checkpoint unusable, trying the next one");
+                    skipped.push(skip(reason));
+                    continue;
                 }
-                Ok(d) => {
-                    tracing::warn!(step = want.step, expected = %want.hash, actual = %d.hash, "checkpoint is corrupt, trying the previous one");
-                    skipped.push(skip(format!("corrupt: its files hash to {}", d.hash)));
-                }
-                Err(e) => skipped.push(skip(format!("cannot hash it: {e}"))),
+                let _ = tokio::fs::remove_dir_all(&dir).await;
+                tokio::fs::rename(&staging, &dir)
+                    .await
+                    .map_err(|source| StoreError::Io {
+                        action: "move the restored checkpoint into",
+                        path: dir.clone(),
+                        source,
+                    })?;
+                tracing::info!(
+                    step = want.step,
+                    skipped = skipped.len(),
+                    "checkpoint restored and verified"
+                );
+                return Ok(Restored {
+                    checkpoint: candidate.clone(),
+                    dir,
+                    skipped,
+                });
             }
-            let _ = tokio::fs::remove_dir_all(&staging).await;
         }
         Err(StoreError::NoUsableCheckpoint {
             job_id: job_id.to_string(),
@@ -416,11 +490,13 @@ impl CheckpointStore {
     pub async fn restore_latest(
         &self,
         job_id: &str,
+        limits: Limits,
         dest_root: &Path,
     ) -> Result<Restored, StoreError> {
         let expected: Vec<ExpectedCheckpoint> = self
             .list(job_id)
             .await?
+            .checkpoints
             .iter()
             .rev()
             .map(|s| ExpectedCheckpoint {
@@ -428,7 +504,7 @@ impl CheckpointStore {
                 hash: s.hash,
             })
             .collect();
-        self.restore(job_id, &expected, dest_root).await
+        self.restore(job_id, &expected, limits, dest_root).await
     }
 }
 
@@ -685,6 +761,15 @@ pub enum VerifyError {
         attested: Sha256Digest,
     },
     #[error(
+        "the store's list of files declares {bytes} bytes in {files} files, over the limit of {max_bytes} bytes in {max_files} files; nothing was fetched"
+    )]
+    OverLimits {
+        files: u64,
+        bytes: u64,
+        max_files: u64,
+        max_bytes: u64,
+    },
+    #[error(
         "{file}: refused, its bytes in the store do not match what the chain attests (sha256 {actual}, {actual_size} bytes; attested {expected}, {expected_size} bytes); nothing was written"
     )]
     Tampered {
@@ -698,40 +783,37 @@ pub enum VerifyError {
     Store(#[from] StoreError),
 }
 
-/// Downloads `files` (stored under `<prefix>/<path>`) into `dest`, hashing
-/// each as it arrives, and keeps them only if the list hashes to `attested`
-/// (the digest on chain, as defined in docs/job-contract.md) and every file
-/// matches its entry. Files go to a hidden directory next to `dest` first,
-/// so a refused download leaves nothing at `dest`. `progress` is called
-/// with the bytes received so far.
+/// Downloads `files` (stored under `<prefix>/<path>`) into `dest`, and keeps
+/// them only if they pass [`fetch_verified`]: the list hashes to `attested`
+/// (the digest on chain, as defined in docs/job-contract.md) and is within
+/// `limits`, and every file matches its entry. Files go to a hidden
+/// directory next to `dest` first, so a refused download leaves nothing at
+/// `dest`. `progress` is called with the bytes received so far.
 pub async fn download_verified(
     store: &Arc<dyn ObjectStore>,
     prefix: &str,
     files: &[FileDigest],
     attested: Sha256Digest,
+    limits: Limits,
     dest: &Path,
     progress: &(dyn Fn(u64) + Send + Sync),
 ) -> Result<CheckpointDigest, VerifyError> {
     let mut sorted = files.to_vec();
     sorted.sort_by(|a, b| a.path.cmp(&b.path));
-    let digest = CheckpointDigest::combine(sorted);
-    if digest.hash != attested {
-        return Err(VerifyError::Descriptor {
-            listed: digest.hash,
-            attested,
-        });
-    }
     let name = dest
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "output".into());
     let staging = dest.with_file_name(format!(".{name}.partial"));
     let _ = tokio::fs::remove_dir_all(&staging).await;
-    let result = fetch_all(store, prefix, &digest.files, &staging, progress).await;
-    if let Err(e) = result {
-        let _ = tokio::fs::remove_dir_all(&staging).await;
-        return Err(e);
-    }
+    let digest =
+        match fetch_verified(store, prefix, &sorted, attested, limits, &staging, progress).await {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = tokio::fs::remove_dir_all(&staging).await;
+                return Err(e);
+            }
+        };
     if tokio::fs::metadata(dest).await.is_ok() {
         let _ = tokio::fs::remove_dir_all(&staging).await;
         return Err(StoreError::Io {
@@ -754,13 +836,45 @@ pub async fn download_verified(
     Ok(digest)
 }
 
-async fn fetch_all(
+/// Fetches a descriptor's `files` (sorted by path) from `<prefix>/<path>`
+/// into `staging`, trusting nothing the store holds. Before a byte is
+/// fetched, the list must be one the hash is defined over, hash to
+/// `attested`, and declare no more than `limits`; then each file is read no
+/// further than its declared size, hashed as it arrives, and must match its
+/// entry. Whatever it returns, the caller removes `staging` on error.
+async fn fetch_verified(
     store: &Arc<dyn ObjectStore>,
     prefix: &str,
     files: &[FileDigest],
+    attested: Sha256Digest,
+    limits: Limits,
     staging: &Path,
     progress: &(dyn Fn(u64) + Send + Sync),
-) -> Result<(), VerifyError> {
+) -> Result<CheckpointDigest, VerifyError> {
+    check_file_list(files).map_err(|reason| StoreError::BadDescriptor {
+        path: prefix.to_string(),
+        reason,
+    })?;
+    let digest = CheckpointDigest::combine(files.to_vec());
+    if digest.hash != attested {
+        return Err(VerifyError::Descriptor {
+            listed: digest.hash,
+            attested,
+        });
+    }
+    let count = files.len() as u64;
+    let bytes = files
+        .iter()
+        .try_fold(0u64, |sum, f| sum.checked_add(f.size))
+        .unwrap_or(u64::MAX);
+    if count > limits.max_entries || bytes > limits.max_bytes {
+        return Err(VerifyError::OverLimits {
+            files: count,
+            bytes,
+            max_files: limits.max_entries,
+            max_bytes: limits.max_bytes,
+        });
+    }
     let mut received = 0u64;
     for f in files {
         let rel = relative_file(prefix, &f.path)?;
@@ -785,7 +899,33 @@ async fn fetch_all(
             });
         }
     }
-    Ok(())
+    Ok(digest)
+}
+
+/// Whether `files` is a list the checkpoint hash is defined over: sorted by
+/// path, each path once, each a '/'-separated relative path of plain
+/// segments without a newline (so each file has one place on disk and one
+/// line in the hash).
+fn check_file_list(files: &[FileDigest]) -> Result<(), String> {
+    for f in files {
+        if f.path.contains('\n')
+            || f.path
+                .split('/')
+                .any(|s| s.is_empty() || s == "." || s == "..")
+        {
+            return Err(format!(
+                "file path {:?} is not a plain relative path",
+                f.path
+            ));
+        }
+    }
+    match files.windows(2).find(|w| w[0].path >= w[1].path) {
+        Some(w) => Err(format!(
+            "files are not sorted by path, each once ({:?} before {:?})",
+            w[0].path, w[1].path
+        )),
+        None => Ok(()),
+    }
 }
 
 /// A descriptor's file path as a relative path that stays inside the
@@ -805,9 +945,38 @@ fn relative_file<'a>(descriptor: &str, path: &'a str) -> Result<&'a Path, StoreE
     Ok(rel)
 }
 
+/// Reads `path` if it is at most `cap` bytes: `None` when it is absent,
+/// `Some(Err(why))` when it is bigger (as the store says, or as it streams).
+async fn read_small(
+    store: &Arc<dyn ObjectStore>,
+    path: &ObjectPath,
+    cap: u64,
+) -> Result<Option<Result<Vec<u8>, String>>, StoreError> {
+    let got = match store.get(path).await {
+        Ok(got) => got,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(CheckpointStore::object("read", path)(e)),
+    };
+    let too_big = || Ok(Some(Err(format!("it is over {cap} bytes"))));
+    if got.meta.size > cap {
+        return too_big();
+    }
+    let mut stream = got.into_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(CheckpointStore::object("read", path))?;
+        if bytes.len() as u64 + chunk.len() as u64 > cap {
+            return too_big();
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(Some(Ok(bytes)))
+}
+
 /// Streams `src` into `target` (its directory created), each chunk shown
 /// to `seen` before it is written; stops once more than `limit` bytes came.
-/// Returns how many bytes came.
+/// Returns how many bytes came, or, without reading any, the object's size
+/// when the store says it is over `limit`.
 async fn fetch_file(
     store: &Arc<dyn ObjectStore>,
     src: &ObjectPath,
@@ -825,18 +994,21 @@ async fn fetch_file(
             .await
             .map_err(|e| io("create", e))?;
     }
-    let mut stream = store
+    let got = store
         .get(src)
         .await
-        .map_err(CheckpointStore::object("read", src))?
-        .into_stream();
+        .map_err(CheckpointStore::object("read", src))?;
+    if got.meta.size > limit {
+        return Ok(got.meta.size);
+    }
+    let mut stream = got.into_stream();
     let mut out = tokio::fs::File::create(target)
         .await
         .map_err(|e| io("create", e))?;
     let mut size = 0u64;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(CheckpointStore::object("read", src))?;
-        size += chunk.len() as u64;
+        size = size.saturating_add(chunk.len() as u64);
         if size > limit {
             break;
         }

@@ -285,7 +285,11 @@ async fn a_job_killed_mid_run_resumes_from_the_store_to_the_same_model_bytes() {
     // A new container on a "new node": restore from the store, verify, resume.
     let restored = job
         .store()
-        .restore_latest(&job.id, &job.t.path().join("restore"))
+        .restore_latest(
+            &job.id,
+            mcjs_runtime::confined::Limits::UNLIMITED,
+            &job.t.path().join("restore"),
+        )
         .await
         .unwrap();
     assert_eq!(restored.checkpoint.hash, stored.hash);

@@ -163,6 +163,7 @@ async fn a_checkpoint_over_its_declared_size_or_file_count_is_refused() {
             .list("hostile")
             .await
             .unwrap()
+            .checkpoints
             .is_empty()
     );
 }
@@ -195,7 +196,7 @@ async fn an_honest_checkpoint_is_stored_byte_for_byte_and_attested_as_stored() {
     let r = node
         .pipeline(Limits::UNLIMITED)
         .store
-        .restore_latest("hostile", restored.path())
+        .restore_latest("hostile", Limits::UNLIMITED, restored.path())
         .await
         .unwrap();
     assert_eq!(

@@ -2,6 +2,7 @@
 //! pick up, hash, store, keep K, restore with verification and fallback.
 
 use mcjs_runtime::checkpoint::{Sha256Digest, hash_checkpoint};
+use mcjs_runtime::confined::Limits;
 use mcjs_runtime::store::{CheckpointPipeline, CheckpointStore, ExpectedCheckpoint, StoreError};
 use std::path::Path;
 
@@ -84,6 +85,7 @@ async fn only_the_last_k_attested_checkpoints_are_kept() {
                 .list("job-7")
                 .await
                 .unwrap()
+                .checkpoints
                 .iter()
                 .map(|c| c.step)
                 .collect::<Vec<u64>>()
@@ -105,6 +107,7 @@ async fn only_the_last_k_attested_checkpoints_are_kept() {
         .list("job-7")
         .await
         .unwrap()
+        .checkpoints
         .iter()
         .map(|c| c.step)
         .collect();
@@ -142,7 +145,7 @@ async fn restore_verifies_and_gives_back_the_exact_files() {
     let restored = f
         .pipeline
         .store
-        .restore_latest("job-7", &f.restore_root)
+        .restore_latest("job-7", Limits::UNLIMITED, &f.restore_root)
         .await
         .unwrap();
     assert_eq!(restored.checkpoint.step, 10);
@@ -161,7 +164,15 @@ async fn a_corrupt_checkpoint_falls_back_to_the_previous_one() {
         write_checkpoint(&f.local, step, format!("payload {step}").as_bytes());
         f.pipeline.collect().await.unwrap();
     }
-    let newest = f.pipeline.store.list("job-7").await.unwrap().pop().unwrap();
+    let newest = f
+        .pipeline
+        .store
+        .list("job-7")
+        .await
+        .unwrap()
+        .checkpoints
+        .pop()
+        .unwrap();
     let object = walk(&f.store_root)
         .into_iter()
         .find(|p| p.contains(&newest.key) && p.ends_with("weights.bin"))
@@ -173,7 +184,7 @@ async fn a_corrupt_checkpoint_falls_back_to_the_previous_one() {
     let restored = f
         .pipeline
         .store
-        .restore_latest("job-7", &f.restore_root)
+        .restore_latest("job-7", Limits::UNLIMITED, &f.restore_root)
         .await
         .unwrap();
     assert_eq!(restored.checkpoint.step, 10);
@@ -203,7 +214,7 @@ async fn a_missing_file_or_an_unknown_hash_falls_back_too_and_all_failing_is_an_
         write_checkpoint(&f.local, step, format!("payload {step}").as_bytes());
         f.pipeline.collect().await.unwrap();
     }
-    let all = f.pipeline.store.list("job-7").await.unwrap();
+    let all = f.pipeline.store.list("job-7").await.unwrap().checkpoints;
     let object = walk(&f.store_root)
         .into_iter()
         .find(|p| p.contains(&all[1].key) && p.ends_with("optimizer.bin"))
@@ -227,7 +238,7 @@ async fn a_missing_file_or_an_unknown_hash_falls_back_too_and_all_failing_is_an_
     let restored = f
         .pipeline
         .store
-        .restore("job-7", &expected, &f.restore_root)
+        .restore("job-7", &expected, Limits::UNLIMITED, &f.restore_root)
         .await
         .unwrap();
     assert_eq!(restored.checkpoint.step, 10);
@@ -242,7 +253,7 @@ async fn a_missing_file_or_an_unknown_hash_falls_back_too_and_all_failing_is_an_
     let err = f
         .pipeline
         .store
-        .restore("job-7", &expected[..2], &f.restore_root)
+        .restore("job-7", &expected[..2], Limits::UNLIMITED, &f.restore_root)
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::NoUsableCheckpoint { .. }));

@@ -95,21 +95,16 @@ pub async fn run(
     let identity = crate::store::identity(Role::Owner, &wallet);
     let store = crate::store::open(&url, &store_args.scheduler(ctx), identity)?;
 
+    // Its caps bound what the store may make this machine download.
+    let spec = mcjs_agent::spec_store::get_spec(store.as_ref(), &job.spec_hash)
+        .await
+        .context("cannot read the job's spec from the store")?;
     // Where the verified files go: a local directory, then, for an s3://
     // destination, the user's bucket.
-    let spec = if partial || to.is_none() {
-        Some(
-            mcjs_agent::spec_store::get_spec(store.as_ref(), &job.spec_hash)
-                .await
-                .context("cannot read the job's spec from the store")?,
-        )
-    } else {
-        None
-    };
     let destination = match &to {
         Some(to) => to.clone(),
-        None => match spec.as_ref().map(|s| s.output.destination.as_str()) {
-            Some(d) if d.starts_with("s3://") => d.to_string(),
+        None => match spec.output.destination.as_str() {
+            d if d.starts_with("s3://") => d.to_string(),
             _ => format!("{key}-output"),
         },
     };
@@ -144,7 +139,6 @@ pub async fn run(
         }
     };
     let (hash, step, files) = if partial {
-        let spec = spec.as_ref().expect("read above");
         if !spec.output.return_partial {
             bail!(
                 "job {key}'s spec does not ask for partial results (output.return_partial is false): only the completed output can be downloaded"
@@ -169,6 +163,7 @@ pub async fn run(
                     step: last.step,
                     hash: Sha256Digest(last.hash),
                 }],
+                mcjs_agent::fault::checkpoint_limits(&spec),
                 work.path(),
             )
             .await
@@ -209,7 +204,12 @@ pub async fn run(
         let descriptor: mcjs_agent::output::StoredOutput = serde_json::from_slice(&bytes)
             .with_context(|| format!("{descriptor_path} is not an output descriptor"))?;
         if let Some(bar) = &bar {
-            bar.set_length(descriptor.files.iter().map(|f| f.size).sum());
+            bar.set_length(
+                descriptor
+                    .files
+                    .iter()
+                    .fold(0u64, |sum, f| sum.saturating_add(f.size)),
+            );
         }
         let digest = download_verified(
             &store,
@@ -219,6 +219,7 @@ pub async fn run(
             ),
             &descriptor.files,
             Sha256Digest(attested),
+            mcjs_agent::fault::output_limits(&spec),
             &local,
             &show,
         )

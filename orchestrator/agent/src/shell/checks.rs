@@ -201,7 +201,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     hash: Sha256Digest(from.hash),
                 }];
                 let restored = store
-                    .restore(&job.to_string(), &expected, &dir.join("restore"))
+                    .restore(
+                        &job.to_string(),
+                        &expected,
+                        crate::fault::checkpoint_limits(&spec),
+                        &dir.join("restore"),
+                    )
                     .await
                     .map_err(|e| {
                         let text = format!("restoring step {}: {e}", from.step);
