@@ -49,6 +49,10 @@ pub fn verification(data: &[u8]) -> Result<Verification, DecodeError> {
     decode("Verification", data)
 }
 
+pub fn job_counter(data: &[u8]) -> Result<mcjs::state::JobCounter, DecodeError> {
+    decode("JobCounter", data)
+}
+
 /// The discriminators, for `getProgramAccounts` memcmp filters.
 pub fn discriminator_of(kind: AccountKind) -> &'static [u8] {
     match kind {

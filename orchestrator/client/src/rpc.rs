@@ -495,6 +495,16 @@ impl ChainClient {
     // ----- accounts -----
 
     /// An account, or `None` when it does not exist.
+    /// The lowest job id `owner` may still use: ids only grow, so a closed
+    /// job's address is never taken again (0 before its first job).
+    pub async fn next_job_id(&self, owner: &Pubkey) -> Result<u64, ChainError> {
+        Ok(self
+            .account(&pda::job_counter(owner))
+            .await?
+            .and_then(|a| decode::job_counter(&a.data).ok())
+            .map_or(0, |c| c.next_job_id))
+    }
+
     pub async fn account(&self, key: &Pubkey) -> Result<Option<Account>, ChainError> {
         let response = self
             .rpc

@@ -24,7 +24,7 @@ pub enum JobCommand {
         /// USDC locked as the job's bond, e.g. 100 or 12.5.
         #[arg(long, value_parser = parse_usdc)]
         bond: u64,
-        /// Job id (part of the job's address); default: one more than the wallet's highest.
+        /// Job id (part of the job's address); default: the wallet's next (ids only grow).
         #[arg(long)]
         job_id: Option<u64>,
         #[command(flatten)]
@@ -380,15 +380,14 @@ async fn submit(
     let owner_token = ix::usdc_account(&owner, &deployment.usdc_mint);
     require_funds(client, &wallet, &owner_token, bond).await?;
 
+    // Job ids only grow per owner (the chain refuses one below its counter).
+    let next = client.next_job_id(&owner).await?;
     let job_id = match job_id {
+        Some(id) if id < next => bail!(
+            "job id {id} was taken before: the wallet's job ids only grow, use {next} or more, or leave --job-id out"
+        ),
         Some(id) => id,
-        None => client
-            .jobs(JobFilter::Owner(owner))
-            .await?
-            .iter()
-            .map(|(_, j)| j.job_id + 1)
-            .max()
-            .unwrap_or(0),
+        None => next,
     };
     let key = pda::job(&owner, job_id);
     if client.account(&key).await?.is_some() {
