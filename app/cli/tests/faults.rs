@@ -97,11 +97,17 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
         agents: 3,
         slot_time_ms: 50,
         heartbeat_timeout_ms: 3_000,
-        profiles: vec![
-            nodes.join("geforce-rtx-4090.json"),
-            nodes.join("v100-sxm2-32gb-x2.json"),
-            nodes.join("a100-sxm4-80gb-x4.json"),
-        ],
+        // A verified job is checked only on its attester's GPU model: three
+        // nodes of one class then; otherwise three classes.
+        profiles: if setup.verified.is_some() {
+            vec![nodes.join("a100-sxm4-80gb-x4.json")]
+        } else {
+            vec![
+                nodes.join("geforce-rtx-4090.json"),
+                nodes.join("v100-sxm2-32gb-x2.json"),
+                nodes.join("a100-sxm4-80gb-x4.json"),
+            ]
+        },
         prices: vec!["1.00".into(), "1.20".into(), "1.50".into()],
         provider_stake_usdc: 200,
         // Nothing shared but the chain and the S3 endpoint: the data goes

@@ -196,6 +196,9 @@ all_errors![
     WrongAssignment,
     AttestationTooSoon,
     ProviderBarred,
+    CommitmentMismatch,
+    JobIdTaken,
+    CheckerHardwareClass,
 ];
 
 #[cfg(test)]

@@ -112,11 +112,15 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                     if writes {
                         return deny("a checker writes nothing");
                     }
-                    // A checker lists the job's checkpoints and restores the
+                    // A checker lists the job's checkpoints and their
+                    // descriptors (plain file hashes: what the chain's
+                    // attestations already commit to) and restores the
                     // interval's start; the bytes of any later checkpoint
                     // (the end it must reproduce) stay out of its reach.
+                    let descriptor = path.ends_with("/checkpoint.json");
                     return match (key, step) {
                         (None, _) => Ok(()),
+                        (Some(_), _) if descriptor => Ok(()),
                         (Some(_), Some(s)) if Some(s) == c.start_step => Ok(()),
                         _ => deny("a checker reads only the start of the interval it checks"),
                     };
@@ -338,13 +342,16 @@ mod tests {
         assert_eq!(authorize(&get(spec.clone()), &checker), Ok(()));
         assert_eq!(authorize(&get(start.clone()), &checker), Ok(()));
         assert_eq!(authorize(&list, &checker), Ok(()));
+        // Descriptors carry plain hashes only: listing them is how a
+        // restore finds the start.
+        assert_eq!(authorize(&get(end_descriptor), &checker), Ok(()));
         assert_eq!(
             authorize(&get(format!("users/{}/train.csv", w.owner)), &checker),
             Ok(())
         );
         for op in [
             get(end),
-            get(end_descriptor),
+            get(format!("jobs/{j}/checkpoints/{}/files/sub/b", key(50, 2))),
             put(spec),
             put(start.clone()),
             StoreOp::Delete { path: start },

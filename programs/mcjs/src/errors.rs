@@ -147,12 +147,6 @@ pub enum McjsError {
     InvalidChecker,
     #[msg("this node has no answer to seal or reveal for this verification now")]
     NotVerifierTurn,
-    #[msg("the revealed answer does not open this checker's commitment")]
-    CommitmentMismatch,
-    #[msg("this job id was taken: a job id must exceed every id the owner used before")]
-    JobIdTaken,
-    #[msg("the checkers must run the GPU model of the node whose attestation they check")]
-    CheckerHardwareClass,
     #[msg("the verification is not decided yet")]
     VerificationUndecided,
     #[msg("the segment is not payable yet: its challenge window has not passed or a verification is open")]
@@ -163,4 +157,10 @@ pub enum McjsError {
     AttestationTooSoon,
     #[msg("this provider was proven wrong on this job: it is never assigned it again")]
     ProviderBarred,
+    #[msg("the revealed answer does not open this checker's commitment")]
+    CommitmentMismatch,
+    #[msg("this job id was taken: a job id must exceed every id the owner used before")]
+    JobIdTaken,
+    #[msg("the checkers must run the GPU model of the node whose attestation they check")]
+    CheckerHardwareClass,
 }

@@ -382,17 +382,16 @@ async fn submit(
 
     // Job ids only grow per owner (the chain refuses one below its counter).
     let next = client.next_job_id(&owner).await?;
-    let job_id = match job_id {
-        Some(id) if id < next => bail!(
-            "job id {id} was taken before: the wallet's job ids only grow, use {next} or more, or leave --job-id out"
-        ),
-        Some(id) => id,
-        None => next,
-    };
+    let job_id = job_id.unwrap_or(next);
     let key = pda::job(&owner, job_id);
     if client.account(&key).await?.is_some() {
         bail!(
             "the wallet already has a job with id {job_id} ({key}); pick another --job-id or leave it out"
+        );
+    }
+    if job_id < next {
+        bail!(
+            "job id {job_id} was taken before: the wallet's job ids only grow, use {next} or more, or leave --job-id out"
         );
     }
     let summary = spec.requirement_summary();

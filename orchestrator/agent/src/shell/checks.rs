@@ -10,6 +10,17 @@ use mcjs_runtime::checkpoint::hash_possessed_checkpoint_in;
 use mcjs_runtime::store::StoreError;
 use sha2::{Digest, Sha256};
 
+/// Check runs at once on one node: a check re-executes a whole interval, so
+/// a node named in many checks runs them one after another rather than
+/// starving its own paid job.
+const CHECKS_AT_ONCE: usize = 1;
+
+/// A check run may take this many times its job's checkpoint interval (and
+/// `CHECK_START_ALLOWANCE` for the container and the restore) before it is
+/// stopped and tried again.
+const CHECK_INTERVALS_ALLOWED: u32 = 4;
+const CHECK_START_ALLOWANCE: Duration = Duration::from_secs(300);
+
 /// A start the store cannot give (missing, or not matching its attested
 /// hash) is answered as such only after this many tries: a listing may lag.
 const START_TRIES: u32 = 3;
@@ -33,6 +44,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let s = &self.shared;
         let active: Arc<Mutex<HashSet<(Pubkey, Party)>>> = Arc::default();
         let sealed: Sealed = Arc::default();
+        let runs = Arc::new(tokio::sync::Semaphore::new(CHECKS_AT_ONCE));
         let tracker = TaskTracker::new();
         let mut tick = tokio::time::interval(s.config.tick.max(CHECKS_EVERY));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -53,11 +65,15 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 if !active.lock().expect("checks lock").insert(id) {
                     continue;
                 }
-                let (this, active, sealed) =
-                    (self.clone(), Arc::clone(&active), Arc::clone(&sealed));
+                let (this, active, sealed, runs) = (
+                    self.clone(),
+                    Arc::clone(&active),
+                    Arc::clone(&sealed),
+                    Arc::clone(&runs),
+                );
                 tracker.spawn(async move {
                     let done = match check.verification.state {
-                        VerificationState::Open => this.seal(&check, &sealed).await,
+                        VerificationState::Open => this.seal(&check, &sealed, &runs).await,
                         VerificationState::Revealing => this.reveal(&check, &sealed).await,
                         _ => true,
                     };
@@ -74,17 +90,22 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     }
 
     /// Runs the check and seals its answer; `false` to try again later.
-    async fn seal(&self, check: &Check, sealed: &Sealed) -> bool {
+    async fn seal(&self, check: &Check, sealed: &Sealed, runs: &tokio::sync::Semaphore) -> bool {
         let v = &check.verification;
         let role = role(check.role);
         let id = (check.key, check.role);
         let known = sealed.lock().expect("sealed answers").get(&id).copied();
         let answer = match known {
             Some(answer) => answer,
-            None => match self.answer(check).await {
-                Some(answer) => answer,
-                None => return false,
-            },
+            None => {
+                let Ok(_run) = runs.acquire().await else {
+                    return false;
+                };
+                match self.answer(check).await {
+                    Some(answer) => answer,
+                    None => return false,
+                }
+            }
         };
         sealed.lock().expect("sealed answers").insert(id, answer);
         let salt = self.salt(&check.key, check.role);
@@ -230,9 +251,16 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let (id, _) = launch(&s.engine, &s.cache, &inputs, &cspec)
             .await
             .map_err(|e| CheckFailure::Other(format!("launch: {e}")))?;
-        let exit = s.engine.wait(&id).await;
+        let limit = interval * CHECK_INTERVALS_ALLOWED + CHECK_START_ALLOWANCE;
+        let exit = tokio::time::timeout(limit, s.engine.wait(&id)).await;
         let _ = s.engine.remove(&id).await;
         let exit = exit
+            .map_err(|_| {
+                CheckFailure::Other(format!(
+                    "the check ran past its limit of {} s and was stopped",
+                    limit.as_secs()
+                ))
+            })?
             .map_err(|e| CheckFailure::Other(format!("the check's container was lost: {e}")))?;
         s.metrics
             .check_seconds
