@@ -1053,3 +1053,47 @@ fn bare_complete(w: &World, operator: &solana_keypair::Keypair) -> mcjs_client::
     )
 }
 
+
+#[test]
+fn a_liar_proven_wrong_while_its_job_runs_on_a_checkers_node_is_resolved() {
+    // A lies at 200, then its node is lost; the job moves on to B's node,
+    // the verifier's provider, before the check resolves.
+    let mut w = world(PPM);
+    w.env.warp(2);
+    w.attest(100);
+    w.lie(200);
+    let v = w.open();
+    let scheduler = w.env.scheduler.insecure_clone();
+    let (token, a, b) = (w.owner.token, w.a.fork(), w.b.fork());
+    w.env
+        .report(&scheduler, &w.job, &token, &a, 0, FailureCause::NodeLost)
+        .unwrap();
+    w.env.assign(&w.job, &b, 0).unwrap();
+    w.env.start(&w.job, &b, 0).unwrap();
+    w.env.warp(INTERVAL);
+    let generation = w.env.job(&w.job).generation;
+    w.env.attest(&w.job, &b, 0, generation, 0, 300).unwrap();
+    let real = w.honest(&v, 200);
+    w.answer(&v, Some(real), Some(real));
+    let current = ix::CurrentAssignment {
+        node: b.nodes[0],
+        provider: Some(b.pda),
+        provider_payout: b.payout,
+        segment: Some(pda::segment(&w.job, generation)),
+    };
+    let logs = w.resolve(&v, Some(w.a.pda), Some(current)).unwrap();
+    let resolved = events::<VerificationResolved>(&logs);
+    assert_eq!(resolved[0].outcome, VerificationOutcome::ProviderWrong);
+    assert!(resolved[0].rolled_back);
+    // Step 100 is the liar's own unchecked checkpoint: back to the start.
+    assert_eq!(resolved[0].restore_point, None);
+    let job = w.env.job(&w.job);
+    assert!(matches!(job.state, JobState::Recovering { .. }));
+    assert_eq!(
+        w.env.node(&b.nodes[0]).status,
+        NodeStatus::Available,
+        "the honest checker's node stays in service"
+    );
+    assert_eq!(w.env.provider(&b.pda).slashed_total, 0);
+    w.env.assert_invariants();
+}

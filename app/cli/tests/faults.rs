@@ -223,7 +223,7 @@ impl Scenario {
     /// job's vault is empty once it ended (a verified job's held payments
     /// released by the scheduler when their challenge window has passed).
     async fn assert_tokens_conserved(&self) {
-        self.wait("the held payments to be released", 120, |j| {
+        self.wait("the held payments to be released", 300, |j| {
             j.held == 0 && j.live_segments == 0
         })
         .await;
@@ -1064,9 +1064,12 @@ async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_s
     s.assert_tokens_conserved().await;
 
     let resolved = s.resolved().await;
+    // One interval proven wrong, slashed and refunded; a later interval of
+    // the same segment may be proven wrong too (its start was the made-up
+    // checkpoint, which no checker can restore), and then moves nothing.
     let caught: Vec<_> = resolved
         .iter()
-        .filter(|r| r.outcome == mcjs::state::VerificationOutcome::ProviderWrong)
+        .filter(|r| r.outcome == mcjs::state::VerificationOutcome::ProviderWrong && r.slashed > 0)
         .collect();
     let outcomes: Vec<_> = resolved.iter().map(|r| (r.interval, r.outcome)).collect();
     assert_eq!(caught.len(), 1, "one interval proven wrong: {outcomes:?}");

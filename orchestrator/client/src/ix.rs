@@ -692,7 +692,10 @@ pub fn resolve_verification(
             loser_stake_vault: loser.map(|l| pda::vault(&l)),
             node: current.map(|c| c.node),
             provider: current.and_then(|c| c.provider),
-            provider_payout: current.map(|c| c.provider_payout),
+            // A checker's payout account is passed once, as the checker's.
+            provider_payout: current.map(|c| c.provider_payout).filter(|p| {
+                *p != verification.verifier_payout && *p != verification.referee_payout
+            }),
             current_segment: current.and_then(|c| c.segment),
             token_program: TOKEN_PROGRAM,
         },

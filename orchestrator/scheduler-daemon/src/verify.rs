@@ -256,8 +256,14 @@ fn resolve(
         _ => return None,
     };
     let job = jobs.get(&v.job)?;
+    // A segment already proven wrong is not punished twice: its later
+    // intervals' ProviderWrong moves nothing.
+    let refunded = o
+        .segments
+        .iter()
+        .any(|(k, s)| *k == v.segment && s.state == SegmentState::Refunded);
     let loser = match outcome {
-        VerificationOutcome::ProviderWrong => Some(v.provider),
+        VerificationOutcome::ProviderWrong if !refunded => Some(v.provider),
         _ => None,
     };
     let past_interval = job
@@ -265,7 +271,7 @@ fn resolve(
         .is_some_and(|l| (l.epoch, l.step) >= (v.to.epoch, v.to.step));
     let current = match (outcome, job.node, job.provider) {
         (VerificationOutcome::ProviderWrong, Some(node), Some(provider))
-            if job.state.is_on_node() && past_interval =>
+            if job.state.is_on_node() && past_interval && !refunded =>
         {
             let payout = o.providers.get(&provider)?.payout;
             let current_segment = pda::segment(&v.job, job.generation);

@@ -67,8 +67,9 @@ pub struct ResolveVerification<'info> {
     pub loser_stake_vault: Option<Box<Account<'info, TokenAccount>>>,
     /// The job's current assignment, when a proven-wrong interval must take
     /// the job off its node: its node, its provider (omitted when it is the
-    /// loser), its provider's payout account and its segment (omitted when
-    /// it is the verified segment, or the job's payment is not held).
+    /// loser), its provider's payout account (omitted when it is a
+    /// checker's, passed above) and its segment (omitted when it is the
+    /// verified segment, or the job's payment is not held).
     #[account(mut)]
     pub node: Option<Box<Account<'info, Node>>>,
     #[account(mut)]
@@ -151,6 +152,11 @@ impl ResolveVerification<'_> {
                 let to = a.verification.to;
                 a.segment.confirm(to);
             }
+            // Another interval of a segment already proven wrong (its
+            // start was the made-up checkpoint, say): the provider was
+            // slashed, the segment refunded and the job rolled back once;
+            // the job's progress since is another assignment's.
+            VerificationOutcome::ProviderWrong if a.segment.state == SegmentState::Refunded => {}
             VerificationOutcome::ProviderWrong => {
                 let expected = a.verification.provider;
                 let (s, f) = a.slash(expected, &[fee, fee])?;
@@ -395,10 +401,17 @@ impl ResolveVerification<'_> {
             p
         };
         require_keys_eq!(node.provider, provider.key(), McjsError::WrongAssignment);
-        let payout = self
-            .provider_payout
-            .as_deref()
-            .ok_or(McjsError::WrongAssignment)?;
+        // The job may have moved to a checker's node: that provider's
+        // payout account is already here (a second copy would be refused).
+        let payout: &Account<'_, TokenAccount> = if provider.payout == self.verifier_payout.key() {
+            &self.verifier_payout
+        } else if provider.payout == self.referee_payout.key() {
+            &self.referee_payout
+        } else {
+            self.provider_payout
+                .as_deref()
+                .ok_or(McjsError::WrongAssignment)?
+        };
         require_keys_eq!(payout.key(), provider.payout, McjsError::WrongAssignment);
         let same_segment = self.job.holds_payment && self.segment.generation == self.job.generation;
         let hold_segment: Option<&mut Account<'_, Segment>> = if same_segment {
