@@ -247,11 +247,23 @@ pub fn list_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, CheckpointError>
 }
 
 /// sha256 and length of everything `reader` yields, streamed in 1 MiB reads.
-pub fn hash_reader(
+pub fn hash_reader(reader: impl Read, path: &Path) -> Result<(u64, Sha256Digest), CheckpointError> {
+    hash_reader_keyed(reader, path, None).map(|(size, sha256, _)| (size, sha256))
+}
+
+/// [`hash_reader`], plus `sha256(key ‖ bytes)` over the same reads when a
+/// key is given.
+fn hash_reader_keyed(
     mut reader: impl Read,
     path: &Path,
-) -> Result<(u64, Sha256Digest), CheckpointError> {
-    let mut h = Sha256::new();
+    key: Option<&[u8; 32]>,
+) -> Result<(u64, Sha256Digest, Option<Sha256Digest>), CheckpointError> {
+    let mut plain = Sha256::new();
+    let mut keyed = key.map(|k| {
+        let mut h = Sha256::new();
+        h.update(k);
+        h
+    });
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
     loop {
@@ -263,10 +275,60 @@ pub fn hash_reader(
         if n == 0 {
             break;
         }
-        h.update(&buf[..n]);
+        plain.update(&buf[..n]);
+        if let Some(k) = keyed.as_mut() {
+            k.update(&buf[..n]);
+        }
         size += n as u64;
     }
-    Ok((size, Sha256Digest(h.finalize().into())))
+    Ok((
+        size,
+        Sha256Digest(plain.finalize().into()),
+        keyed.map(|k| Sha256Digest(k.finalize().into())),
+    ))
+}
+
+/// Every file under `dir` hashed, in parallel on `threads` threads (0: one
+/// per core), with its keyed hash when `key` is given; within `limits`.
+fn digest_files_in(
+    dir: &ConfinedDir,
+    limits: Limits,
+    threads: usize,
+    key: Option<&[u8; 32]>,
+) -> Result<Vec<(FileDigest, Option<Sha256Digest>)>, CheckpointError> {
+    let walk = dir.walk("", limits)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("mcjs-hash-{i}"))
+        .build()
+        .map_err(|e| CheckpointError::ThreadPool(e.to_string()))?;
+    let digests = pool.install(|| {
+        walk.files
+            .par_iter()
+            .map(|f| {
+                let (file, _) = dir.open_file(&f.path)?;
+                let (size, sha256, keyed) =
+                    hash_reader_keyed(file, &dir.path().join(&f.path), key)?;
+                Ok((
+                    FileDigest {
+                        path: f.path.clone(),
+                        size,
+                        sha256,
+                    },
+                    keyed,
+                ))
+            })
+            .collect::<Result<Vec<_>, CheckpointError>>()
+    })?;
+    let total: u64 = digests.iter().map(|(d, _)| d.size).sum();
+    if total > limits.max_bytes {
+        return Err(ConfinedError::Refused {
+            path: dir.path().display().to_string(),
+            reason: format!("grew past {} bytes while being read", limits.max_bytes),
+        }
+        .into());
+    }
+    Ok(digests)
 }
 
 /// Hashes the checkpoint in `dir`, its files in parallel on `threads` threads
@@ -282,35 +344,10 @@ pub fn hash_checkpoint_in(
     limits: Limits,
     threads: usize,
 ) -> Result<CheckpointDigest, CheckpointError> {
-    let walk = dir.walk("", limits)?;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("mcjs-hash-{i}"))
-        .build()
-        .map_err(|e| CheckpointError::ThreadPool(e.to_string()))?;
-    let digests = pool.install(|| {
-        walk.files
-            .par_iter()
-            .map(|f| {
-                let (file, _) = dir.open_file(&f.path)?;
-                let (size, sha256) = hash_reader(file, &dir.path().join(&f.path))?;
-                Ok(FileDigest {
-                    path: f.path.clone(),
-                    size,
-                    sha256,
-                })
-            })
-            .collect::<Result<Vec<_>, CheckpointError>>()
-    })?;
-    let total: u64 = digests.iter().map(|d| d.size).sum();
-    if total > limits.max_bytes {
-        return Err(ConfinedError::Refused {
-            path: dir.path().display().to_string(),
-            reason: format!("grew past {} bytes while being read", limits.max_bytes),
-        }
-        .into());
-    }
-    Ok(CheckpointDigest::combine(digests))
+    let digests = digest_files_in(dir, limits, threads, None)?;
+    Ok(CheckpointDigest::combine(
+        digests.into_iter().map(|(d, _)| d).collect(),
+    ))
 }
 
 /// What a checker of a verified interval gives besides the hash: a digest
@@ -334,42 +371,12 @@ pub fn hash_possessed_checkpoint_in(
     threads: usize,
     key: &[u8; 32],
 ) -> Result<PossessedCheckpoint, CheckpointError> {
-    let walk = dir.walk("", limits)?;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("mcjs-hash-{i}"))
-        .build()
-        .map_err(|e| CheckpointError::ThreadPool(e.to_string()))?;
-    let digests = pool.install(|| {
-        walk.files
-            .par_iter()
-            .map(|f| {
-                let (file, _) = dir.open_file(&f.path)?;
-                let path = dir.path().join(&f.path);
-                let (size, sha256, keyed) = hash_reader_keyed(file, &path, key)?;
-                Ok((
-                    FileDigest {
-                        path: f.path.clone(),
-                        size,
-                        sha256,
-                    },
-                    keyed,
-                ))
-            })
-            .collect::<Result<Vec<_>, CheckpointError>>()
-    })?;
-    let total: u64 = digests.iter().map(|(d, _)| d.size).sum();
-    if total > limits.max_bytes {
-        return Err(ConfinedError::Refused {
-            path: dir.path().display().to_string(),
-            reason: format!("grew past {} bytes while being read", limits.max_bytes),
-        }
-        .into());
-    }
+    let digests = digest_files_in(dir, limits, threads, Some(key))?;
     let mut h = Sha256::new();
     h.update(POSSESSION_HEADER.as_bytes());
     h.update(key);
     for (f, keyed) in &digests {
+        let keyed = keyed.as_ref().expect("a key was given");
         h.update(format!("{keyed} {} {}\n", f.size, f.path).as_bytes());
     }
     let possession = Sha256Digest(h.finalize().into());
@@ -377,37 +384,6 @@ pub fn hash_possessed_checkpoint_in(
         digest: CheckpointDigest::combine(digests.into_iter().map(|(d, _)| d).collect()),
         possession,
     })
-}
-
-/// [`hash_reader`], plus `sha256(key ‖ bytes)` over the same reads.
-fn hash_reader_keyed(
-    mut reader: impl Read,
-    path: &Path,
-    key: &[u8; 32],
-) -> Result<(u64, Sha256Digest, Sha256Digest), CheckpointError> {
-    let mut plain = Sha256::new();
-    let mut keyed = Sha256::new();
-    keyed.update(key);
-    let mut buf = vec![0u8; 1 << 20];
-    let mut size = 0u64;
-    loop {
-        let n = match reader.read(&mut buf) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io(path)(e)),
-        };
-        if n == 0 {
-            break;
-        }
-        plain.update(&buf[..n]);
-        keyed.update(&buf[..n]);
-        size += n as u64;
-    }
-    Ok((
-        size,
-        Sha256Digest(plain.finalize().into()),
-        Sha256Digest(keyed.finalize().into()),
-    ))
 }
 
 #[cfg(test)]
