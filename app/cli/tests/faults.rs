@@ -180,7 +180,7 @@ impl Scenario {
 
     async fn completed(&self) -> Job {
         let job = self
-            .wait("the job to finish", 180, |j| j.state.is_terminal())
+            .wait("the job to finish", 300, |j| j.state.is_terminal())
             .await;
         assert!(
             matches!(job.state, JobState::Completed { .. }),
@@ -1123,10 +1123,10 @@ async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_slashed() {
     let _serial = serial();
-    // 88 epochs of 16 steps: 22 intervals of 64 steps, each checked.
+    // 124 epochs of 16 steps: 31 intervals of 64 steps, each checked.
     let s = scenario_of(
         Setup {
-            args: verified_args(88),
+            args: verified_args(124),
             restart_budget: 1,
             verified: Some(1.0),
             agent_env: Vec::new(),
@@ -1137,7 +1137,7 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
     let done = s.assert_completed_and_verified().await;
     let resolved = s.resolved().await;
     assert!(
-        resolved.len() >= 20,
+        resolved.len() >= 30,
         "{} intervals verified; logs in {}",
         resolved.len(),
         s.dir.path().display()
