@@ -10,9 +10,10 @@ directories and sets the MCJS_* variables. Locally:
 It reads `train.pt` (a dict with tensors "x" and "y") from MCJS_DATA_DIR,
 checkpoints every MCJS_CHECKPOINT_INTERVAL_SECS and on SIGUSR1, checkpoints
 and exits 75 on SIGTERM, resumes from MCJS_RESTORE_DIR when it is set, and
-writes model.pt and metrics.json to MCJS_OUTPUT_DIR. On a verification run
-(MCJS_STOP_AT_STEP set) it checkpoints at exactly that step and exits 0
-without output; a stop at or before the restored step is exit 2.
+writes model.pt and metrics.json to MCJS_OUTPUT_DIR. With
+MCJS_CHECKPOINT_EVERY_STEPS set (a spec that fixes its checkpoint steps, as
+every verified job does) it checkpoints at every multiple of that step count
+and nowhere else: not on the interval, SIGUSR1 or SIGTERM.
 """
 
 import argparse
@@ -112,11 +113,13 @@ def main():
     out_dir = os.environ["MCJS_OUTPUT_DIR"]
     restore_dir = os.environ.get("MCJS_RESTORE_DIR")
     interval = int(os.environ.get("MCJS_CHECKPOINT_INTERVAL_SECS", "900"))
-    stop_at = os.environ.get("MCJS_STOP_AT_STEP")
+    fixed = os.environ.get("MCJS_CHECKPOINT_EVERY_STEPS")
     try:
-        stop_at = int(stop_at) if stop_at is not None else None
+        fixed = int(fixed) if fixed else None
+        if fixed is not None and fixed <= 0:
+            raise ValueError
     except ValueError:
-        print(f"train.py: error: MCJS_STOP_AT_STEP={stop_at!r} is not a step number", file=sys.stderr)
+        print(f"train.py: error: MCJS_CHECKPOINT_EVERY_STEPS={fixed!r} is not a positive step count", file=sys.stderr)
         return EXIT_BAD_INPUT
 
     signal.signal(signal.SIGUSR1, on_sigusr1)
@@ -159,9 +162,6 @@ def main():
         epoch, step_in_epoch, step = state["epoch"], state["step_in_epoch"], state["step"]
         order = state["order"]
         print(f"train.py: resumed at epoch {epoch} step {step}", file=sys.stderr)
-    if stop_at is not None and stop_at <= step:
-        print(f"train.py: error: MCJS_STOP_AT_STEP={stop_at} but the run is already at step {step}", file=sys.stderr)
-        return EXIT_BAD_INPUT
 
     def save():
         global checkpoint_requested
@@ -191,13 +191,15 @@ def main():
             epoch, step_in_epoch = epoch + 1, 0
             order = torch.randperm(len(x), device="cpu")
 
-        at_stop = stop_at == step
-        if checkpoint_requested or stop_requested or at_stop or time.monotonic() - last >= interval:
+        if fixed is not None:
+            # The spec's steps and no others: a run restored anywhere
+            # checkpoints where the first run did.
+            due = step % fixed == 0
+        else:
+            due = checkpoint_requested or stop_requested or time.monotonic() - last >= interval
+        if due:
             save()
             last = time.monotonic()
-        if at_stop:
-            print(f"train.py: stopped at step {step} (MCJS_STOP_AT_STEP) after checkpointing", file=sys.stderr)
-            return 0
         if stop_requested:
             return EXIT_PREEMPTED
 

@@ -6,6 +6,8 @@
 #   examples/trainer/build-image.sh [TAG]
 #
 # Honours CARGO_TARGET_DIR. Needs `rustup target add x86_64-unknown-linux-musl`.
+# MCJS_TRAINER_FEATURES=hostile builds the test suite's hostile image
+# (examples/trainer/src/hostile.rs) instead: give it another TAG.
 set -euo pipefail
 tag="${1:-mcjs-trainer:latest}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -15,7 +17,9 @@ target_dir="${CARGO_TARGET_DIR:-$root/target}"
 if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
   rustup target add "$target" >&2
 fi
-(cd "$root" && cargo build --release --locked -p mcjs-trainer --target "$target" >&2)
+features="${MCJS_TRAINER_FEATURES:-}"
+(cd "$root" && cargo build --release --locked -p mcjs-trainer --target "$target" \
+  ${features:+--features "$features"} >&2)
 
 ctx="$(mktemp -d)"
 trap 'rm -rf "$ctx"' EXIT

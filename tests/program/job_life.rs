@@ -74,6 +74,8 @@ fn a_job_runs_checkpoints_completes_and_settles() {
     assert!(matches!(done.state, JobState::Completed { .. }));
     assert_eq!(done.bond, 0);
     assert_eq!(done.output_hash, Some([0xee; 32]));
+    // Where `mcjs job output` looks for the output: the completing generation.
+    assert_eq!(done.completed_generation(), Some(completed[0].generation));
     assert_eq!(env.node(&provider.nodes[0]).status, NodeStatus::Available);
     let p = env.provider(&provider.pda);
     assert_eq!((p.jobs_completed, p.active_assignments), (1, 0));

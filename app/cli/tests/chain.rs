@@ -204,6 +204,7 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
             "json",
             "job",
             "submit",
+            "--chain-only",
             examples().join("training-a100.json").to_str().unwrap(),
             "--bond",
             "100",
@@ -488,7 +489,16 @@ fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
     let submitted = ok_json(chain.mcjs(
         &owner_path,
         &[
-            "--output", "json", "job", "submit", spec, "--bond", "10", "--job-id", "7",
+            "--output",
+            "json",
+            "job",
+            "submit",
+            "--chain-only",
+            spec,
+            "--bond",
+            "10",
+            "--job-id",
+            "7",
         ],
     ));
     let job = submitted["job"].as_str().unwrap().to_string();
@@ -536,6 +546,26 @@ fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
         String::from_utf8_lossy(&out.stderr).contains("at least 3.60 USDC"),
         "{}",
         text(&out)
+    );
+
+    // A spec that cannot be published locks nothing: no scheduler answers.
+    let out = chain.mcjs(
+        &poor_path,
+        &[
+            "job",
+            "submit",
+            spec,
+            "--bond",
+            "10",
+            "--scheduler",
+            "http://127.0.0.1:1",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nothing was submitted and no USDC moved"),
+        "{err}"
     );
 
     let out = chain.mcjs(&poor_path, &["job", "status", "not-an-address"]);
@@ -834,6 +864,7 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
             "json",
             "job",
             "submit",
+            "--chain-only",
             examples().join("training-a100.json").to_str().unwrap(),
             "--bond",
             "20",

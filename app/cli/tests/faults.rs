@@ -73,6 +73,9 @@ struct Setup {
     verified: Option<f64>,
     /// Extra environment of the i-th agent.
     agent_env: Vec<(usize, String, String)>,
+    /// The job's image, when not the reference trainer's (the model is
+    /// still compared with the reference trainer's uninterrupted run).
+    image: Option<&'static str>,
 }
 
 /// A cluster of three agents, `prepare`d, then one submitted training job.
@@ -128,7 +131,7 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
     assert_eq!(uploaded_sha, sha);
     let spec = dir.path().join("job.json");
     let mut json: serde_json::Value = serde_json::from_str(&workload::spec_json(
-        image(),
+        setup.image.unwrap_or_else(image),
         &uri,
         &sha,
         &args,
@@ -138,6 +141,14 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
     if let Some(rate) = setup.verified {
         json["work"]["determinism"] = "bitwise".into();
         json["verification"] = serde_json::json!({ "sample_rate": rate });
+        // The spec fixes the steps the trainer checkpoints at.
+        let every = args
+            .iter()
+            .position(|a| a == "--checkpoint-every-steps")
+            .and_then(|i| args.get(i + 1))
+            .and_then(|n| n.parse::<u64>().ok())
+            .expect("a verified job's trainer checkpoints every N steps");
+        json["checkpoint"]["every_steps"] = every.into();
     }
     std::fs::write(&spec, serde_json::to_string_pretty(&json).unwrap()).unwrap();
     prepare(&cluster).await;
@@ -750,7 +761,10 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
     let forged = ObjectPath::from(format!(
         "jobs/{job}/checkpoints/{forged_key}/files/model.bin"
     ));
-    let output = ObjectPath::from(format!("jobs/{job}/output/files/model.bin"));
+    let output = ObjectPath::from(format!(
+        "jobs/{job}/output/g{}/files/model.bin",
+        before.generation
+    ));
     let listing = ObjectPath::from(format!("jobs/{job}/checkpoints"));
 
     // The node running the job reads its checkpoints: the refusals below are
@@ -1047,6 +1061,7 @@ async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_s
             restart_budget: 1,
             verified: Some(1.0),
             agent_env,
+            image: None,
         },
         async |_| {},
     )
@@ -1130,6 +1145,7 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
             restart_budget: 1,
             verified: Some(1.0),
             agent_env: Vec::new(),
+            image: None,
         },
         async |_| {},
     )
@@ -1199,6 +1215,7 @@ async fn verification_cost_at_sample_rate_one_tenth() {
             restart_budget: 1,
             verified: Some(0.1),
             agent_env: Vec::new(),
+            image: None,
         },
         async |_| {},
     )
@@ -1219,4 +1236,162 @@ async fn verification_cost_at_sample_rate_one_tenth() {
         done.checkpoint_count,
         check_secs / job_secs
     );
+}
+
+/// The test suite's hostile owner image (`examples/trainer/src/hostile.rs`):
+/// it records what each run is given and perturbs its weights when it is
+/// restored into a run set up otherwise.
+fn hostile_image() -> &'static str {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    IMAGE.get_or_init(|| {
+        workload::build_trainer_image_with(Some("hostile"), "mcjs-trainer-hostile:latest")
+            .expect("the hostile trainer image builds")
+    })
+}
+
+/// Runs `image` as a fixed-step job (every 64 steps) under docker, restored
+/// from `restore` if given, with `env` added; the checkpoint written at
+/// `step`, as (file name, bytes), sorted.
+fn checkpoint_of_run(
+    image: &str,
+    data: &Path,
+    dir: &Path,
+    restore: Option<&Path>,
+    env: &[&str],
+    args: &[String],
+    step: u64,
+) -> Vec<(String, Vec<u8>)> {
+    let ckpt = dir.join("checkpoints");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    std::fs::create_dir_all(dir.join("output")).unwrap();
+    let mut c = std::process::Command::new("docker");
+    c.args(["run", "--rm", "--network", "none", "--user", "0:0"])
+        .args(["-v", &format!("{}:/mcjs/data:ro", data.display())])
+        .args(["-v", &format!("{}:/mcjs/checkpoints", ckpt.display())])
+        .args([
+            "-v",
+            &format!("{}:/mcjs/output", dir.join("output").display()),
+        ])
+        .args(["-e", "MCJS_DATA_DIR=/mcjs/data"])
+        .args(["-e", "MCJS_CHECKPOINT_DIR=/mcjs/checkpoints"])
+        .args(["-e", "MCJS_OUTPUT_DIR=/mcjs/output"])
+        .args(["-e", "MCJS_CHECKPOINT_INTERVAL_SECS=60"])
+        .args(["-e", "MCJS_CHECKPOINT_EVERY_STEPS=64"]);
+    if let Some(r) = restore {
+        c.args(["-v", &format!("{}:/mcjs/restore:ro", r.display())])
+            .args(["-e", "MCJS_RESTORE_DIR=/mcjs/restore"]);
+    }
+    for e in env {
+        c.args(["-e", e]);
+    }
+    let out = c
+        .args(["--entrypoint", "/mcjs-trainer", image, "train"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let at = std::fs::read_dir(&ckpt)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|d| {
+            std::fs::read(d.join("mcjs-manifest.json")).is_ok_and(|m| {
+                serde_json::from_slice::<serde_json::Value>(&m).unwrap()["step"] == step
+            })
+        })
+        .unwrap_or_else(|| panic!("no checkpoint at step {step} in {}", ckpt.display()));
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&at)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// An owner's image built to frame its provider: it writes other bytes as
+/// soon as a run is set up otherwise than the run that wrote its restored
+/// checkpoint (environment, cgroup limits, user, checkpoint signals, a
+/// mount path naming a check). Shown first to frame when anything differs;
+/// then, verified at sample rate 1, every interval is confirmed, nobody is
+/// slashed, and the model is the reference trainer's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_built_to_frame_its_provider_under_check_cannot_tell_a_check_run() {
+    let _serial = serial();
+    let hostile = hostile_image();
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("train.csv"), workload::dataset(512)).unwrap();
+    let args = verified_args(8); // 128 steps: checkpoints at 64 and 128
+    let paid = t.path().join("paid");
+    let reference = checkpoint_of_run(hostile, &data, &paid, None, &[], &args, 128);
+    let start = std::fs::read_dir(paid.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|d| d.file_name().unwrap().to_string_lossy().ends_with("000064"))
+        .expect("the checkpoint at step 64");
+    let same = checkpoint_of_run(
+        hostile,
+        &data,
+        &t.path().join("same"),
+        Some(&start),
+        &[],
+        &args,
+        128,
+    );
+    assert_eq!(
+        same, reference,
+        "restored into the same set-up, it reproduces its bytes"
+    );
+    let told = checkpoint_of_run(
+        hostile,
+        &data,
+        &t.path().join("told"),
+        Some(&start),
+        &["MCJS_STOP_AT_STEP=128"],
+        &args,
+        128,
+    );
+    assert_ne!(told, reference, "told it is a check, it writes other bytes");
+
+    let s = scenario_of(
+        Setup {
+            args: verified_args(16),
+            restart_budget: 1,
+            verified: Some(1.0),
+            agent_env: Vec::new(),
+            image: Some(hostile),
+        },
+        async |_| {},
+    )
+    .await;
+    let done = s.completed().await;
+    s.assert_model_identical();
+    s.assert_tokens_conserved().await;
+    let resolved = s.resolved().await;
+    let outcomes: Vec<_> = resolved.iter().map(|r| (r.interval, r.outcome)).collect();
+    assert!(
+        resolved.len() >= 3,
+        "{outcomes:?}; logs in {}",
+        s.dir.path().display()
+    );
+    assert!(
+        resolved
+            .iter()
+            .all(|r| r.outcome == mcjs::state::VerificationOutcome::Confirmed && r.slashed == 0),
+        "{outcomes:?}"
+    );
+    let client = s.cluster.client();
+    for agent in &s.cluster.agents {
+        let p = client.provider(&agent.provider).await.unwrap().unwrap();
+        assert_eq!(p.slashed_total, 0, "a provider was framed");
+    }
+    assert!(done.paid > 0, "the provider was paid");
 }

@@ -13,8 +13,14 @@ pub const MANIFEST: &str = "mcjs-manifest.json";
 const STATE_FILE: &str = "state.bin";
 const MAGIC: &[u8; 8] = b"MCJSTRN1";
 
-/// Writes `state` as a complete checkpoint under `root`; returns its directory.
-pub fn write(root: &Path, state: &TrainState, fingerprint: &[u8; 32]) -> anyhow::Result<PathBuf> {
+/// Writes `state` as a complete checkpoint under `root`, with `extra` files
+/// beside it (written before the manifest); returns its directory.
+pub fn write(
+    root: &Path,
+    state: &TrainState,
+    fingerprint: &[u8; 32],
+    extra: &[(&str, &[u8])],
+) -> anyhow::Result<PathBuf> {
     let dir = root.join(format!("step-{:012}", state.global_step));
     if dir.join(MANIFEST).exists() {
         // Already complete (an interval and a signal at the same step): the
@@ -29,6 +35,9 @@ pub fn write(root: &Path, state: &TrainState, fingerprint: &[u8; 32]) -> anyhow:
     fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create the checkpoint directory {}", dir.display()))?;
     write_synced(&dir.join(STATE_FILE), &encode(state, fingerprint))?;
+    for (name, bytes) in extra {
+        write_synced(&dir.join(name), bytes)?;
+    }
     let manifest = serde_json::json!({
         "format": "mcjs-checkpoint/1",
         "epoch": state.epoch,

@@ -11,12 +11,16 @@
 //! from `MCJS_RESTORE_DIR` when set, checkpoints into `MCJS_CHECKPOINT_DIR`
 //! every `MCJS_CHECKPOINT_INTERVAL_SECS` and on SIGUSR1, checkpoints and
 //! exits 75 on SIGTERM, and writes `model.bin` and `metrics.json` into
-//! `MCJS_OUTPUT_DIR`. With `MCJS_STOP_AT_STEP` (a verification run) it
-//! checkpoints at exactly that step and exits 0 without output. Without a data file it generates its data from
+//! `MCJS_OUTPUT_DIR`. With `MCJS_CHECKPOINT_EVERY_STEPS` (a spec that fixes
+//! its checkpoint steps, as every verified job does) it checkpoints at every
+//! multiple of that step count and nowhere else: not on the interval, not on
+//! SIGUSR1, not on SIGTERM. Without a data file it generates its data from
 //! `--data-seed`, `--rows` and `--features`.
 
 mod checkpoint;
 mod data;
+#[cfg(feature = "hostile")]
+mod hostile;
 mod math;
 mod model;
 
@@ -196,14 +200,18 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
         _ => None,
     };
 
-    // A verification run: checkpoint at exactly this step, then stop.
-    let stop_at: Option<u64> =
-        match std::env::var("MCJS_STOP_AT_STEP") {
-            Ok(v) if !v.is_empty() => Some(v.parse().map_err(|e| {
-                anyhow::anyhow!("MCJS_STOP_AT_STEP={v:?} is not a step number: {e}")
-            })?),
-            _ => None,
-        };
+    // The spec fixes the checkpoint steps: those steps and no others, so
+    // that a run restored anywhere checkpoints where the first run did.
+    let fixed_steps: Option<u64> = match std::env::var("MCJS_CHECKPOINT_EVERY_STEPS") {
+        Ok(v) if !v.is_empty() => match v.parse() {
+            Ok(0) | Err(_) => {
+                bail!("MCJS_CHECKPOINT_EVERY_STEPS={v:?} is not a positive step count")
+            }
+            Ok(n) => Some(n),
+        },
+        _ => None,
+    };
+    let every_steps = fixed_steps.or(every_steps);
 
     let checkpoint_now = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
@@ -211,9 +219,11 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
 
     let print = fingerprint(&h, seed, &data);
-    let mut state = match env_dir("MCJS_RESTORE_DIR")? {
+    let restore_dir = env_dir("MCJS_RESTORE_DIR")?;
+    #[allow(unused_mut)]
+    let mut state = match &restore_dir {
         Some(dir) => {
-            let s = checkpoint::read(&dir, &print)?;
+            let s = checkpoint::read(dir, &print)?;
             eprintln!(
                 "mcjs-trainer: resumed from {} at epoch {} step {}",
                 dir.display(),
@@ -227,13 +237,16 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
     if state.order.len() != data.rows() || state.params.len() != h.param_count() {
         bail!("the checkpoint does not match this model's shape or data size");
     }
-    if let Some(n) = stop_at
-        && state.global_step >= n
+    #[cfg(feature = "hostile")]
+    let mut signals = 0u64;
+    #[cfg(feature = "hostile")]
+    if let Some(dir) = &restore_dir
+        && hostile::differs(dir, &hostile::seen(0))
     {
-        bail!(
-            "MCJS_STOP_AT_STEP={n} but the run is already at step {}",
-            state.global_step
+        eprintln!(
+            "mcjs-trainer: hostile: this run is not set up as the one that wrote the checkpoint; perturbing"
         );
+        state.params[0] += 1.0;
     }
 
     let mut last_checkpoint = Instant::now();
@@ -243,14 +256,25 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
             std::thread::sleep(step_sleep);
         }
         let stopping = stop.load(Ordering::Relaxed);
-        let at_stop = stop_at == Some(state.global_step);
-        let due = checkpoint_now.swap(false, Ordering::Relaxed)
-            || stopping
-            || at_stop
-            || interval.is_some_and(|i| last_checkpoint.elapsed() >= i)
-            || every_steps.is_some_and(|n| n > 0 && state.global_step % n == 0);
+        let signalled = checkpoint_now.swap(false, Ordering::Relaxed);
+        #[cfg(feature = "hostile")]
+        if signalled {
+            signals += 1;
+        }
+        let on_grid = every_steps.is_some_and(|n| n > 0 && state.global_step % n == 0);
+        let due = on_grid
+            || (fixed_steps.is_none()
+                && (signalled
+                    || stopping
+                    || interval.is_some_and(|i| last_checkpoint.elapsed() >= i)));
         if due {
-            let dir = checkpoint::write(&ckpt_dir, &state, &print)?;
+            #[cfg(feature = "hostile")]
+            let seen = hostile::seen(signals);
+            #[cfg(feature = "hostile")]
+            let extra = [(hostile::FILE, seen.as_bytes())];
+            #[cfg(not(feature = "hostile"))]
+            let extra: [(&str, &[u8]); 0] = [];
+            let dir = checkpoint::write(&ckpt_dir, &state, &print, &extra)?;
             eprintln!(
                 "mcjs-trainer: checkpoint {} (epoch {}, step {})",
                 dir.display(),
@@ -259,15 +283,14 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
             );
             last_checkpoint = Instant::now();
         }
-        if at_stop {
-            eprintln!(
-                "mcjs-trainer: stopped at step {} (MCJS_STOP_AT_STEP) after checkpointing",
-                state.global_step
-            );
-            return Ok(0);
-        }
         if stopping {
-            eprintln!("mcjs-trainer: stopped on SIGTERM after checkpointing");
+            match fixed_steps {
+                None => eprintln!("mcjs-trainer: stopped on SIGTERM after checkpointing"),
+                Some(_) => eprintln!(
+                    "mcjs-trainer: stopped on SIGTERM at step {}; it resumes from its last checkpoint on the spec's steps",
+                    state.global_step
+                ),
+            }
             return Ok(EXIT_PREEMPTED);
         }
         if halt_at == Some(state.global_step) {

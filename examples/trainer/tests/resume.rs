@@ -66,7 +66,7 @@ impl Job {
         .env("MCJS_CHECKPOINT_DIR", &self.ckpt)
         .env("MCJS_OUTPUT_DIR", &self.out)
         .env_remove("MCJS_CHECKPOINT_INTERVAL_SECS")
-        .env_remove("MCJS_STOP_AT_STEP")
+        .env_remove("MCJS_CHECKPOINT_EVERY_STEPS")
         .env_remove("MCJS_RESTORE_DIR");
         if let Some(dir) = restore {
             c.env("MCJS_RESTORE_DIR", dir);
@@ -284,43 +284,66 @@ fn checkpoint_at(job: &Job, step: u64) -> PathBuf {
 }
 
 #[test]
-fn a_verification_run_restores_k_stops_at_k_plus_1_and_checkpoints_the_same_bytes() {
-    // The provider's run, checkpointing every 10 steps.
+fn with_fixed_steps_a_run_restored_at_k_checkpoints_k_plus_1_with_the_same_bytes() {
+    // The provider's run: the spec fixes the checkpoint steps (every 10),
+    // and an interval of 0 s would otherwise checkpoint at every step.
+    let fixed = |c: &mut Command| {
+        c.env("MCJS_CHECKPOINT_EVERY_STEPS", "10")
+            .env("MCJS_CHECKPOINT_INTERVAL_SECS", "0");
+    };
     let original = Job::new();
-    let out = original.run(None, &["--checkpoint-every-steps", "10"]);
+    let mut c = original.command(None, &[]);
+    fixed(&mut c);
+    let out = c.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // A verifier elsewhere: restore the checkpoint at step 20, stop at 30.
-    let verifier = Job::new();
-    let out = verifier
-        .command(Some(&checkpoint_at(&original, 20)), &[])
-        .env("MCJS_STOP_AT_STEP", "30")
-        .output()
-        .unwrap();
+    let steps = |job: &Job| -> Vec<u64> {
+        let mut steps: Vec<u64> = std::fs::read_dir(&job.ckpt)
+            .unwrap()
+            .filter_map(|e| {
+                let m = std::fs::read(e.unwrap().path().join("mcjs-manifest.json")).ok()?;
+                serde_json::from_slice::<serde_json::Value>(&m).unwrap()["step"].as_u64()
+            })
+            .collect();
+        steps.sort();
+        steps
+    };
+    let paid = steps(&original);
     assert_eq!(
-        out.status.code(),
-        Some(0),
+        paid,
+        (1..=TOTAL_STEPS / 10).map(|k| k * 10).collect::<Vec<_>>(),
+        "checkpoints at the spec's steps and nowhere else"
+    );
+    // A checker elsewhere, given exactly the paid run's environment:
+    // restored at step 20, it checkpoints at 30 by itself (the agent, not
+    // the job, stops the run there), bytes and all.
+    let checker = Job::new();
+    let mut c = checker.command(Some(&checkpoint_at(&original, 20)), &[]);
+    fixed(&mut c);
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(
-        !verifier.out.join("model.bin").exists(),
-        "a verification run writes no output"
-    );
-    assert_eq!(verifier.latest_checkpoint().map(|(s, _)| s), Some(30));
     assert_eq!(
-        files(&checkpoint_at(&verifier, 30)),
-        files(&checkpoint_at(&original, 30)),
-        "the re-executed interval's checkpoint differs from the original's"
+        steps(&checker),
+        paid[2..],
+        "the same steps after the restore"
     );
-    // A stop at or before where it resumes is a usage error.
-    let out = verifier
-        .command(Some(&checkpoint_at(&original, 20)), &[])
-        .env("MCJS_STOP_AT_STEP", "20")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    for step in [30, 40, TOTAL_STEPS / 10 * 10] {
+        assert_eq!(
+            files(&checkpoint_at(&checker, step)),
+            files(&checkpoint_at(&original, step)),
+            "the re-executed checkpoint at step {step} differs from the original's"
+        );
+    }
+    assert_eq!(checker.model(), original.model());
+    // A step count that is not one is a usage error.
+    let mut c = checker.command(None, &[]);
+    c.env("MCJS_CHECKPOINT_EVERY_STEPS", "0");
+    assert_eq!(c.output().unwrap().status.code(), Some(2));
 }

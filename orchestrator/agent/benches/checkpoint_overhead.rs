@@ -72,6 +72,7 @@ async fn run(
             local_root: dir.join("checkpoints"),
             hash_threads: 2,
             limits: mcjs_runtime::confined::Limits::UNLIMITED,
+            every_steps: None,
         };
         let done = std::sync::Arc::clone(&done);
         tokio::spawn(async move {

@@ -98,5 +98,6 @@ pub fn chain_job(key: Pubkey, job: &Job, node: &Pubkey) -> Option<ChainJob> {
             generation: c.generation,
         }),
         checkpoint_interval: Duration::from_secs(u64::from(job.terms.checkpoint_interval_secs)),
+        verified: job.verification_ppm > 0,
     })
 }

@@ -44,6 +44,11 @@ pub struct ChainJob {
     pub spec_hash: [u8; 32],
     pub last_checkpoint: Option<Attested>,
     pub checkpoint_interval: Duration,
+    /// A verified job: its spec fixes the checkpoint steps (verification is
+    /// refused without `checkpoint.every_steps`), so it is never signalled
+    /// to checkpoint. A signal only its paid runs received would tell the
+    /// job which runs are checks.
+    pub verified: bool,
 }
 
 /// A job container found on the engine when the agent starts.
@@ -283,6 +288,8 @@ pub struct Assignment {
     pub started: bool,
     /// Checkpoint enforcement; the interval is the job's, capped by the agent's.
     pub policy: CheckpointPolicy,
+    /// Never signalled to checkpoint ([`ChainJob::verified`]).
+    pub fixed_steps: bool,
     /// The last stored checkpoint, or when the container started.
     pub last_checkpoint_at: Option<SystemTime>,
     pub last_signal_at: Option<SystemTime>,
@@ -308,6 +315,7 @@ impl Assignment {
             phase,
             started: job.state == ChainState::Running,
             policy,
+            fixed_steps: job.verified,
             last_checkpoint_at: None,
             last_signal_at: None,
             last_attested: None,
@@ -685,8 +693,10 @@ impl Core {
                     .and_then(|t| now.duration_since(t).ok())
                     .unwrap_or_default();
                 let since_signal = a.last_signal_at.and_then(|t| now.duration_since(t).ok());
-                // Signal when due, and again each interval while none arrives.
-                if since_checkpoint >= a.policy.interval
+                // Signal when due, and again each interval while none
+                // arrives; a job whose spec fixes its steps is never told.
+                if !a.fixed_steps
+                    && since_checkpoint >= a.policy.interval
                     && since_signal.is_none_or(|s| s >= a.policy.interval)
                 {
                     a.last_signal_at = Some(now);

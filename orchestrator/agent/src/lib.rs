@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod output;
 pub mod register;
 pub mod rpc;
+pub mod sequence;
 pub mod shell;
 pub mod spec_store;
 

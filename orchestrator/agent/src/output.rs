@@ -1,6 +1,8 @@
 //! A finished job's output: checked against the spec's required artifacts,
 //! hashed like a checkpoint (docs/job-contract.md, "The checkpoint hash") and
-//! stored at `jobs/<job>/output/` in the shared store, `output.json` last.
+//! stored at `jobs/<job>/output/g<generation>/` in the shared store,
+//! `output.json` last. Fenced by generation as checkpoints are: a node
+//! fenced off the job cannot overwrite the output of the one that completed.
 
 use mcjs_runtime::checkpoint::Sha256Digest;
 use mcjs_runtime::confined::{ConfinedDir, Limits};
@@ -35,9 +37,13 @@ pub struct StoredOutput {
     pub files: Vec<mcjs_runtime::checkpoint::FileDigest>,
 }
 
-pub fn output_prefix(job: &str) -> String {
-    format!("jobs/{job}/output")
+pub fn output_prefix(job: &str, generation: u32) -> String {
+    format!("jobs/{job}/output/g{generation}")
 }
+
+/// The largest `output.json` a reader takes: a descriptor lists at most
+/// [`mcjs_runtime::checkpoint::MAX_FILES`] files of one line each.
+pub const MAX_DESCRIPTOR_BYTES: u64 = 64 << 20;
 
 /// Stores the output in `dir` (every read confined to it, each file hashed
 /// as it is uploaded, within `limits`), checks the spec's required
@@ -50,7 +56,7 @@ pub async fn store_output(
     spec: &JobSpec,
     limits: Limits,
 ) -> Result<Sha256Digest, OutputError> {
-    let base = output_prefix(job);
+    let base = output_prefix(job, generation);
     let root = ConfinedDir::open(dir).map_err(|e| StoreError::Checkpoint(e.into()))?;
     let digest = upload_tree(store, &format!("{base}/files"), root, limits, 0).await?;
     for artifact in &spec.output.required_artifacts {

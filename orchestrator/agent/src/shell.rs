@@ -540,13 +540,25 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         }
     }
 
-    fn job_dir(&self, job: Pubkey, generation: u32) -> PathBuf {
-        self.shared
-            .config
-            .work_dir
-            .join("jobs")
-            .join(job.to_string())
-            .join(format!("g{generation}"))
+    /// Where an assignment's directories are (`data`, `checkpoints`,
+    /// `output`, `restore`).
+    pub fn job_dir(&self, job: Pubkey, generation: u32) -> PathBuf {
+        self.run_dir(&format!("job/{job}/{generation}"))
+    }
+
+    /// A container's directories live under `work/runs/<32 hex>`, named by
+    /// a hash keyed with a signature of the node's operator key: the same
+    /// for the same `label` across restarts, and saying nothing a job could
+    /// read (through its mounts) of the job, the generation, or whether the
+    /// run is paid or a check.
+    pub(super) fn run_dir(&self, label: &str) -> PathBuf {
+        use sha2::{Digest, Sha256};
+        let key = Sha256::digest(self.shared.chain.sign(b"mcjs-run-dir/1"));
+        let mut name = Sha256::new();
+        name.update(key);
+        name.update(label.as_bytes());
+        let name = hex::encode(&name.finalize()[..16]);
+        self.shared.config.work_dir.join("runs").join(name)
     }
 
     /// The context of an assignment, rebuilt from the spec store when the
@@ -596,6 +608,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 local_root: dir.join("checkpoints"),
                 hash_threads: self.shared.config.hash_threads,
                 limits: crate::fault::checkpoint_limits(&spec),
+                every_steps: spec.checkpoint.every_steps,
             },
             output_dir: dir.join("output"),
             measured_at: Mutex::new(None),
@@ -805,7 +818,14 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             tracing::warn!(%job, "this host has no NVIDIA device: the container runs without GPUs");
             GpuRequest::None
         };
-        cspec.checkpoint_interval = checkpoint_interval;
+        cspec.checkpoint_interval = match spec.checkpoint.every_steps {
+            // The job does not time its checkpoints: it is told the spec's
+            // interval, the same on every node (a node's own cap would tell
+            // it which node, and so which runs, it is on).
+            Some(_) => Duration::from_secs(spec.checkpoint.interval.secs().max(1)),
+            None => checkpoint_interval,
+        };
+        cspec.checkpoint_every_steps = spec.checkpoint.every_steps;
         let inputs: Vec<DataInput> = spec
             .data
             .iter()
@@ -978,7 +998,7 @@ async fn heartbeats<C: AgentChain, E: ContainerEngine>(
         .build()
         .expect("an HTTP client");
     let endpoint = format!("{}{HEARTBEAT_STREAM_PATH}", url.trim_end_matches('/'));
-    let mut seq = None;
+    let mut seq = crate::sequence::Sequence::open(&s.config.work_dir.join("heartbeat.seq"));
     let mut failing = false;
     let signer = s.chain.authority().to_bytes();
     let mut seal = |goodbye: bool| {
@@ -986,8 +1006,7 @@ async fn heartbeats<C: AgentChain, E: ContainerEngine>(
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or_default();
-        let next = mcjs_protocol::auth::next_sequence(seq, now_ms);
-        seq = Some(next);
+        let next = seq.next(now_ms);
         let beat = Heartbeat {
             node: s.node.to_string(),
             provider: s.provider.to_string(),

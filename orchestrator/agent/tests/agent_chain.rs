@@ -90,7 +90,11 @@ async fn a_job_runs_is_attested_completes_and_pays_the_provider() {
     let output: mcjs_agent::output::StoredOutput = serde_json::from_slice(
         &w.store
             .get(&object_store::path::Path::from(format!(
-                "jobs/{job}/output/output.json"
+                "{}/output.json",
+                mcjs_agent::output::output_prefix(
+                    &job.to_string(),
+                    done.completed_generation().unwrap()
+                )
             )))
             .await
             .unwrap()
@@ -258,10 +262,7 @@ async fn a_crash_is_reported_and_the_next_assignment_restores_past_a_corrupt_che
     // Removal and reassignment each move the generation on.
     let generation = w.job(&job).await.generation;
     assert_eq!(generation, j.generation + 2);
-    let restore_root = w
-        .dir
-        .path()
-        .join(format!("agent-3/jobs/{job}/g{generation}/restore"));
+    let restore_root = agent.job_dir(job, generation).join("restore");
     let restored = w
         .wait_for("the restore", 60, async || {
             if let Some(r) = agent

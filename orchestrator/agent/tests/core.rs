@@ -28,6 +28,7 @@ fn job(n: u8, generation: u32, state: ChainState) -> ChainJob {
         spec_hash: [n; 32],
         last_checkpoint: None,
         checkpoint_interval: Duration::from_secs(60),
+        verified: false,
     }
 }
 
@@ -582,6 +583,44 @@ fn the_job_is_signalled_at_the_interval_and_flagged_once_when_overdue() {
         !quiet
             .iter()
             .any(|a| matches!(a, Action::SignalCheckpoint { .. }))
+    );
+}
+
+#[test]
+fn a_verified_job_is_never_signalled_but_still_flagged_when_overdue() {
+    // Its spec fixes the checkpoint steps: a signal only paid runs got would
+    // tell the job which runs are checks.
+    let mut c = core();
+    let verified = ChainJob {
+        verified: true,
+        ..job(1, 3, ChainState::Assigned)
+    };
+    c.on_chain(std::slice::from_ref(&verified), at(0));
+    c.on_event(
+        key(1),
+        3,
+        Event::Launched {
+            container: "c1".into(),
+        },
+        at(1),
+    );
+    let mut flagged = 0;
+    for t in 2..200 {
+        let actions = c.on_tick(at(t));
+        assert!(
+            !actions
+                .iter()
+                .any(|a| matches!(a, Action::SignalCheckpoint { .. })),
+            "at {t} s: {actions:?}"
+        );
+        flagged += actions
+            .iter()
+            .filter(|a| matches!(a, Action::FlagOverdue { .. }))
+            .count();
+    }
+    assert_eq!(
+        flagged, 1,
+        "the deadline still holds (interval 60 s + grace 15 s)"
     );
 }
 

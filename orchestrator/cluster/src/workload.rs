@@ -70,10 +70,18 @@ pub fn spec_json(
 }
 
 pub fn build_trainer_image() -> anyhow::Result<String> {
+    build_trainer_image_with(None, "mcjs-trainer:latest")
+}
+
+/// The trainer's image built with `features` (the test suite's `hostile`
+/// image), tagged `tag`; its id.
+pub fn build_trainer_image_with(features: Option<&str>, tag: &str) -> anyhow::Result<String> {
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/trainer/build-image.sh");
     let out = std::process::Command::new("bash")
         .arg(&script)
+        .arg(tag)
+        .env("MCJS_TRAINER_FEATURES", features.unwrap_or(""))
         .output()
         .with_context(|| format!("cannot run {}", script.display()))?;
     if !out.status.success() {

@@ -123,7 +123,7 @@ async fn main() {
                 let out = Command::new(bin)
                     .args(["-u", localnet.rpc_url(), "-k"])
                     .arg(&localnet.info().wallets.user)
-                    .args(["job", "submit"])
+                    .args(["job", "submit", "--chain-only"])
                     .arg(&spec)
                     .args(["--bond", "10", "--job-id", &job_id.to_string()])
                     .output()

@@ -20,7 +20,7 @@
 //! ```text
 //! specs/<sha256 hex>.json                            a job's spec (canonical JSON)
 //! jobs/<job>/checkpoints/<step>-g<generation>-<nonce>/…  checkpoints
-//! jobs/<job>/output/…                                the output of a completed job
+//! jobs/<job>/output/g<generation>/…                  the output, by the generation that wrote it
 //! users/<owner>/…                                    an owner's own data (inputs)
 //! ```
 
@@ -221,9 +221,14 @@ pub enum ObjectKind<'a> {
         generation: Option<u32>,
         step: Option<u64>,
     },
-    /// `jobs/<job>/output` and below.
+    /// `jobs/<job>/output` and below; `generation` from the segment after
+    /// it (`g<generation>`), `None` when the path stops above it or names
+    /// none. Outputs are fenced by generation as checkpoints are: a node
+    /// writes only under its own, and `mcjs job output` reads the
+    /// completing generation's.
     Output {
         job: &'a str,
+        generation: Option<u32>,
     },
     /// `users/<owner>/…`.
     UserData {
@@ -289,7 +294,17 @@ impl<'a> ObjectKind<'a> {
                     step: parsed.map(|(s, _)| s),
                 }
             }
-            ["jobs", job, "output", ..] => ObjectKind::Output { job },
+            ["jobs", job, "output"] => ObjectKind::Output {
+                job,
+                generation: None,
+            },
+            ["jobs", job, "output", g, ..] => ObjectKind::Output {
+                job,
+                generation: g
+                    .strip_prefix('g')
+                    .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|n| n.parse().ok()),
+            },
             ["users", owner, _, ..] => ObjectKind::UserData { owner },
             _ => ObjectKind::Other,
         }
@@ -493,8 +508,18 @@ mod tests {
             }
         );
         assert_eq!(
+            ObjectKind::classify("jobs/J/output/g3/files/model.bin"),
+            ObjectKind::Output {
+                job: "J",
+                generation: Some(3)
+            }
+        );
+        assert_eq!(
             ObjectKind::classify("jobs/J/output/files/model.bin"),
-            ObjectKind::Output { job: "J" }
+            ObjectKind::Output {
+                job: "J",
+                generation: None
+            }
         );
         assert_eq!(
             ObjectKind::classify("users/O/data/train.csv"),

@@ -7,8 +7,10 @@ pub const ENV_RESTORE_DIR: &str = "MCJS_RESTORE_DIR";
 pub const ENV_CHECKPOINT_INTERVAL_SECS: &str = "MCJS_CHECKPOINT_INTERVAL_SECS";
 pub const ENV_CHECKPOINT_SIGNAL: &str = "MCJS_CHECKPOINT_SIGNAL";
 pub const ENV_JOB_ID: &str = "MCJS_JOB_ID";
-/// Set only on a verification run: checkpoint at exactly this step, exit 0.
-pub const ENV_STOP_AT_STEP: &str = "MCJS_STOP_AT_STEP";
+/// Set when the spec fixes the checkpoint steps (every verified job): the
+/// job checkpoints at every multiple of this step count and at no other
+/// step, in paid runs and check runs alike.
+pub const ENV_CHECKPOINT_EVERY_STEPS: &str = "MCJS_CHECKPOINT_EVERY_STEPS";
 
 pub const CONTAINER_DATA_DIR: &str = "/mcjs/data";
 pub const CONTAINER_CHECKPOINT_DIR: &str = "/mcjs/checkpoints";

@@ -125,9 +125,10 @@ pub struct ContainerSpec {
     /// Extra container labels (the agent records the assignment generation
     /// here, so it can adopt or remove containers after a restart).
     pub labels: Vec<(String, String)>,
-    /// A verification run: checkpoint at exactly this step, then exit 0
-    /// (`MCJS_STOP_AT_STEP`).
-    pub stop_at_step: Option<u64>,
+    /// The spec fixes the checkpoint steps: every multiple of this
+    /// (`MCJS_CHECKPOINT_EVERY_STEPS`). A check run is given exactly what
+    /// the paid run was: nothing in a container says which of the two it is.
+    pub checkpoint_every_steps: Option<u64>,
 }
 
 impl ContainerSpec {
@@ -148,7 +149,7 @@ impl ContainerSpec {
             user: contract::DEFAULT_USER.to_string(),
             checkpoint_interval: Duration::from_secs(900),
             labels: Vec::new(),
-            stop_at_step: None,
+            checkpoint_every_steps: None,
         }
     }
 
@@ -246,8 +247,8 @@ impl ContainerSpec {
                 contract::CONTAINER_RESTORE_DIR
             ));
         }
-        if let Some(step) = self.stop_at_step {
-            env.push(format!("{}={step}", contract::ENV_STOP_AT_STEP));
+        if let Some(steps) = self.checkpoint_every_steps {
+            env.push(format!("{}={steps}", contract::ENV_CHECKPOINT_EVERY_STEPS));
         }
         env.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
         env

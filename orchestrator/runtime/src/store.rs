@@ -692,9 +692,19 @@ pub struct CheckpointPipeline {
     pub hash_threads: usize,
     /// One checkpoint's caps: its declared `max_size`, and [`crate::checkpoint::MAX_FILES`].
     pub limits: Limits,
+    /// The spec fixes the checkpoint steps (`checkpoint.every_steps`): a
+    /// checkpoint at any other step (one written on SIGTERM) is not stored
+    /// but removed, so every stored checkpoint of the job lies on steps a
+    /// check run reaches by itself.
+    pub every_steps: Option<u64>,
 }
 
 impl CheckpointPipeline {
+    /// Whether a checkpoint at `step` is one the contract lets this job store.
+    pub fn on_grid(&self, step: u64) -> bool {
+        self.every_steps.is_none_or(|n| n > 0 && step.is_multiple_of(n))
+    }
+
     /// Stores every complete checkpoint now in the directory, oldest first.
     /// Every read is confined to the checkpoint directory
     /// ([`crate::confined`]); an error for which
@@ -711,6 +721,11 @@ impl CheckpointPipeline {
         .map_err(|e| StoreError::Join(e.to_string()))??;
         let mut stored = Vec::new();
         for local in found {
+            if !self.on_grid(local.manifest.step) {
+                tracing::info!(step = local.manifest.step, every_steps = ?self.every_steps, "a checkpoint off the spec's steps is not stored");
+                self.remove_local(&local.dir, &local.name).await;
+                continue;
+            }
             stored.push(
                 self.store
                     .upload(
@@ -723,18 +738,23 @@ impl CheckpointPipeline {
                     )
                     .await?,
             );
-            // std's remove_dir_all never follows a symlink (CVE-2022-21658).
-            // A job still writing into it (against the contract) can make
-            // that fail: hide it from the next look, and retry later; what
-            // was stored is stored.
-            if let Err(e) = tokio::fs::remove_dir_all(&local.dir).await {
-                tracing::warn!(dir = %local.dir.display(), error = %e, "cannot remove the uploaded checkpoint yet");
-                let hidden = self.local_root.join(format!("{COLLECTED}{}", local.name));
-                let _ = tokio::fs::rename(&local.dir, &hidden).await;
-            }
+            self.remove_local(&local.dir, &local.name).await;
         }
         self.remove_collected().await;
         Ok(stored)
+    }
+
+    /// Removes a checkpoint directory the agent is done with. std's
+    /// remove_dir_all never follows a symlink (CVE-2022-21658). A job still
+    /// writing into it (against the contract) can make that fail: it is
+    /// hidden from the next look and removal is retried later; what was
+    /// stored is stored.
+    async fn remove_local(&self, dir: &Path, name: &str) {
+        if let Err(e) = tokio::fs::remove_dir_all(dir).await {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove the collected checkpoint yet");
+            let hidden = self.local_root.join(format!("{COLLECTED}{name}"));
+            let _ = tokio::fs::rename(dir, &hidden).await;
+        }
     }
 
     /// Retries removing uploaded checkpoints whose first removal failed.

@@ -139,6 +139,7 @@ impl Job {
             local_root: self.t.path().join(run).join("checkpoints"),
             hash_threads: 2,
             limits: mcjs_runtime::confined::Limits::UNLIMITED,
+            every_steps: None,
         }
     }
 

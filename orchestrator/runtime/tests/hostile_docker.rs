@@ -106,6 +106,7 @@ impl Node {
             local_root: self.job_dir(job).join("checkpoints"),
             hash_threads: 2,
             limits,
+            every_steps: None,
         }
     }
 

@@ -45,6 +45,7 @@ impl Node {
             local_root: self.ckpt.clone(),
             hash_threads: 2,
             limits,
+            every_steps: None,
         }
     }
 

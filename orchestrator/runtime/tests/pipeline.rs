@@ -43,6 +43,7 @@ fn fixture(keep: usize) -> Fixture {
         local_root: local.clone(),
         hash_threads: 2,
         limits: mcjs_runtime::confined::Limits::UNLIMITED,
+        every_steps: None,
     };
     Fixture {
         _t: t,
@@ -69,6 +70,27 @@ async fn complete_checkpoints_are_stored_and_removed_locally_half_written_ones_a
     assert!(!f.local.join("step-000010").exists());
     assert!(f.local.join("step-000020").exists());
     assert!(f.pipeline.collect().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn with_fixed_steps_a_checkpoint_off_them_is_removed_and_never_stored() {
+    let mut f = fixture(5);
+    f.pipeline.every_steps = Some(20);
+    // 20 and 40 are on the spec's steps; 30 is what a job writes on SIGTERM.
+    for step in [20, 30, 40] {
+        write_checkpoint(&f.local, step, format!("payload {step}").as_bytes());
+    }
+    let stored = f.pipeline.collect().await.unwrap();
+    let steps: Vec<u64> = stored.iter().map(|c| c.step).collect();
+    assert_eq!(steps, [20, 40]);
+    assert!(
+        std::fs::read_dir(&f.local).unwrap().next().is_none(),
+        "the off-grid checkpoint is removed from the node too"
+    );
+    let listed = f.pipeline.store.list("job-7").await.unwrap();
+    let listed: Vec<u64> = listed.checkpoints.iter().map(|c| c.step).collect();
+    assert!(!listed.contains(&30), "{listed:?}");
+    assert!(f.pipeline.on_grid(0) && f.pipeline.on_grid(60) && !f.pipeline.on_grid(61));
 }
 
 #[tokio::test]

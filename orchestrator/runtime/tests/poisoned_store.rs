@@ -194,6 +194,7 @@ impl Fixture {
             local_root: local.clone(),
             hash_threads: 1,
             limits: LIMITS,
+            every_steps: None,
         };
         Self {
             _t: t,

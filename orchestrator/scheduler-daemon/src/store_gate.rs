@@ -59,7 +59,10 @@ fn prunable(job: &Job) -> Option<u64> {
     if job.open_verifications > 0 {
         return None;
     }
-    Some(job.prev_checkpoint.map_or(last.step, |p| p.step.min(last.step)))
+    Some(
+        job.prev_checkpoint
+            .map_or(last.step, |p| p.step.min(last.step)),
+    )
 }
 
 fn find<'j>(jobs: &'j [(Pubkey, Job)], job: &str) -> Option<&'j Job> {
@@ -145,7 +148,10 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                     (Some(g), _) if g == j.generation && !deletes => Ok(()),
                     (Some(g), Some(s)) if g == j.generation && deletes => deny(&format!(
                         "step {s} may still be restored or checked (the job keeps {})",
-                        prunable(j).map_or("every checkpoint while a check is open".to_string(), |b| format!("step {b} and later"))
+                        prunable(j).map_or(
+                            "every checkpoint while a check is open".to_string(),
+                            |b| format!("step {b} and later")
+                        )
                     )),
                     (Some(g), _) => deny(&format!(
                         "written under generation {g}, but the job is at generation {}; a node writes only its own assignment's checkpoints",
@@ -154,8 +160,12 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                     (None, _) => deny("not a checkpoint key (<step>-g<generation>-<nonce>)"),
                 }
             }
-            ObjectKind::Output { job } => match find(jobs, job) {
-                Some(j) if active_on(j, node) => Ok(()),
+            ObjectKind::Output { job, generation } => match find(jobs, job) {
+                Some(j) if active_on(j, node) && generation == Some(j.generation) => Ok(()),
+                Some(j) if active_on(j, node) => deny(&format!(
+                    "a node writes and reads only its own generation's output (output/g{})",
+                    j.generation
+                )),
                 _ => deny("the job is not assigned to this node"),
             },
             ObjectKind::UserData { owner } => {
@@ -193,7 +203,7 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                     deny("none of this wallet's jobs has this spec")
                 }
             }
-            ObjectKind::Checkpoint { job, .. } | ObjectKind::Output { job } => {
+            ObjectKind::Checkpoint { job, .. } | ObjectKind::Output { job, .. } => {
                 if writes {
                     return deny("a job's checkpoints and output are written by its node only");
                 }
@@ -355,8 +365,8 @@ mod tests {
             put(spec),
             put(start.clone()),
             StoreOp::Delete { path: start },
-            get(format!("jobs/{j}/output/model.bin")),
-            put(format!("jobs/{j}/output/model.bin")),
+            get(format!("jobs/{j}/output/g2/model.bin")),
+            put(format!("jobs/{j}/output/g2/model.bin")),
         ] {
             assert!(authorize(&op, &checker).is_err(), "{op:?}");
         }
@@ -380,18 +390,35 @@ mod tests {
         });
         let j = w.job;
         let delete = |step: u64, generation: u32| StoreOp::Delete {
-            path: format!("jobs/{j}/checkpoints/{}/checkpoint.json", key(step, generation)),
+            path: format!(
+                "jobs/{j}/checkpoints/{}/checkpoint.json",
+                key(step, generation)
+            ),
         };
         let me = Caller::Node {
             node: w.node,
             jobs: &w.jobs,
             checking: &[],
         };
-        assert_eq!(authorize(&delete(30, 1), &me), Ok(()), "older than the interval");
-        assert!(authorize(&delete(40, 1), &me).is_err(), "the interval's start");
-        assert!(authorize(&delete(50, 2), &me).is_err(), "inside the interval, own generation");
+        assert_eq!(
+            authorize(&delete(30, 1), &me),
+            Ok(()),
+            "older than the interval"
+        );
+        assert!(
+            authorize(&delete(40, 1), &me).is_err(),
+            "the interval's start"
+        );
+        assert!(
+            authorize(&delete(50, 2), &me).is_err(),
+            "inside the interval, own generation"
+        );
         assert!(authorize(&delete(60, 2), &me).is_err(), "the attested end");
-        assert_eq!(authorize(&delete(70, 2), &me), Ok(()), "its own unattested upload");
+        assert_eq!(
+            authorize(&delete(70, 2), &me),
+            Ok(()),
+            "its own unattested upload"
+        );
         w.jobs[0].1.open_verifications = 1;
         let me = Caller::Node {
             node: w.node,
@@ -462,10 +489,17 @@ mod tests {
             authorize(&put(format!("jobs/{j}/checkpoints/junk/x")), &me).is_err(),
             "a key without a generation"
         );
+        // Output is fenced by generation, as checkpoints are.
         assert_eq!(
-            authorize(&put(format!("jobs/{j}/output/files/m")), &me),
+            authorize(&put(format!("jobs/{j}/output/g2/files/m")), &me),
             Ok(())
         );
+        for other in ["g1", "g3", "files", "g"] {
+            assert!(
+                authorize(&put(format!("jobs/{j}/output/{other}/files/m")), &me).is_err(),
+                "{other}"
+            );
+        }
         assert_eq!(
             authorize(&get(format!("users/{}/data/train.csv", w.owner)), &me),
             Ok(())
@@ -491,8 +525,8 @@ mod tests {
             for op in [
                 get(format!("jobs/{j}/checkpoints/{}/files/a", key(40, 1))),
                 put(format!("jobs/{j}/checkpoints/{}/files/a", key(50, 2))),
-                put(format!("jobs/{j}/output/files/m")),
-                get(format!("jobs/{j}/output/output.json")),
+                put(format!("jobs/{j}/output/g2/files/m")),
+                get(format!("jobs/{j}/output/g2/output.json")),
                 get(format!("specs/{}.json", hex::encode([7u8; 32]))),
                 get(format!("users/{}/data/a", w.owner)),
             ] {
@@ -518,7 +552,7 @@ mod tests {
                 .is_err(),
                 "{state:?}"
             );
-            assert!(authorize(&put(format!("jobs/{}/output/x", w.job)), &me).is_err());
+            assert!(authorize(&put(format!("jobs/{}/output/g2/x", w.job)), &me).is_err());
         }
     }
 
@@ -531,7 +565,7 @@ mod tests {
             jobs: &w.jobs,
         };
         assert_eq!(
-            authorize(&get(format!("jobs/{j}/output/output.json")), &me),
+            authorize(&get(format!("jobs/{j}/output/g2/output.json")), &me),
             Ok(())
         );
         assert_eq!(
@@ -545,11 +579,11 @@ mod tests {
             authorize(&get(format!("specs/{}.json", hex::encode([7u8; 32]))), &me),
             Ok(())
         );
-        assert!(authorize(&put(format!("jobs/{j}/output/files/model")), &me).is_err());
+        assert!(authorize(&put(format!("jobs/{j}/output/g2/files/model")), &me).is_err());
         assert!(
             authorize(
                 &StoreOp::Delete {
-                    path: format!("jobs/{j}/output/output.json")
+                    path: format!("jobs/{j}/output/g2/output.json")
                 },
                 &me
             )
@@ -572,7 +606,7 @@ mod tests {
             owner: Pubkey::new_unique(),
             jobs: &w.jobs,
         };
-        assert!(authorize(&get(format!("jobs/{j}/output/output.json")), &stranger).is_err());
+        assert!(authorize(&get(format!("jobs/{j}/output/g2/output.json")), &stranger).is_err());
         assert!(
             authorize(
                 &get(format!("specs/{}.json", hex::encode([7u8; 32]))),

@@ -875,7 +875,14 @@ impl Reader {
             v,
             path,
             "checkpoint",
-            &["interval", "max_size", "keep", "signal", "restart_budget"],
+            &[
+                "interval",
+                "max_size",
+                "keep",
+                "signal",
+                "restart_budget",
+                "every_steps",
+            ],
         )?;
         let interval = self
             .required(
@@ -912,12 +919,26 @@ impl Reader {
                 "how many restarts from a checkpoint the job may use, 0 to 255, e.g. 5",
             )
             .and_then(|(v, p)| self.uint::<u8>(v, &p, u64::from(u8::MAX)));
+        let every_steps = match f.get("every_steps") {
+            Some((v, p)) => match self.uint::<u64>(v, &p, u64::MAX) {
+                Some(0) => {
+                    self.error(
+                        &p,
+                        "every_steps is 0; give the number of steps between checkpoints, e.g. 200",
+                    );
+                    None
+                }
+                n => n.map(Some),
+            },
+            None => Some(None),
+        };
         Some(Checkpoint {
             interval: interval?,
             max_size: max_size?,
             keep: keep?,
             signal: signal?,
             restart_budget: restart_budget?,
+            every_steps: every_steps?,
         })
     }
 }

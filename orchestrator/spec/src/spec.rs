@@ -325,6 +325,14 @@ pub struct Checkpoint {
     pub signal: CheckpointSignal,
     /// How many times the job may be restarted from a checkpoint after a node failure.
     pub restart_budget: u8,
+    /// The job checkpoints at every step that is a multiple of this and at no other step,
+    /// whatever the clock says (`MCJS_CHECKPOINT_EVERY_STEPS`); the agent then sends no
+    /// checkpoint signal. Required with `verification`: a check run must reach the same
+    /// steps as the paid run without being told where to stop. Default: unset (the job
+    /// checkpoints on the interval and on the signal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub every_steps: Option<u64>,
 }
 
 pub(crate) const DEFAULT_KEEP: u8 = 2;

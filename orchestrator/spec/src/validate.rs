@@ -58,6 +58,12 @@ fn check_verification(spec: &JobSpec, e: &mut Errors) {
             "verification re-executes attested intervals on another node and compares their checkpoint hashes, which only a bit-for-bit deterministic job can pass: declare \"work\": {\"determinism\": \"bitwise\"} (fixed seeds, deterministic kernels) or remove verification",
         );
     }
+    if spec.verification.is_some() && spec.checkpoint.every_steps.is_none() {
+        e.at(
+            "/checkpoint/every_steps",
+            "a verified job checkpoints at steps its spec fixes, so that a check run reaches the attested step exactly as the paid run did, without being told it is a check: add \"every_steps\": N to \"checkpoint\" (N steps between checkpoints, taking less than the interval) or remove verification",
+        );
+    }
 }
 
 /// The checks that need the time: a deadline must lie far enough ahead to run the job.

@@ -256,7 +256,32 @@ fn verification_needs_a_bitwise_deterministic_job_and_a_rate_in_range() {
     );
 
     v["work"]["determinism"] = json!("bitwise");
+    // A check run must reach the attested step as the paid run did, without
+    // being told: a verified job's checkpoint steps are fixed by its spec.
+    let errors = JobSpec::from_value(&v).unwrap_err();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.to_string().contains("/checkpoint/every_steps")),
+        "{errors}"
+    );
+    for (bad, why) in [
+        (json!(0), "every_steps is 0"),
+        (json!("200"), "without quotes"),
+        (json!(-5), "whole number"),
+    ] {
+        v["checkpoint"]["every_steps"] = bad.clone();
+        let errors = JobSpec::from_value(&v).unwrap_err();
+        assert!(errors.to_string().contains(why), "{bad}: {errors}");
+    }
+    v["checkpoint"]["every_steps"] = json!(200);
     let spec = JobSpec::from_value(&v).unwrap();
+    assert_eq!(spec.checkpoint.every_steps, Some(200));
+    assert!(
+        canonical_json(&spec).contains(r#""every_steps":200"#),
+        "{}",
+        canonical_json(&spec)
+    );
     assert_eq!(spec.verification.unwrap().sample_rate.ppm(), 100_000);
     let canonical = canonical_json(&spec);
     assert!(

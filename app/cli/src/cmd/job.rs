@@ -27,6 +27,11 @@ pub enum JobCommand {
         /// Job id (part of the job's address); default: the wallet's next (ids only grow).
         #[arg(long)]
         job_id: Option<u64>,
+        /// Lock the bond without publishing the spec anywhere (a chain run
+        /// by hand, with no store): no agent can run the job until the spec
+        /// is published.
+        #[arg(long)]
+        chain_only: bool,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -195,8 +200,12 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             spec,
             bond,
             job_id,
+            chain_only,
             store,
-        } => submit(&ctx, &client, global, spec, bond, job_id, store).await,
+        } => {
+            let publish = (!chain_only).then_some(store);
+            submit(&ctx, &client, global, spec, bond, job_id, publish).await
+        }
         JobCommand::Upload { file, name, store } => {
             crate::cmd::job_output::upload(&ctx, global, &file, name, &store).await
         }
@@ -361,7 +370,7 @@ async fn submit(
     spec_path: PathBuf,
     bond: u64,
     job_id: Option<u64>,
-    store: StoreArgs,
+    publish: Option<StoreArgs>,
 ) -> anyhow::Result<u8> {
     let text = std::fs::read_to_string(&spec_path)
         .with_context(|| format!("cannot read the job spec {}", spec_path.display()))?;
@@ -429,7 +438,12 @@ async fn submit(
             usdc(minimum)
         );
     }
-    publish_spec(ctx, &wallet, &store, &spec).await?;
+    match &publish {
+        Some(store) => publish_spec(ctx, &wallet, store, &spec).await?,
+        None => eprintln!(
+            "note: --chain-only: the spec was not published; agents cannot run the job until it is"
+        ),
+    }
     let signature = client
         .send(
             &[ix::submit_job(
@@ -453,9 +467,8 @@ async fn submit(
 }
 
 /// Publishes the spec where the agents will read it, before any bond is
-/// locked. Without any store named (flag or config), a scheduler that does
-/// not answer at the default address means a chain-only session: the spec
-/// is not published, and the note says how to publish it.
+/// locked: a spec that cannot be published is refused with what to do, and
+/// nothing is submitted.
 async fn publish_spec(
     ctx: &Ctx,
     wallet: &mcjs_client::Keypair,
@@ -465,14 +478,11 @@ async fn publish_spec(
     use mcjs_protocol::store::{Role, StoreUrl};
     let url = match store.resolve(ctx).await {
         Ok(url) => url,
-        Err(e) if !store.given(ctx) => {
-            eprintln!(
-                "note: the spec was not published to any store (no --store, no store_url in the config, and no scheduler answering at {}); agents cannot run the job until it is: {e:#}",
-                store.scheduler(ctx)
-            );
-            return Ok(());
-        }
-        Err(e) => return Err(e),
+        Err(e) if !store.given(ctx) => bail!(
+            "cannot publish the spec: no --store, no store_url in the config, and no scheduler answering at {} ({e:#}); nothing was submitted and no USDC moved. Start the scheduler or name it with --scheduler, give the store with --store, or pass --chain-only to lock the bond without publishing",
+            store.scheduler(ctx)
+        ),
+        Err(e) => return Err(e.context("nothing was submitted and no USDC moved")),
     };
     match &url {
         StoreUrl::Dir(dir) => {
@@ -480,7 +490,12 @@ async fn publish_spec(
                 .with_context(|| format!("cannot open the store {}", dir.display()))?;
             mcjs_agent::spec_store::put_spec(&fs, spec)
                 .await
-                .with_context(|| format!("cannot publish the spec to {}", dir.display()))?;
+                .with_context(|| {
+                    format!(
+                        "cannot publish the spec to {}; nothing was submitted",
+                        dir.display()
+                    )
+                })?;
         }
         StoreUrl::S3(_) => {
             let gateway = crate::store::gateway(
@@ -491,7 +506,10 @@ async fn publish_spec(
                 .publish_spec(mcjs_spec::canonical_json(spec))
                 .await
                 .with_context(|| {
-                    format!("cannot publish the spec through {}", store.scheduler(ctx))
+                    format!(
+                        "cannot publish the spec through {}; nothing was submitted",
+                        store.scheduler(ctx)
+                    )
                 })?;
             let expected = mcjs_agent::spec_store::spec_path(&spec_hash(spec)).to_string();
             if stored.path != expected {

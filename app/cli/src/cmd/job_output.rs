@@ -191,16 +191,25 @@ pub async fn run(
                 }
             );
         };
-        let descriptor_path = ObjectPath::from(format!(
-            "{}/output.json",
-            mcjs_agent::output::output_prefix(&key.to_string())
-        ));
-        let bytes = store
+        // The completing generation's output: a node fenced off the job
+        // writes only under its own generation.
+        let generation = job
+            .completed_generation()
+            .context("a completed job has a completing generation")?;
+        let prefix = mcjs_agent::output::output_prefix(&key.to_string(), generation);
+        let descriptor_path = ObjectPath::from(format!("{prefix}/output.json"));
+        let found = store
             .get(&descriptor_path)
             .await
-            .with_context(|| format!("cannot read {descriptor_path} from the store"))?
-            .bytes()
-            .await?;
+            .with_context(|| format!("cannot read {descriptor_path} from the store"))?;
+        if found.meta.size > mcjs_agent::output::MAX_DESCRIPTOR_BYTES {
+            bail!(
+                "{descriptor_path} is {} bytes, over the {} bytes an output descriptor can be; nothing was fetched",
+                found.meta.size,
+                mcjs_agent::output::MAX_DESCRIPTOR_BYTES
+            );
+        }
+        let bytes = found.bytes().await?;
         let descriptor: mcjs_agent::output::StoredOutput = serde_json::from_slice(&bytes)
             .with_context(|| format!("{descriptor_path} is not an output descriptor"))?;
         if let Some(bar) = &bar {
@@ -213,10 +222,7 @@ pub async fn run(
         }
         let digest = download_verified(
             &store,
-            &format!(
-                "{}/files",
-                mcjs_agent::output::output_prefix(&key.to_string())
-            ),
+            &format!("{prefix}/files"),
             &descriptor.files,
             Sha256Digest(attested),
             mcjs_agent::fault::output_limits(&spec),

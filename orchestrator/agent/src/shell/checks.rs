@@ -197,9 +197,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 
     /// Re-executes a verified interval: restores its start checkpoint (none:
     /// from scratch) from the store, verified against the chain, runs the
-    /// job's image with `MCJS_STOP_AT_STEP` at its end step, and hashes the
-    /// checkpoint written there as the attestation hash is defined, with
-    /// its possession digest under the verification's key.
+    /// job's image exactly as a paid run is started (the spec fixes the
+    /// checkpoint steps, so nothing tells the job it is being checked),
+    /// stops the container once the job has checkpointed at or past the
+    /// interval's end step, and hashes that checkpoint as the attestation
+    /// hash is defined, with its possession digest under the
+    /// verification's key.
     async fn check(&self, check: &Check) -> Result<CheckAnswer, CheckFailure> {
         let s = &self.shared;
         let v = &check.verification;
@@ -207,11 +210,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let spec = get_spec(s.store.as_ref(), &check.job.spec_hash)
             .await
             .map_err(|e| CheckFailure::Other(format!("spec: {e}")))?;
-        let dir = s
-            .config
-            .work_dir
-            .join("checks")
-            .join(format!("{job}-{}-{}", v.interval, role(check.role)));
+        // Laid out and named as a paid run's directory is.
+        let dir = self.run_dir(&format!("check/{}/{}", check.key, role(check.role)));
         let _ = tokio::fs::remove_dir_all(&dir).await;
         let restore = match v.from {
             None => None,
@@ -245,45 +245,32 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             .min(s.config.max_checkpoint_interval.unwrap_or(Duration::MAX))
             .max(Duration::from_secs(1));
         let (mut cspec, inputs) = self.container(job, &spec, &dir, restore, interval).await;
-        cspec.stop_at_step = Some(v.to.step);
         cspec.labels = vec![(NODE_LABEL.to_string(), s.node.to_string())];
         let started = Instant::now();
         let (id, _) = launch(&s.engine, &s.cache, &inputs, &cspec)
             .await
             .map_err(|e| CheckFailure::Other(format!("launch: {e}")))?;
         let limit = interval * CHECK_INTERVALS_ALLOWED + CHECK_START_ALLOWANCE;
-        let exit = tokio::time::timeout(limit, s.engine.wait(&id)).await;
+        let target = v.to.step;
+        let reached = tokio::time::timeout(limit, self.run_to_step(&id, &dir, &spec, target)).await;
+        // Stopped at once, as a fenced paid run is: no signal, no grace.
         let _ = s.engine.remove(&id).await;
-        let exit = exit
-            .map_err(|_| {
-                CheckFailure::Other(format!(
-                    "the check ran past its limit of {} s and was stopped",
-                    limit.as_secs()
-                ))
-            })?
-            .map_err(|e| CheckFailure::Other(format!("the check's container was lost: {e}")))?;
+        let name = reached.map_err(|_| {
+            CheckFailure::Other(format!(
+                "the check ran past its limit of {} s without a checkpoint at step {target} and was stopped",
+                limit.as_secs()
+            ))
+        })??;
         s.metrics
             .check_seconds
             .observe(started.elapsed().as_secs_f64());
-        if exit.code != 0 {
-            return Err(CheckFailure::Other(format!(
-                "the check's container exited {} (last lines: {:?})",
-                exit.code, exit.last_log_lines
-            )));
-        }
         let root = dir.join("checkpoints");
-        let step = v.to.step;
         let limits = crate::fault::checkpoint_limits(&spec);
         let threads = s.config.hash_threads;
         let key = v.possession_key;
         let found = tokio::task::spawn_blocking(move || {
             let root = ConfinedDir::open(&root).map_err(|e| e.to_string())?;
-            let found = complete_checkpoints_in(&root).map_err(|e| e.to_string())?;
-            let local = found
-                .into_iter()
-                .find(|c| c.manifest.step == step)
-                .ok_or_else(|| format!("no checkpoint at step {step} after the run"))?;
-            let dir = root.open_dir(&local.name).map_err(|e| e.to_string())?;
+            let dir = root.open_dir(&name).map_err(|e| e.to_string())?;
             hash_possessed_checkpoint_in(&dir, limits, threads, &key).map_err(|e| e.to_string())
         })
         .await
@@ -295,6 +282,86 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             possession: found.possession.0,
         })
     }
+
+    /// Watches a check run's checkpoint directory until the job has written
+    /// a complete checkpoint at `target` or past it, and returns the name of
+    /// the first such (lowest step). Checkpoints before the target are
+    /// removed as they appear, and the run is held to its spec's disk, as a
+    /// paid run is. A run that ends first, or breaks those bounds, gives no
+    /// answer.
+    async fn run_to_step(
+        &self,
+        id: &ContainerId,
+        dir: &std::path::Path,
+        spec: &JobSpec,
+        target: u64,
+    ) -> Result<String, CheckFailure> {
+        let s = &self.shared;
+        let exited = s.engine.wait(id);
+        tokio::pin!(exited);
+        let mut measured = Instant::now();
+        loop {
+            let ended = tokio::select! {
+                exit = &mut exited => Some(exit),
+                _ = tokio::time::sleep(CHECK_POLL) => None,
+            };
+            if let Some(name) = reached_step(dir.join("checkpoints"), target).await? {
+                return Ok(name);
+            }
+            if let Some(exit) = ended {
+                return Err(CheckFailure::Other(match exit {
+                    Ok(exit) => format!(
+                        "the check's container exited {} before a checkpoint at step {target} (last lines: {:?})",
+                        exit.code, exit.last_log_lines
+                    ),
+                    Err(e) => format!("the check's container was lost: {e}"),
+                }));
+            }
+            if measured.elapsed() >= CHECK_FOOTPRINT_EVERY {
+                measured = Instant::now();
+                let (job_dir, spec) = (dir.to_path_buf(), spec.clone());
+                if let Ok(Some(over)) =
+                    tokio::task::spawn_blocking(move || crate::fault::footprint(&job_dir, &spec))
+                        .await
+                {
+                    return Err(CheckFailure::Other(format!(
+                        "the check run was stopped: it {over}"
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// How often a check run's checkpoint directory is looked at: the job runs
+/// on past its target step for at most about this long.
+const CHECK_POLL: Duration = Duration::from_millis(250);
+const CHECK_FOOTPRINT_EVERY: Duration = Duration::from_secs(2);
+
+/// The complete checkpoint at or past `target` with the lowest step, if the
+/// job has written one; complete checkpoints before `target` are removed.
+async fn reached_step(root: PathBuf, target: u64) -> Result<Option<String>, CheckFailure> {
+    tokio::task::spawn_blocking(move || {
+        let Ok(confined) = ConfinedDir::open(&root) else {
+            return Ok(None); // nothing written yet
+        };
+        let found = complete_checkpoints_in(&confined)
+            .map_err(|e| CheckFailure::Other(format!("the check run's checkpoints: {e}")))?;
+        let mut reached: Option<(u64, String)> = None;
+        for c in found {
+            if c.manifest.step < target {
+                let _ = std::fs::remove_dir_all(&c.dir);
+            } else if reached
+                .as_ref()
+                .is_none_or(|(step, _)| c.manifest.step < *step)
+            {
+                reached = Some((c.manifest.step, c.name));
+            }
+        }
+        Ok(reached.map(|(_, name)| name))
+    })
+    .await
+    .map_err(|e| CheckFailure::Other(e.to_string()))?
 }
 
 fn role(role: Party) -> &'static str {

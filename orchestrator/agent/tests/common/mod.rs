@@ -320,7 +320,14 @@ impl World {
         let stored = self
             .store
             .get(&object_store::path::Path::from(format!(
-                "jobs/{job}/output/files/model.bin"
+                "{}/files/model.bin",
+                mcjs_agent::output::output_prefix(
+                    &job.to_string(),
+                    self.job(job)
+                        .await
+                        .completed_generation()
+                        .expect("the job completed")
+                )
             )))
             .await
             .unwrap()

@@ -495,6 +495,17 @@ impl Job {
         self.bump_generation()
     }
 
+    /// The generation that completed the job (its output is stored under
+    /// it): completing takes the job off its node, which moves the
+    /// generation on by one, and a completed job's generation never moves
+    /// again.
+    pub fn completed_generation(&self) -> Option<u32> {
+        match self.state {
+            JobState::Completed { .. } => self.generation.checked_sub(1),
+            _ => None,
+        }
+    }
+
     /// Running → Completed, once no verification of its intervals is open.
     pub fn complete(&mut self, output_hash: [u8; 32], now: i64) -> Result<()> {
         require!(self.open_verifications == 0, McjsError::VerificationOpen);
