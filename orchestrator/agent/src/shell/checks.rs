@@ -94,7 +94,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let v = &check.verification;
         let role = role(check.role);
         let id = (check.key, check.role);
-        let known = sealed.lock().expect("sealed answers").get(&id).copied();
+        let known = sealed
+            .lock()
+            .expect("sealed answers")
+            .get(&id)
+            .copied()
+            .or_else(|| self.kept_answer(check));
         let answer = match known {
             Some(answer) => answer,
             None => {
@@ -108,6 +113,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             }
         };
         sealed.lock().expect("sealed answers").insert(id, answer);
+        // Kept on disk before the seal is sent: an agent restarted after
+        // sealing still opens its commitment.
+        if let Err(e) = self.keep_answer(check, &answer) {
+            tracing::warn!(job = %v.job, interval = v.interval, role, error = %e, "cannot keep the check's answer on disk; not sealing");
+            return false;
+        }
         let salt = self.salt(&check.key, check.role);
         let commitment = check_commitment(&check.key, &self.shared.node, &answer, &salt);
         let ix = ix::attest_verification(
@@ -133,10 +144,15 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let v = &check.verification;
         let role = role(check.role);
         let id = (check.key, check.role);
-        let Some(answer) = sealed.lock().expect("sealed answers").get(&id).copied() else {
-            // Sealed by an earlier run of this agent: the answer went with
-            // it, and no other answer opens the commitment.
-            tracing::warn!(job = %v.job, interval = v.interval, role, "no sealed answer to reveal (the agent restarted after sealing)");
+        let known = sealed
+            .lock()
+            .expect("sealed answers")
+            .get(&id)
+            .copied()
+            .or_else(|| self.kept_answer(check));
+        let Some(answer) = known else {
+            // No other answer opens the commitment.
+            tracing::warn!(job = %v.job, interval = v.interval, role, "no sealed answer to reveal (it was lost from this node's work directory)");
             return true;
         };
         let salt = self.salt(&check.key, check.role);
@@ -150,6 +166,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             Ok(()) => {
                 tracing::info!(job = %v.job, interval = v.interval, role, answer = %describe(&answer), "check answer revealed");
                 sealed.lock().expect("sealed answers").remove(&id);
+                let _ = std::fs::remove_file(self.answer_path(check));
                 true
             }
             Err(e) => {
@@ -183,6 +200,34 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 }
             }
         }
+    }
+
+    /// Where a sealed answer is kept until it is revealed.
+    fn answer_path(&self, check: &Check) -> PathBuf {
+        self.shared.config.work_dir.join("sealed").join(format!(
+            "{}-{}",
+            check.key,
+            role(check.role)
+        ))
+    }
+
+    /// Writes the answer (then syncs and renames it into place).
+    fn keep_answer(&self, check: &Check, answer: &CheckAnswer) -> std::io::Result<()> {
+        use std::io::Write;
+        let path = self.answer_path(check);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("tmp");
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(encode_answer(answer).as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    }
+
+    /// The answer kept for this check, if any and readable.
+    fn kept_answer(&self, check: &Check) -> Option<CheckAnswer> {
+        decode_answer(&std::fs::read_to_string(self.answer_path(check)).ok()?)
     }
 
     /// The salt of this node's commitment: derived from a signature of the
@@ -368,6 +413,60 @@ fn role(role: Party) -> &'static str {
     match role {
         Party::Verifier => "verifier",
         Party::Referee => "referee",
+    }
+}
+
+/// A kept answer, one line: `reproduced <hash hex> <possession hex>` or
+/// `start-unavailable`.
+fn encode_answer(answer: &CheckAnswer) -> String {
+    match answer {
+        CheckAnswer::Reproduced { hash, possession } => {
+            format!(
+                "reproduced {} {}\n",
+                hex::encode(hash),
+                hex::encode(possession)
+            )
+        }
+        CheckAnswer::StartUnavailable => "start-unavailable\n".to_string(),
+    }
+}
+
+fn decode_answer(text: &str) -> Option<CheckAnswer> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let digest = |h: &str| -> Option<[u8; 32]> { hex::decode(h).ok()?.try_into().ok() };
+    match words.as_slice() {
+        ["reproduced", hash, possession] => Some(CheckAnswer::Reproduced {
+            hash: digest(hash)?,
+            possession: digest(possession)?,
+        }),
+        ["start-unavailable"] => Some(CheckAnswer::StartUnavailable),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_answer_reads_back_as_sealed_and_junk_reads_as_none() {
+        for answer in [
+            CheckAnswer::Reproduced {
+                hash: [7; 32],
+                possession: [9; 32],
+            },
+            CheckAnswer::StartUnavailable,
+        ] {
+            assert_eq!(decode_answer(&encode_answer(&answer)), Some(answer));
+        }
+        for junk in [
+            "",
+            "reproduced 00",
+            "reproduced zz zz",
+            "start-unavailable x",
+        ] {
+            assert_eq!(decode_answer(junk), None, "{junk:?}");
+        }
     }
 }
 
