@@ -99,26 +99,82 @@ fn accept(
     Ok((node, goodbye))
 }
 
+/// Heartbeat streams open at once; one more is answered 503 at once. A
+/// fleet of this many nodes needs more schedulers.
+pub const MAX_STREAMS: usize = 4_096;
+/// Refused lines after which a stream is ended (its agent reconnects).
+pub const STREAM_REFUSALS: u32 = 4;
+
+/// Streams open now, across the server.
+static OPEN_STREAMS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts a stream open while it lives.
+struct StreamSlot;
+
+impl StreamSlot {
+    fn take() -> Option<Self> {
+        use std::sync::atomic::Ordering;
+        OPEN_STREAMS
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_STREAMS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| StreamSlot)
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        OPEN_STREAMS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// A long-lived stream of heartbeats, one sealed heartbeat per line
 /// (`mcjs_protocol::HEARTBEAT_STREAM_PATH`). Each line is judged like a
 /// single heartbeat; the first accepted one binds the stream to its node.
 /// When the stream ends, its node's agent is gone unless its last accepted
-/// heartbeat said goodbye. Lines for another node than the bound one, and
-/// lines longer than `MAX_HEARTBEAT_BYTES`, end the stream.
+/// heartbeat said goodbye. The stream ends on a line for another node than
+/// the bound one, a line longer than `MAX_HEARTBEAT_BYTES`,
+/// [`STREAM_REFUSALS`] refused lines, or silence for the heartbeat timeout
+/// (an agent sends a line every `HEARTBEAT_INTERVAL_MS`). At most
+/// [`MAX_STREAMS`] are open at once. Each byte is looked at once.
 async fn heartbeat_stream(State(state): State<ServerState>, body: axum::body::Body) -> Response {
     use futures_util::StreamExt;
     static STREAMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let Some(_slot) = StreamSlot::take() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{MAX_STREAMS} heartbeat streams are open: try again later"),
+        );
+    };
     let id = STREAMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let idle = std::time::Duration::from_millis(
+        u64::try_from(state.heartbeat_timeout_ms)
+            .unwrap_or(0)
+            .max(2 * mcjs_protocol::HEARTBEAT_INTERVAL_MS),
+    );
     let mut data = body.into_data_stream();
     let mut buffer: Vec<u8> = Vec::new();
+    // Bytes of `buffer` already searched for a newline.
+    let mut scanned = 0;
     let mut bound: Option<mcjs_client::Pubkey> = None;
     let mut goodbye = false;
     let mut accepted = 0u64;
-    'read: while let Some(chunk) = data.next().await {
-        let Ok(chunk) = chunk else { break };
+    let mut refused = 0u32;
+    'read: loop {
+        let chunk = match tokio::time::timeout(idle, data.next()).await {
+            Ok(Some(Ok(chunk))) => chunk,
+            Ok(_) => break,
+            Err(_) => {
+                tracing::debug!(stream = id, "heartbeat stream idle: ended");
+                break;
+            }
+        };
         buffer.extend_from_slice(&chunk);
-        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+        while let Some(at) = buffer[scanned..].iter().position(|b| *b == b'\n') {
+            let end = scanned + at;
             let line: Vec<u8> = buffer.drain(..=end).collect();
+            scanned = 0;
             let line = &line[..line.len() - 1];
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
@@ -137,9 +193,16 @@ async fn heartbeat_stream(State(state): State<ServerState>, body: axum::body::Bo
                     goodbye = bye;
                     accepted += 1;
                 }
-                Err(refusal) => count_refusal(&state, &refusal),
+                Err(refusal) => {
+                    count_refusal(&state, &refusal);
+                    refused += 1;
+                    if refused >= STREAM_REFUSALS {
+                        break 'read;
+                    }
+                }
             }
         }
+        scanned = buffer.len();
         if buffer.len() > MAX_HEARTBEAT_BYTES {
             break;
         }
@@ -154,7 +217,7 @@ async fn heartbeat_stream(State(state): State<ServerState>, body: axum::body::Bo
             state.wake.notify_one();
         }
     }
-    Json(serde_json::json!({ "accepted": accepted })).into_response()
+    Json(serde_json::json!({ "accepted": accepted, "refused": refused })).into_response()
 }
 
 /// Records a heartbeat only once it is proven to come from the node's own

@@ -391,3 +391,123 @@ async fn a_stream_closed_without_a_goodbye_marks_the_agent_gone_and_a_goodbye_do
     assert_eq!(l.last_seq(&node), Some(4));
     assert_eq!(l.dropped_at(&node), None);
 }
+
+/// Opens a stream, writes `chunks` (raw body bytes, each one HTTP chunk),
+/// then waits up to `wait` for the server to answer; its JSON, if it did.
+async fn raw_stream(
+    server: &Server,
+    chunks: Vec<Vec<u8>>,
+    wait: std::time::Duration,
+) -> Option<serde_json::Value> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST {HEARTBEAT_STREAM_PATH} HTTP/1.1\r\nhost: {addr}\r\ntransfer-encoding: chunked\r\ncontent-type: application/x-ndjson\r\n\r\n"
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    for chunk in chunks {
+        let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
+        framed.extend_from_slice(&chunk);
+        framed.extend_from_slice(b"\r\n");
+        // The server may have ended the stream already: that is the point.
+        if tcp.write_all(&framed).await.is_err() {
+            break;
+        }
+    }
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(wait, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    answer.extend_from_slice(&buf[..n]);
+                    if answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}") {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    read.ok()?;
+    let text = String::from_utf8_lossy(&answer);
+    let body = &text[text.find('{')?..=text.rfind('}')?];
+    serde_json::from_str(body).ok()
+}
+
+#[tokio::test]
+async fn a_stream_of_refused_lines_is_ended_and_a_valid_line_after_them_is_never_read() {
+    let now = Arc::new(AtomicI64::new(NOW));
+    let key = Keypair::new();
+    let node = Pubkey::new_unique();
+    let server = serve(now.clone(), node, &key).await;
+    let mut body = Vec::new();
+    for _ in 0..10 {
+        body.extend_from_slice(b"junk\n");
+    }
+    body.extend_from_slice(
+        serde_json::to_string(&sign(&key, &beat(node, NOW, 1)))
+            .unwrap()
+            .as_bytes(),
+    );
+    body.push(b'\n');
+    let answer = raw_stream(&server, vec![body], std::time::Duration::from_secs(5))
+        .await
+        .expect("the server ends the stream");
+    assert_eq!(
+        answer["refused"],
+        mcjs_scheduler_daemon::server::STREAM_REFUSALS
+    );
+    assert_eq!(answer["accepted"], 0);
+    assert_eq!(
+        server.recorded(&node),
+        None,
+        "nothing after the refusals was read"
+    );
+}
+
+#[tokio::test]
+async fn a_silent_stream_is_ended_after_the_heartbeat_timeout_and_its_agent_counts_as_gone() {
+    let now = Arc::new(AtomicI64::new(NOW));
+    let key = Keypair::new();
+    let node = Pubkey::new_unique();
+    let server = serve(now.clone(), node, &key).await;
+    let mut line = serde_json::to_vec(&sign(&key, &beat(node, NOW, 1))).unwrap();
+    line.push(b'\n');
+    // Then silence: the server's timeout in these tests is 3 s.
+    let answer = raw_stream(&server, vec![line], std::time::Duration::from_secs(10))
+        .await
+        .expect("the server ends a silent stream");
+    assert_eq!(answer["accepted"], 1);
+    let l = server.liveness.lock().unwrap();
+    assert_eq!(l.dropped_at(&node), Some(NOW), "closed without a goodbye");
+}
+
+#[tokio::test]
+async fn a_heartbeat_sent_one_byte_at_a_time_is_read_once_whole() {
+    let now = Arc::new(AtomicI64::new(NOW));
+    let key = Keypair::new();
+    let node = Pubkey::new_unique();
+    let server = serve(now.clone(), node, &key).await;
+    let mut line = serde_json::to_vec(&sign(&key, &beat(node, NOW, 1))).unwrap();
+    line.push(b'\n');
+    let mut goodbye = serde_json::to_vec(&sign(
+        &key,
+        &Heartbeat {
+            goodbye: true,
+            ..beat(node, NOW, 2)
+        },
+    ))
+    .unwrap();
+    goodbye.push(b'\n');
+    let mut chunks: Vec<Vec<u8>> = line.iter().map(|b| vec![*b]).collect();
+    chunks.extend(goodbye.iter().map(|b| vec![*b]));
+    chunks.push(Vec::new()); // the last chunk: the request ends
+    let answer = raw_stream(&server, chunks, std::time::Duration::from_secs(10))
+        .await
+        .expect("an answer");
+    assert_eq!(answer["accepted"], 2, "{answer}");
+    assert_eq!(server.recorded(&node).map(|(_, seq)| seq), Some(2));
+}
