@@ -323,6 +323,65 @@ pub struct GatewayState {
     pub client: ChainClient,
     pub metrics: Arc<Metrics>,
     pub clock: Clock,
+    /// The key that speaks for each node, as the scheduler last read it:
+    /// a node request from any other key is refused before the chain is
+    /// asked anything.
+    pub directory: Arc<std::sync::RwLock<crate::auth::Directory>>,
+    pub limits: Arc<GatewayLimits>,
+}
+
+/// What a stranger can make the gateway do, bounded
+/// ([`governor`]'s GCRA limiters: exact, lock-free, O(1) per check).
+///
+/// - Every signer, after its signature checks: `per_key` (a busy node
+///   uploads a checkpoint in many parts; nothing honest needs more).
+/// - Owner requests, together: `owner_lookups`, since each costs a chain
+///   scan for the owner's jobs and any fresh wallet can sign one. Node
+///   requests do not draw on it: a node must be in the directory, and the
+///   directory costs nothing to read.
+///
+/// A refused request costs a signature check and no chain call.
+pub struct GatewayLimits {
+    per_key: governor::DefaultKeyedRateLimiter<Pubkey>,
+    owner_lookups: governor::DefaultDirectRateLimiter,
+    checked: std::sync::atomic::AtomicU64,
+}
+
+impl GatewayLimits {
+    pub fn new(per_key: governor::Quota, owner_lookups: governor::Quota) -> Self {
+        Self {
+            per_key: governor::RateLimiter::keyed(per_key),
+            owner_lookups: governor::RateLimiter::direct(owner_lookups),
+            checked: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// 100 requests a second per signer (bursts of 200); 20 owner lookups a
+    /// second for everyone together (bursts of 50).
+    pub fn standard() -> Self {
+        use std::num::NonZeroU32;
+        let n = |v| NonZeroU32::new(v).expect("non-zero");
+        Self::new(
+            governor::Quota::per_second(n(100)).allow_burst(n(200)),
+            governor::Quota::per_second(n(20)).allow_burst(n(50)),
+        )
+    }
+
+    fn admit_signer(&self, signer: &Pubkey) -> bool {
+        // Fresh keys each leave an entry: forget the idle ones now and then.
+        if self
+            .checked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .is_multiple_of(4_096)
+        {
+            self.per_key.retain_recent();
+        }
+        self.per_key.check_key(signer).is_ok()
+    }
+
+    fn admit_owner_lookup(&self) -> bool {
+        self.owner_lookups.check().is_ok()
+    }
 }
 
 impl GatewayState {
@@ -404,6 +463,13 @@ pub async fn sign(State(state): State<GatewayState>, body: Bytes) -> Response {
             "a request carries 1 to {MAX_OPS} operations"
         )));
     }
+    if !state.limits.admit_signer(&signer) {
+        return state.refuse(
+            "rate_limited",
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("store request refused: {signer} sends too many requests; slow down"),
+        );
+    }
     // The chain as of now: the caller's jobs, and for a node its key and
     // the jobs it checks.
     let mut checked = Vec::new();
@@ -412,6 +478,21 @@ pub async fn sign(State(state): State<GatewayState>, body: Bytes) -> Response {
             let Ok(node_key) = node.parse::<Pubkey>() else {
                 return state.refusal(Refusal::Malformed("`node` is not a base58 key".into()));
             };
+            let known = state
+                .directory
+                .read()
+                .ok()
+                .and_then(|d| d.authorised(&node_key));
+            match known {
+                None => return state.refusal(Refusal::UnknownNode(node.clone())),
+                Some(key) if key != signer => {
+                    return state.refusal(Refusal::Foreign {
+                        node: node.clone(),
+                        signer: signer.to_string(),
+                    });
+                }
+                Some(_) => {}
+            }
             let account = match state.client.node(&node_key).await {
                 Ok(Some(n)) => n,
                 Ok(None) => return state.refusal(Refusal::UnknownNode(node.clone())),
@@ -443,6 +524,13 @@ pub async fn sign(State(state): State<GatewayState>, body: Bytes) -> Response {
                 Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
             }
             (Some(node_key), jobs)
+        }
+        Role::Owner if !state.limits.admit_owner_lookup() => {
+            return state.refuse(
+                "busy",
+                StatusCode::TOO_MANY_REQUESTS,
+                "store request refused: the gateway is answering as many owners as it can; try again in a second".into(),
+            );
         }
         Role::Owner => match state.client.jobs(JobFilter::Owner(signer)).await {
             Ok(jobs) => (None, jobs),
@@ -526,11 +614,20 @@ pub async fn publish_spec(State(state): State<GatewayState>, body: Bytes) -> Res
             "a spec upload is at most {MAX_SPEC_BYTES} bytes"
         )));
     }
-    let (_, upload) =
+    let (signer, upload) =
         match open::<SpecUpload>(&state, &body, STORE_SPEC_PATH, |m| m.sent_at_unix_ms) {
             Ok(opened) => opened,
             Err(r) => return r,
         };
+    // Any wallet may publish: each signer, and all of them together, are
+    // held to the owners' budget (a publish costs two store requests).
+    if !state.limits.admit_signer(&signer) || !state.limits.admit_owner_lookup() {
+        return state.refuse(
+            "rate_limited",
+            StatusCode::TOO_MANY_REQUESTS,
+            "spec refused: too many specs are being published; try again in a second".into(),
+        );
+    }
     if upload.spec.len() > MAX_SPEC_BYTES {
         return state.refusal(Refusal::Malformed(format!(
             "a spec is at most {MAX_SPEC_BYTES} bytes"

@@ -139,6 +139,8 @@ impl Daemon {
             client: ChainClient::new(&self.config.rpc_url),
             metrics: self.metrics.clone(),
             clock: self.clock.clone(),
+            directory: self.directory.clone(),
+            limits: Arc::new(gateway::GatewayLimits::standard()),
         };
         let app = router(state).merge(gateway::routes(gateway));
         let server_cancel = cancel.clone();

@@ -1,0 +1,185 @@
+//! The store gateway under strangers' load, on loopback: requests from
+//! fresh keys cost it a signature check and, beyond a bounded budget, no
+//! chain call; a node the scheduler does not know costs no chain call at
+//! all; the known node is still served. The chain calls are counted at a
+//! stand-in RPC server that answers every request with an error.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use mcjs_client::{ChainClient, Keypair, Pubkey, Signer};
+use mcjs_protocol::SignedRequest;
+use mcjs_protocol::store::{Role, STORE_SIGN_PATH, StoreOp, StoreRequest, StoreUrl};
+use mcjs_scheduler_daemon::auth::Directory;
+use mcjs_scheduler_daemon::gateway::{self, GatewayLimits, GatewayState, S3Store};
+use mcjs_scheduler_daemon::metrics::Metrics;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// An RPC endpoint that counts the requests it gets and fails each.
+async fn counting_rpc() -> (String, Arc<AtomicU64>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let count = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&count);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let counted = Arc::clone(&counted);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut seen = Vec::new();
+                while let Ok(n) = tcp.read(&mut buf).await {
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    if seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+                counted.fetch_add(1, Ordering::SeqCst);
+                let _ = tcp
+                    .write_all(
+                        b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    )
+                    .await;
+            });
+        }
+    });
+    (url, count)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn sealed(key: &Keypair, role: Role, path: String) -> Vec<u8> {
+    let request = StoreRequest {
+        role,
+        sent_at_unix_ms: now_ms(),
+        ops: vec![StoreOp::Get { path }],
+    };
+    serde_json::to_vec(&SignedRequest::seal(
+        STORE_SIGN_PATH,
+        &request,
+        &key.pubkey().to_bytes(),
+        |m| key.sign_message(m).into(),
+    ))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_cost_no_chain_call_beyond_the_budget_and_the_known_node_is_still_served() {
+    let (rpc, chain_calls) = counting_rpc().await;
+    let store: StoreUrl = "s3://mcjs/deploy?endpoint=http://127.0.0.1:9"
+        .parse()
+        .unwrap();
+    let StoreUrl::S3(location) = store.clone() else {
+        panic!("an s3 url")
+    };
+    let s3 = S3Store::new(location, |k| Some(format!("test-{k}"))).unwrap();
+    let (node, operator) = (Pubkey::new_unique(), Keypair::new());
+    let mut directory = Directory::default();
+    directory.insert(node, operator.pubkey());
+    let state = GatewayState {
+        url: store,
+        s3: Some(Arc::new(s3)),
+        client: ChainClient::new(&rpc),
+        metrics: Arc::new(Metrics::new()),
+        clock: Arc::new(now_ms),
+        directory: Arc::new(RwLock::new(directory)),
+        limits: Arc::new(GatewayLimits::standard()),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}{STORE_SIGN_PATH}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, gateway::routes(state)).await.unwrap() });
+    let http = reqwest::Client::new();
+    let post = async |body: Vec<u8>| -> (u16, Duration) {
+        let t = Instant::now();
+        let status = http
+            .post(&url)
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        (status, t.elapsed())
+    };
+    let known = || {
+        sealed(
+            &operator,
+            Role::Node {
+                node: node.to_string(),
+            },
+            "specs/x.json".into(),
+        )
+    };
+
+    // The known node, before: its request reaches the chain (which fails).
+    let (status, before) = post(known()).await;
+    assert_eq!(status, 502, "the stand-in chain fails every call");
+    let calls_before = chain_calls.load(Ordering::SeqCst);
+    assert!(calls_before >= 1);
+
+    // 1,000 owner requests, each from a fresh wallet.
+    let started = Instant::now();
+    let mut busy = 0;
+    for _ in 0..1_000 {
+        let k = Keypair::new();
+        let path = format!("users/{}/a", k.pubkey());
+        let (status, _) = post(sealed(&k, Role::Owner, path)).await;
+        if status == 429 {
+            busy += 1;
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let owner_calls = chain_calls.load(Ordering::SeqCst) - calls_before;
+    // The owners' budget: a burst of 50, then 20 a second.
+    let budget = 50 + (20.0 * secs).ceil() as u64 + 2;
+    eprintln!(
+        "1,000 fresh owner keys in {secs:.2} s: {busy} refused at once, {owner_calls} chain calls (budget {budget})"
+    );
+    assert!(
+        owner_calls <= budget,
+        "{owner_calls} chain calls over the budget of {budget}"
+    );
+    assert!(busy >= 1_000 - budget as usize, "{busy} refused");
+
+    // 500 node requests from keys the scheduler does not know: no chain call.
+    let calls = chain_calls.load(Ordering::SeqCst);
+    for i in 0..500 {
+        let k = Keypair::new();
+        let claimed = if i % 2 == 0 { node } else { k.pubkey() };
+        let (status, _) = post(sealed(
+            &k,
+            Role::Node {
+                node: claimed.to_string(),
+            },
+            "specs/x.json".into(),
+        ))
+        .await;
+        assert!(matches!(status, 401 | 403), "{status}");
+    }
+    assert_eq!(
+        chain_calls.load(Ordering::SeqCst),
+        calls,
+        "a node the scheduler does not know costs no chain call"
+    );
+
+    // The known node, after: still served (its own budget is untouched).
+    let (status, after) = post(known()).await;
+    assert_eq!(status, 502);
+    assert!(chain_calls.load(Ordering::SeqCst) > calls);
+    eprintln!(
+        "the known node's request: {:.1} ms before the load, {:.1} ms after",
+        before.as_secs_f64() * 1e3,
+        after.as_secs_f64() * 1e3
+    );
+}
