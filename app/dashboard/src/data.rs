@@ -144,6 +144,14 @@ pub struct SlashRow {
     pub reported_by: String,
 }
 
+/// The newest transactions a page reads of any address's history: a
+/// page's cost does not grow with the address (the overview reads the
+/// program's, which grows for ever).
+pub const HISTORY_CAP: usize = 10_000;
+/// The newest transactions `/search` reads of an address that is no MCJS
+/// account, to find a closed job.
+pub const LOCATE_CAP: usize = 32;
+
 pub async fn overview(client: &ChainClient) -> Result<Overview, DashError> {
     let (_, config) = client.config().await?;
     let jobs = client.jobs(JobFilter::All).await?;
@@ -152,7 +160,9 @@ pub async fn overview(client: &ChainClient) -> Result<Overview, DashError> {
     let chain_time = client.chain_time().await?;
     let commission_collected = client.token_balance(&config.treasury).await?;
     let insurance_pool_balance = client.token_balance(&config.insurance_pool).await?;
-    let history = client.account_history(&PROGRAM_ID).await?;
+    let history = client
+        .account_history_capped(&PROGRAM_ID, HISTORY_CAP)
+        .await?;
 
     let jobs_by_state = JOB_STATES
         .iter()
@@ -393,7 +403,7 @@ pub async fn job(client: &ChainClient, key: &Pubkey) -> Result<JobView, DashErro
         }
         Err(e) => return Err(e.into()),
     };
-    let history = client.job_history(key).await?;
+    let history = client.job_history_capped(key, HISTORY_CAP).await?;
     if account.is_none() && history.is_empty() {
         return Err(DashError::NotFound(format!(
             "no job at {key}, and no transaction history for it"
@@ -630,7 +640,7 @@ pub async fn provider(client: &ChainClient, given: &Pubkey) -> Result<ProviderVi
         }
         Err(e) => return Err(e.into()),
     };
-    let history = client.account_history(&key).await?;
+    let history = client.account_history_capped(&key, HISTORY_CAP).await?;
     let nodes = client.nodes_of(&key).await?;
     let audit = audit_provider(&key, &account, &history);
     let mut by_cause: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -835,7 +845,9 @@ pub async fn locate(client: &ChainClient, key: &Pubkey) -> Result<String, DashEr
     {
         return Ok(format!("/provider/{key}"));
     }
-    if !client.job_history(key).await?.is_empty() {
+    // A closed job's address: its last transactions are MCJS's. Anything
+    // else (the token program has millions) costs a page, not a history.
+    if !client.job_history_capped(key, LOCATE_CAP).await?.is_empty() {
         return Ok(format!("/job/{key}"));
     }
     Err(DashError::NotFound(format!(

@@ -32,9 +32,57 @@ use crate::data::{DashError, parse_address};
 /// How often `/live` looks at the chain.
 pub const LIVE_POLL: Duration = Duration::from_secs(2);
 
+/// `/live` streams open at once; one more is answered 503.
+pub const MAX_LIVE_STREAMS: usize = 256;
+
 struct App {
     client: ChainClient,
     templates: Environment<'static>,
+    /// The latest fingerprint of each watched address (`None`: everything)
+    /// and when it was read: every `/live` stream watching the same thing
+    /// shares one chain read per [`LIVE_POLL`].
+    live: tokio::sync::Mutex<
+        std::collections::HashMap<Option<mcjs_client::Pubkey>, (std::time::Instant, String)>,
+    >,
+    live_streams: std::sync::atomic::AtomicUsize,
+}
+
+impl App {
+    async fn fingerprint(&self, watch: Option<mcjs_client::Pubkey>) -> Result<String, DashError> {
+        let mut cache = self.live.lock().await;
+        if let Some((at, print)) = cache.get(&watch)
+            && at.elapsed() < LIVE_POLL
+        {
+            return Ok(print.clone());
+        }
+        let print = data::fingerprint(&self.client, watch.as_ref()).await?;
+        cache.retain(|_, (at, _)| at.elapsed() < LIVE_POLL * 10);
+        cache.insert(watch, (std::time::Instant::now(), print.clone()));
+        Ok(print)
+    }
+}
+
+/// Holds one of the [`MAX_LIVE_STREAMS`] places while its stream lives.
+struct LiveSlot(Arc<App>);
+
+impl LiveSlot {
+    fn take(app: &Arc<App>) -> Option<Self> {
+        use std::sync::atomic::Ordering;
+        app.live_streams
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_LIVE_STREAMS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| LiveSlot(Arc::clone(app)))
+    }
+}
+
+impl Drop for LiveSlot {
+    fn drop(&mut self) {
+        self.0
+            .live_streams
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 /// The dashboard's routes over a chain client.
@@ -42,6 +90,8 @@ pub fn router(client: ChainClient) -> Router {
     let app = Arc::new(App {
         client,
         templates: templates(),
+        live: Default::default(),
+        live_streams: Default::default(),
     });
     Router::new()
         .route("/", get(overview))
@@ -355,7 +405,14 @@ async fn live(
         Some(Ok(key)) => Some(key),
         Some(Err(e)) => return app.fail(&headers, e),
     };
-    Sse::new(fingerprints(app, watch))
+    let Some(slot) = LiveSlot::take(&app) else {
+        return app.error(
+            &headers,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many live pages are open; reload later",
+        );
+    };
+    Sse::new(fingerprints(app, watch, slot))
         .keep_alive(KeepAlive::default())
         .into_response()
 }
@@ -363,16 +420,19 @@ async fn live(
 fn fingerprints(
     app: Arc<App>,
     watch: Option<mcjs_client::Pubkey>,
+    slot: LiveSlot,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     futures_util::stream::unfold(None::<String>, move |last| {
         let app = app.clone();
+        // The place is given back when the stream (and this closure) goes.
+        let _slot = &slot;
         async move {
             loop {
                 if last.is_some() {
                     tokio::time::sleep(LIVE_POLL).await;
                 }
                 // A chain that cannot be read now is tried again at the next poll.
-                match data::fingerprint(&app.client, watch.as_ref()).await {
+                match app.fingerprint(watch).await {
                     Ok(print) if last.as_ref() != Some(&print) => {
                         return Some((Ok(Event::default().data(print.clone())), Some(print)));
                     }

@@ -239,6 +239,12 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
         (format!("/node/{}", story.recovered), StatusCode::NOT_FOUND),
         (format!("/job/{}", story.nodes[0]), StatusCode::NOT_FOUND),
         (format!("/search?q={stranger}"), StatusCode::NOT_FOUND),
+        // An address with a long history that is none of MCJS's: a page of
+        // it is read, not the whole of it.
+        (
+            "/search?q=TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA".to_string(),
+            StatusCode::NOT_FOUND,
+        ),
         ("/no/such/page".to_string(), StatusCode::NOT_FOUND),
     ] {
         let (status, body) = json(&story.url(&path)).await;
@@ -281,6 +287,41 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
         "{first:?}"
     );
     drop(live);
+
+    // At most MAX_LIVE_STREAMS live pages at once; one more is refused with
+    // 503, and a place comes back when a page goes.
+    let mut open = Vec::new();
+    let refused = loop {
+        let response = reqwest::get(story.url("/live")).await.unwrap();
+        if response.status() != StatusCode::OK {
+            break response.status();
+        }
+        open.push(response);
+        assert!(
+            open.len() <= mcjs_dashboard::MAX_LIVE_STREAMS,
+            "more live pages than the cap"
+        );
+    };
+    assert_eq!(refused, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        open.len() + 1 >= mcjs_dashboard::MAX_LIVE_STREAMS,
+        "refused after only {} live pages",
+        open.len()
+    );
+    drop(open);
+    let again = async {
+        loop {
+            let r = reqwest::get(story.url("/live")).await.unwrap();
+            if r.status() == StatusCode::OK {
+                return r;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    };
+    let again = tokio::time::timeout(std::time::Duration::from_secs(30), again)
+        .await
+        .expect("a live page is served again once the others are gone");
+    drop(again);
 
     // Tampering with the job's commitment flips the badge, computed live.
     let account = client.account(&story.recovered).await.unwrap().unwrap();

@@ -829,10 +829,23 @@ impl ChainClient {
 
     /// Every MCJS event of every transaction that touched `key`, oldest first.
     pub async fn account_history(&self, key: &Pubkey) -> Result<Vec<HistoryEntry>, ChainError> {
+        self.account_history_capped(key, usize::MAX).await
+    }
+
+    /// [`Self::account_history`] over at most the newest `max_signatures`
+    /// transactions: what a caller anyone can point at any address (the
+    /// token program's history has millions) reads, so that its cost is
+    /// bounded by the caller, not by the address.
+    pub async fn account_history_capped(
+        &self,
+        key: &Pubkey,
+        max_signatures: usize,
+    ) -> Result<Vec<HistoryEntry>, ChainError> {
         const PAGE: usize = 1_000;
         let mut statuses = Vec::new();
         let mut before = None;
-        loop {
+        while statuses.len() < max_signatures {
+            let want = PAGE.min(max_signatures - statuses.len());
             let page = self
                 .rpc
                 .get_signatures_for_address_with_config(
@@ -840,13 +853,13 @@ impl ChainClient {
                     GetConfirmedSignaturesForAddress2Config {
                         before,
                         until: None,
-                        limit: Some(PAGE),
+                        limit: Some(want),
                         commitment: Some(self.commitment),
                     },
                 )
                 .await
                 .map_err(|e| self.rpc_error(e))?;
-            let full = page.len() == PAGE;
+            let full = page.len() == want;
             before = page.last().and_then(|s| s.signature.parse().ok());
             statuses.extend(page);
             if !full || before.is_none() {
@@ -893,7 +906,17 @@ impl ChainClient {
 
     /// A job's history: every event about it, oldest first, with signers and slots.
     pub async fn job_history(&self, job: &Pubkey) -> Result<Vec<HistoryEntry>, ChainError> {
-        let mut entries = self.account_history(job).await?;
+        self.job_history_capped(job, usize::MAX).await
+    }
+
+    /// [`Self::job_history`] over at most the newest `max_signatures`
+    /// transactions of the address.
+    pub async fn job_history_capped(
+        &self,
+        job: &Pubkey,
+        max_signatures: usize,
+    ) -> Result<Vec<HistoryEntry>, ChainError> {
+        let mut entries = self.account_history_capped(job, max_signatures).await?;
         entries.retain(|e| e.event.job().as_ref() == Some(job));
         Ok(entries)
     }
