@@ -24,6 +24,12 @@ if [ "$major" -lt 5 ] || { [ "$major" -eq 5 ] && [ "$minor" -lt 6 ]; }; then
     say "kernel $kernel has no openat2 (needs Linux 5.6+): the agent cannot read job output safely"
     exit 2
 fi
+# The agent bounds each run's disk with a loop-mounted ext4 image
+# (mcjs_runtime::volume): mkfs.ext4 from e2fsprogs, mount from util-linux.
+if ! need mkfs.ext4 || ! need mount; then
+    say "installing e2fsprogs and mount (jobs' disks are loop-mounted images of their declared size)"
+    apt-get update -qq && apt-get install -y -qq e2fsprogs mount >/dev/null
+fi
 if ! need docker; then
     say "installing the Docker client and engine (docker.io)"
     apt-get update -qq && apt-get install -y -qq docker.io >/dev/null

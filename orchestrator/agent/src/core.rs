@@ -216,8 +216,12 @@ pub enum Action {
         generation: u32,
         container: String,
     },
-    /// Remove a container that belongs to no job of this node.
-    RemoveStray { container: String },
+    /// Remove a container that belongs to no job of this node; with `run`,
+    /// the run's directory too (no current assignment uses it).
+    RemoveStray {
+        container: String,
+        run: Option<(Pubkey, u32)>,
+    },
     /// The job missed its checkpoint deadline: metric, log, heartbeat.
     FlagOverdue {
         job: Pubkey,
@@ -474,7 +478,14 @@ impl Core {
                 a.generation == c.generation && a.phase.container() == Some(&c.id)
             });
             if !kept {
-                actions.push(Action::RemoveStray { container: c.id });
+                let current = self
+                    .jobs
+                    .get(&c.job)
+                    .is_some_and(|a| a.generation == c.generation);
+                actions.push(Action::RemoveStray {
+                    container: c.id,
+                    run: (!current).then_some((c.job, c.generation)),
+                });
             }
         }
         actions.extend(self.on_tick(now));

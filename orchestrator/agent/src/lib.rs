@@ -22,5 +22,6 @@ pub mod shell;
 pub mod spec_store;
 
 pub use mcjs_runtime::staging::StagingPolicy;
+pub use mcjs_runtime::volume::DiskBound;
 pub use shell::{Agent, AgentConfig, AgentError};
 pub use spec_store::{get_spec, put_spec};

@@ -23,15 +23,16 @@ use mcjs_runtime::checkpoint::{Sha256Digest, complete_checkpoints_in};
 use mcjs_runtime::confined::ConfinedDir;
 use mcjs_runtime::docker::{DockerEngine, JOB_LABEL};
 use mcjs_runtime::engine::{
-    ContainerEngine, ContainerId, ContainerSpec, GpuRequest, JobMounts, JobSignal,
+    ContainerEngine, ContainerId, ContainerSpec, EngineError, GpuRequest, JobMounts, JobSignal,
 };
 use mcjs_runtime::launch::{LaunchError, launch};
 use mcjs_runtime::staging::{DataCache, DataInput, StagingPolicy};
 use mcjs_runtime::store::{CheckpointPipeline, CheckpointStore, ExpectedCheckpoint};
+use mcjs_runtime::volume::{self, DiskBound};
 use mcjs_spec::JobSpec;
 use object_store::ObjectStore;
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
@@ -39,6 +40,18 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 mod checks;
+
+/// The root of a run's writable directories (`checkpoints`, `output`): the
+/// run's volume under [`DiskBound::Loop`], a plain directory under
+/// [`DiskBound::Watch`].
+fn writable(dir: &Path) -> PathBuf {
+    volume::mount_point(dir)
+}
+
+/// Whether a removal left no container behind (removed now, or already gone).
+fn gone(removed: &Result<(), EngineError>) -> bool {
+    matches!(removed, Ok(()) | Err(EngineError::UnknownContainer(_)))
+}
 
 /// Label carrying the assignment generation on every job container.
 pub const GENERATION_LABEL: &str = "mcjs.generation";
@@ -61,6 +74,9 @@ pub struct AgentConfig {
     pub agent_url: String,
     /// Where job inputs may come from (data roots, internal networks).
     pub staging: StagingPolicy,
+    /// How a job's disk is held to its declaration ([`DiskBound::Auto`]:
+    /// a loop-mounted volume where this host allows it).
+    pub disk: DiskBound,
 }
 
 /// Why the agent could not run.
@@ -82,6 +98,10 @@ pub enum AgentError {
     Engine(#[from] mcjs_runtime::engine::EngineError),
     #[error("cannot list the job containers: {0}")]
     List(String),
+    #[error(
+        "jobs' disks cannot be bounded on this host ({0}); run the agent as root with e2fsprogs installed, or pass --disk-bound watch"
+    )]
+    DiskBound(#[source] mcjs_runtime::volume::VolumeError),
 }
 
 /// What the agent knows about one assignment beyond the core's state.
@@ -170,6 +190,19 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             .ok_or(AgentError::NoProvider { provider, node })?;
         let deployment = chain.deployment().await?;
         let cache = DataCache::with_policy(config.work_dir.join("cache"), config.staging.clone());
+        let mut config = config;
+        let (asked, runs) = (config.disk, config.work_dir.join("runs"));
+        config.disk = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&runs).map_err(|source| volume::VolumeError::Io {
+                path: runs.clone(),
+                source,
+            })?;
+            asked.resolve(&runs)
+        })
+        .await
+        .expect("disk bound probe")
+        .map_err(AgentError::DiskBound)?;
+        tracing::info!(disk_bound = ?config.disk, "jobs' disks");
         Ok(Self {
             shared: Arc::new(Shared {
                 chain,
@@ -194,6 +227,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 
     pub fn node(&self) -> Pubkey {
         self.shared.node
+    }
+
+    /// How this agent holds jobs to their declared disk (never
+    /// [`DiskBound::Auto`]: resolved when the agent started).
+    pub fn disk_bound(&self) -> DiskBound {
+        self.shared.config.disk
     }
 
     pub fn metrics(&self) -> &AgentMetrics {
@@ -508,10 +547,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 container,
             } => {
                 s.metrics.fenced.inc();
-                if let Err(e) = s.engine.remove(&ContainerId(container.clone())).await {
-                    tracing::warn!(%job, generation, %container, error = %e, "cannot stop the fenced container");
-                } else {
+                let removed = s.engine.remove(&ContainerId(container.clone())).await;
+                if gone(&removed) {
                     tracing::warn!(%job, generation, %container, "fenced container stopped");
+                    self.clear_run(self.job_dir(job, generation)).await;
+                } else if let Err(e) = removed {
+                    tracing::warn!(%job, generation, %container, error = %e, "cannot stop the fenced container");
                 }
                 None
             }
@@ -520,12 +561,17 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 generation,
                 container,
             } => {
-                let _ = s.engine.remove(&ContainerId(container)).await;
+                if gone(&s.engine.remove(&ContainerId(container)).await) {
+                    self.clear_run(self.job_dir(job, generation)).await;
+                }
                 Some((job, generation, Event::Removed))
             }
-            Action::RemoveStray { container } => {
+            Action::RemoveStray { container, run } => {
                 tracing::info!(%container, "removing a container of no current assignment");
-                let _ = s.engine.remove(&ContainerId(container)).await;
+                let removed = s.engine.remove(&ContainerId(container)).await;
+                if let (true, Some((job, generation))) = (gone(&removed), run) {
+                    self.clear_run(self.job_dir(job, generation)).await;
+                }
                 None
             }
             Action::FlagOverdue {
@@ -559,6 +605,50 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         name.update(label.as_bytes());
         let name = hex::encode(&name.finalize()[..16]);
         self.shared.config.work_dir.join("runs").join(name)
+    }
+
+    /// Mounts the run's volume, of the spec's declared disk, under
+    /// [`DiskBound::Loop`] (kept if already mounted); nothing under
+    /// [`DiskBound::Watch`].
+    pub(super) async fn mount_run(&self, dir: &Path, spec: &JobSpec) -> Result<(), String> {
+        if self.shared.config.disk != DiskBound::Loop {
+            return Ok(());
+        }
+        let (dir, declared) = (dir.to_path_buf(), spec.request.hardware.disk.0);
+        tokio::task::spawn_blocking(move || volume::ensure(&dir, declared))
+            .await
+            .map_err(|e| e.to_string())?
+            .map(drop)
+            .map_err(|e| format!("cannot make the job's disk: {e}"))
+    }
+
+    /// Unmounts the run's volume and deletes the run's directory: called
+    /// once no container uses it (its checkpoints are in the store).
+    pub(super) async fn clear_run(&self, dir: PathBuf) {
+        let loop_mounted = self.shared.config.disk == DiskBound::Loop;
+        let _ = tokio::task::spawn_blocking(move || {
+            if loop_mounted {
+                if let Err(e) = volume::release(&dir) {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot unmount the run's disk; its directory is kept");
+                    return;
+                }
+            }
+            if volume::is_mounted(&volume::mount_point(&dir)) {
+                return; // never delete through a mount
+            }
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot delete the run's directory");
+                }
+            }
+        })
+        .await;
+    }
+
+    /// Whether the run's volume is full: a job that exits then ran into
+    /// its declared disk (only a loop-mounted volume can say).
+    pub(super) fn disk_full(&self, dir: &Path) -> bool {
+        self.shared.config.disk == DiskBound::Loop && volume::is_full(&writable(dir))
     }
 
     /// The context of an assignment, rebuilt from the spec store when the
@@ -605,12 +695,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 store,
                 job_id: job.to_string(),
                 generation,
-                local_root: dir.join("checkpoints"),
+                local_root: writable(&dir).join("checkpoints"),
                 hash_threads: self.shared.config.hash_threads,
                 limits: crate::fault::checkpoint_limits(&spec),
                 every_steps: spec.checkpoint.every_steps,
             },
-            output_dir: dir.join("output"),
+            output_dir: writable(&dir).join("output"),
             measured_at: Mutex::new(None),
             spec,
         })
@@ -760,7 +850,15 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             (GENERATION_LABEL.to_string(), generation.to_string()),
             (NODE_LABEL.to_string(), s.node.to_string()),
         ];
-        match launch(&s.engine, &s.cache, &inputs, &cspec).await {
+        if let Err(reason) = self.mount_run(&dir, spec).await {
+            self.clear_run(dir).await;
+            return failed(StopReason::NodeDiskFull, reason);
+        }
+        let launched = launch(&s.engine, &s.cache, &inputs, &cspec).await;
+        if launched.is_err() {
+            self.clear_run(dir).await;
+        }
+        match launched {
             Ok((id, staged)) => {
                 tracing::info!(%job, generation, container = %id, inputs = staged.len(), "job container running");
                 s.runs
@@ -796,8 +894,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             image,
             JobMounts {
                 data: dir.join("data"),
-                checkpoints: dir.join("checkpoints"),
-                output: dir.join("output"),
+                checkpoints: writable(dir).join("checkpoints"),
+                output: writable(dir).join("output"),
                 restore,
             },
         );
@@ -874,6 +972,18 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         if let Ok(ctx) = self.ctx(job, generation).await {
             let event = self.collect(job, &ctx).await;
             let _ = tx.send((job, generation, event));
+        }
+        // A write past the declared disk was refused by the volume: the job
+        // failed on its own declaration.
+        if exit.code != 0 && !exit.engine_lost && self.disk_full(&self.job_dir(job, generation)) {
+            let reason = format!(
+                "filled its declared disk of {} bytes: writes past it were refused",
+                self.ctx(job, generation)
+                    .await
+                    .map_or(0, |c| c.spec.request.hardware.disk.0)
+            );
+            tracing::warn!(%job, generation, %reason, "the job ran out of its own disk");
+            let _ = tx.send((job, generation, Event::JobFault { reason }));
         }
         tracing::info!(%job, generation, code = exit.code, oom_killed = exit.oom_killed, "job container exited");
         let _ = tx.send((job, generation, Event::Exited(exit)));

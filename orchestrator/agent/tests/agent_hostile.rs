@@ -47,6 +47,33 @@ struct Case {
     says: &'static str,
 }
 
+/// Bytes allocated on the host's disk under `root`, on `root`'s own
+/// filesystem (a run's mounted volume is counted as its image file, once).
+fn on_disk(root: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(top) = std::fs::symlink_metadata(root) else {
+        return 0;
+    };
+    let mut total = 0u64;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.dev() != top.dev() {
+                continue; // a mount point: what is under it is in its image
+            }
+            total += meta.blocks() * 512;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    total
+}
+
 fn sha_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
@@ -159,12 +186,13 @@ async fn every_hostile_job_is_stopped_as_its_own_fault_without_a_slash_and_the_n
             run(&["many-files", "100000"], "1GiB"),
             "more than 100000 files",
         ),
-        // 16 MiB written against a declared disk of 4 MiB (bounded, so that
-        // the host's disk is never at risk).
+        // 8 GiB written against a declared disk of 1 GiB: the run's volume
+        // refuses the writes past it, so the node's disk holds about 1 GiB
+        // of it at the most (asserted below).
         contract(
             "fill-disk",
-            run(&["fill-disk", "16"], "4MiB"),
-            "over its declared disk",
+            run(&["fill-disk", "8192"], "1GiB"),
+            "its declared disk",
         ),
         // Not a breach: the logs are capped; the job runs until it ends
         // (here it is killed from outside, an exit the agent did not cause).
@@ -212,6 +240,25 @@ async fn every_hostile_job_is_stopped_as_its_own_fault_without_a_slash_and_the_n
             "internal address",
         ),
     ];
+
+    assert_eq!(
+        agent.disk_bound(),
+        mcjs_agent::DiskBound::Loop,
+        "the hostile suite needs jobs' disks bounded: run it as root with e2fsprogs installed"
+    );
+    let work_dir = w.dir.path().join("agent-30");
+    let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling, work_dir) =
+            (Arc::clone(&peak), Arc::clone(&sampling), work_dir.clone());
+        std::thread::spawn(move || {
+            while sampling.load(Ordering::SeqCst) {
+                peak.fetch_max(on_disk(&work_dir), Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
 
     let mut seen = Vec::new();
     for (i, case) in cases.iter().enumerate() {
@@ -328,16 +375,26 @@ async fn every_hostile_job_is_stopped_as_its_own_fault_without_a_slash_and_the_n
             async || running_container(&node).is_none().then_some(()),
         )
         .await;
+        // The node's work directory at its fullest while this case ran.
+        let case_peak = peak.swap(on_disk(&work_dir), Ordering::SeqCst);
         eprintln!(
-            "hostile: {:<58} {:?} -> {:?} in {:.1} s: {}",
+            "hostile: {:<58} {:?} -> {:?} in {:.1} s, work dir peak {} MB: {}",
             case.name,
             exit.stop,
             cause,
             took.as_secs_f64(),
+            case_peak / 1_000_000,
             exit.last_logs.last().map(String::as_str).unwrap_or("")
+        );
+        assert!(
+            case_peak < 1_300_000_000,
+            "{}: the node's work directory reached {case_peak} bytes",
+            case.name
         );
         seen.push((case.name, exit.stop, took));
     }
+    sampling.store(false, Ordering::SeqCst);
+    sampler.join().unwrap();
     assert_eq!(
         hits.load(Ordering::SeqCst),
         0,

@@ -730,6 +730,14 @@ fn after_a_restart_containers_are_adopted_or_removed() {
             generation: 1,
             running: false,
         },
+        // A second container of the current generation: removed, but its
+        // run's directory is the adopted container's too.
+        FoundContainer {
+            id: "twin".into(),
+            job: key(1),
+            generation: 3,
+            running: true,
+        },
     ]);
     let actions = c.on_chain(
         &[
@@ -751,12 +759,21 @@ fn after_a_restart_containers_are_adopted_or_removed() {
     let mut removed: Vec<_> = actions
         .iter()
         .filter_map(|a| match a {
-            Action::RemoveStray { container } => Some(container.as_str()),
+            Action::RemoveStray { container, run } => Some((container.as_str(), *run)),
             _ => None,
         })
         .collect();
     removed.sort();
-    assert_eq!(removed, ["gone", "stale"]);
+    // The runs no assignment uses go with their containers; the current
+    // generation's run stays.
+    assert_eq!(
+        removed,
+        [
+            ("gone", Some((key(9), 1))),
+            ("stale", Some((key(1), 2))),
+            ("twin", None)
+        ]
+    );
     assert_eq!(
         c.jobs[&key(1)].phase,
         Phase::Running {

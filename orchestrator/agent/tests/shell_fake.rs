@@ -216,6 +216,8 @@ async fn setup(uri: impl FnOnce(&Path) -> (String, String)) -> Setup {
             data_roots: vec![datasets],
             ..Default::default()
         },
+        // The fake engine writes nothing: its runs need no volume.
+        disk: mcjs_agent::DiskBound::Watch,
     };
     let agent = Agent::with_engine(
         chain,

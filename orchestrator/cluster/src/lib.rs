@@ -696,6 +696,11 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
+        // Killed agents leave their runs' volumes mounted (for the next
+        // agent to adopt); the cluster's directories go, so they go too.
+        for agent in &self.agents {
+            mcjs_runtime::volume::release_all_under(&agent.work_dir);
+        }
     }
 }
 

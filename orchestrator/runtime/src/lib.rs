@@ -16,3 +16,4 @@ pub mod fake;
 pub mod launch;
 pub mod staging;
 pub mod store;
+pub mod volume;

@@ -69,6 +69,14 @@ pub struct RunArgs {
     /// cloud-metadata addresses (refused by default).
     #[arg(long)]
     pub allow_private_data: bool,
+    /// How a job's disk is held to its declaration: `loop` puts each run's
+    /// checkpoints and output on a loop-mounted ext4 image of the declared
+    /// size, so a write past it is refused (needs root and e2fsprogs);
+    /// `watch` measures what a run wrote every few seconds (a job may fill
+    /// the node's disk between two measurements); `auto`, loop where this
+    /// host allows it.
+    #[arg(long, default_value = "auto")]
+    pub disk_bound: mcjs_agent::DiskBound,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
@@ -126,6 +134,7 @@ fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
                 s3_store,
                 ..Default::default()
             },
+            disk: args.disk_bound,
         };
         let metrics = mcjs_agent::metrics::AgentMetrics::new();
         let agent = Agent::new(chain, config, store, metrics).await?;

@@ -249,15 +249,27 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// hash is defined, with its possession digest under the
     /// verification's key.
     async fn check(&self, check: &Check) -> Result<CheckAnswer, CheckFailure> {
+        let spec = get_spec(self.shared.store.as_ref(), &check.job.spec_hash)
+            .await
+            .map_err(|e| CheckFailure::Other(format!("spec: {e}")))?;
+        // Laid out and named as a paid run's directory is, on a disk of the
+        // declared size as a paid run's is.
+        let dir = self.run_dir(&format!("check/{}/{}", check.key, role(check.role)));
+        self.clear_run(dir.clone()).await;
+        let answer = self.check_in(check, &spec, &dir).await;
+        self.clear_run(dir).await;
+        answer
+    }
+
+    async fn check_in(
+        &self,
+        check: &Check,
+        spec: &JobSpec,
+        dir: &std::path::Path,
+    ) -> Result<CheckAnswer, CheckFailure> {
         let s = &self.shared;
         let v = &check.verification;
         let job = v.job;
-        let spec = get_spec(s.store.as_ref(), &check.job.spec_hash)
-            .await
-            .map_err(|e| CheckFailure::Other(format!("spec: {e}")))?;
-        // Laid out and named as a paid run's directory is.
-        let dir = self.run_dir(&format!("check/{}/{}", check.key, role(check.role)));
-        let _ = tokio::fs::remove_dir_all(&dir).await;
         let restore = match v.from {
             None => None,
             Some(from) => {
@@ -270,7 +282,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     .restore(
                         &job.to_string(),
                         &expected,
-                        crate::fault::checkpoint_limits(&spec),
+                        crate::fault::checkpoint_limits(spec),
                         &dir.join("restore"),
                     )
                     .await
@@ -289,15 +301,18 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let interval = Duration::from_secs(u64::from(check.job.terms.checkpoint_interval_secs))
             .min(s.config.max_checkpoint_interval.unwrap_or(Duration::MAX))
             .max(Duration::from_secs(1));
-        let (mut cspec, inputs) = self.container(job, &spec, &dir, restore, interval).await;
+        let (mut cspec, inputs) = self.container(job, spec, dir, restore, interval).await;
         cspec.labels = vec![(NODE_LABEL.to_string(), s.node.to_string())];
+        self.mount_run(dir, spec)
+            .await
+            .map_err(CheckFailure::Other)?;
         let started = Instant::now();
         let (id, _) = launch(&s.engine, &s.cache, &inputs, &cspec)
             .await
             .map_err(|e| CheckFailure::Other(format!("launch: {e}")))?;
         let limit = interval * CHECK_INTERVALS_ALLOWED + CHECK_START_ALLOWANCE;
         let target = v.to.step;
-        let reached = tokio::time::timeout(limit, self.run_to_step(&id, &dir, &spec, target)).await;
+        let reached = tokio::time::timeout(limit, self.run_to_step(&id, dir, spec, target)).await;
         // Stopped at once, as a fenced paid run is: no signal, no grace.
         let _ = s.engine.remove(&id).await;
         let name = reached.map_err(|_| {
@@ -309,8 +324,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         s.metrics
             .check_seconds
             .observe(started.elapsed().as_secs_f64());
-        let root = dir.join("checkpoints");
-        let limits = crate::fault::checkpoint_limits(&spec);
+        let root = super::writable(dir).join("checkpoints");
+        let limits = crate::fault::checkpoint_limits(spec);
         let threads = s.config.hash_threads;
         let key = v.possession_key;
         let found = tokio::task::spawn_blocking(move || {
@@ -321,7 +336,6 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         .await
         .map_err(|e| CheckFailure::Other(e.to_string()))?
         .map_err(CheckFailure::Other)?;
-        let _ = tokio::fs::remove_dir_all(&dir).await;
         Ok(CheckAnswer::Reproduced {
             hash: found.digest.hash.0,
             possession: found.possession.0,
@@ -350,7 +364,9 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 exit = &mut exited => Some(exit),
                 _ = tokio::time::sleep(CHECK_POLL) => None,
             };
-            if let Some(name) = reached_step(dir.join("checkpoints"), target).await? {
+            if let Some(name) =
+                reached_step(super::writable(dir).join("checkpoints"), target).await?
+            {
                 return Ok(name);
             }
             if let Some(exit) = ended {
@@ -364,7 +380,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             }
             if measured.elapsed() >= CHECK_FOOTPRINT_EVERY {
                 measured = Instant::now();
-                let (job_dir, spec) = (dir.to_path_buf(), spec.clone());
+                let (job_dir, spec) = (super::writable(dir), spec.clone());
                 if let Ok(Some(over)) =
                     tokio::task::spawn_blocking(move || crate::fault::footprint(&job_dir, &spec))
                         .await

@@ -53,6 +53,15 @@ pub struct World {
     pub treasury: Pubkey,
 }
 
+impl Drop for World {
+    /// The agents' run volumes still mounted (a test that stops its agent
+    /// under a running job leaves them, as a real node would for the next
+    /// agent to adopt) go with the test's directory.
+    fn drop(&mut self) {
+        mcjs_runtime::volume::release_all_under(self.dir.path());
+    }
+}
+
 impl World {
     pub async fn new() -> World {
         let dir = tempfile::tempdir().unwrap();
@@ -290,6 +299,7 @@ impl World {
                 data_roots: vec![self.dir.path().to_path_buf()],
                 ..Default::default()
             },
+            disk: mcjs_agent::DiskBound::Auto,
         };
         let agent = Agent::new(chain, config, Arc::clone(&self.store), AgentMetrics::new())
             .await
