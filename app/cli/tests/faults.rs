@@ -873,6 +873,12 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         intruder.get(&big_path).await.unwrap_err(),
         "another node reads the owner's data",
     );
+    // Nor does the node running the owner's job: grants are per job, and
+    // this job's spec does not name the file.
+    denied(
+        owner_node.get(&big_path).await.unwrap_err(),
+        "the job's node reads an owner's object its spec does not name",
+    );
     // A stranger's wallet, as an owner.
     let stranger = mcjs_client::Keypair::new();
     let as_owner = store_as(&s, Role::Owner, &stranger);

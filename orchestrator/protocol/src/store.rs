@@ -237,6 +237,23 @@ pub enum ObjectKind<'a> {
     Other,
 }
 
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 fn plain_segment(s: &str) -> bool {
     !s.is_empty()
         && s != "."
@@ -353,6 +370,17 @@ impl S3Location {
         } else {
             key.strip_prefix(self.prefix.as_str())?.strip_prefix('/')
         }
+    }
+
+    /// The store-relative path an `s3://bucket/key` URI names, when it lies
+    /// in this store (its bucket, under its prefix). One rule for the agent
+    /// that stages the input and the gateway that grants reading it.
+    pub fn path_of_uri(&self, url: &url::Url) -> Option<String> {
+        if url.scheme() != "s3" || url.host_str() != Some(self.bucket.as_str()) {
+            return None;
+        }
+        let key = percent_decode(url.path().trim_start_matches('/'))?;
+        self.relative(&key).map(str::to_string)
     }
 
     /// The endpoint to use: the given one, or AWS's regional endpoint.

@@ -100,30 +100,8 @@ impl S3Inputs {
     /// The store-relative path of an `s3://bucket/key` URI, when it lies in
     /// the deployment's store.
     pub fn path_of(&self, url: &url::Url) -> Option<String> {
-        if url.host_str() != Some(self.location.bucket.as_str()) {
-            return None;
-        }
-        let key = url.path().trim_start_matches('/');
-        let key = percent_decode(key)?;
-        self.location.relative(&key).map(str::to_string)
+        self.location.path_of_uri(url)
     }
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 impl Default for StagingPolicy {

@@ -8,6 +8,7 @@
 //! this request; one refused op refuses the whole request before anything
 //! is signed or performed.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,16 +22,16 @@ use mcjs_client::rpc::JobFilter;
 use mcjs_client::{ChainClient, Pubkey};
 use mcjs_protocol::auth::check_fresh;
 use mcjs_protocol::store::{
-    GRANT_TTL_SECS, Grant, ListedObject, Listing, MAX_OPS, MAX_SPEC_BYTES, Role, S3Location,
-    STORE_SIGN_PATH, STORE_SPEC_PATH, SpecStored, SpecUpload, StoreInfo, StoreOp, StoreRequest,
-    StoreResponse, StoreUrl,
+    GRANT_TTL_SECS, Grant, ListedObject, Listing, MAX_OPS, MAX_SPEC_BYTES, ObjectKind, Role,
+    S3Location, STORE_SIGN_PATH, STORE_SPEC_PATH, SpecStored, SpecUpload, StoreInfo, StoreOp,
+    StoreRequest, StoreResponse, StoreUrl,
 };
 use mcjs_protocol::{Refusal, SignedRequest};
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 
 use crate::metrics::Metrics;
 use crate::server::{Clock, error};
-use crate::store_gate::{Caller, Checking, authorize};
+use crate::store_gate::{Caller, Checking, SpecInput, authorize, granting, spec_inputs};
 
 /// The deployment's S3 store, with the operator's credentials.
 pub struct S3Store {
@@ -38,7 +39,13 @@ pub struct S3Store {
     bucket: Bucket,
     credentials: Credentials,
     http: reqwest::Client,
+    /// What each spec names in `users/` ([`spec_inputs`]), by spec hash:
+    /// a spec is stored under its hash, so this never goes stale.
+    inputs: std::sync::Mutex<HashMap<[u8; 32], Arc<Vec<SpecInput>>>>,
 }
+
+/// Specs whose inputs are kept; past this the cache starts again.
+const INPUTS_CACHED: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum S3Error {
@@ -93,6 +100,7 @@ impl S3Store {
                 .timeout(Duration::from_secs(60))
                 .build()
                 .map_err(|e| S3Error::Config(e.to_string()))?,
+            inputs: std::sync::Mutex::default(),
         })
     }
 
@@ -274,6 +282,65 @@ impl S3Store {
         self.send("abort the upload of", &key, self.http.delete(url))
             .await?;
         Ok(())
+    }
+
+    /// The object at `path`, if there, and if it is at most `max` bytes.
+    pub async fn get(&self, path: &str, max: usize) -> Result<Option<Vec<u8>>, S3Error> {
+        let key = self.location.key(path);
+        let url = self
+            .bucket
+            .get_object(Some(&self.credentials), &key)
+            .sign(Self::ttl());
+        let fail = |reason: String| S3Error::Request {
+            action: "read",
+            key: key.clone(),
+            reason,
+        };
+        let mut response = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        match response.status() {
+            reqwest::StatusCode::NOT_FOUND => return Ok(None),
+            s if !s.is_success() => return Err(fail(s.to_string())),
+            _ => {}
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| fail(e.to_string()))? {
+            if bytes.len() + chunk.len() > max {
+                return Err(fail(format!("over {max} bytes")));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(Some(bytes))
+    }
+
+    /// The objects of `users/` the spec of `spec_hash` names as inputs;
+    /// none for a spec that is not there or not valid (its job cannot run).
+    pub async fn inputs_of(&self, spec_hash: [u8; 32]) -> Result<Arc<Vec<SpecInput>>, S3Error> {
+        if let Some(known) = self.inputs.lock().expect("inputs lock").get(&spec_hash) {
+            return Ok(Arc::clone(known));
+        }
+        let path = format!("specs/{}.json", hex::encode(spec_hash));
+        let Some(bytes) = self.get(&path, MAX_SPEC_BYTES).await? else {
+            // Not published (yet): nothing to keep.
+            return Ok(Arc::new(Vec::new()));
+        };
+        let inputs = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|text| mcjs_spec::JobSpec::from_json(text).ok())
+            .filter(|spec| mcjs_spec::spec_hash(spec) == spec_hash)
+            .map(|spec| spec_inputs(spec_hash, &spec, &self.location))
+            .unwrap_or_default();
+        let inputs = Arc::new(inputs);
+        let mut cache = self.inputs.lock().expect("inputs lock");
+        if cache.len() >= INPUTS_CACHED {
+            cache.clear();
+        }
+        cache.insert(spec_hash, Arc::clone(&inputs));
+        Ok(inputs)
     }
 
     pub async fn exists(&self, path: &str) -> Result<bool, S3Error> {
@@ -537,11 +604,32 @@ pub async fn sign(State(state): State<GatewayState>, body: Bytes) -> Response {
             Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
         },
     };
+    // What the node's jobs' specs name in `users/`, read only when the
+    // request touches `users/` (specs are cached by hash).
+    let mut inputs = Vec::new();
+    if let Some(node) = &node {
+        let wants_user_data = request
+            .ops
+            .iter()
+            .any(|op| matches!(ObjectKind::classify(op.path()), ObjectKind::UserData { .. }));
+        if wants_user_data {
+            let hashes: std::collections::BTreeSet<[u8; 32]> = granting(node, &jobs, &checked)
+                .map(|j| j.spec_hash)
+                .collect();
+            for hash in hashes {
+                match s3.inputs_of(hash).await {
+                    Ok(named) => inputs.extend(named.iter().cloned()),
+                    Err(e) => return error(StatusCode::BAD_GATEWAY, e.to_string()),
+                }
+            }
+        }
+    }
     let caller = match node {
         Some(node) => Caller::Node {
             node,
             jobs: &jobs,
             checking: &checked,
+            inputs: &inputs,
         },
         None => Caller::Owner {
             owner: signer,

@@ -21,6 +21,10 @@ pub enum Caller<'a> {
         node: Pubkey,
         jobs: &'a [(Pubkey, Job)],
         checking: &'a [Checking],
+        /// The objects in `users/` that specs name as inputs
+        /// ([`spec_inputs`]): a node reads of `users/` only an object the
+        /// spec of one of those jobs names, under that job's owner.
+        inputs: &'a [SpecInput],
     },
     /// A wallet and the jobs it owns.
     Owner {
@@ -36,6 +40,44 @@ pub struct Checking {
     pub job: Pubkey,
     pub account: Job,
     pub start_step: Option<u64>,
+}
+
+/// An object of `users/` a spec names as an input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecInput {
+    pub spec_hash: [u8; 32],
+    pub path: String,
+}
+
+/// The objects of `users/` that the spec (of hash `spec_hash`) names as
+/// `s3://` inputs in this store. Whose they are is checked by [`authorize`]
+/// against each job's owner: a spec that names another wallet's object
+/// grants nothing of it.
+pub fn spec_inputs(
+    spec_hash: [u8; 32],
+    spec: &mcjs_spec::JobSpec,
+    location: &mcjs_protocol::store::S3Location,
+) -> Vec<SpecInput> {
+    spec.data
+        .iter()
+        .filter_map(|input| url::Url::parse(input.uri.as_str()).ok())
+        .filter_map(|uri| location.path_of_uri(&uri))
+        .filter(|path| matches!(ObjectKind::classify(path), ObjectKind::UserData { .. }))
+        .map(|path| SpecInput { spec_hash, path })
+        .collect()
+}
+
+/// The jobs whose specs say what a node may read of `users/`: those
+/// assigned to it now and those it is checking now.
+pub fn granting<'j>(
+    node: &'j Pubkey,
+    jobs: &'j [(Pubkey, Job)],
+    checking: &'j [Checking],
+) -> impl Iterator<Item = &'j Job> {
+    jobs.iter()
+        .filter(move |(_, j)| active_on(j, node))
+        .map(|(_, j)| j)
+        .chain(checking.iter().map(|c| &c.account))
 }
 
 /// A job is the node's to work on while it is assigned to it or running there.
@@ -82,6 +124,7 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
             node,
             jobs,
             checking,
+            inputs,
         } => match kind {
             ObjectKind::Spec { hash } => {
                 if writes {
@@ -90,13 +133,7 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                     );
                 }
                 let wanted = hex_lower(hash);
-                if jobs
-                    .iter()
-                    .filter(|(_, j)| active_on(j, node))
-                    .map(|(_, j)| j)
-                    .chain(checking.iter().map(|c| &c.account))
-                    .any(|j| hex::encode(j.spec_hash) == wanted)
-                {
+                if granting(node, jobs, checking).any(|j| hex::encode(j.spec_hash) == wanted) {
                     Ok(())
                 } else {
                     deny("no job on this node has this spec")
@@ -172,16 +209,23 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                 if writes {
                     return deny("an owner's data is written by its owner only");
                 }
-                if jobs
-                    .iter()
-                    .filter(|(_, j)| active_on(j, node))
-                    .map(|(_, j)| j)
-                    .chain(checking.iter().map(|c| &c.account))
-                    .any(|j| j.owner.to_string() == owner)
-                {
+                if matches!(op, StoreOp::List { .. }) {
+                    return deny(
+                        "a node reads the inputs its jobs name, never a listing of an owner's data",
+                    );
+                }
+                let named = |j: &Job| {
+                    j.owner.to_string() == owner
+                        && inputs
+                            .iter()
+                            .any(|i| i.spec_hash == j.spec_hash && i.path == path)
+                };
+                if granting(node, jobs, checking).any(named) {
                     Ok(())
                 } else {
-                    deny("no job of this owner is on this node")
+                    deny(
+                        "no spec of a job on this node names it as an input (s3:// inputs must be under the job owner's users/<owner>/ prefix)",
+                    )
                 }
             }
             ObjectKind::Other => deny("outside the store's layout"),
@@ -299,6 +343,8 @@ mod tests {
         node: Pubkey,
         job: Pubkey,
         jobs: Vec<(Pubkey, Job)>,
+        /// What the job's spec names in `users/`.
+        inputs: Vec<SpecInput>,
     }
 
     fn world(state: JobState) -> World {
@@ -312,6 +358,13 @@ mod tests {
             node,
             job: job_key,
             jobs: vec![(job_key, job(owner, node, state, 2))],
+            inputs: ["train.csv", "data/train.csv", "data/a"]
+                .into_iter()
+                .map(|p| SpecInput {
+                    spec_hash: [7u8; 32],
+                    path: format!("users/{owner}/{p}"),
+                })
+                .collect(),
         }
     }
 
@@ -338,6 +391,7 @@ mod tests {
             node: Pubkey::new_unique(),
             jobs: &[],
             checking: &checking,
+            inputs: &w.inputs,
         };
         let j = w.job;
         let spec = format!("specs/{}.json", hex::encode([7u8; 32]));
@@ -399,6 +453,7 @@ mod tests {
             node: w.node,
             jobs: &w.jobs,
             checking: &[],
+            inputs: &w.inputs,
         };
         assert_eq!(
             authorize(&delete(30, 1), &me),
@@ -424,6 +479,7 @@ mod tests {
             node: w.node,
             jobs: &w.jobs,
             checking: &[],
+            inputs: &w.inputs,
         };
         assert!(authorize(&delete(30, 1), &me).is_err(), "a check is open");
     }
@@ -435,6 +491,7 @@ mod tests {
             node: w.node,
             jobs: &w.jobs,
             checking: &[],
+            inputs: &w.inputs,
         };
         let j = w.job;
         let spec = format!("specs/{}.json", hex::encode([7u8; 32]));
@@ -521,6 +578,7 @@ mod tests {
                 node: stranger,
                 jobs,
                 checking: &[],
+                inputs: &w.inputs,
             };
             for op in [
                 get(format!("jobs/{j}/checkpoints/{}/files/a", key(40, 1))),
@@ -543,6 +601,7 @@ mod tests {
                 node: w.node,
                 jobs: &w.jobs,
                 checking: &[],
+                inputs: &w.inputs,
             };
             assert!(
                 authorize(
@@ -613,6 +672,124 @@ mod tests {
                 &stranger
             )
             .is_err()
+        );
+    }
+
+    /// Grants are per job: a node reads of `users/` exactly the objects the
+    /// specs of its own jobs name, each under that job's owner; not the
+    /// owner's other objects, not what another job of the same owner names,
+    /// not another wallet's object a spec names, and never a listing.
+    #[test]
+    fn a_node_reads_only_the_inputs_its_jobs_specs_name_under_their_owner() {
+        let w = world(JobState::Running { since: 0 });
+        let stranger = Pubkey::new_unique();
+        // The same owner's second job, on another node, with its own spec.
+        let mut elsewhere = job(
+            w.owner,
+            Pubkey::new_unique(),
+            JobState::Running { since: 0 },
+            1,
+        );
+        elsewhere.spec_hash = [8; 32];
+        let mut jobs = w.jobs.clone();
+        jobs.push((Pubkey::new_unique(), elsewhere));
+        let inputs = [
+            SpecInput {
+                spec_hash: [7; 32],
+                path: format!("users/{}/data/a", w.owner),
+            },
+            // The spec of this node's job names another wallet's object.
+            SpecInput {
+                spec_hash: [7; 32],
+                path: format!("users/{stranger}/private/b"),
+            },
+            // The owner's other job names its own secret.
+            SpecInput {
+                spec_hash: [8; 32],
+                path: format!("users/{}/secret", w.owner),
+            },
+        ];
+        let me = Caller::Node {
+            node: w.node,
+            jobs: &jobs,
+            checking: &[],
+            inputs: &inputs,
+        };
+        assert_eq!(
+            authorize(&get(format!("users/{}/data/a", w.owner)), &me),
+            Ok(())
+        );
+        assert_eq!(
+            authorize(
+                &StoreOp::Head {
+                    path: format!("users/{}/data/a", w.owner)
+                },
+                &me
+            ),
+            Ok(())
+        );
+        for op in [
+            get(format!("users/{}/data/other", w.owner)),
+            get(format!("users/{}/secret", w.owner)),
+            get(format!("users/{stranger}/private/b")),
+            StoreOp::List {
+                prefix: format!("users/{}/data/a", w.owner),
+                delimiter: false,
+                continuation: None,
+            },
+            StoreOp::List {
+                prefix: format!("users/{}/", w.owner),
+                delimiter: true,
+                continuation: None,
+            },
+        ] {
+            let refused = authorize(&op, &me);
+            assert!(refused.is_err(), "{op:?}");
+        }
+    }
+
+    /// What a spec grants comes from its `s3://` inputs in this store only:
+    /// not its https inputs, not another bucket's or another prefix's
+    /// objects, not objects outside `users/`.
+    #[test]
+    fn a_specs_inputs_are_its_s3_objects_in_this_store_under_users() {
+        let location = mcjs_protocol::store::S3Location {
+            bucket: "mcjs".into(),
+            prefix: "prod".into(),
+            endpoint: None,
+            region: "us-east-1".into(),
+            path_style: true,
+        };
+        let owner = Pubkey::new_unique();
+        let mut spec: serde_json::Value =
+            serde_json::from_str(include_str!("../../../examples/specs/bulk-inference.json"))
+                .unwrap();
+        let template = spec["data"][0].clone();
+        let uris = [
+            format!("s3://mcjs/prod/users/{owner}/audio%2Dset.tar"),
+            "s3://mcjs/prod/specs/aa.json".to_string(),
+            format!("s3://mcjs/staging/users/{owner}/a.tar"),
+            format!("s3://other-bucket/prod/users/{owner}/a.tar"),
+            format!("https://example.org/prod/users/{owner}/a.tar"),
+        ];
+        spec["data"] = uris
+            .iter()
+            .enumerate()
+            .map(|(i, uri)| {
+                let mut input = template.clone();
+                input["name"] = format!("in{i}").into();
+                input["uri"] = uri.as_str().into();
+                input["size"] = "1GB".into();
+                input
+            })
+            .collect();
+        let spec = mcjs_spec::JobSpec::from_value(&spec).expect("a valid spec");
+        assert_eq!(
+            spec_inputs([3; 32], &spec, &location),
+            vec![SpecInput {
+                spec_hash: [3; 32],
+                path: format!("users/{owner}/audio-set.tar"),
+            }]
         );
     }
 }
