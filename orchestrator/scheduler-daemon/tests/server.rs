@@ -511,3 +511,102 @@ async fn a_heartbeat_sent_one_byte_at_a_time_is_read_once_whole() {
     assert_eq!(answer["accepted"], 2, "{answer}");
     assert_eq!(server.recorded(&node).map(|(_, seq)| seq), Some(2));
 }
+
+/// Median of honest heartbeat round trips, one after another, with
+/// sequence numbers from `seq`.
+async fn honest_median(server: &Server, key: &Keypair, node: Pubkey, seq: u64, n: u64) -> f64 {
+    let mut took = Vec::new();
+    for i in 0..n {
+        let started = std::time::Instant::now();
+        let (status, ack) = server.post(&sign(key, &beat(node, NOW, seq + i))).await;
+        took.push(started.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(status, 200, "an honest heartbeat under load: {ack}");
+    }
+    took.sort_by(f64::total_cmp);
+    took[took.len() / 2]
+}
+
+/// Strangers hold 500 streams open without a byte and one more sends
+/// 256 KiB one byte at a time, with no newline: the node's honest
+/// heartbeats are answered in about their usual time meanwhile (medians
+/// before and during, same run, printed), the server ends every stranger's
+/// stream itself (silence for the heartbeat timeout; a line past
+/// `MAX_HEARTBEAT_BYTES`), and none of it costs a chain call (the endpoint
+/// reads only the directory in memory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_hundred_silent_streams_and_a_slow_endless_line_leave_honest_heartbeats_answered() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let now = Arc::new(AtomicI64::new(NOW));
+    let key = Keypair::new();
+    let node = Pubkey::new_unique();
+    let server = serve(now.clone(), node, &key).await;
+    let before = honest_median(&server, &key, node, 1, 21).await;
+
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let head = format!(
+        "POST {HEARTBEAT_STREAM_PATH} HTTP/1.1\r\nhost: {addr}\r\ntransfer-encoding: chunked\r\ncontent-type: application/x-ndjson\r\n\r\n"
+    );
+    let opened = std::time::Instant::now();
+    let mut silent = Vec::new();
+    for _ in 0..500 {
+        let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        tcp.write_all(head.as_bytes()).await.unwrap();
+        silent.push(tcp);
+    }
+    let slow = {
+        let (addr, head) = (addr.clone(), head.clone());
+        tokio::spawn(async move {
+            let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            tcp.write_all(head.as_bytes()).await.unwrap();
+            let mut sent = 0usize;
+            while sent < mcjs_protocol::MAX_HEARTBEAT_BYTES + 1024 {
+                if tcp.write_all(b"1\r\na\r\n").await.is_err() {
+                    break; // the server ended the stream
+                }
+                sent += 1;
+            }
+            let mut answer = Vec::new();
+            let _ = tokio::time::timeout(
+                std::time::Duration::from_secs(20),
+                tcp.read_to_end(&mut answer),
+            )
+            .await;
+            (sent, String::from_utf8_lossy(&answer).into_owned())
+        })
+    };
+    let during = honest_median(&server, &key, node, 100, 21).await;
+    let measured_within = opened.elapsed();
+    eprintln!(
+        "heartbeat load: honest median {before:.1} ms before, {during:.1} ms with 500 silent streams and a slow line ({:.1} s after they opened)",
+        measured_within.as_secs_f64()
+    );
+    assert!(
+        measured_within < std::time::Duration::from_secs(3),
+        "the load was not all there while measuring"
+    );
+    assert!(
+        during < before * 5.0 + 50.0,
+        "honest heartbeats slowed from {before:.1} ms to {during:.1} ms"
+    );
+
+    // Every silent stream is ended by the server (its timeout here is 3 s).
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(15), async {
+        let mut ended = 0;
+        for tcp in &mut silent {
+            let mut buf = Vec::new();
+            if tcp.read_to_end(&mut buf).await.is_ok() {
+                ended += 1;
+            }
+        }
+        ended
+    })
+    .await
+    .expect("the server ends silent streams");
+    assert_eq!(ended, 500);
+    let (sent, answer) = slow.await.unwrap();
+    eprintln!("heartbeat load: the endless line was ended after {sent} bytes: {answer:?}");
+    // The server answered and ended the stream, past the line cap.
+    assert!(answer.contains("\"accepted\":0"), "{answer}");
+    assert!(sent > mcjs_protocol::MAX_HEARTBEAT_BYTES / 2, "{sent} bytes");
+    assert_eq!(server.recorded(&node).map(|(_, seq)| seq), Some(120));
+}
