@@ -121,6 +121,16 @@ pub fn input_limit(spec: &JobSpec, declared: Option<u64>) -> u64 {
     declared.map_or(disk, |d| d.min(disk))
 }
 
+/// `reason` with the node's paths of the job's writable directories put as
+/// the job sees them (`/mcjs/checkpoints`, `/mcjs/output`): a refusal tells
+/// the job's owner what its job wrote, never how the node lays out its disk.
+pub fn in_container_terms(reason: &str, checkpoints: &Path, output: &Path) -> String {
+    use mcjs_runtime::contract::{CONTAINER_CHECKPOINT_DIR, CONTAINER_OUTPUT_DIR};
+    reason
+        .replace(&checkpoints.display().to_string(), CONTAINER_CHECKPOINT_DIR)
+        .replace(&output.display().to_string(), CONTAINER_OUTPUT_DIR)
+}
+
 /// Measures what the job wrote into its checkpoint and output directories
 /// (confined, bounded walks); says why if it is over the declared disk.
 pub fn footprint(job_dir: &Path, spec: &JobSpec) -> Option<String> {
@@ -173,6 +183,18 @@ mod tests {
             classify(Found::Checkpoint(&store)),
             Event::CollectFailed { .. }
         ));
+    }
+
+    #[test]
+    fn a_refusal_names_the_jobs_paths_not_the_nodes() {
+        let root = Path::new("/srv/mcjs/runs/5f0c/vol");
+        let reason = "checkpoint refused: /srv/mcjs/runs/5f0c/vol/checkpoints/step-1/m.json: is a symlink; also /srv/mcjs/runs/5f0c/vol/output/x";
+        let said = in_container_terms(reason, &root.join("checkpoints"), &root.join("output"));
+        assert_eq!(
+            said,
+            "checkpoint refused: /mcjs/checkpoints/step-1/m.json: is a symlink; also /mcjs/output/x"
+        );
+        assert!(!said.contains("/srv"));
     }
 
     fn stop_of(event: Event) -> StopReason {

@@ -745,7 +745,18 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 }
                 Event::CheckpointsCollected { stored: out }
             }
-            Err(e) => classify(Found::Checkpoint(&e)),
+            Err(e) => match classify(Found::Checkpoint(&e)) {
+                // The owner reads this: in its container's paths, not the
+                // node's.
+                Event::JobFault { reason } => Event::JobFault {
+                    reason: crate::fault::in_container_terms(
+                        &reason,
+                        &ctx.pipeline.local_root,
+                        &ctx.output_dir,
+                    ),
+                },
+                other => other,
+            },
         }
     }
 

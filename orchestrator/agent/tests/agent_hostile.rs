@@ -325,6 +325,14 @@ async fn every_hostile_job_is_stopped_as_its_own_fault_without_a_slash_and_the_n
             "{}: {exit:?}",
             case.name
         );
+        // Said in the job's own paths: nothing of the node's layout.
+        assert!(
+            exit.last_logs
+                .iter()
+                .all(|l| !l.contains(work_dir.to_str().unwrap())),
+            "{}: {exit:?}",
+            case.name
+        );
         assert!(
             exit.last_logs.len() <= 40,
             "{}: {} lines",
