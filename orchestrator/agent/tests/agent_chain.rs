@@ -568,10 +568,15 @@ async fn a_job_swapping_in_symlinks_to_host_files_is_stopped_as_its_own_fault_an
     );
     let good = w.submit_and_assign(&honest, 21, &node).await;
     let done = w
-        .wait_for("the honest job to complete", 180, async || {
-            let j = w.job(&good).await;
-            matches!(j.state, JobState::Completed { .. }).then_some(j)
-        })
+        .wait_for_explained(
+            "the honest job to complete",
+            180,
+            async || {
+                let j = w.job(&good).await;
+                matches!(j.state, JobState::Completed { .. }).then_some(j)
+            },
+            || format!("the agent reported {:?}", agent.reports()),
+        )
         .await;
     cancel.cancel();
     assert!(

@@ -64,6 +64,15 @@ impl Drop for World {
 
 impl World {
     pub async fn new() -> World {
+        // The agent's log, shown with a failing test's output
+        // (`RUST_LOG` to change what is kept; warnings by default).
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "warn".into()),
+            )
+            .try_init();
         let dir = tempfile::tempdir().unwrap();
         let localnet = Localnet::start(LocalnetConfig {
             rpc_port: free_port_pair(),
@@ -365,14 +374,29 @@ impl World {
         &self,
         what: &str,
         secs: u64,
+        check: impl AsyncFnMut() -> Option<T>,
+    ) -> T {
+        self.wait_for_explained(what, secs, check, String::new)
+            .await
+    }
+
+    /// As [`World::wait_for`]; a timeout says what `explain` finds then
+    /// (what the agent reported, say), so a failure can be read.
+    pub async fn wait_for_explained<T>(
+        &self,
+        what: &str,
+        secs: u64,
         mut check: impl AsyncFnMut() -> Option<T>,
+        explain: impl Fn() -> String,
     ) -> T {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             if let Some(v) = check().await {
                 return v;
             }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            if Instant::now() >= deadline {
+                panic!("timed out waiting for {what}: {}", explain());
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
