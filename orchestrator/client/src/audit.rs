@@ -249,9 +249,7 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
                     mcjs::instructions::CheckerStep::Seal { .. } => None,
                     mcjs::instructions::CheckerStep::Reveal { answer, .. } => Some(match answer {
                         mcjs::state::CheckAnswer::Reproduced { hash, .. } => hex::encode(hash),
-                        mcjs::state::CheckAnswer::StartUnavailable => {
-                            START_UNAVAILABLE.to_string()
-                        }
+                        mcjs::state::CheckAnswer::StartUnavailable => START_UNAVAILABLE.to_string(),
                     }),
                 };
                 if let (Some(found), Some(v)) = (

@@ -702,7 +702,8 @@ pub struct CheckpointPipeline {
 impl CheckpointPipeline {
     /// Whether a checkpoint at `step` is one the contract lets this job store.
     pub fn on_grid(&self, step: u64) -> bool {
-        self.every_steps.is_none_or(|n| n > 0 && step.is_multiple_of(n))
+        self.every_steps
+            .is_none_or(|n| n > 0 && step.is_multiple_of(n))
     }
 
     /// Stores every complete checkpoint now in the directory, oldest first.

@@ -938,7 +938,14 @@ mod verify {
         assert!(w.duties().is_empty());
         w.alive.insert(key(21));
         let duties = w.duties();
-        let [VerifyAction::Open { checkers, attester_node, .. }] = &duties[..] else {
+        let [
+            VerifyAction::Open {
+                checkers,
+                attester_node,
+                ..
+            },
+        ] = &duties[..]
+        else {
             panic!("one open: {duties:?}");
         };
         assert_eq!(*attester_node, key(20));
@@ -967,7 +974,8 @@ mod verify {
             n.price_per_gpu_hour = u64::MAX / 4;
             w.nodes.push((key(230 + i as u8), n));
             // The minimum stake each.
-            w.providers.insert(*p, provider(params().min_provider_stake));
+            w.providers
+                .insert(*p, provider(params().min_provider_stake));
         }
         w.alive = w.nodes.iter().map(|(k, _)| *k).collect();
         let job = w.jobs[0].1.clone();

@@ -607,6 +607,9 @@ async fn five_hundred_silent_streams_and_a_slow_endless_line_leave_honest_heartb
     eprintln!("heartbeat load: the endless line was ended after {sent} bytes: {answer:?}");
     // The server answered and ended the stream, past the line cap.
     assert!(answer.contains("\"accepted\":0"), "{answer}");
-    assert!(sent > mcjs_protocol::MAX_HEARTBEAT_BYTES / 2, "{sent} bytes");
+    assert!(
+        sent > mcjs_protocol::MAX_HEARTBEAT_BYTES / 2,
+        "{sent} bytes"
+    );
     assert_eq!(server.recorded(&node).map(|(_, seq)| seq), Some(120));
 }

@@ -3,11 +3,11 @@
 
 use anchor_lang::prelude::*;
 
+use crate::instructions::CheckerStep;
 use crate::state::{
     CheckpointRecord, ConfigParams, ConfigSnapshot, FailureCause, HardwareProfile, NodeStatus,
     PauseReason, VerificationOutcome, VerificationState,
 };
-use crate::instructions::CheckerStep;
 
 #[event]
 pub struct ConfigInitialized {

@@ -94,12 +94,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let v = &check.verification;
         let role = role(check.role);
         let id = (check.key, check.role);
-        let known = sealed
-            .lock()
-            .expect("sealed answers")
-            .get(&id)
-            .copied()
-            .or_else(|| self.kept_answer(check));
+        let known = self.known_answer(check, sealed);
         let answer = match known {
             Some(answer) => answer,
             None => {
@@ -144,12 +139,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let v = &check.verification;
         let role = role(check.role);
         let id = (check.key, check.role);
-        let known = sealed
-            .lock()
-            .expect("sealed answers")
-            .get(&id)
-            .copied()
-            .or_else(|| self.kept_answer(check));
+        let known = self.known_answer(check, sealed);
         let Some(answer) = known else {
             // No other answer opens the commitment.
             tracing::warn!(job = %v.job, interval = v.interval, role, "no sealed answer to reveal (it was lost from this node's work directory)");
@@ -200,6 +190,17 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 }
             }
         }
+    }
+
+    /// The answer sealed for this check: in memory, else kept on disk by an
+    /// earlier run of the agent.
+    fn known_answer(&self, check: &Check, sealed: &Sealed) -> Option<CheckAnswer> {
+        sealed
+            .lock()
+            .expect("sealed answers")
+            .get(&(check.key, check.role))
+            .copied()
+            .or_else(|| self.kept_answer(check))
     }
 
     /// Where a sealed answer is kept until it is revealed.

@@ -9,8 +9,13 @@ use crate::state::{seeds::*, CheckAnswer, Config, Node, Verification};
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CheckerStep {
     /// `check_commitment(verification, node, answer, salt)`.
-    Seal { commitment: [u8; 32] },
-    Reveal { answer: CheckAnswer, salt: [u8; 32] },
+    Seal {
+        commitment: [u8; 32],
+    },
+    Reveal {
+        answer: CheckAnswer,
+        salt: [u8; 32],
+    },
 }
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]

@@ -4,8 +4,8 @@ use anchor_lang::prelude::*;
 use crate::errors::McjsError;
 use crate::events::{emit_event, VerificationOpened};
 use crate::state::{
-    possession_key, sampled, seeds::*, slot_hash_after, Config, Job, Node, NodeStatus, Provider, Segment,
-    SegmentState, Verification, VerificationState, NO_OPEN_INTERVAL,
+    possession_key, sampled, seeds::*, slot_hash_after, Config, Job, Node, NodeStatus, Provider,
+    Segment, SegmentState, Verification, VerificationState, NO_OPEN_INTERVAL,
 };
 
 #[derive(Accounts)]

@@ -87,10 +87,16 @@ impl ReportFailure<'_> {
         // report, from anyone, until the check resolves (within its window)
         // and a full liveness window has passed after it.
         if args.cause == FailureCause::CheckpointOverdue {
-            require!(self.job.open_verifications == 0, McjsError::VerificationOpen);
+            require!(
+                self.job.open_verifications == 0,
+                McjsError::VerificationOpen
+            );
         }
         if self.reporter.key() != self.config.scheduler {
-            require!(self.job.open_verifications == 0, McjsError::VerificationOpen);
+            require!(
+                self.job.open_verifications == 0,
+                McjsError::VerificationOpen
+            );
             require!(
                 args.cause.is_infrastructure(),
                 McjsError::JobErrorNeedsScheduler

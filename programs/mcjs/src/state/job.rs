@@ -661,8 +661,7 @@ impl Job {
     pub fn invariant(&self) -> Result<()> {
         require!(self.accrued <= self.bond, McjsError::InvalidJobState);
         require!(
-            self.held <= self.paid
-                && self.compensated <= self.paid.saturating_sub(self.held),
+            self.held <= self.paid && self.compensated <= self.paid.saturating_sub(self.held),
             McjsError::InvalidJobState
         );
         require!(

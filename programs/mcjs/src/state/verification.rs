@@ -331,7 +331,9 @@ impl Verification {
             // the store while it can be checked (the gateway refuses its
             // deletion): its absence is that provider's.
             (Some(CheckAnswer::StartUnavailable), Some(CheckAnswer::StartUnavailable))
-                if self.from.is_some_and(|f| f.generation == self.to.generation) =>
+                if self
+                    .from
+                    .is_some_and(|f| f.generation == self.to.generation) =>
             {
                 VerificationOutcome::ProviderWrong
             }
