@@ -12,6 +12,7 @@
 pub mod chain;
 pub mod core;
 pub mod fault;
+pub mod gpus;
 pub mod inject;
 pub mod metrics;
 pub mod output;

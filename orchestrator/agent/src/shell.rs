@@ -8,6 +8,7 @@ use crate::core::{
     StoredCheckpoint, Tx, TxFailure,
 };
 use crate::fault::{Found, classify};
+use crate::gpus::GpuLedger;
 use crate::metrics::AgentMetrics;
 use crate::output::store_output;
 use crate::spec_store::get_spec;
@@ -135,6 +136,10 @@ struct Shared<C, E = DockerEngine> {
     reports: Mutex<Vec<JobReport>>,
     /// Whether this host can give containers GPUs.
     host_gpus: bool,
+    /// Which of the node's GPUs the paid job and checks hold
+    /// ([`crate::gpus`]): kept whether or not the host has GPUs, so a check
+    /// waits for the node's declared GPUs either way.
+    gpus: Mutex<GpuLedger>,
 }
 
 type EventTx = mpsc::UnboundedSender<(Pubkey, u32, Event)>;
@@ -220,6 +225,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 stored_at: Mutex::default(),
                 reports: Mutex::default(),
                 host_gpus: std::path::Path::new("/dev/nvidiactl").exists(),
+                gpus: Mutex::new(GpuLedger::new(u32::from(node_account.hardware.gpu_count))),
                 config,
             }),
         })
@@ -375,11 +381,23 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let jobs = s.chain.jobs_on_node(s.node).await?;
         let mut known = s.known.lock().expect("known lock");
         let mut out = Vec::new();
+        let mut paid_gpus = 0u32;
         for (key, job) in &jobs {
             if let Some(cj) = chain_job(*key, job, &s.node) {
+                paid_gpus = paid_gpus.saturating_add(u32::from(job.requirements.gpu_count));
                 known.insert(*key, (cj.clone(), job.clone()));
                 out.push(cj);
             }
+        }
+        // The paid job's GPUs come first: a check holding any of them is
+        // told to stop (it is tried again when GPUs are free).
+        let stopped = s.gpus.lock().expect("gpus lock").set_paid(paid_gpus);
+        if !stopped.is_empty() {
+            tracing::info!(
+                checks = stopped.len(),
+                paid_gpus,
+                "a check gives its GPUs back to this node's paid job"
+            );
         }
         Ok(out)
     }
@@ -550,6 +568,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 let removed = s.engine.remove(&ContainerId(container.clone())).await;
                 if gone(&removed) {
                     tracing::warn!(%job, generation, %container, "fenced container stopped");
+                    self.paid_gone(job, generation);
                     self.clear_run(self.job_dir(job, generation)).await;
                 } else if let Err(e) = removed {
                     tracing::warn!(%job, generation, %container, error = %e, "cannot stop the fenced container");
@@ -562,6 +581,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 container,
             } => {
                 if gone(&s.engine.remove(&ContainerId(container)).await) {
+                    self.paid_gone(job, generation);
                     self.clear_run(self.job_dir(job, generation)).await;
                 }
                 Some((job, generation, Event::Removed))
@@ -570,6 +590,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 tracing::info!(%container, "removing a container of no current assignment");
                 let removed = s.engine.remove(&ContainerId(container)).await;
                 if let (true, Some((job, generation))) = (gone(&removed), run) {
+                    self.paid_gone(job, generation);
                     self.clear_run(self.job_dir(job, generation)).await;
                 }
                 None
@@ -861,6 +882,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             (GENERATION_LABEL.to_string(), generation.to_string()),
             (NODE_LABEL.to_string(), s.node.to_string()),
         ];
+        let gpus = u32::from(spec.request.hardware.gpu_count);
+        self.gpus_cleared_for_paid(job, gpus).await;
+        let devices = s.gpus.lock().expect("gpus lock").paid_devices(gpus);
+        cspec.resources.gpus = self.gpu_request(job, devices);
         if let Err(reason) = self.mount_run(&dir, spec).await {
             self.clear_run(dir).await;
             return failed(StopReason::NodeDiskFull, reason);
@@ -872,6 +897,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         match launched {
             Ok((id, staged)) => {
                 tracing::info!(%job, generation, container = %id, inputs = staged.len(), "job container running");
+                s.gpus
+                    .lock()
+                    .expect("gpus lock")
+                    .paid_started((job, generation), gpus);
                 s.runs
                     .lock()
                     .expect("runs lock")
@@ -921,12 +950,6 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         cspec.resources.cpus = f64::from(spec.request.hardware.cpu_cores);
         cspec.resources.memory_mib =
             u32::try_from(spec.request.hardware.ram.mib_ceil()).unwrap_or(u32::MAX);
-        cspec.resources.gpus = if self.shared.host_gpus {
-            GpuRequest::Count(u32::from(spec.request.hardware.gpu_count))
-        } else {
-            tracing::warn!(%job, "this host has no NVIDIA device: the container runs without GPUs");
-            GpuRequest::None
-        };
         cspec.checkpoint_interval = match spec.checkpoint.every_steps {
             // The job does not time its checkpoints: it is told the spec's
             // interval, the same on every node (a node's own cap would tell
@@ -946,6 +969,43 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             })
             .collect();
         (cspec, inputs)
+    }
+
+    /// The devices a container gets: by index, never a count (Docker's
+    /// `--gpus N` takes the first N, which a check and the paid job would
+    /// share). None on a host without NVIDIA devices.
+    pub(super) fn gpu_request(&self, job: Pubkey, devices: Vec<u32>) -> GpuRequest {
+        if !self.shared.host_gpus {
+            tracing::warn!(%job, "this host has no NVIDIA device: the container runs without GPUs");
+            return GpuRequest::None;
+        }
+        GpuRequest::Devices(devices.iter().map(u32::to_string).collect())
+    }
+
+    /// A paid container is gone: its GPUs may go to a check.
+    fn paid_gone(&self, job: Pubkey, generation: u32) {
+        self.shared
+            .gpus
+            .lock()
+            .expect("gpus lock")
+            .paid_gone((job, generation));
+    }
+
+    /// Waits until no check holds any of the paid job's first `n` GPUs: a
+    /// check told to stop (the snapshot that saw the job did) removes its
+    /// container within a poll. Bounded: a check that has not let go by then
+    /// is logged, and the paid run starts.
+    async fn gpus_cleared_for_paid(&self, job: Pubkey, n: u32) {
+        let s = &self.shared;
+        s.gpus.lock().expect("gpus lock").set_paid(n);
+        let waited = Instant::now();
+        while !s.gpus.lock().expect("gpus lock").clear_for_paid(n) {
+            if waited.elapsed() >= PAID_GPU_WAIT {
+                tracing::error!(%job, gpus = n, "a check still holds this node's GPUs; the paid job starts anyway");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// The spec pins `name@sha256:D`. A registry image carries D as a repo
@@ -1097,6 +1157,10 @@ pub(crate) const CHECK_RETRY: Duration = Duration::from_secs(3);
 
 /// How often a running job's disk use is measured.
 const FOOTPRINT_EVERY: Duration = Duration::from_secs(2);
+
+/// How long a paid run waits for a check to give its GPUs back: a check
+/// notices within a poll and removes its container.
+const PAID_GPU_WAIT: Duration = Duration::from_secs(30);
 
 /// Label carrying the node account on every job container, so that agents of
 /// several nodes on one host leave each other's containers alone.

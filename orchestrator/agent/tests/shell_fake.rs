@@ -4,7 +4,7 @@
 //! would into the job's mounts.
 
 use anchor_lang::solana_program::instruction::Instruction;
-use mcjs_agent::chain::{AgentChain, ChainFailure};
+use mcjs_agent::chain::{AgentChain, ChainFailure, Check};
 use mcjs_agent::core::Attested;
 use mcjs_agent::metrics::AgentMetrics;
 use mcjs_agent::{Agent, AgentConfig, StagingPolicy, put_spec};
@@ -26,7 +26,9 @@ use tokio_util::sync::CancellationToken;
 /// One provider with node 0, holding whatever jobs the test puts on it.
 struct FakeChain {
     authority: Pubkey,
-    jobs: Mutex<Vec<(Pubkey, Job)>>,
+    jobs: Arc<Mutex<Vec<(Pubkey, Job)>>>,
+    /// Verifications the node is named in, as the chain would list them.
+    checks: Arc<Mutex<Vec<Check>>>,
 }
 
 impl FakeChain {
@@ -47,6 +49,10 @@ impl AgentChain for FakeChain {
 
     async fn jobs_on_node(&self, _node: Pubkey) -> Result<Vec<(Pubkey, Job)>, ChainFailure> {
         Ok(self.jobs.lock().unwrap().clone())
+    }
+
+    async fn checks(&self, _node: Pubkey) -> Result<Vec<Check>, ChainFailure> {
+        Ok(self.checks.lock().unwrap().clone())
     }
 
     async fn attested(&self, _job: Pubkey) -> Result<Vec<Attested>, ChainFailure> {
@@ -167,6 +173,11 @@ fn job_account(node: Pubkey, spec_hash: [u8; 32]) -> Job {
 struct Setup {
     t: tempfile::TempDir,
     agent: Agent<FakeChain, Arc<FakeEngine>>,
+    /// The chain's view, for the test to change.
+    jobs: Arc<Mutex<Vec<(Pubkey, Job)>>>,
+    checks: Arc<Mutex<Vec<Check>>>,
+    node: Pubkey,
+    spec_hash: [u8; 32],
     engine: Arc<FakeEngine>,
     cancel: CancellationToken,
     job: Pubkey,
@@ -195,7 +206,8 @@ async fn setup(uri: impl FnOnce(&Path) -> (String, String)) -> Setup {
     let spec_hash = put_spec(store.as_ref(), &spec).await.unwrap();
     let chain = FakeChain {
         authority: Pubkey::new_unique(),
-        jobs: Mutex::new(Vec::new()),
+        jobs: Arc::default(),
+        checks: Arc::default(),
     };
     let job = Pubkey::new_unique();
     chain
@@ -219,6 +231,11 @@ async fn setup(uri: impl FnOnce(&Path) -> (String, String)) -> Setup {
         // The fake engine writes nothing: its runs need no volume.
         disk: mcjs_agent::DiskBound::Watch,
     };
+    let (jobs, checks, node) = (
+        Arc::clone(&chain.jobs),
+        Arc::clone(&chain.checks),
+        chain.node(),
+    );
     let agent = Agent::with_engine(
         chain,
         config,
@@ -232,6 +249,10 @@ async fn setup(uri: impl FnOnce(&Path) -> (String, String)) -> Setup {
     let (a, c) = (agent.clone(), cancel.clone());
     tokio::spawn(async move { a.run(c).await.unwrap() });
     Setup {
+        jobs,
+        checks,
+        node,
+        spec_hash,
         t,
         agent,
         engine,
@@ -317,5 +338,126 @@ async fn an_input_outside_the_data_roots_is_rejected_data_and_no_container_start
     .await;
     assert_eq!(report.job, s.job.to_string());
     assert!(s.engine.started().is_empty());
+    s.cancel.cancel();
+}
+
+/// A verification naming this node's agent as verifier, of another node's
+/// job run from the same spec: its first interval, from scratch to step 64.
+fn due_check(node: Pubkey, spec_hash: [u8; 32]) -> Check {
+    use mcjs_client::program::state::{CheckpointRecord, Party, Verification, VerificationState};
+    let other = Pubkey::new_unique();
+    let job = Pubkey::new_unique();
+    Check {
+        key: Pubkey::new_unique(),
+        verification: Verification {
+            job,
+            verifier_node: node,
+            referee_node: Pubkey::new_unique(),
+            node: other,
+            state: VerificationState::Open,
+            interval: 1,
+            segment: Pubkey::new_unique(),
+            provider: Pubkey::new_unique(),
+            verifier_provider: Pubkey::new_unique(),
+            verifier_payout: Pubkey::new_unique(),
+            referee_provider: Pubkey::new_unique(),
+            referee_payout: Pubkey::new_unique(),
+            from: None,
+            to: CheckpointRecord {
+                hash: [7; 32],
+                epoch: 1,
+                step: 64,
+                time: 0,
+                generation: 1,
+            },
+            interval_amount: 1,
+            possession_key: [9; 32],
+            verifier_commitment: None,
+            referee_commitment: None,
+            verifier_answer: None,
+            referee_answer: None,
+            draw_slot: 1,
+            opened_at: 0,
+            resolved_at: None,
+            fees: 0,
+            slashed: 0,
+            rent_payer: Pubkey::new_unique(),
+            bump: 0,
+        },
+        role: Party::Verifier,
+        job: job_account(other, spec_hash),
+    }
+}
+
+fn is_check(c: &mcjs_runtime::fake::FakeContainer) -> bool {
+    !c.spec
+        .labels
+        .iter()
+        .any(|(k, _)| k == mcjs_agent::shell::GENERATION_LABEL)
+}
+
+/// A one-GPU node drawn to check while its own one-GPU job runs: the check
+/// waits (no container) until the job leaves the node, then runs; when the
+/// chain assigns the node a job again, the check's container is removed
+/// before the paid run's starts. A check and the paid job never hold the
+/// node's GPU at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_never_runs_on_the_gpus_of_the_nodes_paid_job() {
+    let s = setup(honest_input).await;
+    wait_for("the paid job's container", || {
+        (s.engine
+            .containers()
+            .iter()
+            .filter(|c| !is_check(c))
+            .count()
+            == 1)
+            .then_some(())
+    })
+    .await;
+    s.checks
+        .lock()
+        .unwrap()
+        .push(due_check(s.node, s.spec_hash));
+    // Several of the checker's rounds (500 ms) and retries (3 s): no check
+    // container while the paid job holds the GPU.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        !s.engine.containers().iter().any(is_check),
+        "a check started beside the paid job on a one-GPU node"
+    );
+
+    // The job leaves the node: the check gets the GPU.
+    let (job, account) = s.jobs.lock().unwrap().pop().expect("the paid job");
+    wait_for("the check's container", || {
+        s.engine.containers().iter().find(|c| is_check(c)).cloned()
+    })
+    .await;
+    let paid_running = s
+        .engine
+        .containers()
+        .iter()
+        .filter(|c| !is_check(c) && !c.removed && c.exit.is_none())
+        .count();
+    assert_eq!(
+        paid_running, 0,
+        "the paid container is gone before the check runs"
+    );
+
+    // The chain assigns the node a job again: the check gives the GPU back
+    // (its container removed) and only then does the paid run start.
+    let mut again = account.clone();
+    again.generation = 2;
+    s.jobs.lock().unwrap().push((job, again));
+    let paid_again = wait_for("the paid job's second container", || {
+        let all = s.engine.containers();
+        let paid: Vec<_> = all.iter().filter(|c| !is_check(c)).collect();
+        (paid.len() == 2).then(|| all.clone())
+    })
+    .await;
+    let check = paid_again.iter().find(|c| is_check(c)).unwrap();
+    assert!(
+        check.removed,
+        "the check still held the GPU when the paid run started"
+    );
     s.cancel.cancel();
 }

@@ -72,13 +72,18 @@ impl FakeEngine {
         self.with(|s| s.containers.get(&id.0).cloned())
     }
 
-    /// Specs of every container started, in order.
-    pub fn started(&self) -> Vec<ContainerSpec> {
+    /// Every container created so far, in creation order.
+    pub fn containers(&self) -> Vec<FakeContainer> {
         self.with(|s| {
             let mut all: Vec<_> = s.containers.iter().collect();
             all.sort_by_key(|(id, _)| id.trim_start_matches("fake-").parse::<u64>().unwrap_or(0));
-            all.into_iter().map(|(_, c)| c.spec.clone()).collect()
+            all.into_iter().map(|(_, c)| c.clone()).collect()
         })
+    }
+
+    /// Specs of every container started, in order.
+    pub fn started(&self) -> Vec<ContainerSpec> {
+        self.containers().into_iter().map(|c| c.spec).collect()
     }
 
     fn get<T>(

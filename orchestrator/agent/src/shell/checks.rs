@@ -29,8 +29,24 @@ const START_TRIES: u32 = 3;
 enum CheckFailure {
     /// The interval's start could not be restored from the store.
     StartUnavailable(String),
+    /// The node's paid job holds the GPUs the check needs
+    /// ([`crate::gpus`]): tried again, quietly, until they are free.
+    Busy(crate::gpus::Busy),
     /// Anything else (the spec, the engine, the run): tried again.
     Other(String),
+}
+
+/// A check's GPUs, given back when the check is done with them (its
+/// container is removed before this drops).
+struct GpuHold<'a> {
+    ledger: &'a Mutex<crate::gpus::GpuLedger>,
+    held: crate::gpus::Held,
+}
+
+impl Drop for GpuHold<'_> {
+    fn drop(&mut self) {
+        self.ledger.lock().expect("gpus lock").release(self.held.id);
+    }
 }
 
 /// The answers sealed and not yet revealed, by (verification, role).
@@ -184,6 +200,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     }
                     tokio::time::sleep(CHECK_RETRY).await;
                 }
+                Err(CheckFailure::Busy(busy)) => {
+                    tracing::debug!(job = %v.job, interval = v.interval, role, %busy, "the check waits for GPUs");
+                    return None;
+                }
                 Err(CheckFailure::Other(e)) => {
                     tracing::warn!(job = %v.job, interval = v.interval, role, error = %e, "cannot check the interval; trying again shortly");
                     return None;
@@ -250,6 +270,14 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// hash is defined, with its possession digest under the
     /// verification's key.
     async fn check(&self, check: &Check) -> Result<CheckAnswer, CheckFailure> {
+        // GPUs the node's paid job does not hold, or no check yet.
+        let ledger = &self.shared.gpus;
+        let held = ledger
+            .lock()
+            .expect("gpus lock")
+            .hold_check(u32::from(check.job.requirements.gpu_count))
+            .map_err(CheckFailure::Busy)?;
+        let hold = GpuHold { ledger, held };
         let spec = get_spec(self.shared.store.as_ref(), &check.job.spec_hash)
             .await
             .map_err(|e| CheckFailure::Other(format!("spec: {e}")))?;
@@ -257,8 +285,9 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         // declared size as a paid run's is.
         let dir = self.run_dir(&format!("check/{}/{}", check.key, role(check.role)));
         self.clear_run(dir.clone()).await;
-        let answer = self.check_in(check, &spec, &dir).await;
+        let answer = self.check_in(check, &spec, &dir, &hold.held).await;
         self.clear_run(dir).await;
+        drop(hold);
         answer
     }
 
@@ -267,6 +296,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         check: &Check,
         spec: &JobSpec,
         dir: &std::path::Path,
+        gpus: &crate::gpus::Held,
     ) -> Result<CheckAnswer, CheckFailure> {
         let s = &self.shared;
         let v = &check.verification;
@@ -304,6 +334,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             .max(Duration::from_secs(1));
         let (mut cspec, inputs) = self.container(job, spec, dir, restore, interval).await;
         cspec.labels = vec![(NODE_LABEL.to_string(), s.node.to_string())];
+        cspec.resources.gpus = self.gpu_request(job, gpus.gpus.clone());
         self.mount_run(dir, spec)
             .await
             .map_err(CheckFailure::Other)?;
@@ -313,7 +344,13 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             .map_err(|e| CheckFailure::Other(format!("launch: {e}")))?;
         let limit = interval * CHECK_INTERVALS_ALLOWED + CHECK_START_ALLOWANCE;
         let target = v.to.step;
-        let reached = tokio::time::timeout(limit, self.run_to_step(&id, dir, spec, target)).await;
+        let reached = tokio::select! {
+            reached = tokio::time::timeout(limit, self.run_to_step(&id, dir, spec, target)) => reached,
+            // The chain gave the node a paid job that needs these GPUs.
+            _ = gpus.stop.cancelled() => Ok(Err(CheckFailure::Other(
+                "stopped: this node's paid job needs the check's GPUs; tried again when they are free".into(),
+            ))),
+        };
         // Stopped at once, as a fenced paid run is: no signal, no grace.
         let _ = s.engine.remove(&id).await;
         let name = reached.map_err(|_| {
