@@ -28,12 +28,26 @@ use minijinja::{AutoEscape, Environment, Value, context};
 use serde::{Deserialize, Serialize};
 
 use crate::data::{DashError, parse_address};
+use mcjs_protocol::peer::{PeerLimit, PerPeer, peer_of};
+use std::net::IpAddr;
 
 /// How often `/live` looks at the chain.
 pub const LIVE_POLL: Duration = Duration::from_secs(2);
 
 /// `/live` streams open at once; one more is answered 503.
 pub const MAX_LIVE_STREAMS: usize = 256;
+
+/// `/live` streams one address may hold at once (an IPv6 peer by its /64),
+/// so that no single peer takes all [`MAX_LIVE_STREAMS`]; one more is
+/// answered 429.
+pub const MAX_LIVE_STREAMS_PER_PEER: usize = 8;
+
+/// What one address may ask of the dashboard: 20 requests a second, in
+/// bursts of 100 (a page and its live stream are two).
+pub const PER_PEER: PeerLimit = PeerLimit {
+    period: Duration::from_millis(50),
+    burst: 100,
+};
 
 struct App {
     client: ChainClient,
@@ -45,6 +59,9 @@ struct App {
         std::collections::HashMap<Option<mcjs_client::Pubkey>, (std::time::Instant, String)>,
     >,
     live_streams: std::sync::atomic::AtomicUsize,
+    /// `/live` streams open per peer address; an address leaves the map
+    /// with its last stream.
+    live_per_peer: std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>,
 }
 
 impl App {
@@ -62,23 +79,44 @@ impl App {
     }
 }
 
-/// Holds one of the [`MAX_LIVE_STREAMS`] places while its stream lives.
-struct LiveSlot(Arc<App>);
+/// Holds one of the [`MAX_LIVE_STREAMS`] places, and one of its peer's
+/// [`MAX_LIVE_STREAMS_PER_PEER`], while its stream lives.
+struct LiveSlot(Arc<App>, IpAddr);
+
+/// Why a `/live` stream was not opened.
+enum NoSlot {
+    Full,
+    PeerFull,
+}
 
 impl LiveSlot {
-    fn take(app: &Arc<App>) -> Option<Self> {
+    fn take(app: &Arc<App>, peer: IpAddr) -> Result<Self, NoSlot> {
         use std::sync::atomic::Ordering;
+        let mut per_peer = app.live_per_peer.lock().expect("live peers lock");
+        if per_peer.get(&peer).copied().unwrap_or(0) >= MAX_LIVE_STREAMS_PER_PEER {
+            return Err(NoSlot::PeerFull);
+        }
         app.live_streams
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < MAX_LIVE_STREAMS).then_some(n + 1)
             })
-            .ok()
-            .map(|_| LiveSlot(Arc::clone(app)))
+            .map_err(|_| NoSlot::Full)?;
+        *per_peer.entry(peer).or_default() += 1;
+        Ok(LiveSlot(Arc::clone(app), peer))
     }
 }
 
 impl Drop for LiveSlot {
     fn drop(&mut self) {
+        {
+            let mut per_peer = self.0.live_per_peer.lock().expect("live peers lock");
+            if let Some(held) = per_peer.get_mut(&self.1) {
+                *held = held.saturating_sub(1);
+                if *held == 0 {
+                    per_peer.remove(&self.1);
+                }
+            }
+        }
         self.0
             .live_streams
             .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
@@ -92,6 +130,7 @@ pub fn router(client: ChainClient) -> Router {
         templates: templates(),
         live: Default::default(),
         live_streams: Default::default(),
+        live_per_peer: Default::default(),
     });
     Router::new()
         .route("/", get(overview))
@@ -111,9 +150,20 @@ pub async fn serve(
     client: ChainClient,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(client))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let per_peer = PerPeer::new(PER_PEER);
+    let app = router(client).layer(per_peer.layer());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(per_peer.forget_idle_every(Duration::from_secs(60), async {
+        let _ = stopped.await;
+    }));
+    let served = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await;
+    let _ = stop.send(());
+    served
 }
 
 fn templates() -> Environment<'static> {
@@ -398,6 +448,7 @@ struct LiveQuery {
 async fn live(
     State(app): AppState,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
     Query(query): Query<LiveQuery>,
 ) -> Response {
     let watch = match query.watch.as_deref().map(|w| parse_address(w, "watched")) {
@@ -405,12 +456,24 @@ async fn live(
         Some(Ok(key)) => Some(key),
         Some(Err(e)) => return app.fail(&headers, e),
     };
-    let Some(slot) = LiveSlot::take(&app) else {
-        return app.error(
-            &headers,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many live pages are open; reload later",
-        );
+    let slot = match LiveSlot::take(&app, peer_of(&extensions)) {
+        Ok(slot) => slot,
+        Err(NoSlot::Full) => {
+            return app.error(
+                &headers,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many live pages are open; reload later",
+            );
+        }
+        Err(NoSlot::PeerFull) => {
+            return app.error(
+                &headers,
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!(
+                    "this address has {MAX_LIVE_STREAMS_PER_PEER} live pages open already; close one"
+                ),
+            );
+        }
     };
     Sse::new(fingerprints(app, watch, slot))
         .keep_alive(KeepAlive::default())

@@ -93,12 +93,25 @@ async fn median_ms(url: &str, n: usize) -> f64 {
     took[n / 2]
 }
 
-/// Opens `n` `/live` pages and reads them for `for_how_long`; returns the
-/// events the pages got.
+/// A client whose requests come from `ip` (a loopback address).
+fn from(ip: [u8; 4]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(Some(std::net::IpAddr::from(ip)))
+        .build()
+        .unwrap()
+}
+
+/// Opens `n` `/live` pages, each from its own loopback address (one
+/// address may hold only `MAX_LIVE_STREAMS_PER_PEER`), and reads them for
+/// `for_how_long`; returns the events the pages got.
 async fn live_pages(base: &str, n: usize, for_how_long: Duration) -> usize {
     let mut pages = Vec::new();
-    for _ in 0..n {
-        let page = reqwest::get(format!("{base}/live")).await.unwrap();
+    for i in 0..n {
+        let page = from([127, 0, 1, i as u8 + 1])
+            .get(format!("{base}/live"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(page.status(), reqwest::StatusCode::OK);
         pages.push(tokio::spawn(async move {
             let mut page = page;
@@ -196,4 +209,80 @@ async fn fifty_live_pages_and_a_search_of_the_token_program_cost_bounded_chain_c
         search <= mcjs_dashboard::data::LOCATE_CAP + 16,
         "{search} chain calls"
     );
+}
+
+/// One address holds at most `MAX_LIVE_STREAMS_PER_PEER` live pages (the
+/// next is answered 429), so it cannot take the dashboard's
+/// `MAX_LIVE_STREAMS` from everyone else; another address still opens one.
+/// Past its request budget an address is answered 429 by the per-address
+/// layer, and the others are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_address_holds_a_few_live_pages_and_its_own_request_budget() {
+    let story = Story::build().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(mcjs_dashboard::serve(
+        listener,
+        mcjs_client::ChainClient::new(&story.localnet.info().rpc_url),
+        std::future::pending(),
+    ));
+    let greedy = from([127, 0, 2, 1]);
+    let mut held = Vec::new();
+    let mut refused = 0;
+    for _ in 0..mcjs_dashboard::MAX_LIVE_STREAMS_PER_PEER + 4 {
+        let page = greedy.get(format!("{base}/live")).send().await.unwrap();
+        match page.status().as_u16() {
+            200 => held.push(page),
+            429 => refused += 1,
+            other => panic!("a live page answered {other}"),
+        }
+    }
+    assert_eq!(held.len(), mcjs_dashboard::MAX_LIVE_STREAMS_PER_PEER);
+    assert_eq!(refused, 4);
+    let other = from([127, 0, 2, 2]);
+    let page = other.get(format!("{base}/live")).send().await.unwrap();
+    assert_eq!(
+        page.status().as_u16(),
+        200,
+        "another address opens a live page"
+    );
+    // A page the greedy address closes gives its place back.
+    drop(held.pop());
+    let again = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let page = greedy.get(format!("{base}/live")).send().await.unwrap();
+            if page.status().as_u16() == 200 {
+                return page;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("a closed live page's place is given back");
+    drop(again);
+
+    // 400 page requests from one address, as fast as it can: past its burst
+    // the layer answers 429; another address's page is still served.
+    let flood = from([127, 0, 2, 3]);
+    let started = Instant::now();
+    let mut limited = 0;
+    for _ in 0..400 {
+        let r = flood.get(format!("{base}/program")).send().await.unwrap();
+        if r.status().as_u16() == 429 {
+            limited += 1;
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!("400 dashboard requests from one address in {secs:.2} s: {limited} answered 429");
+    let budget = mcjs_dashboard::PER_PEER.burst as f64
+        + secs / mcjs_dashboard::PER_PEER.period.as_secs_f64()
+        + 1.0;
+    assert!(
+        (400 - limited) as f64 <= budget,
+        "{} let through, over {budget:.0}",
+        400 - limited
+    );
+    assert!(limited > 0, "the flood was limited");
+    let page = other.get(format!("{base}/program")).send().await.unwrap();
+    assert!(page.status().is_success(), "{}", page.status());
 }

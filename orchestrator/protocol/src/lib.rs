@@ -16,6 +16,8 @@
 
 pub mod auth;
 pub mod fault;
+#[cfg(feature = "http")]
+pub mod peer;
 pub mod store;
 
 pub use auth::{MAX_CLOCK_SKEW_MS, Refusal, SIGNING_DOMAIN, SignedRequest};

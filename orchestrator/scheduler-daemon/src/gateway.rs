@@ -9,6 +9,7 @@
 //! is signed or performed.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -408,29 +409,42 @@ pub struct GatewayState {
 ///   directory costs nothing to read.
 ///
 /// A refused request costs a signature check and no chain call.
+///
+/// Owner lookups are also held per peer address (`owner_per_peer`, an IPv6
+/// peer by its /64: [`mcjs_protocol::peer::peer_key`]), below the shared
+/// budget, so that one address signing with fresh wallets cannot spend the
+/// whole of it and lock honest owners out.
 pub struct GatewayLimits {
     per_key: governor::DefaultKeyedRateLimiter<Pubkey>,
     owner_lookups: governor::DefaultDirectRateLimiter,
+    owner_per_peer: governor::DefaultKeyedRateLimiter<IpAddr>,
     checked: std::sync::atomic::AtomicU64,
 }
 
 impl GatewayLimits {
-    pub fn new(per_key: governor::Quota, owner_lookups: governor::Quota) -> Self {
+    pub fn new(
+        per_key: governor::Quota,
+        owner_lookups: governor::Quota,
+        owner_per_peer: governor::Quota,
+    ) -> Self {
         Self {
             per_key: governor::RateLimiter::keyed(per_key),
             owner_lookups: governor::RateLimiter::direct(owner_lookups),
+            owner_per_peer: governor::RateLimiter::keyed(owner_per_peer),
             checked: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// 100 requests a second per signer (bursts of 200); 20 owner lookups a
-    /// second for everyone together (bursts of 50).
+    /// second for everyone together (bursts of 50), of which one address
+    /// may take 4 a second (bursts of 10).
     pub fn standard() -> Self {
         use std::num::NonZeroU32;
         let n = |v| NonZeroU32::new(v).expect("non-zero");
         Self::new(
             governor::Quota::per_second(n(100)).allow_burst(n(200)),
             governor::Quota::per_second(n(20)).allow_burst(n(50)),
+            governor::Quota::per_second(n(4)).allow_burst(n(10)),
         )
     }
 
@@ -442,12 +456,15 @@ impl GatewayLimits {
             .is_multiple_of(4_096)
         {
             self.per_key.retain_recent();
+            self.owner_per_peer.retain_recent();
         }
         self.per_key.check_key(signer).is_ok()
     }
 
-    fn admit_owner_lookup(&self) -> bool {
-        self.owner_lookups.check().is_ok()
+    /// The peer's share first, so a peer over it spends nothing of the
+    /// shared budget.
+    fn admit_owner_lookup(&self, peer: IpAddr) -> bool {
+        self.owner_per_peer.check_key(&peer).is_ok() && self.owner_lookups.check().is_ok()
     }
 }
 
@@ -515,7 +532,12 @@ fn open<T: serde::de::DeserializeOwned>(
     Ok((signer, message))
 }
 
-pub async fn sign(State(state): State<GatewayState>, body: Bytes) -> Response {
+pub async fn sign(
+    State(state): State<GatewayState>,
+    extensions: axum::http::Extensions,
+    body: Bytes,
+) -> Response {
+    let peer = mcjs_protocol::peer::peer_of(&extensions);
     let s3 = match state.s3() {
         Ok(s3) => Arc::clone(s3),
         Err(r) => return r,
@@ -592,7 +614,7 @@ pub async fn sign(State(state): State<GatewayState>, body: Bytes) -> Response {
             }
             (Some(node_key), jobs)
         }
-        Role::Owner if !state.limits.admit_owner_lookup() => {
+        Role::Owner if !state.limits.admit_owner_lookup(peer) => {
             return state.refuse(
                 "busy",
                 StatusCode::TOO_MANY_REQUESTS,
@@ -692,7 +714,12 @@ pub async fn sign(State(state): State<GatewayState>, body: Bytes) -> Response {
 
 /// Publishes a spec: any signed wallet may, since the scheduler writes only
 /// a valid spec and only under its own hash.
-pub async fn publish_spec(State(state): State<GatewayState>, body: Bytes) -> Response {
+pub async fn publish_spec(
+    State(state): State<GatewayState>,
+    extensions: axum::http::Extensions,
+    body: Bytes,
+) -> Response {
+    let peer = mcjs_protocol::peer::peer_of(&extensions);
     let s3 = match state.s3() {
         Ok(s3) => Arc::clone(s3),
         Err(r) => return r,
@@ -709,7 +736,7 @@ pub async fn publish_spec(State(state): State<GatewayState>, body: Bytes) -> Res
         };
     // Any wallet may publish: each signer, and all of them together, are
     // held to the owners' budget (a publish costs two store requests).
-    if !state.limits.admit_signer(&signer) || !state.limits.admit_owner_lookup() {
+    if !state.limits.admit_signer(&signer) || !state.limits.admit_owner_lookup(peer) {
         return state.refuse(
             "rate_limited",
             StatusCode::TOO_MANY_REQUESTS,

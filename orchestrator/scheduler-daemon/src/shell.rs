@@ -23,7 +23,27 @@ use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::server::{Clock, ServerState, router};
 use crate::verify::{VerifyAction, VerifyObservation, verify_duties};
+use mcjs_protocol::peer::{PeerLimit, PerPeer};
 use mcjs_protocol::store::StoreUrl;
+
+/// What one address may ask of the scheduler's HTTP port (heartbeats, the
+/// fleet view, metrics, the store gateway), before anything else is read: 200
+/// requests a second, in bursts of 1,000. An agent sends one long-lived
+/// heartbeat request and a store request per checkpoint part, so a provider
+/// with hundreds of nodes behind one address stays well inside it.
+pub const PER_PEER: PeerLimit = PeerLimit {
+    period: Duration::from_millis(5),
+    burst: 1_000,
+};
+
+/// The scheduler's HTTP routes as it serves them: heartbeats, the fleet view,
+/// metrics and the store gateway, each address held to `per_peer`. Serve it
+/// with `into_make_service_with_connect_info::<SocketAddr>()`.
+pub fn public_app(state: ServerState, gateway: GatewayState, per_peer: &PerPeer) -> axum::Router {
+    router(state)
+        .merge(gateway::routes(gateway))
+        .layer(per_peer.layer())
+}
 
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
@@ -142,12 +162,19 @@ impl Daemon {
             directory: self.directory.clone(),
             limits: Arc::new(gateway::GatewayLimits::standard()),
         };
-        let app = router(state).merge(gateway::routes(gateway));
+        let per_peer = PerPeer::new(PER_PEER);
+        let app = public_app(state, gateway, &per_peer);
+        tokio::spawn(
+            per_peer.forget_idle_every(Duration::from_secs(60), cancel.clone().cancelled_owned()),
+        );
         let server_cancel = cancel.clone();
         let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(server_cancel.cancelled_owned())
-                .await;
+            let _ = axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .with_graceful_shutdown(server_cancel.cancelled_owned())
+            .await;
         });
         info!(listen = %self.config.listen, rpc = %self.config.rpc_url, "scheduler started");
 

@@ -74,28 +74,35 @@ fn sealed(key: &Keypair, role: Role, path: String) -> Vec<u8> {
     .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn strangers_cost_no_chain_call_beyond_the_budget_and_the_known_node_is_still_served() {
-    let (rpc, chain_calls) = counting_rpc().await;
+/// A gateway with the standard limits over the chain at `rpc`, for an S3
+/// store nobody serves (nothing here gets as far as the store).
+fn gateway_over(rpc: &str, directory: Directory) -> GatewayState {
     let store: StoreUrl = "s3://mcjs/deploy?endpoint=http://127.0.0.1:9"
         .parse()
         .unwrap();
     let StoreUrl::S3(location) = store.clone() else {
         panic!("an s3 url")
     };
-    let s3 = S3Store::new(location, |k| Some(format!("test-{k}"))).unwrap();
-    let (node, operator) = (Pubkey::new_unique(), Keypair::new());
-    let mut directory = Directory::default();
-    directory.insert(node, operator.pubkey());
-    let state = GatewayState {
+    GatewayState {
         url: store,
-        s3: Some(Arc::new(s3)),
-        client: ChainClient::new(&rpc),
+        s3: Some(Arc::new(
+            S3Store::new(location, |k| Some(format!("test-{k}"))).unwrap(),
+        )),
+        client: ChainClient::new(rpc),
         metrics: Arc::new(Metrics::new()),
         clock: Arc::new(now_ms),
         directory: Arc::new(RwLock::new(directory)),
         limits: Arc::new(GatewayLimits::standard()),
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_cost_no_chain_call_beyond_the_budget_and_the_known_node_is_still_served() {
+    let (rpc, chain_calls) = counting_rpc().await;
+    let (node, operator) = (Pubkey::new_unique(), Keypair::new());
+    let mut directory = Directory::default();
+    directory.insert(node, operator.pubkey());
+    let state = gateway_over(&rpc, directory);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}{STORE_SIGN_PATH}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, gateway::routes(state)).await.unwrap() });
@@ -182,4 +189,106 @@ async fn strangers_cost_no_chain_call_beyond_the_budget_and_the_known_node_is_st
         before.as_secs_f64() * 1e3,
         after.as_secs_f64() * 1e3
     );
+}
+
+/// One address signing owner requests with fresh wallets spends its own
+/// share of the owners' budget, not the whole of it: another address's
+/// owner is still looked up. And past the scheduler's per-address budget,
+/// a request is refused before its body is read (no signature checked, no
+/// chain call), while other addresses are answered as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_cannot_spend_the_owners_budget_or_the_port_of_another() {
+    use mcjs_protocol::peer::{PeerLimit, PerPeer};
+    let (rpc, chain_calls) = counting_rpc().await;
+    let state = gateway_over(&rpc, Directory::default());
+    // The per-address layer as the scheduler serves it, with a budget small
+    // enough to cross quickly: a burst of 300, then 100 a second.
+    let per_peer = PerPeer::new(PeerLimit {
+        period: Duration::from_millis(10),
+        burst: 300,
+    });
+    let app = gateway::routes(state).layer(per_peer.layer());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .await
+        .unwrap()
+    });
+    let from = |ip: [u8; 4]| {
+        reqwest::Client::builder()
+            .local_address(Some(std::net::IpAddr::from(ip)))
+            .build()
+            .unwrap()
+    };
+    let url = format!("http://127.0.0.1:{port}{STORE_SIGN_PATH}");
+    let owner_request = || {
+        let k = Keypair::new();
+        let path = format!("users/{}/a", k.pubkey());
+        sealed(&k, Role::Owner, path)
+    };
+    let post = async |client: &reqwest::Client, body: Vec<u8>| -> u16 {
+        client
+            .post(&url)
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+
+    // 200 fresh wallets from 127.0.0.2: only its share reaches the chain.
+    let flood = from([127, 0, 0, 2]);
+    let started = Instant::now();
+    let mut refused = 0;
+    for _ in 0..200 {
+        if post(&flood, owner_request()).await == 429 {
+            refused += 1;
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let spent = chain_calls.load(Ordering::SeqCst);
+    // One address's share: a burst of 10, then 4 a second.
+    let share = 10 + (4.0 * secs).ceil() as u64 + 1;
+    eprintln!(
+        "200 fresh owner keys from one address in {secs:.2} s: {refused} refused, {spent} chain calls (its share {share})"
+    );
+    assert!(
+        spent <= share,
+        "{spent} chain calls over its share of {share}"
+    );
+
+    // An owner at another address is still looked up (the chain stand-in
+    // fails: 502 means the lookup was made).
+    let honest = from([127, 0, 0, 3]);
+    assert_eq!(post(&honest, owner_request()).await, 502);
+    assert!(chain_calls.load(Ordering::SeqCst) > spent);
+
+    // 2,000 requests of junk from 127.0.0.4: past the address's budget each
+    // is refused by the layer (429) before its body is read.
+    let junk = from([127, 0, 0, 4]);
+    let started = Instant::now();
+    let mut limited = 0;
+    for _ in 0..2_000 {
+        if post(&junk, b"not a signed request".to_vec()).await == 429 {
+            limited += 1;
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let allowed = 300 + (100.0 * secs).ceil() as usize + 1;
+    eprintln!(
+        "2,000 requests from one address in {secs:.2} s: {limited} refused by the per-address layer (at most {allowed} let through)"
+    );
+    assert!(
+        2_000 - limited <= allowed,
+        "{} let through, over {allowed}",
+        2_000 - limited
+    );
+    // The honest address is answered meanwhile.
+    assert_eq!(post(&honest, owner_request()).await, 502);
+    assert!(per_peer.remembered() >= 3);
 }
