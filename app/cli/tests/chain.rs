@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use mcjs::instructions::{AttestCheckpointArgs, CompleteJobArgs};
 use mcjs_client::{ChainClient, JobFilter, Keypair, Pubkey, Signer, ix, pda};
-use mcjs_localnet::{Localnet, LocalnetConfig, LocalnetInfo, read_keypair, write_keypair};
+use mcjs_localnet::{
+    Localnet, LocalnetConfig, LocalnetInfo, free_port_pair, read_keypair, write_keypair,
+};
 use serde_json::Value;
 
 struct Chain {
@@ -23,18 +25,6 @@ struct Chain {
     info: LocalnetInfo,
     runtime: tokio::runtime::Runtime,
     _localnet: Localnet,
-}
-
-/// A port whose successor is free too (the websocket takes it).
-fn free_port_pair() -> u16 {
-    loop {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        drop(listener);
-        if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
 }
 
 fn chain() -> &'static Chain {

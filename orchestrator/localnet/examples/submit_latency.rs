@@ -16,23 +16,12 @@ use std::time::{Duration, Instant};
 use mcjs::instructions::SubmitJobArgs;
 use mcjs::state::{JobRequirements, JobTerms};
 use mcjs_client::{ChainClient, Signer, ix};
-use mcjs_localnet::{Localnet, LocalnetConfig, USDC, read_keypair};
+use mcjs_localnet::{Localnet, LocalnetConfig, USDC, free_port_pair, read_keypair};
 use solana_commitment_config::CommitmentLevel;
 
 fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
     xs[xs.len() / 2]
-}
-
-fn free_port_pair() -> u16 {
-    loop {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        drop(l);
-        if std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
 }
 
 fn args(job_id: u64) -> SubmitJobArgs {

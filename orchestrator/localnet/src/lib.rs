@@ -93,6 +93,19 @@ impl Default for LocalnetConfig {
     }
 }
 
+/// A free port whose successor is free too (the websocket listens on the
+/// next port): for tests and tools that start local chains side by side.
+pub fn free_port_pair() -> u16 {
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let port = listener.local_addr().expect("a bound port").port();
+        drop(listener);
+        if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+}
+
 /// The Config a local chain is initialised with.
 pub fn default_params() -> ConfigParams {
     ConfigParams {

@@ -7,18 +7,7 @@ use mcjs::instructions::{RegisterNodeArgs, SubmitJobArgs};
 use mcjs::state::{HardwareProfile, JobRequirements, JobState, JobTerms};
 use mcjs_client::history::McjsEvent;
 use mcjs_client::{ChainClient, JobFilter, Keypair, Signer, ix, pda};
-use mcjs_localnet::{Localnet, LocalnetConfig, LocalnetInfo, USDC, read_keypair};
-
-fn free_port_pair() -> u16 {
-    loop {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        drop(l);
-        if std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
-}
+use mcjs_localnet::{Localnet, LocalnetConfig, LocalnetInfo, USDC, free_port_pair, read_keypair};
 
 async fn start(dir: &std::path::Path) -> Localnet {
     Localnet::start(LocalnetConfig {

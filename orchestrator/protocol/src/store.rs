@@ -75,8 +75,13 @@ pub enum StoreOp {
     Head {
         path: String,
     },
+    /// A URL to PUT the object. `size` is signed into the URL as its
+    /// `Content-Length`, so exactly that many bytes can be sent; an owner's
+    /// upload must give it (the gateway holds each wallet to its quota).
     Put {
         path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<u64>,
     },
     Delete {
         path: String,
@@ -93,11 +98,14 @@ pub enum StoreOp {
     CreateMultipart {
         path: String,
     },
-    /// A URL to PUT part `part` (1-based) of an upload.
+    /// A URL to PUT part `part` (1-based) of an upload; `size` as for
+    /// [`StoreOp::Put`].
     UploadPart {
         path: String,
         upload_id: String,
         part: u16,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<u64>,
     },
     /// Performed by the scheduler: completes an upload from its parts' ETags.
     CompleteMultipart {
@@ -117,13 +125,21 @@ impl StoreOp {
         match self {
             StoreOp::Get { path }
             | StoreOp::Head { path }
-            | StoreOp::Put { path }
+            | StoreOp::Put { path, .. }
             | StoreOp::Delete { path }
             | StoreOp::CreateMultipart { path }
             | StoreOp::UploadPart { path, .. }
             | StoreOp::CompleteMultipart { path, .. }
             | StoreOp::AbortMultipart { path, .. } => path,
             StoreOp::List { prefix, .. } => prefix,
+        }
+    }
+
+    /// The bytes a transfer declares it will write (`Put`, `UploadPart`).
+    pub fn declared_size(&self) -> Option<u64> {
+        match self {
+            StoreOp::Put { size, .. } | StoreOp::UploadPart { size, .. } => *size,
+            _ => None,
         }
     }
 
@@ -636,6 +652,7 @@ mod tests {
                     path: "a".into(),
                     upload_id: "u".into(),
                     part: 2,
+                    size: Some(7),
                 },
             ],
         };

@@ -29,6 +29,12 @@ use object_store::{
 
 const STORE: &str = "mcjs-gateway";
 
+/// How often a request the gateway answers 429 (busy) is sent in all, and
+/// the first pause between: 250 ms, doubling to 2 s, about 12 s in all
+/// (a sealed request stays fresh for two minutes).
+const BUSY_TRIES: u32 = 9;
+const BUSY_FIRST_PAUSE: Duration = Duration::from_millis(250);
+
 /// Signs the bytes of a request with the caller's ed25519 key.
 pub type SignFn = Arc<dyn Fn(&[u8]) -> [u8; 64] + Send + Sync>;
 
@@ -69,18 +75,35 @@ impl Broker {
         sealed: &SignedRequest,
         what: &str,
     ) -> object_store::Result<String> {
-        let response = self
-            .http
-            .post(format!("{}{path}", self.gateway))
-            .json(sealed)
-            .send()
-            .await
-            .map_err(|e| {
-                generic(format!(
-                    "cannot reach the store gateway at {}: {e}",
-                    self.gateway
-                ))
-            })?;
+        // A gateway that is busy (429: its per-address or shared budgets)
+        // is asked again after a pause that doubles, up to BUSY_TRIES.
+        let mut tries = 0;
+        let response = loop {
+            let response = self
+                .http
+                .post(format!("{}{path}", self.gateway))
+                .json(sealed)
+                .send()
+                .await
+                .map_err(|e| {
+                    generic(format!(
+                        "cannot reach the store gateway at {}: {e}",
+                        self.gateway
+                    ))
+                })?;
+            tries += 1;
+            if response.status() != reqwest::StatusCode::TOO_MANY_REQUESTS || tries >= BUSY_TRIES {
+                break response;
+            }
+            let pause = BUSY_FIRST_PAUSE * 2u32.pow((tries - 1).min(3));
+            tracing::debug!(
+                what,
+                tries,
+                pause_ms = pause.as_millis() as u64,
+                "the store gateway is busy; asking again"
+            );
+            tokio::time::sleep(pause).await;
+        };
         let status = response.status();
         let text = response
             .text()
@@ -310,6 +333,7 @@ impl ObjectStore for BrokeredStore {
             .transfer(
                 StoreOp::Put {
                     path: location.to_string(),
+                    size: Some(payload.content_length() as u64),
                 },
                 Some(payload),
             )
@@ -469,6 +493,7 @@ impl MultipartUpload for Upload {
                         path: path.clone(),
                         upload_id,
                         part,
+                        size: Some(data.content_length() as u64),
                     },
                     Some(data),
                 )

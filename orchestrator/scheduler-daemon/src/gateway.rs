@@ -31,6 +31,7 @@ use mcjs_protocol::{Refusal, SignedRequest};
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 
 use crate::metrics::Metrics;
+use crate::quota::{Pending, Stored, WalletQuota};
 use crate::server::{Clock, error};
 use crate::store_gate::{Caller, Checking, SpecInput, authorize, granting, spec_inputs};
 
@@ -123,20 +124,33 @@ impl S3Store {
                 reqwest::Method::HEAD,
                 self.bucket.head_object(c, &key).sign(ttl),
             ),
-            StoreOp::Put { .. } => (
-                reqwest::Method::PUT,
-                self.bucket.put_object(c, &key).sign(ttl),
-            ),
+            StoreOp::Put { size, .. } => {
+                let mut action = self.bucket.put_object(c, &key);
+                if let Some(size) = size {
+                    action
+                        .headers_mut()
+                        .insert("content-length", size.to_string());
+                }
+                (reqwest::Method::PUT, action.sign(ttl))
+            }
             StoreOp::Delete { .. } => (
                 reqwest::Method::DELETE,
                 self.bucket.delete_object(c, &key).sign(ttl),
             ),
             StoreOp::UploadPart {
-                upload_id, part, ..
-            } => (
-                reqwest::Method::PUT,
-                self.bucket.upload_part(c, &key, *part, upload_id).sign(ttl),
-            ),
+                upload_id,
+                part,
+                size,
+                ..
+            } => {
+                let mut action = self.bucket.upload_part(c, &key, *part, upload_id);
+                if let Some(size) = size {
+                    action
+                        .headers_mut()
+                        .insert("content-length", size.to_string());
+                }
+                (reqwest::Method::PUT, action.sign(ttl))
+            }
             _ => return None,
         })
     }
@@ -221,6 +235,23 @@ impl S3Store {
                 .collect(),
             continuation: parsed.next_continuation_token,
         })
+    }
+
+    /// What is stored under `prefix`: every page of its listing, stopping
+    /// once more than `max_objects` are counted (the caller refuses then).
+    pub async fn usage(&self, prefix: &str, max_objects: u64) -> Result<Stored, S3Error> {
+        let mut stored = Stored::default();
+        let mut continuation = None;
+        loop {
+            let page = self.list(prefix, false, continuation.as_deref()).await?;
+            for object in page.objects {
+                stored.add(object.path, object.size);
+            }
+            match page.continuation {
+                Some(next) if stored.usage.objects <= max_objects => continuation = Some(next),
+                _ => return Ok(stored),
+            }
+        }
     }
 
     pub async fn create_multipart(&self, path: &str) -> Result<String, S3Error> {
@@ -414,11 +445,17 @@ pub struct GatewayState {
 /// peer by its /64: [`mcjs_protocol::peer::peer_key`]), below the shared
 /// budget, so that one address signing with fresh wallets cannot spend the
 /// whole of it and lock honest owners out.
+///
+/// What a wallet keeps, in total: [`WalletQuota`] (bytes and objects in its
+/// own space, open uploads, published specs), with the transfers granted and
+/// not yet listed in `pending` ([`crate::quota`]).
 pub struct GatewayLimits {
     per_key: governor::DefaultKeyedRateLimiter<Pubkey>,
     owner_lookups: governor::DefaultDirectRateLimiter,
     owner_per_peer: governor::DefaultKeyedRateLimiter<IpAddr>,
     checked: std::sync::atomic::AtomicU64,
+    pub quota: WalletQuota,
+    pending: std::sync::Mutex<Pending>,
 }
 
 impl GatewayLimits {
@@ -432,19 +469,27 @@ impl GatewayLimits {
             owner_lookups: governor::RateLimiter::direct(owner_lookups),
             owner_per_peer: governor::RateLimiter::keyed(owner_per_peer),
             checked: std::sync::atomic::AtomicU64::new(0),
+            quota: WalletQuota::STANDARD,
+            pending: std::sync::Mutex::default(),
         }
+    }
+
+    /// The same limits with another quota per wallet.
+    pub fn with_quota(mut self, quota: WalletQuota) -> Self {
+        self.quota = quota;
+        self
     }
 
     /// 100 requests a second per signer (bursts of 200); 20 owner lookups a
     /// second for everyone together (bursts of 50), of which one address
-    /// may take 4 a second (bursts of 10).
+    /// may take 10 a second (bursts of 25).
     pub fn standard() -> Self {
         use std::num::NonZeroU32;
         let n = |v| NonZeroU32::new(v).expect("non-zero");
         Self::new(
             governor::Quota::per_second(n(100)).allow_burst(n(200)),
             governor::Quota::per_second(n(20)).allow_burst(n(50)),
-            governor::Quota::per_second(n(4)).allow_burst(n(10)),
+            governor::Quota::per_second(n(10)).allow_burst(n(25)),
         )
     }
 
@@ -463,6 +508,15 @@ impl GatewayLimits {
 
     /// The peer's share first, so a peer over it spends nothing of the
     /// shared budget.
+    /// An upload was completed (its object is listed now) or aborted.
+    fn upload_closed(&self, upload_id: &str) -> Grant {
+        self.pending
+            .lock()
+            .expect("pending transfers")
+            .closed(upload_id);
+        Grant::Done
+    }
+
     fn admit_owner_lookup(&self, peer: IpAddr) -> bool {
         self.owner_per_peer.check_key(&peer).is_ok() && self.owner_lookups.check().is_ok()
     }
@@ -614,6 +668,16 @@ pub async fn sign(
             }
             (Some(node_key), jobs)
         }
+        // Only its own space: nothing on chain decides it, so no chain scan
+        // and nothing of the owners' lookup budget (an upload of many parts
+        // costs the chain nothing).
+        Role::Owner
+            if request.ops.iter().all(|op| {
+                matches!(ObjectKind::classify(op.path()), ObjectKind::UserData { owner } if owner == signer.to_string())
+            }) =>
+        {
+            (None, Vec::new())
+        }
         Role::Owner if !state.limits.admit_owner_lookup(peer) => {
             return state.refuse(
                 "busy",
@@ -667,6 +731,42 @@ pub async fn sign(
             );
         }
     }
+    // An owner's writes into its own space: within its quota, counting what
+    // it stores now (listed) and what it was granted and has not sent yet.
+    let own_writes: Vec<&StoreOp> = match &caller {
+        Caller::Owner { .. } => request
+            .ops
+            .iter()
+            .filter(|op| {
+                op.writes()
+                    && matches!(ObjectKind::classify(op.path()), ObjectKind::UserData { .. })
+            })
+            .collect(),
+        Caller::Node { .. } => Vec::new(),
+    };
+    if !own_writes.is_empty() {
+        let quota = state.limits.quota;
+        let stored = match s3.usage(&format!("users/{signer}"), quota.objects).await {
+            Ok(usage) => usage,
+            Err(e) => return error(StatusCode::BAD_GATEWAY, e.to_string()),
+        };
+        let now = (state.clock)();
+        let expires = now.saturating_add(GRANT_TTL_SECS as i64 * 1000);
+        let admitted = state
+            .limits
+            .pending
+            .lock()
+            .expect("pending transfers")
+            .admit(&signer, &stored, &own_writes, &quota, now, expires);
+        if let Err(why) = admitted {
+            return state.refuse(
+                "quota",
+                StatusCode::FORBIDDEN,
+                format!("store request refused: {why}"),
+            );
+        }
+    }
+    let owner = matches!(caller, Caller::Owner { .. }).then_some(signer);
     let mut grants = Vec::with_capacity(request.ops.len());
     for op in &request.ops {
         if let Some((method, url)) = s3.presign(op) {
@@ -685,10 +785,17 @@ pub async fn sign(
                 .list(prefix, *delimiter, continuation.as_deref())
                 .await
                 .map(Grant::Listing),
-            StoreOp::CreateMultipart { path } => s3
-                .create_multipart(path)
-                .await
-                .map(|upload_id| Grant::Upload { upload_id }),
+            StoreOp::CreateMultipart { path } => s3.create_multipart(path).await.map(|upload_id| {
+                if let Some(owner) = owner {
+                    state
+                        .limits
+                        .pending
+                        .lock()
+                        .expect("pending transfers")
+                        .opened(owner, path.clone(), upload_id.clone(), (state.clock)());
+                }
+                Grant::Upload { upload_id }
+            }),
             StoreOp::CompleteMultipart {
                 path,
                 upload_id,
@@ -696,11 +803,11 @@ pub async fn sign(
             } => s3
                 .complete_multipart(path, upload_id, etags)
                 .await
-                .map(|()| Grant::Done),
+                .map(|()| state.limits.upload_closed(upload_id)),
             StoreOp::AbortMultipart { path, upload_id } => s3
                 .abort_multipart(path, upload_id)
                 .await
-                .map(|()| Grant::Done),
+                .map(|()| state.limits.upload_closed(upload_id)),
             _ => unreachable!("every other op is presigned"),
         };
         match done {
@@ -764,8 +871,32 @@ pub async fn publish_spec(
         Ok(e) => e,
         Err(e) => return error(StatusCode::BAD_GATEWAY, e.to_string()),
     };
-    if !existed && let Err(e) = s3.put(&path, canonical.into_bytes()).await {
-        return error(StatusCode::BAD_GATEWAY, e.to_string());
+    if !existed {
+        // A marker per spec a wallet published (a prefix nobody but the
+        // scheduler reads or writes) counts them.
+        let published = format!("published/{signer}");
+        let specs = state.limits.quota.specs;
+        match s3.usage(&published, specs).await {
+            Ok(stored) if stored.usage.objects >= specs => {
+                return state.refuse(
+                    "quota",
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "spec refused: wallet {signer} has published {} specs, the most one wallet may",
+                        stored.usage.objects
+                    ),
+                );
+            }
+            Ok(_) => {}
+            Err(e) => return error(StatusCode::BAD_GATEWAY, e.to_string()),
+        }
+        let hash = path.trim_start_matches("specs/").trim_end_matches(".json");
+        if let Err(e) = s3.put(&format!("{published}/{hash}"), Vec::new()).await {
+            return error(StatusCode::BAD_GATEWAY, e.to_string());
+        }
+        if let Err(e) = s3.put(&path, canonical.into_bytes()).await {
+            return error(StatusCode::BAD_GATEWAY, e.to_string());
+        }
     }
     Json(SpecStored { path, existed }).into_response()
 }

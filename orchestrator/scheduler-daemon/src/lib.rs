@@ -12,6 +12,7 @@ pub mod core;
 pub mod gateway;
 pub mod liveness;
 pub mod metrics;
+pub mod quota;
 pub mod server;
 pub mod shell;
 pub mod store_gate;

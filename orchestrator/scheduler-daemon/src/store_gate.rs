@@ -372,7 +372,7 @@ mod tests {
         StoreOp::Get { path }
     }
     fn put(path: String) -> StoreOp {
-        StoreOp::Put { path }
+        StoreOp::Put { path, size: None }
     }
 
     /// A node named to check an interval reads the job's spec, the
@@ -521,6 +521,7 @@ mod tests {
                 path: own.clone(),
                 upload_id: "u".into(),
                 part: 1,
+                size: None,
             },
             StoreOp::Delete { path: own },
         ] {

@@ -13,7 +13,7 @@ use mcjs::instructions::{
 };
 use mcjs::state::{FailureCause, HardwareProfile, JobRequirements, JobTerms};
 use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, ix, pda};
-use mcjs_localnet::{Localnet, LocalnetConfig, USDC, read_keypair};
+use mcjs_localnet::{Localnet, LocalnetConfig, USDC, free_port_pair, read_keypair};
 
 pub struct Story {
     pub localnet: Localnet,
@@ -32,17 +32,6 @@ pub struct Story {
     pub output_hash: [u8; 32],
     _dir: tempfile::TempDir,
     _stop: tokio::sync::oneshot::Sender<()>,
-}
-
-fn free_port_pair() -> u16 {
-    loop {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        drop(l);
-        if std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
 }
 
 fn hardware() -> HardwareProfile {

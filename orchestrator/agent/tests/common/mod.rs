@@ -11,6 +11,7 @@ use mcjs_agent::{Agent, AgentConfig, put_spec};
 use mcjs_client::program::instructions::{RegisterNodeArgs, SubmitJobArgs};
 use mcjs_client::program::state::{Job, JobRequirements, JobTerms};
 use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, ix, pda};
+pub use mcjs_localnet::free_port_pair;
 use mcjs_localnet::{Localnet, LocalnetConfig, USDC, read_keypair};
 use mcjs_spec::JobSpec;
 use object_store::ObjectStore;
@@ -29,16 +30,6 @@ pub fn trainer_image() -> &'static str {
     IMAGE.get_or_init(|| {
         mcjs_cluster::workload::build_trainer_image().expect("the trainer image builds")
     })
-}
-
-pub fn free_port_pair() -> u16 {
-    loop {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        if port < 65000 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
 }
 
 pub struct World {
