@@ -125,10 +125,10 @@ impl World {
     fn open_with(&mut self, checkers: &ix::Checkers) -> Outcome {
         let state = self.env.job(&self.job);
         let generation = state.last_checkpoint.unwrap().generation;
-        let attester = self.env.account(&pda::segment(&self.job, generation)).map_or(
-            self.a.nodes[0],
-            |a| decode::segment(&a.data).unwrap().node,
-        );
+        let attester = self
+            .env
+            .account(&pda::segment(&self.job, generation))
+            .map_or(self.a.nodes[0], |a| decode::segment(&a.data).unwrap().node);
         let ix = ix::open_verification(
             &self.env.scheduler.pubkey(),
             &self.job,
@@ -171,7 +171,12 @@ impl World {
     }
 
     /// `who`'s node 0 reveals `answer` to `verification`.
-    fn reveal(&mut self, who: &ProviderActor, verification: &Pubkey, answer: CheckAnswer) -> Outcome {
+    fn reveal(
+        &mut self,
+        who: &ProviderActor,
+        verification: &Pubkey,
+        answer: CheckAnswer,
+    ) -> Outcome {
         let operator = who.operator(0).insecure_clone();
         let ix = ix::attest_verification(
             &operator.pubkey(),
@@ -440,7 +445,10 @@ fn checkers_must_be_two_other_providers_with_fitting_nodes() {
     let honest = w.honest(&v, 100);
     w.answer(&v, Some(honest), Some(honest));
     w.resolve(&v, None, None).unwrap();
-    assert!(w.env.account(&v).is_none(), "a resolved verification closes");
+    assert!(
+        w.env.account(&v).is_none(),
+        "a resolved verification closes"
+    );
     let before = w.env.snapshot();
     expect_error(w.open_with(&good), McjsError::IntervalNotOpenToVerification);
     w.env.assert_unchanged(&before);
@@ -518,7 +526,9 @@ fn answers_are_sealed_by_the_named_checkers_then_revealed_as_sealed() {
     let v = w.open();
     let honest = w.honest(&v, 100);
     let (a, b, c) = (w.a.fork(), w.b.fork(), w.c.fork());
-    let stranger = w.env.provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
+    let stranger = w
+        .env
+        .provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
     // Only the named checkers answer: not the attesting provider, not a
     // stranger.
     let before = w.env.snapshot();
@@ -582,7 +592,12 @@ fn a_checker_that_copies_the_claimed_hash_never_gets_a_made_up_checkpoint_paid()
         CopiesAlike,
         Silent,
     }
-    for other in [Other::Honest, Other::Copies, Other::CopiesAlike, Other::Silent] {
+    for other in [
+        Other::Honest,
+        Other::Copies,
+        Other::CopiesAlike,
+        Other::Silent,
+    ] {
         {
             let mut w = world(PPM);
             w.env.warp(2);
@@ -629,8 +644,16 @@ fn a_checker_that_copies_the_claimed_hash_never_gets_a_made_up_checkpoint_paid()
             assert_eq!(resolved[0].refund, 0);
             assert_eq!(w.env.balance(&w.owner.token), owner_before);
             let job = w.env.job(&w.job);
-            assert_eq!(job.accrued, cost(INTERVAL), "{other:?}: only the honest interval is owed");
-            assert_eq!(job.bond, 100 * USDC, "the made-up interval's pay is back in the bond");
+            assert_eq!(
+                job.accrued,
+                cost(INTERVAL),
+                "{other:?}: only the honest interval is owed"
+            );
+            assert_eq!(
+                job.bond,
+                100 * USDC,
+                "the made-up interval's pay is back in the bond"
+            );
             if matches!(other, Other::Silent) {
                 // (Completing an hour later bills the wait: see the note in
                 // docs/verification.md.)
@@ -669,7 +692,8 @@ fn an_inconclusive_check_of_a_held_segment_refunds_the_interval() {
     expect_error(w.complete(), McjsError::VerificationOpen);
     let copied = w.copied(&v);
     w.answer(&v, Some(copied), None);
-    w.env.warp(default_params().challenge_window_secs as i64 + 1);
+    w.env
+        .warp(default_params().challenge_window_secs as i64 + 1);
     let held_before = w.env.job(&w.job).held;
     assert_eq!(held_before, 0, "still on its node");
     // Pause it (the owner's choice): the segment's pay moves to held.
@@ -693,7 +717,11 @@ fn an_inconclusive_check_of_a_held_segment_refunds_the_interval() {
     let resolved = events::<VerificationResolved>(&logs);
     let amount = w.env.job(&w.job).held;
     assert_eq!(resolved[0].refund, held - amount);
-    assert_eq!(resolved[0].refund, cost(INTERVAL), "the drawn interval's amount");
+    assert_eq!(
+        resolved[0].refund,
+        cost(INTERVAL),
+        "the drawn interval's amount"
+    );
     assert_eq!(w.env.balance(&w.owner.token) - owner_before, cost(INTERVAL));
     w.env.assert_invariants();
 }
@@ -816,7 +844,11 @@ fn a_start_the_provider_attested_itself_and_cannot_be_restored_counts_against_it
     w.attest(200);
     let v = w.open();
     assert_eq!(w.verification(&v).from.map(|f| f.step), Some(100));
-    w.answer(&v, Some(CheckAnswer::StartUnavailable), Some(CheckAnswer::StartUnavailable));
+    w.answer(
+        &v,
+        Some(CheckAnswer::StartUnavailable),
+        Some(CheckAnswer::StartUnavailable),
+    );
     assert_eq!(
         w.verification(&v).decide(),
         VerificationOutcome::ProviderWrong,
@@ -886,8 +918,15 @@ fn ending_the_job_after_a_draw_is_no_escape_from_its_check() {
     let resolved = events::<VerificationResolved>(&logs);
     assert_eq!(resolved[0].outcome, VerificationOutcome::ProviderWrong);
     assert_eq!(resolved[0].slashed, default_params().slash_amount);
-    assert_eq!(resolved[0].refund, 2 * cost(INTERVAL), "the liar's whole segment");
-    assert_eq!(w.env.balance(&w.owner.token) - owner_before, 2 * cost(INTERVAL));
+    assert_eq!(
+        resolved[0].refund,
+        2 * cost(INTERVAL),
+        "the liar's whole segment"
+    );
+    assert_eq!(
+        w.env.balance(&w.owner.token) - owner_before,
+        2 * cost(INTERVAL)
+    );
     w.env.assert_invariants();
 }
 
@@ -905,11 +944,19 @@ fn nobody_reports_a_job_late_while_it_waits_on_a_check() {
     let scheduler = w.env.scheduler.insecure_clone();
     let before = w.env.snapshot();
     expect_error(
-        w.env.report(&stranger, &w.job, &token, &a, 0, FailureCause::NodeLost),
+        w.env
+            .report(&stranger, &w.job, &token, &a, 0, FailureCause::NodeLost),
         McjsError::VerificationOpen,
     );
     expect_error(
-        w.env.report(&scheduler, &w.job, &token, &a, 0, FailureCause::CheckpointOverdue),
+        w.env.report(
+            &scheduler,
+            &w.job,
+            &token,
+            &a,
+            0,
+            FailureCause::CheckpointOverdue,
+        ),
         McjsError::VerificationOpen,
     );
     w.env.assert_unchanged(&before);
@@ -918,7 +965,8 @@ fn nobody_reports_a_job_late_while_it_waits_on_a_check() {
     w.resolve(&v, None, None).unwrap();
     let before = w.env.snapshot();
     expect_error(
-        w.env.report(&stranger, &w.job, &token, &a, 0, FailureCause::NodeLost),
+        w.env
+            .report(&stranger, &w.job, &token, &a, 0, FailureCause::NodeLost),
         McjsError::JobNotStalled,
     );
     w.env.assert_unchanged(&before);
@@ -943,11 +991,22 @@ fn compensation_never_counts_held_pay_so_a_later_proven_wrong_still_resolves() {
             w.env.assign(&w.job, who, node).unwrap();
         }
         w.env
-            .report(&scheduler, &w.job, &token, who, node, FailureCause::NodeLost)
+            .report(
+                &scheduler,
+                &w.job,
+                &token,
+                who,
+                node,
+                FailureCause::NodeLost,
+            )
             .unwrap();
     }
     let job = w.env.job(&w.job);
-    assert!(matches!(job.state, JobState::Failed { .. }), "{:?}", job.state);
+    assert!(
+        matches!(job.state, JobState::Failed { .. }),
+        "{:?}",
+        job.state
+    );
     assert!(job.held > 0);
     // A verified job's pay is held until released: none of it is
     // compensable, so a later refund of it can never be paid twice.
@@ -983,7 +1042,8 @@ fn a_closed_jobs_id_is_never_taken_again() {
     for taken in [1, 0] {
         let before = env.snapshot();
         expect_error(
-            env.submit(&owner, job_args(taken, 10 * USDC)).map(|_| vec![]),
+            env.submit(&owner, job_args(taken, 10 * USDC))
+                .map(|_| vec![]),
             McjsError::JobIdTaken,
         );
         env.assert_unchanged(&before);
@@ -1053,7 +1113,6 @@ fn bare_complete(w: &World, operator: &solana_keypair::Keypair) -> mcjs_client::
     )
 }
 
-
 #[test]
 fn a_liar_proven_wrong_while_its_job_runs_on_a_checkers_node_is_resolved() {
     // A lies at 200, then its node is lost; the job moves on to B's node,
@@ -1096,4 +1155,53 @@ fn a_liar_proven_wrong_while_its_job_runs_on_a_checkers_node_is_resolved() {
     );
     assert_eq!(w.env.provider(&b.pda).slashed_total, 0);
     w.env.assert_invariants();
+}
+
+/// A finished job that waited on a check is not billed for the wait: its
+/// completion after the check settled bills at most one checkpoint interval
+/// past its last checkpoint, not the billing window (interval × liveness
+/// factor). A completion with no check in between bills as before.
+#[test]
+fn a_completion_that_waited_on_a_check_bills_at_most_one_interval() {
+    let mut w = world(PPM);
+    w.env.warp(2);
+    w.attest(100);
+    let v = w.open();
+    // The job finishes half an interval after its checkpoint, and waits.
+    w.env.warp(INTERVAL / 2);
+    let before = w.env.snapshot();
+    expect_error(w.complete(), McjsError::VerificationOpen);
+    w.env.assert_unchanged(&before);
+    // The checkers take three intervals to answer.
+    w.env.warp(3 * INTERVAL);
+    let honest = w.honest(&v, 100);
+    w.answer(&v, Some(honest), Some(honest));
+    w.resolve(&v, None, None).unwrap();
+    let billed = w.env.job(&w.job).billed_secs;
+    let window = INTERVAL * i64::from(default_params().liveness_factor);
+    assert!(
+        window > INTERVAL,
+        "the billing window is wider than an interval"
+    );
+    w.complete().unwrap();
+    let waited = w.env.job(&w.job).billed_secs - billed;
+    assert_eq!(
+        waited as i64, INTERVAL,
+        "billed {waited} s after the wait (the window is {window} s)"
+    );
+    w.env.assert_invariants();
+
+    // No check since the last checkpoint: billed to the completion.
+    let mut w = world(PPM);
+    w.env.warp(2);
+    w.attest(100);
+    let gap = default_params().draw_secs as i64 + INTERVAL / 3;
+    w.env.warp(gap);
+    let billed = w.env.job(&w.job).billed_secs;
+    w.complete().unwrap();
+    let to_completion = (w.env.job(&w.job).billed_secs - billed) as i64;
+    assert!(
+        (gap..INTERVAL).contains(&to_completion),
+        "billed {to_completion} s for {gap} s"
+    );
 }

@@ -62,7 +62,7 @@ impl AssignJob<'_> {
             self.job.barred_provider != Some(self.provider.key()),
             McjsError::ProviderBarred
         );
-        let holds = self.job.verification_ppm > 0 && self.config.params.challenge_window_secs > 0;
+        let holds = self.job.holds_payment_under(&self.config.params);
         require!(holds == self.segment.is_some(), McjsError::SegmentRequired);
         Ok(())
     }

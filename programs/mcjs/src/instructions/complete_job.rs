@@ -84,7 +84,8 @@ impl CompleteJob<'_> {
             matches!(job.state, crate::state::JobState::Running { .. }),
             McjsError::JobNotRunning
         );
-        job.accrue(now, accounts.config.params.liveness_factor)?;
+        let until = job.billed_until(now);
+        job.accrue(until, accounts.config.params.liveness_factor)?;
         let refund = take_off_node(
             off_node!(accounts, Some(&accounts.owner_token)),
             true,

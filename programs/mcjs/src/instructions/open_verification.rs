@@ -78,7 +78,7 @@ impl OpenVerification<'_> {
     fn validate(&self, now: i64) -> Result<()> {
         let job = &self.job;
         require!(
-            job.verification_ppm > 0 && self.config.params.challenge_window_secs > 0,
+            job.holds_payment_under(&self.config.params),
             McjsError::VerificationOff
         );
         // Only the latest interval, within its window, and attested by the

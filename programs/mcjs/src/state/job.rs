@@ -1,6 +1,7 @@
 use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
+use crate::state::config::ConfigParams;
 use crate::state::node::{HardwareProfile, MAX_GPU_MODEL_LEN};
 
 pub const MAX_GPU_MODELS: usize = 4;
@@ -411,6 +412,32 @@ impl Job {
                 Ok(())
             }
             _ => err!(McjsError::JobNotAssigned),
+        }
+    }
+
+    /// Whether this job's assignments hold their payment until checked: a
+    /// verified job under a Config with a challenge window. The one owner of
+    /// the rule: `assign_job` creates a Segment exactly then,
+    /// `open_verification` is refused otherwise, and clients ask it before
+    /// they pass a new Segment.
+    pub fn holds_payment_under(&self, params: &ConfigParams) -> bool {
+        self.verification_ppm > 0 && params.challenge_window_secs > 0
+    }
+
+    /// Until when a completion at `now` is billed. A verified job's
+    /// completion is refused while a check is open (`VerificationOpen`), so
+    /// one that comes after a check settled since the last progress mark may
+    /// have waited on it; the wait is not work, and such a completion is
+    /// billed at most one checkpoint interval past the mark (an honest job
+    /// finishes within an interval of its last checkpoint).
+    pub fn billed_until(&self, now: i64) -> i64 {
+        if self.checks_settled_at > self.progress_mark {
+            now.min(
+                self.progress_mark
+                    .saturating_add(i64::from(self.terms.checkpoint_interval_secs)),
+            )
+        } else {
+            now
         }
     }
 
