@@ -318,6 +318,19 @@ async fn a_strangers_forged_heartbeats_leave_the_provider_and_the_job_alone() {
     let stranger = mcjs_client::Keypair::new();
     let http = reqwest::Client::new();
     let url = format!("{}{HEARTBEAT_PATH}", s.cluster.scheduler_url());
+    let session = http
+        .get(format!(
+            "{}{}",
+            s.cluster.scheduler_url(),
+            mcjs_protocol::HEARTBEAT_SESSION_PATH
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json::<mcjs_protocol::HeartbeatSession>()
+        .await
+        .unwrap()
+        .session;
     let now_ms = || {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -332,6 +345,8 @@ async fn a_strangers_forged_heartbeats_leave_the_provider_and_the_job_alone() {
             agent_url: "http://127.0.0.1:9".into(),
             sent_at_unix_ms: now_ms(),
             seq: u64::MAX - i,
+            // The session is public; the node's key is not.
+            session: session.clone(),
             jobs: vec![JobReport {
                 job: s.job.to_string(),
                 generation: before.generation,

@@ -31,6 +31,7 @@ fn heartbeat(seq: u64) -> Heartbeat {
         agent_url: "http://10.0.0.7:7400".into(),
         sent_at_unix_ms: 1_700_000_000_000,
         seq,
+        session: "0123456789abcdef0123456789abcdef".into(),
         jobs: vec![
             JobReport {
                 job: job(1),

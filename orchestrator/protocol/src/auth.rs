@@ -63,6 +63,10 @@ pub enum Refusal {
     Stale { skew_ms: i64 },
     #[error("replayed request: sequence {seq} is not above the last accepted {last}")]
     Replayed { seq: u64, last: u64 },
+    #[error(
+        "heartbeat for another scheduler session ({got:?}); ask for the current one and reconnect"
+    )]
+    OtherSession { got: String },
 }
 
 impl Refusal {
@@ -72,7 +76,7 @@ impl Refusal {
         match self {
             Refusal::Malformed(_) => 400,
             Refusal::Unsigned | Refusal::BadSignature | Refusal::Stale { .. } => 401,
-            Refusal::Replayed { .. } => 401,
+            Refusal::Replayed { .. } | Refusal::OtherSession { .. } => 401,
             Refusal::UnknownNode(_) | Refusal::Foreign { .. } => 403,
         }
     }
@@ -87,6 +91,7 @@ impl Refusal {
             Refusal::Foreign { .. } => "foreign",
             Refusal::Stale { .. } => "stale",
             Refusal::Replayed { .. } => "replayed",
+            Refusal::OtherSession { .. } => "other_session",
         }
     }
 

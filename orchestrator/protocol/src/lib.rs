@@ -37,6 +37,16 @@ pub const HEARTBEAT_PATH: &str = "/v1/heartbeat";
 /// declares the node lost after a short grace in which a reconnect cancels
 /// it. A partition closes nothing, so it still waits out the timeout.
 pub const HEARTBEAT_STREAM_PATH: &str = "/v1/heartbeat/stream";
+/// `GET` the scheduler's current [`HeartbeatSession`]: an agent asks before
+/// it opens each heartbeat stream.
+pub const HEARTBEAT_SESSION_PATH: &str = "/v1/heartbeat/session";
+
+/// A scheduler process's heartbeat session: random, new at each start.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatSession {
+    pub session: String,
+}
+
 /// The longest line of a heartbeat stream.
 pub const MAX_HEARTBEAT_BYTES: usize = 256 * 1024;
 /// `GET` the scheduler's view of the fleet: a [`FleetView`].
@@ -66,6 +76,13 @@ pub struct Heartbeat {
     /// Grows with every request the agent sends ([`auth::next_sequence`]);
     /// the scheduler refuses one not above the last it accepted from the node.
     pub seq: u64,
+    /// The scheduler's session ([`HeartbeatSession`], from
+    /// [`HEARTBEAT_SESSION_PATH`]) the agent heartbeats into. A scheduler
+    /// starts a new one each time it starts and refuses every other, so a
+    /// line captured before a restart cannot be replayed after it, when the
+    /// scheduler no longer knows the node's last sequence number.
+    #[serde(default)]
+    pub session: String,
     /// Every job the agent is working on or has just finished with.
     pub jobs: Vec<JobReport>,
     /// The agent is stopping on purpose (and will be back, or the node goes
@@ -146,6 +163,7 @@ mod tests {
     #[test]
     fn a_heartbeat_round_trips_and_unknown_fields_are_refused() {
         let hb = Heartbeat {
+            session: "s".into(),
             node: "N".into(),
             provider: "P".into(),
             agent_url: "http://127.0.0.1:1".into(),

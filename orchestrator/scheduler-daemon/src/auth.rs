@@ -61,10 +61,14 @@ impl Directory {
 /// naming a node it does not hold the key of costs one map lookup. Needs no
 /// lock on the liveness table: the signature (~0.1 ms) is checked while
 /// other nodes' heartbeats are recorded.
+/// The heartbeat must be for this scheduler's `session`: one sealed for
+/// an earlier process of the scheduler is refused, so a line captured before
+/// a restart is worthless after it.
 pub fn authenticate(
     raw: &[u8],
     now_ms: i64,
     directory: &Directory,
+    session: &str,
 ) -> Result<(Pubkey, Heartbeat), Refusal> {
     let request = SignedRequest::parse(raw)?;
     let heartbeat: Heartbeat = request.message()?;
@@ -84,6 +88,11 @@ pub fn authenticate(
     }
     request.verify(HEARTBEAT_PATH)?;
     check_fresh(heartbeat.sent_at_unix_ms, now_ms)?;
+    if heartbeat.session != session {
+        return Err(Refusal::OtherSession {
+            got: heartbeat.session.chars().take(64).collect(),
+        });
+    }
     Ok((node, heartbeat))
 }
 

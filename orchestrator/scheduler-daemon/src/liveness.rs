@@ -175,6 +175,7 @@ mod tests {
             agent_url: String::new(),
             sent_at_unix_ms: 0,
             seq,
+            session: String::new(),
             jobs: Vec::new(),
             goodbye: false,
         }

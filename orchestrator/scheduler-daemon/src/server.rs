@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use mcjs_protocol::{
-    FLEET_PATH, FleetView, HEARTBEAT_PATH, HEARTBEAT_STREAM_PATH, HeartbeatAck,
-    MAX_HEARTBEAT_BYTES, NodeLiveness,
+    FLEET_PATH, FleetView, HEARTBEAT_PATH, HEARTBEAT_SESSION_PATH, HEARTBEAT_STREAM_PATH,
+    HeartbeatAck, HeartbeatSession, MAX_HEARTBEAT_BYTES, NodeLiveness,
 };
 use serde::Serialize;
 
@@ -43,6 +43,15 @@ pub struct ServerState {
     /// Woken when an agent's stream drops, so the loop judges it after the
     /// grace instead of at its next tick.
     pub wake: Arc<tokio::sync::Notify>,
+    /// This process's heartbeat session ([`new_session`]).
+    pub session: Arc<str>,
+}
+
+/// A heartbeat session: 16 random bytes from the OS, hex.
+pub fn new_session() -> Arc<str> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the OS's random numbers");
+    hex::encode(bytes).into()
 }
 
 #[derive(Serialize)]
@@ -65,6 +74,14 @@ pub fn router(state: ServerState) -> Router {
     Router::new()
         .route(HEARTBEAT_PATH, post(heartbeat))
         .route(HEARTBEAT_STREAM_PATH, post(heartbeat_stream))
+        .route(
+            HEARTBEAT_SESSION_PATH,
+            get(|State(state): State<ServerState>| async move {
+                Json(HeartbeatSession {
+                    session: state.session.to_string(),
+                })
+            }),
+        )
         .route(FLEET_PATH, get(fleet))
         .route("/metrics", get(metrics))
         .route(
@@ -82,7 +99,7 @@ fn accept(
 ) -> Result<(mcjs_client::Pubkey, bool), mcjs_protocol::Refusal> {
     let now = (state.clock)();
     let (node, heartbeat) = match state.directory.read() {
-        Ok(directory) => authenticate(raw, now, &directory)?,
+        Ok(directory) => authenticate(raw, now, &directory, &state.session)?,
         Err(_) => {
             return Err(mcjs_protocol::Refusal::Malformed(
                 "node directory poisoned".into(),

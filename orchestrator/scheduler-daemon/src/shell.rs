@@ -152,6 +152,7 @@ impl Daemon {
             heartbeat_timeout_ms: self.config.detector.heartbeat_timeout_ms,
             disconnect_grace_ms: self.config.detector.disconnect_grace_ms,
             wake: Arc::clone(&wake),
+            session: crate::server::new_session(),
         };
         let gateway = GatewayState {
             url: self.config.store.clone(),

@@ -135,6 +135,7 @@ fn heartbeat(node: Pubkey, jobs: Vec<JobReport>) -> Heartbeat {
         agent_url: "http://127.0.0.1:1".into(),
         sent_at_unix_ms: 0,
         seq: 0,
+        session: String::new(),
         jobs,
         goodbye: false,
     }

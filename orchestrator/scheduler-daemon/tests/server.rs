@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use mcjs_client::{Keypair, Pubkey, Signer};
 use mcjs_protocol::{
-    ExitReport, HEARTBEAT_PATH, HEARTBEAT_STREAM_PATH, Heartbeat, JobPhase, JobReport,
-    SignedRequest, StopReason,
+    ExitReport, HEARTBEAT_PATH, HEARTBEAT_SESSION_PATH, HEARTBEAT_STREAM_PATH, Heartbeat,
+    HeartbeatSession, JobPhase, JobReport, SignedRequest, StopReason,
 };
 use mcjs_scheduler_daemon::Liveness;
 use mcjs_scheduler_daemon::auth::Directory;
@@ -25,6 +25,11 @@ struct Server {
 
 /// A node, its authorised key, and a server that knows them.
 async fn serve(now: Arc<AtomicI64>, node: Pubkey, key: &Keypair) -> Server {
+    serve_session(now, node, key, SESSION).await
+}
+
+/// The same, as a scheduler process whose heartbeat session is `session`.
+async fn serve_session(now: Arc<AtomicI64>, node: Pubkey, key: &Keypair, session: &str) -> Server {
     let liveness = Arc::new(Mutex::new(Liveness::new(0)));
     let mut directory = Directory::default();
     directory.insert(node, key.pubkey());
@@ -36,6 +41,7 @@ async fn serve(now: Arc<AtomicI64>, node: Pubkey, key: &Keypair) -> Server {
         heartbeat_timeout_ms: 3_000,
         disconnect_grace_ms: 500,
         wake: Arc::new(tokio::sync::Notify::new()),
+        session: session.into(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -54,10 +60,14 @@ fn beat(node: Pubkey, sent_at: i64, seq: u64) -> Heartbeat {
         agent_url: "http://x".into(),
         sent_at_unix_ms: sent_at,
         seq,
+        session: SESSION.into(),
         jobs: vec![],
         goodbye: false,
     }
 }
+
+/// The test server's heartbeat session.
+const SESSION: &str = "0123456789abcdef0123456789abcdef";
 
 /// A heartbeat that, if believed, would get the node's provider slashed.
 fn damning(node: Pubkey, sent_at: i64, seq: u64) -> Heartbeat {
@@ -612,4 +622,51 @@ async fn five_hundred_silent_streams_and_a_slow_endless_line_leave_honest_heartb
         "{sent} bytes"
     );
     assert_eq!(server.recorded(&node).map(|(_, seq)| seq), Some(120));
+}
+
+/// A restarted scheduler has a new session and no memory of the node's
+/// sequence numbers: a line the node sealed for the old session, captured
+/// and replayed within the clock window after the restart, is refused and
+/// records nothing (it cannot keep a dead node alive); the node's own next
+/// line, sealed for the session it asked the new process for, is recorded.
+#[tokio::test]
+async fn a_line_captured_before_a_scheduler_restart_cannot_be_replayed_after_it() {
+    let now = Arc::new(AtomicI64::new(NOW));
+    let (node, key) = (Pubkey::new_from_array([7; 32]), Keypair::new());
+    let before = serve(now.clone(), node, &key).await;
+    let captured = sign(&key, &beat(node, NOW, 41));
+    assert_eq!(before.post(&captured).await.0, 200);
+
+    // The scheduler restarts: a new process, a new session, no memory.
+    let restarted = "fedcba9876543210fedcba9876543210";
+    let after = serve_session(now.clone(), node, &key, restarted).await;
+    let asked: HeartbeatSession = after
+        .http
+        .get(format!("{}{HEARTBEAT_SESSION_PATH}", after.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(asked.session, restarted);
+    now.fetch_add(1_000, Ordering::SeqCst);
+    let (status, body) = after.post(&captured).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("another scheduler session"),
+        "{body}"
+    );
+    assert_eq!(after.recorded(&node), None, "the replay recorded nothing");
+
+    let fresh = Heartbeat {
+        session: asked.session,
+        ..beat(node, NOW + 1_000, 42)
+    };
+    let (status, body) = after.post(&sign(&key, &fresh)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(after.recorded(&node), Some((NOW + 1_000, 42)));
 }

@@ -1,0 +1,407 @@
+//! An assignment's container: its run context (spec, checkpoint pipeline,
+//! directories), the restore of its last attested checkpoint, the container
+//! the spec asks for and the GPUs it gets; waiting for it to end, what it
+//! wrote (its output) and how much disk it uses.
+
+use super::*;
+
+impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
+    /// The context of an assignment, rebuilt from the spec store when the
+    /// agent adopted its container after a restart.
+    pub(super) async fn ctx(&self, job: Pubkey, generation: u32) -> Result<Arc<RunCtx>, String> {
+        let s = &self.shared;
+        if let Some(ctx) = s.runs.lock().expect("runs lock").get(&(job, generation)) {
+            return Ok(Arc::clone(ctx));
+        }
+        let spec_hash = s
+            .known
+            .lock()
+            .expect("known lock")
+            .get(&job)
+            .map(|(j, _)| j.spec_hash)
+            .ok_or_else(|| format!("job {job} is not on this node"))?;
+        let spec = get_spec(s.store.as_ref(), &spec_hash)
+            .await
+            .map_err(|e| e.to_string())?;
+        let ctx = Arc::new(
+            self.run_ctx(job, generation, spec)
+                .map_err(|e| e.to_string())?,
+        );
+        s.runs
+            .lock()
+            .expect("runs lock")
+            .insert((job, generation), Arc::clone(&ctx));
+        Ok(ctx)
+    }
+
+    pub(super) fn run_ctx(
+        &self,
+        job: Pubkey,
+        generation: u32,
+        spec: JobSpec,
+    ) -> Result<RunCtx, mcjs_runtime::store::StoreError> {
+        let dir = self.job_dir(job, generation);
+        let store = CheckpointStore::new(
+            Arc::clone(&self.shared.store_root),
+            usize::from(spec.checkpoint.keep),
+        );
+        Ok(RunCtx {
+            pipeline: CheckpointPipeline {
+                store,
+                job_id: job.to_string(),
+                generation,
+                local_root: writable(&dir).join("checkpoints"),
+                hash_threads: self.shared.config.hash_threads,
+                limits: crate::fault::checkpoint_limits(&spec),
+                every_steps: spec.checkpoint.every_steps,
+            },
+            output_dir: writable(&dir).join("output"),
+            measured_at: Mutex::new(None),
+            spec,
+        })
+    }
+
+    pub(super) async fn launch(
+        &self,
+        job: Pubkey,
+        generation: u32,
+        restore: Option<Attested>,
+    ) -> Event {
+        let s = &self.shared;
+        let failed = |stop: StopReason, reason: String| {
+            tracing::warn!(%job, generation, %reason, "the job cannot be launched");
+            Event::LaunchFailed { stop, reason }
+        };
+        let Some((chain_job, _owner)) = s.known.lock().expect("known lock").get(&job).cloned()
+        else {
+            // Only a fenced assignment gets here: nothing is reported for it.
+            return failed(StopReason::StartRefused, "the job left this node".into());
+        };
+        let spec = match get_spec(s.store.as_ref(), &chain_job.spec_hash).await {
+            Ok(spec) => spec,
+            Err(e) => return classify(Found::Spec(&e)),
+        };
+        let ctx = match self.run_ctx(job, generation, spec) {
+            Ok(c) => Arc::new(c),
+            Err(e) => return failed(StopReason::StoreUnavailable, e.to_string()),
+        };
+        let dir = self.job_dir(job, generation);
+        let restore_dir = match restore {
+            None => None,
+            Some(last) => {
+                let mut expected = vec![ExpectedCheckpoint {
+                    step: last.step,
+                    hash: last.hash,
+                }];
+                match s.chain.attested(job).await {
+                    Ok(history) => expected.extend(
+                        history
+                            .into_iter()
+                            .filter(|a| (a.epoch, a.step) < (last.epoch, last.step))
+                            .map(|a| ExpectedCheckpoint {
+                                step: a.step,
+                                hash: a.hash,
+                            }),
+                    ),
+                    Err(e) => {
+                        tracing::warn!(%job, error = %e, "cannot read the job's attestation history; only the last checkpoint can be restored")
+                    }
+                }
+                match ctx
+                    .pipeline
+                    .store
+                    .restore(
+                        &job.to_string(),
+                        &expected,
+                        ctx.pipeline.limits,
+                        &dir.join("restore"),
+                    )
+                    .await
+                {
+                    Ok(r) => {
+                        for skipped in &r.skipped {
+                            tracing::warn!(%job, %skipped, "checkpoint skipped on restore");
+                        }
+                        tracing::info!(%job, step = r.checkpoint.step, "restoring from checkpoint");
+                        Some(r.dir)
+                    }
+                    Err(e) => return failed(StopReason::RestoreFailed, e.to_string()),
+                }
+            }
+        };
+        let spec = &ctx.spec;
+        if spec.output.dir.as_str() != mcjs_spec::DEFAULT_OUTPUT_DIR {
+            return failed(
+                StopReason::SpecUnusable,
+                format!(
+                    "output dir {} is not supported by this agent; use the default {}",
+                    spec.output.dir.as_str(),
+                    mcjs_spec::DEFAULT_OUTPUT_DIR
+                ),
+            );
+        }
+        let interval = crate::core::Core::new(CorePolicy {
+            max_checkpoint_interval: s.config.max_checkpoint_interval,
+        })
+        .effective_interval(&chain_job);
+        let (mut cspec, inputs) = self.container(job, spec, &dir, restore_dir, interval).await;
+        cspec.labels = vec![
+            (GENERATION_LABEL.to_string(), generation.to_string()),
+            (NODE_LABEL.to_string(), s.node.to_string()),
+        ];
+        let gpus = u32::from(spec.request.hardware.gpu_count);
+        self.gpus_cleared_for_paid(job, gpus).await;
+        let devices = s.gpus.lock().expect("gpus lock").paid_devices(gpus);
+        cspec.resources.gpus = self.gpu_request(job, devices);
+        if let Err(reason) = self.mount_run(&dir, spec).await {
+            self.clear_run(dir).await;
+            return failed(StopReason::NodeDiskFull, reason);
+        }
+        let launched = launch(&s.engine, &s.cache, &inputs, &cspec).await;
+        if launched.is_err() {
+            self.clear_run(dir).await;
+        }
+        match launched {
+            Ok((id, staged)) => {
+                tracing::info!(%job, generation, container = %id, inputs = staged.len(), "job container running");
+                s.gpus
+                    .lock()
+                    .expect("gpus lock")
+                    .paid_started((job, generation), gpus);
+                s.runs
+                    .lock()
+                    .expect("runs lock")
+                    .insert((job, generation), ctx);
+                Event::Launched { container: id.0 }
+            }
+            Err(LaunchError::Staging { source: e, .. }) => {
+                tracing::error!(%job, generation, error = %e, "input not staged: the job is not started");
+                classify(Found::Staging(&e))
+            }
+            Err(e) => {
+                tracing::warn!(%job, generation, reason = %e, "the job cannot be launched");
+                classify(Found::Launch(&e))
+            }
+        }
+    }
+
+    /// The container a job's spec asks for, with the contract's mounts under
+    /// `dir`, and the inputs to stage into it.
+    pub(super) async fn container(
+        &self,
+        job: Pubkey,
+        spec: &JobSpec,
+        dir: &std::path::Path,
+        restore: Option<PathBuf>,
+        checkpoint_interval: Duration,
+    ) -> (ContainerSpec, Vec<DataInput>) {
+        let image = self.resolve_image(&spec.work.image).await;
+        let mut cspec = ContainerSpec::new(
+            job.to_string(),
+            image,
+            JobMounts {
+                data: dir.join("data"),
+                checkpoints: writable(dir).join("checkpoints"),
+                output: writable(dir).join("output"),
+                restore,
+            },
+        );
+        cspec.entrypoint = Some(spec.work.command.clone());
+        cspec.args = spec.work.args.clone();
+        cspec.env = spec
+            .work
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        cspec.resources.cpus = f64::from(spec.request.hardware.cpu_cores);
+        cspec.resources.memory_mib =
+            u32::try_from(spec.request.hardware.ram.mib_ceil()).unwrap_or(u32::MAX);
+        cspec.checkpoint_interval = match spec.checkpoint.every_steps {
+            // The job does not time its checkpoints: it is told the spec's
+            // interval, the same on every node (a node's own cap would tell
+            // it which node, and so which runs, it is on).
+            Some(_) => Duration::from_secs(spec.checkpoint.interval.secs().max(1)),
+            None => checkpoint_interval,
+        };
+        cspec.checkpoint_every_steps = spec.checkpoint.every_steps;
+        let inputs: Vec<DataInput> = spec
+            .data
+            .iter()
+            .map(|d| DataInput {
+                name: d.name.as_str().to_string(),
+                uri: d.uri.as_str().to_string(),
+                sha256: d.sha256.to_string(),
+                max_bytes: Some(crate::fault::input_limit(spec, d.size.map(|b| b.0))),
+            })
+            .collect();
+        (cspec, inputs)
+    }
+
+    /// The devices a container gets: by index, never a count (Docker's
+    /// `--gpus N` takes the first N, which a check and the paid job would
+    /// share). None on a host without NVIDIA devices.
+    pub(super) fn gpu_request(&self, job: Pubkey, devices: Vec<u32>) -> GpuRequest {
+        if !self.shared.host_gpus {
+            tracing::warn!(%job, "this host has no NVIDIA device: the container runs without GPUs");
+            return GpuRequest::None;
+        }
+        GpuRequest::Devices(devices.iter().map(u32::to_string).collect())
+    }
+
+    /// A paid container is gone: its GPUs may go to a check.
+    pub(super) fn paid_gone(&self, job: Pubkey, generation: u32) {
+        self.shared
+            .gpus
+            .lock()
+            .expect("gpus lock")
+            .paid_gone((job, generation));
+    }
+
+    /// Waits until no check holds any of the paid job's first `n` GPUs: a
+    /// check told to stop (the snapshot that saw the job did) removes its
+    /// container within a poll. Bounded: a check that has not let go by then
+    /// is logged, and the paid run starts.
+    pub(super) async fn gpus_cleared_for_paid(&self, job: Pubkey, n: u32) {
+        let s = &self.shared;
+        s.gpus.lock().expect("gpus lock").set_paid(n);
+        let waited = Instant::now();
+        while !s.gpus.lock().expect("gpus lock").clear_for_paid(n) {
+            if waited.elapsed() >= PAID_GPU_WAIT {
+                tracing::error!(%job, gpus = n, "a check still holds this node's GPUs; the paid job starts anyway");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The spec pins `name@sha256:D`. A registry image carries D as a repo
+    /// digest; an image loaded or built locally has no repo digest, and D is
+    /// then its image id. Either way the digest, not the name, picks the code.
+    pub(super) async fn resolve_image(&self, image: &mcjs_spec::fields::ImageRef) -> String {
+        let id = format!("sha256:{}", image.digest());
+        match self.shared.engine.has_image(&id).await {
+            true => id,
+            false => image.to_string(),
+        }
+    }
+
+    pub(super) async fn collect(&self, job: Pubkey, ctx: &RunCtx) -> Event {
+        let s = &self.shared;
+        let started = Instant::now();
+        match ctx.pipeline.collect().await {
+            Ok(stored) => {
+                let mut out = Vec::new();
+                let n = stored.len().max(1) as f64;
+                for c in stored {
+                    let bytes = c.total_bytes();
+                    let secs = started.elapsed().as_secs_f64() / n;
+                    s.metrics.checkpoint_seconds.observe(secs);
+                    s.metrics.checkpoint_bytes.observe(bytes as f64);
+                    if secs > 0.0 {
+                        s.metrics.hash_bytes_per_second.set(bytes as f64 / secs);
+                    }
+                    let Ok(epoch) = u32::try_from(c.epoch) else {
+                        return Event::CollectFailed {
+                            reason: format!(
+                                "checkpoint epoch {} does not fit the chain's u32",
+                                c.epoch
+                            ),
+                        };
+                    };
+                    tracing::info!(%job, step = c.step, hash = %c.hash, bytes, "checkpoint stored");
+                    s.stored_at
+                        .lock()
+                        .expect("lock")
+                        .insert((job, c.step), Instant::now());
+                    out.push(StoredCheckpoint {
+                        epoch,
+                        step: c.step,
+                        hash: c.hash,
+                    });
+                }
+                if let Some(reason) = self.footprint(ctx).await {
+                    return classify(Found::Footprint(reason));
+                }
+                Event::CheckpointsCollected { stored: out }
+            }
+            Err(e) => match classify(Found::Checkpoint(&e)) {
+                // The owner reads this: in its container's paths, not the
+                // node's.
+                Event::JobFault { reason } => Event::JobFault {
+                    reason: crate::fault::in_container_terms(
+                        &reason,
+                        &ctx.pipeline.local_root,
+                        &ctx.output_dir,
+                    ),
+                },
+                other => other,
+            },
+        }
+    }
+
+    /// What the job uses of the disk, over its declaration; measured at most
+    /// every [`FOOTPRINT_EVERY`].
+    pub(super) async fn footprint(&self, ctx: &RunCtx) -> Option<String> {
+        {
+            let mut at = ctx.measured_at.lock().expect("measured lock");
+            if at.is_some_and(|t| t.elapsed() < FOOTPRINT_EVERY) {
+                return None;
+            }
+            *at = Some(Instant::now());
+        }
+        let job_dir = ctx.output_dir.parent()?.to_path_buf();
+        let spec = ctx.spec.clone();
+        tokio::task::spawn_blocking(move || crate::fault::footprint(&job_dir, &spec))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    pub(super) async fn wait_exit(
+        &self,
+        job: Pubkey,
+        generation: u32,
+        container: String,
+        tx: EventTx,
+    ) {
+        let s = &self.shared;
+        let exit = match s.engine.wait(&ContainerId(container.clone())).await {
+            Ok(r) => ContainerExit {
+                code: r.code,
+                oom_killed: r.oom_killed,
+                engine_lost: false,
+                last_logs: r.last_log_lines,
+            },
+            Err(e) => {
+                tracing::warn!(%job, %container, error = %e, "lost the container");
+                ContainerExit {
+                    code: -1,
+                    oom_killed: false,
+                    engine_lost: true,
+                    last_logs: vec![e.to_string()],
+                }
+            }
+        };
+        // The checkpoints written just before the exit are attested before
+        // the job is completed or reported.
+        if let Ok(ctx) = self.ctx(job, generation).await {
+            let event = self.collect(job, &ctx).await;
+            let _ = tx.send((job, generation, event));
+        }
+        // A write past the declared disk was refused by the volume: the job
+        // failed on its own declaration.
+        if exit.code != 0 && !exit.engine_lost && self.disk_full(&self.job_dir(job, generation)) {
+            let reason = format!(
+                "filled its declared disk of {} bytes: writes past it were refused",
+                self.ctx(job, generation)
+                    .await
+                    .map_or(0, |c| c.spec.request.hardware.disk.0)
+            );
+            tracing::warn!(%job, generation, %reason, "the job ran out of its own disk");
+            let _ = tx.send((job, generation, Event::JobFault { reason }));
+        }
+        tracing::info!(%job, generation, code = exit.code, oom_killed = exit.oom_killed, "job container exited");
+        let _ = tx.send((job, generation, Event::Exited(exit)));
+    }
+}
