@@ -289,10 +289,21 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
     drop(live);
 
     // At most MAX_LIVE_STREAMS live pages at once; one more is refused with
-    // 503, and a place comes back when a page goes.
+    // 503, and a place comes back when a page goes. Each page from its own
+    // loopback address: one address holds only MAX_LIVE_STREAMS_PER_PEER.
     let mut open = Vec::new();
     let refused = loop {
-        let response = reqwest::get(story.url("/live")).await.unwrap();
+        let i = open.len();
+        let from = reqwest::Client::builder()
+            .local_address(Some(std::net::IpAddr::from([
+                127,
+                0,
+                3 + (i / 250) as u8,
+                (i % 250) as u8 + 1,
+            ])))
+            .build()
+            .unwrap();
+        let response = from.get(story.url("/live")).send().await.unwrap();
         if response.status() != StatusCode::OK {
             break response.status();
         }

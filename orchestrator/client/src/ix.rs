@@ -202,6 +202,38 @@ pub fn set_node_status(
     )
 }
 
+/// What `submit_job` records of a spec: its canonical hash, the summary
+/// of its requirements the program enforces, its terms and its
+/// verification rate in parts per million. The one place a spec becomes
+/// the program's arguments.
+pub fn submit_args(spec: &mcjs_spec::JobSpec, job_id: u64, bond: u64) -> args::SubmitJobArgs {
+    let summary = spec.requirement_summary();
+    let terms = spec.terms();
+    args::SubmitJobArgs {
+        job_id,
+        spec_hash: mcjs_spec::spec_hash(spec),
+        requirements: mcjs::state::JobRequirements {
+            gpu_count: summary.gpu_count,
+            min_vram_mib: summary.min_vram_mib,
+            min_compute_capability: summary.min_compute_capability,
+            gpu_models: summary.gpu_models,
+            min_checkpoint_write_mibps: summary.min_checkpoint_write_mibps,
+        },
+        terms: mcjs::state::JobTerms {
+            checkpoint_interval_secs: terms.checkpoint_interval_secs,
+            max_duration_secs: terms.max_duration_secs,
+            deadline: terms.deadline_unix,
+            max_price_per_gpu_hour: terms.max_price_per_gpu_hour,
+            restart_budget: terms.restart_budget,
+        },
+        bond,
+        verification_ppm: spec
+            .verification
+            .as_ref()
+            .map_or(0, |v| v.sample_rate.ppm()),
+    }
+}
+
 pub fn submit_job(
     owner: &Pubkey,
     owner_token: &Pubkey,
@@ -564,7 +596,7 @@ pub fn assignment_holds_payment(
     job: &mcjs::state::Job,
     params: &mcjs::state::ConfigParams,
 ) -> bool {
-    job.verification_ppm > 0 && params.challenge_window_secs > 0
+    job.holds_payment_under(params)
 }
 
 /// Fills the optional Segment account (the last account) of

@@ -13,6 +13,7 @@ pub mod gateway;
 pub mod liveness;
 pub mod metrics;
 pub mod quota;
+pub mod s3;
 pub mod server;
 pub mod shell;
 pub mod store_gate;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use futures_util::StreamExt;
-use mcjs::instructions::{ReportFailureArgs, SubmitJobArgs};
-use mcjs::state::{FailureCause, Job, JobRequirements, JobState, JobTerms, PauseReason};
+use mcjs::instructions::ReportFailureArgs;
+use mcjs::state::{FailureCause, Job, JobState, PauseReason};
 use mcjs_client::{ChainClient, JobFilter, Pubkey, Signer, decode, ix, pda};
 use mcjs_spec::{JobSpec, spec_hash};
 use serde::Serialize;
@@ -403,32 +403,8 @@ async fn submit(
             "job id {job_id} was taken before: the wallet's job ids only grow, use {next} or more, or leave --job-id out"
         );
     }
-    let summary = spec.requirement_summary();
-    let terms = spec.terms();
-    let hash = spec_hash(&spec);
-    let args = SubmitJobArgs {
-        job_id,
-        spec_hash: hash,
-        requirements: JobRequirements {
-            gpu_count: summary.gpu_count,
-            min_vram_mib: summary.min_vram_mib,
-            min_compute_capability: summary.min_compute_capability,
-            gpu_models: summary.gpu_models,
-            min_checkpoint_write_mibps: summary.min_checkpoint_write_mibps,
-        },
-        terms: JobTerms {
-            checkpoint_interval_secs: terms.checkpoint_interval_secs,
-            max_duration_secs: terms.max_duration_secs,
-            deadline: terms.deadline_unix,
-            max_price_per_gpu_hour: terms.max_price_per_gpu_hour,
-            restart_budget: terms.restart_budget,
-        },
-        bond,
-        verification_ppm: spec
-            .verification
-            .as_ref()
-            .map_or(0, |v| v.sample_rate.ppm()),
-    };
+    let args = ix::submit_args(&spec, job_id, bond);
+    let hash = args.spec_hash;
     let minimum = mcjs::state::minimum_bond(&args.requirements, &args.terms)
         .map_err(|e| anyhow!("cannot compute the minimum bond: {e}"))?;
     if bond < minimum {

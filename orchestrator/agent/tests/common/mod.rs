@@ -8,8 +8,8 @@ use mcjs_agent::metrics::AgentMetrics;
 use mcjs_agent::register::adopt_node;
 use mcjs_agent::rpc::RpcChain;
 use mcjs_agent::{Agent, AgentConfig, put_spec};
-use mcjs_client::program::instructions::{RegisterNodeArgs, SubmitJobArgs};
-use mcjs_client::program::state::{Job, JobRequirements, JobTerms};
+use mcjs_client::program::instructions::RegisterNodeArgs;
+use mcjs_client::program::state::Job;
 use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, ix, pda};
 pub use mcjs_localnet::free_port_pair;
 use mcjs_localnet::{Localnet, LocalnetConfig, USDC, read_keypair};
@@ -163,28 +163,8 @@ impl World {
     /// Publishes the spec and submits the job with a bond of 1 USDC.
     pub async fn submit(&self, spec: &JobSpec, job_id: u64) -> Pubkey {
         let hash = put_spec(self.store.as_ref(), spec).await.unwrap();
-        let summary = spec.requirement_summary();
-        let terms = spec.terms();
-        let args = SubmitJobArgs {
-            job_id,
-            spec_hash: hash,
-            requirements: JobRequirements {
-                gpu_count: summary.gpu_count,
-                min_vram_mib: summary.min_vram_mib,
-                min_compute_capability: summary.min_compute_capability,
-                gpu_models: summary.gpu_models,
-                min_checkpoint_write_mibps: summary.min_checkpoint_write_mibps,
-            },
-            terms: JobTerms {
-                checkpoint_interval_secs: terms.checkpoint_interval_secs,
-                max_duration_secs: terms.max_duration_secs,
-                deadline: terms.deadline_unix,
-                max_price_per_gpu_hour: terms.max_price_per_gpu_hour,
-                restart_budget: terms.restart_budget,
-            },
-            bond: USDC,
-            verification_ppm: 0,
-        };
+        let args = ix::submit_args(spec, job_id, USDC);
+        assert_eq!(args.spec_hash, hash, "the store keys a spec by its hash");
         let owner = self.user.pubkey();
         let owner_token = ix::usdc_account(&owner, &self.mint);
         self.client

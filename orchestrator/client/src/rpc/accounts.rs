@@ -1,0 +1,357 @@
+//! Reading and finding the program's accounts.
+
+use super::*;
+
+/// Which jobs [`ChainClient::jobs`] returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobFilter {
+    All,
+    Owner(Pubkey),
+    /// By state; the variant's fields are ignored (`JobState::Running { since: 0 }`).
+    State(JobState),
+    /// Jobs assigned to or running on this node.
+    Node(Pubkey),
+}
+
+/// A verification a node must act on now, with its job.
+#[derive(Debug, Clone)]
+pub struct DueCheck {
+    pub key: Pubkey,
+    pub verification: Verification,
+    /// Which checker the node is.
+    pub role: mcjs::state::Party,
+    pub job: Job,
+}
+
+impl ChainClient {
+    /// An account, or `None` when it does not exist.
+    /// The lowest job id `owner` may still use: ids only grow, so a closed
+    /// job's address is never taken again (0 before its first job).
+    pub async fn next_job_id(&self, owner: &Pubkey) -> Result<u64, ChainError> {
+        Ok(self
+            .account(&pda::job_counter(owner))
+            .await?
+            .and_then(|a| decode::job_counter(&a.data).ok())
+            .map_or(0, |c| c.next_job_id))
+    }
+
+    pub async fn account(&self, key: &Pubkey) -> Result<Option<Account>, ChainError> {
+        let response = self
+            .rpc
+            .get_account_with_commitment(key, self.commitment)
+            .await
+            .map_err(|e| self.rpc_error(e))?;
+        Ok(response.value.filter(|a| a.lamports > 0))
+    }
+
+    /// Fails unless the MCJS program is deployed on this node.
+    pub async fn check_program(&self) -> Result<(), ChainError> {
+        match self.account(&crate::PROGRAM_ID).await? {
+            Some(account) if account.executable => Ok(()),
+            _ => Err(ChainError::ProgramMissing {
+                program: crate::PROGRAM_ID,
+                url: self.url.clone(),
+            }),
+        }
+    }
+
+    pub(super) async fn program_account<T>(
+        &self,
+        key: &Pubkey,
+        decode: fn(&[u8]) -> Result<T, DecodeError>,
+    ) -> Result<Option<T>, ChainError> {
+        match self.account(key).await? {
+            None => Ok(None),
+            Some(account) if account.owner != crate::PROGRAM_ID => Err(ChainError::Decode {
+                key: *key,
+                source: DecodeError::WrongType {
+                    expected: "program-owned",
+                },
+            }),
+            Some(account) => decode(&account.data)
+                .map(Some)
+                .map_err(|source| ChainError::Decode { key: *key, source }),
+        }
+    }
+
+    /// The Config account and its address.
+    pub async fn config(&self) -> Result<(Pubkey, Config), ChainError> {
+        let key = pda::config();
+        match self.program_account(&key, decode::config).await? {
+            Some(config) => Ok((key, config)),
+            None => {
+                self.check_program().await?;
+                Err(ChainError::NotInitialised {
+                    url: self.url.clone(),
+                })
+            }
+        }
+    }
+
+    /// The mint and treasury every token-moving instruction needs.
+    pub async fn deployment(&self) -> Result<ix::Deployment, ChainError> {
+        let (_, config) = self.config().await?;
+        Ok(ix::Deployment {
+            usdc_mint: config.usdc_mint,
+            treasury: config.treasury,
+        })
+    }
+
+    pub async fn job(&self, key: &Pubkey) -> Result<Option<Job>, ChainError> {
+        self.program_account(key, decode::job).await
+    }
+
+    pub async fn provider(&self, key: &Pubkey) -> Result<Option<Provider>, ChainError> {
+        self.program_account(key, decode::provider).await
+    }
+
+    pub async fn node(&self, key: &Pubkey) -> Result<Option<Node>, ChainError> {
+        self.program_account(key, decode::node).await
+    }
+
+    pub(super) async fn program_accounts(
+        &self,
+        kind: AccountKind,
+        mut filters: Vec<RpcFilterType>,
+    ) -> Result<Vec<(Pubkey, Vec<u8>)>, ChainError> {
+        filters.insert(
+            0,
+            RpcFilterType::Memcmp(Memcmp::new_raw_bytes(
+                0,
+                decode::discriminator_of(kind).to_vec(),
+            )),
+        );
+        let config = RpcProgramAccountsConfig {
+            filters: Some(filters),
+            account_config: RpcAccountInfoConfig {
+                encoding: Some(UiAccountEncoding::Base64),
+                commitment: Some(self.commitment),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let response: OptionalContext<Vec<RpcKeyedAccount>> = self
+            .rpc
+            .send(
+                RpcRequest::GetProgramAccounts,
+                json!([crate::PROGRAM_ID.to_string(), config]),
+            )
+            .await
+            .map_err(|e| self.rpc_error(e))?;
+        let keyed = match response {
+            OptionalContext::Context(c) => c.value,
+            OptionalContext::NoContext(v) => v,
+        };
+        keyed
+            .into_iter()
+            .map(|k| {
+                let key: Pubkey = k
+                    .pubkey
+                    .parse()
+                    .map_err(|_| ChainError::Rpc(format!("malformed pubkey {}", k.pubkey)))?;
+                let data = k
+                    .account
+                    .data
+                    .decode()
+                    .ok_or_else(|| ChainError::Rpc(format!("undecodable data of {key}")))?;
+                Ok((key, data))
+            })
+            .collect()
+    }
+
+    /// Jobs matching `filter`, found with memcmp filters and checked again after decoding.
+    pub async fn jobs(&self, filter: JobFilter) -> Result<Vec<(Pubkey, Job)>, ChainError> {
+        let filters = match filter {
+            JobFilter::All => vec![],
+            JobFilter::Owner(owner) => vec![RpcFilterType::Memcmp(Memcmp::new_raw_bytes(
+                Job::OWNER_OFFSET,
+                owner.to_bytes().to_vec(),
+            ))],
+            JobFilter::State(state) => vec![RpcFilterType::Memcmp(Memcmp::new_raw_bytes(
+                Job::STATE_OFFSET,
+                vec![state_tag(&state)],
+            ))],
+            JobFilter::Node(node) => {
+                let mut bytes = vec![1u8];
+                bytes.extend_from_slice(node.as_ref());
+                vec![RpcFilterType::Memcmp(Memcmp::new_raw_bytes(
+                    Job::NODE_OFFSET,
+                    bytes,
+                ))]
+            }
+        };
+        let mut jobs: Vec<(Pubkey, Job)> = self
+            .program_accounts(AccountKind::Job, filters)
+            .await?
+            .into_iter()
+            .filter_map(|(key, data)| decode::job(&data).ok().map(|job| (key, job)))
+            .filter(|(_, job)| match filter {
+                JobFilter::All => true,
+                JobFilter::Owner(owner) => job.owner == owner,
+                JobFilter::State(state) => state_tag(&job.state) == state_tag(&state),
+                JobFilter::Node(node) => job.node == Some(node),
+            })
+            .collect();
+        jobs.sort_by_key(|(_, job)| (job.submitted_at, job.job_id));
+        Ok(jobs)
+    }
+
+    /// Every registered node.
+    pub async fn nodes(&self) -> Result<Vec<(Pubkey, Node)>, ChainError> {
+        let mut nodes: Vec<(Pubkey, Node)> = self
+            .program_accounts(AccountKind::Node, vec![])
+            .await?
+            .into_iter()
+            .filter_map(|(key, data)| decode::node(&data).ok().map(|node| (key, node)))
+            .collect();
+        nodes.sort_by_key(|(_, n)| (n.provider, n.index));
+        Ok(nodes)
+    }
+
+    /// The nodes of one Provider account.
+    pub async fn nodes_of(&self, provider: &Pubkey) -> Result<Vec<(Pubkey, Node)>, ChainError> {
+        // `provider` is the first field after the discriminator.
+        let filter = RpcFilterType::Memcmp(Memcmp::new_raw_bytes(8, provider.to_bytes().to_vec()));
+        let mut nodes: Vec<(Pubkey, Node)> = self
+            .program_accounts(AccountKind::Node, vec![filter])
+            .await?
+            .into_iter()
+            .filter_map(|(key, data)| decode::node(&data).ok().map(|node| (key, node)))
+            .filter(|(_, node)| node.provider == *provider)
+            .collect();
+        nodes.sort_by_key(|(_, n)| n.index);
+        Ok(nodes)
+    }
+
+    /// Every verification open, optionally only those naming `node` in
+    /// `role`.
+    pub async fn verifications(
+        &self,
+        node: Option<(&Pubkey, mcjs::state::Party)>,
+    ) -> Result<Vec<(Pubkey, Verification)>, ChainError> {
+        use mcjs::state::Party;
+        let filters = match node {
+            Some((node, role)) => {
+                let offset = match role {
+                    Party::Verifier => Verification::VERIFIER_NODE_OFFSET,
+                    Party::Referee => Verification::REFEREE_NODE_OFFSET,
+                };
+                vec![RpcFilterType::Memcmp(Memcmp::new_raw_bytes(
+                    offset,
+                    node.to_bytes().to_vec(),
+                ))]
+            }
+            None => vec![],
+        };
+        let mut out: Vec<(Pubkey, Verification)> = self
+            .program_accounts(AccountKind::Verification, filters)
+            .await?
+            .into_iter()
+            .filter_map(|(key, data)| decode::verification(&data).ok().map(|v| (key, v)))
+            .collect();
+        out.sort_by_key(|(_, v)| (v.job, v.interval));
+        Ok(out)
+    }
+
+    /// The verifications `node` must act on now, with their jobs: as a
+    /// checker, seal an answer while one is open and it has not, reveal it
+    /// once both checkers have sealed.
+    pub async fn due_checks(&self, node: &Pubkey) -> Result<Vec<DueCheck>, ChainError> {
+        use mcjs::state::{Party, VerificationState};
+        let mut out = Vec::new();
+        for role in [Party::Verifier, Party::Referee] {
+            for (key, verification) in self.verifications(Some((node, role))).await? {
+                let (sealed, revealed) = match role {
+                    Party::Verifier => (
+                        verification.verifier_commitment.is_some(),
+                        verification.verifier_answer.is_some(),
+                    ),
+                    Party::Referee => (
+                        verification.referee_commitment.is_some(),
+                        verification.referee_answer.is_some(),
+                    ),
+                };
+                let due = match verification.state {
+                    VerificationState::Open => !sealed,
+                    VerificationState::Revealing => sealed && !revealed,
+                    _ => false,
+                };
+                if due && let Some(job) = self.job(&verification.job).await? {
+                    out.push(DueCheck {
+                        key,
+                        verification,
+                        role,
+                        job,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every segment payment still held (or refunded and not yet closed).
+    pub async fn segments(&self) -> Result<Vec<(Pubkey, Segment)>, ChainError> {
+        Ok(self
+            .program_accounts(AccountKind::Segment, vec![])
+            .await?
+            .into_iter()
+            .filter_map(|(key, data)| decode::segment(&data).ok().map(|s| (key, s)))
+            .collect())
+    }
+
+    /// The SlotHashes sysvar's raw data (what `open_verification` draws from).
+    pub async fn slot_hashes(&self) -> Result<Vec<u8>, ChainError> {
+        Ok(self
+            .account(&anchor_lang::compat::solana_sysvar::slot_hashes::ID)
+            .await?
+            .map(|a| a.data)
+            .unwrap_or_default())
+    }
+
+    /// Every registered provider.
+    pub async fn providers(&self) -> Result<Vec<(Pubkey, Provider)>, ChainError> {
+        Ok(self
+            .program_accounts(AccountKind::Provider, vec![])
+            .await?
+            .into_iter()
+            .filter_map(|(key, data)| decode::provider(&data).ok().map(|p| (key, p)))
+            .collect())
+    }
+
+    /// The amount held by an SPL token account, in base units.
+    pub async fn token_balance(&self, account: &Pubkey) -> Result<u64, ChainError> {
+        use anchor_lang::AccountDeserialize;
+        let Some(data) = self.account(account).await? else {
+            return Err(ChainError::NotFound {
+                what: "token account",
+                key: *account,
+                url: self.url.clone(),
+            });
+        };
+        anchor_spl::token::TokenAccount::try_deserialize_unchecked(&mut &data.data[..])
+            .map(|t| t.amount)
+            .map_err(|_| ChainError::Rpc(format!("{account} is not a token account")))
+    }
+
+    /// Lamports held by an account (0 when it does not exist).
+    pub async fn sol_balance(&self, key: &Pubkey) -> Result<u64, ChainError> {
+        Ok(self.account(key).await?.map_or(0, |a| a.lamports))
+    }
+
+    /// The cluster's clock (`Clock::unix_timestamp`), which the program judges time by.
+    pub async fn chain_time(&self) -> Result<i64, ChainError> {
+        const CLOCK: Pubkey = Pubkey::from_str_const("SysvarC1ock11111111111111111111111111111111");
+        // slot u64, epoch_start_timestamp i64, epoch u64, leader_schedule_epoch u64, unix_timestamp i64
+        let account = self.account(&CLOCK).await?.ok_or(ChainError::NotFound {
+            what: "the Clock sysvar",
+            key: CLOCK,
+            url: self.url.clone(),
+        })?;
+        account
+            .data
+            .get(32..40)
+            .and_then(|b| b.try_into().ok())
+            .map(i64::from_le_bytes)
+            .ok_or_else(|| ChainError::Rpc("the Clock sysvar is malformed".into()))
+    }
+}

@@ -1,0 +1,269 @@
+//! The JSON-RPC side of the chain client: sending and confirming
+//! transactions, reading and finding the program's accounts, reading an
+//! account's history from transaction logs, and watching accounts.
+//!
+//! The CLI and the daemons reach a cluster only through [`ChainClient`].
+//!
+//! - [`error`]: what failed and why, named after the program that raised it;
+//! - [`send`]: signing, sending, confirming;
+//! - [`accounts`]: reading and finding the program's accounts;
+//! - [`history`]: an account's MCJS events from transaction logs;
+//! - [`watch`]: following an account;
+//! - `local` (feature `local-chain`): the local chain's cheat codes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anchor_lang::prelude::Pubkey;
+use anchor_lang::solana_program::instruction::Instruction;
+use anchor_spl::token::spl_token;
+use futures_util::{Stream, StreamExt};
+use mcjs::state::{Config, Job, JobState, Node, Provider, Segment, Verification};
+use serde_json::json;
+use solana_account::Account;
+use solana_account_decoder_client_types::{UiAccount, UiAccountEncoding};
+use solana_commitment_config::{CommitmentConfig, CommitmentLevel};
+use solana_keypair::Keypair;
+use solana_pubsub_client::nonblocking::pubsub_client::PubsubClient;
+use solana_rpc_client::nonblocking::rpc_client::RpcClient;
+use solana_rpc_client::rpc_client::GetConfirmedSignaturesForAddress2Config;
+use solana_rpc_client_api::client_error::{Error as ClientError, ErrorKind};
+use solana_rpc_client_api::config::{
+    RpcAccountInfoConfig, RpcProgramAccountsConfig, RpcTransactionConfig,
+};
+use solana_rpc_client_api::filter::{Memcmp, RpcFilterType};
+use solana_rpc_client_api::request::{RpcError, RpcRequest, RpcResponseErrorData};
+use solana_rpc_client_api::response::{OptionalContext, RpcKeyedAccount};
+use solana_signature::Signature;
+use solana_signer::Signer;
+use solana_transaction::Transaction;
+use solana_transaction_error::TransactionError;
+use solana_transaction_status_client_types::{
+    EncodedTransaction, UiMessage, UiTransactionEncoding, option_serializer::OptionSerializer,
+};
+
+use crate::decode::{self, AccountKind, DecodeError};
+use crate::history::{HistoryEntry, McjsEvent};
+use crate::{errors, ix, pda};
+
+mod accounts;
+mod error;
+mod history;
+#[cfg(feature = "local-chain")]
+mod local;
+mod send;
+mod watch;
+
+pub use accounts::{DueCheck, JobFilter};
+pub use error::{ChainError, classify};
+
+/// The JSON-RPC client of the MCJS program.
+#[derive(Clone)]
+pub struct ChainClient {
+    rpc: Arc<RpcClient>,
+    url: String,
+    ws_url: String,
+    commitment: CommitmentConfig,
+    poll_interval: Duration,
+    confirm_timeout: Duration,
+}
+
+/// The websocket URL a Solana node serves beside `rpc_url`: same host,
+/// port + 1, `ws`/`wss` scheme.
+pub fn default_ws_url(rpc_url: &str) -> String {
+    let (scheme, rest) = match rpc_url.split_once("://") {
+        Some(("https", rest)) => ("wss", rest),
+        Some((_, rest)) => ("ws", rest),
+        None => ("ws", rpc_url),
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let authority = match authority.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(']') || host.contains('[') => {
+            match port.parse::<u16>() {
+                Ok(p) => format!("{host}:{}", p.saturating_add(1)),
+                Err(_) => authority.to_string(),
+            }
+        }
+        _ => authority.to_string(),
+    };
+    format!("{scheme}://{authority}{path}")
+}
+
+pub(super) fn is_local(url: &str) -> bool {
+    url.contains("://127.0.0.1") || url.contains("://localhost") || url.contains("://[::1]")
+}
+
+impl ChainClient {
+    /// A client of the node at `rpc_url`, its websocket at port + 1.
+    /// Reads and confirmations use the `confirmed` commitment.
+    pub fn new(rpc_url: &str) -> Self {
+        Self::with_ws(rpc_url, &default_ws_url(rpc_url))
+    }
+
+    pub fn with_ws(rpc_url: &str, ws_url: &str) -> Self {
+        let commitment = CommitmentConfig::confirmed();
+        let rpc = RpcClient::new_with_timeout_and_commitment(
+            rpc_url.to_string(),
+            Duration::from_secs(30),
+            commitment,
+        );
+        Self {
+            rpc: Arc::new(rpc),
+            url: rpc_url.to_string(),
+            ws_url: ws_url.to_string(),
+            commitment,
+            // Local nodes answer in microseconds; public ones rate-limit.
+            poll_interval: if is_local(rpc_url) {
+                Duration::from_millis(5)
+            } else {
+                Duration::from_millis(250)
+            },
+            confirm_timeout: Duration::from_secs(90),
+        }
+    }
+
+    /// Confirms and reads at `level` instead of `confirmed`.
+    pub fn with_commitment(mut self, level: CommitmentLevel) -> Self {
+        self.commitment = CommitmentConfig { commitment: level };
+        self.rpc = Arc::new(RpcClient::new_with_timeout_and_commitment(
+            self.url.clone(),
+            Duration::from_secs(30),
+            self.commitment,
+        ));
+        self
+    }
+
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    pub fn with_confirm_timeout(mut self, timeout: Duration) -> Self {
+        self.confirm_timeout = timeout;
+        self
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn ws_url(&self) -> &str {
+        &self.ws_url
+    }
+
+    pub fn commitment(&self) -> CommitmentLevel {
+        self.commitment.commitment
+    }
+
+    /// The underlying RPC client, for what this client does not wrap.
+    pub fn rpc(&self) -> &RpcClient {
+        &self.rpc
+    }
+}
+
+pub(super) fn ui_to_account(ui: &UiAccount) -> Option<Account> {
+    ui.to_account().filter(|a| a.lamports > 0)
+}
+
+/// The Borsh tag of a job state variant (its index in `JobState`).
+pub fn state_tag(state: &JobState) -> u8 {
+    match state {
+        JobState::Pending { .. } => 0,
+        JobState::Assigned { .. } => 1,
+        JobState::Running { .. } => 2,
+        JobState::Paused { .. } => 3,
+        JobState::Recovering { .. } => 4,
+        JobState::Completed { .. } => 5,
+        JobState::Failed { .. } => 6,
+        JobState::Cancelled { .. } => 7,
+        JobState::Expired { .. } => 8,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_websocket_url_is_the_next_port_with_a_ws_scheme() {
+        assert_eq!(
+            default_ws_url("http://127.0.0.1:8899"),
+            "ws://127.0.0.1:8900"
+        );
+        assert_eq!(
+            default_ws_url("https://api.devnet.solana.com"),
+            "wss://api.devnet.solana.com"
+        );
+        assert_eq!(
+            default_ws_url("http://localhost:9000/rpc"),
+            "ws://localhost:9001/rpc"
+        );
+    }
+
+    #[test]
+    fn state_tags_are_the_borsh_variant_indices() {
+        for state in [
+            JobState::Pending { since: 1 },
+            JobState::Assigned { since: 1 },
+            JobState::Running { since: 1 },
+            JobState::Paused {
+                since: 1,
+                reason: mcjs::state::PauseReason::Owner,
+            },
+            JobState::Recovering { since: 1 },
+            JobState::Completed { at: 1 },
+            JobState::Failed { at: 1 },
+            JobState::Cancelled { at: 1 },
+            JobState::Expired { at: 1 },
+        ] {
+            assert_eq!(
+                anchor_lang::prelude::borsh::to_vec(&state).unwrap()[0],
+                state_tag(&state)
+            );
+        }
+    }
+
+    #[test]
+    fn a_token_failure_is_named_after_the_token_program() {
+        use solana_instruction_error::InstructionError;
+        let logs = vec![
+            format!("Program {} invoke [1]", crate::PROGRAM_ID),
+            format!("Program {} invoke [2]", spl_token::ID),
+            "Program log: Error: insufficient funds".to_string(),
+            format!(
+                "Program {} failed: custom program error: 0x1",
+                spl_token::ID
+            ),
+            format!(
+                "Program {} failed: custom program error: 0x1",
+                crate::PROGRAM_ID
+            ),
+        ];
+        let err = classify(
+            TransactionError::InstructionError(0, InstructionError::Custom(1)),
+            logs,
+            Pubkey::default(),
+        );
+        assert_eq!(err.program_error_name(), Some("InsufficientFunds"));
+        assert!(err.to_string().starts_with("spl-token refused"), "{err}");
+    }
+
+    #[test]
+    fn an_mcjs_failure_is_named_after_its_error() {
+        use solana_instruction_error::InstructionError;
+        let code = errors::code_of(mcjs::errors::McjsError::JobNotRunning);
+        let logs = vec![format!(
+            "Program {} failed: custom program error: {code:#x}",
+            crate::PROGRAM_ID
+        )];
+        let err = classify(
+            TransactionError::InstructionError(0, InstructionError::Custom(code)),
+            logs,
+            Pubkey::default(),
+        );
+        assert_eq!(err.program_error_name(), Some("JobNotRunning"));
+    }
+}

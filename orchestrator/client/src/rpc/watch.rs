@@ -1,0 +1,63 @@
+//! Following an account: a websocket subscription, or polling.
+
+use super::*;
+
+impl ChainClient {
+    /// The account's state now and after every change: an `accountSubscribe`
+    /// over the websocket, or polling when the websocket cannot be reached.
+    pub fn watch_account(
+        &self,
+        key: Pubkey,
+    ) -> impl Stream<Item = Result<Option<Account>, ChainError>> + Send + 'static {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let client = self.clone();
+        tokio::spawn(async move {
+            let subscribed = tokio::time::timeout(
+                Duration::from_secs(5),
+                PubsubClient::new(client.ws_url.as_str()),
+            )
+            .await;
+            if let Ok(Ok(pubsub)) = subscribed {
+                let config = RpcAccountInfoConfig {
+                    encoding: Some(UiAccountEncoding::Base64),
+                    commitment: Some(client.commitment),
+                    ..Default::default()
+                };
+                if let Ok((mut updates, _unsubscribe)) =
+                    pubsub.account_subscribe(&key, Some(config)).await
+                {
+                    // Read only once subscribed, so that no change falls
+                    // between the read and the first notification.
+                    if tx.send(client.account(&key).await).await.is_err() {
+                        return;
+                    }
+                    while let Some(update) = updates.next().await {
+                        let account = ui_to_account(&update.value);
+                        if tx.send(Ok(account)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+            tracing::debug!(%key, "websocket unavailable; polling the account instead");
+            let mut last: Option<Option<Account>> = None;
+            loop {
+                let now = client.account(&key).await;
+                let changed = match (&now, &last) {
+                    (Ok(a), Some(b)) => a != b,
+                    _ => true,
+                };
+                if let Ok(a) = &now {
+                    last = Some(a.clone());
+                }
+                if changed && tx.send(now).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(client.poll_interval.max(Duration::from_millis(200))).await;
+            }
+        });
+        futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        })
+    }
+}
