@@ -10,7 +10,7 @@ use crate::core::Event;
 use crate::spec_store::SpecStoreError;
 use mcjs_protocol::StopReason;
 use mcjs_runtime::checkpoint::MAX_FILES;
-use mcjs_runtime::confined::{ConfinedDir, Limits};
+use mcjs_runtime::confined::ConfinedDir;
 use mcjs_runtime::engine::EngineError;
 use mcjs_runtime::launch::LaunchError;
 use mcjs_runtime::staging::StagingError;
@@ -98,21 +98,7 @@ fn launch_stop(e: &LaunchError) -> StopReason {
     }
 }
 
-/// Caps of one checkpoint: its declared `max_size` and [`MAX_FILES`].
-pub fn checkpoint_limits(spec: &JobSpec) -> Limits {
-    Limits {
-        max_entries: MAX_FILES,
-        max_bytes: spec.checkpoint.max_size.0,
-    }
-}
-
-/// Caps of the output: the declared disk and [`MAX_FILES`].
-pub fn output_limits(spec: &JobSpec) -> Limits {
-    Limits {
-        max_entries: MAX_FILES,
-        max_bytes: spec.request.hardware.disk.0,
-    }
-}
+pub use mcjs_runtime::limits::{checkpoint_limits, output_limits};
 
 /// The most bytes staged for one input: its declared size, never more
 /// than the job's declared disk.

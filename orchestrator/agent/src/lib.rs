@@ -7,7 +7,8 @@
 //!   events and `now`.
 //! * [`shell`]: the async reconcile loop that carries them out.
 //! * [`chain`]: what the agent needs from the chain; [`rpc`] implements it.
-//! * [`spec_store`]: job specs off chain, by their sha256.
+//! * [`spec_store`], [`output`]: job specs and outputs in the store (from
+//!   `mcjs_runtime`, which the owner's commands use without the agent).
 
 pub mod chain;
 pub mod core;
@@ -15,14 +16,15 @@ pub mod fault;
 pub mod gpus;
 pub mod inject;
 pub mod metrics;
-pub mod output;
 pub mod register;
 pub mod rpc;
 pub mod sequence;
 pub mod shell;
-pub mod spec_store;
 
 pub use mcjs_runtime::staging::StagingPolicy;
 pub use mcjs_runtime::volume::DiskBound;
 pub use shell::{Agent, AgentConfig, AgentError};
+// Specs and outputs in the store are the owner's as much as the node's:
+// they live in the runtime, which the owner's commands use without the agent.
+pub use mcjs_runtime::{output, spec_store};
 pub use spec_store::{get_spec, put_spec};

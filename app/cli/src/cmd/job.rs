@@ -464,7 +464,7 @@ async fn publish_spec(
         StoreUrl::Dir(dir) => {
             let fs = object_store::local::LocalFileSystem::new_with_prefix(dir)
                 .with_context(|| format!("cannot open the store {}", dir.display()))?;
-            mcjs_agent::spec_store::put_spec(&fs, spec)
+            mcjs_runtime::spec_store::put_spec(&fs, spec)
                 .await
                 .with_context(|| {
                     format!(
@@ -487,7 +487,7 @@ async fn publish_spec(
                         store.scheduler(ctx)
                     )
                 })?;
-            let expected = mcjs_agent::spec_store::spec_path(&spec_hash(spec)).to_string();
+            let expected = mcjs_runtime::spec_store::spec_path(&spec_hash(spec)).to_string();
             if stored.path != expected {
                 bail!(
                     "the scheduler stored the spec as {} but its hash names {expected}; nothing was submitted",

@@ -96,7 +96,7 @@ pub async fn run(
     let store = crate::store::open(&url, &store_args.scheduler(ctx), identity)?;
 
     // Its caps bound what the store may make this machine download.
-    let spec = mcjs_agent::spec_store::get_spec(store.as_ref(), &job.spec_hash)
+    let spec = mcjs_runtime::spec_store::get_spec(store.as_ref(), &job.spec_hash)
         .await
         .context("cannot read the job's spec from the store")?;
     // Where the verified files go: a local directory, then, for an s3://
@@ -163,7 +163,7 @@ pub async fn run(
                     step: last.step,
                     hash: Sha256Digest(last.hash),
                 }],
-                mcjs_agent::fault::checkpoint_limits(&spec),
+                mcjs_runtime::limits::checkpoint_limits(&spec),
                 work.path(),
             )
             .await
@@ -196,21 +196,21 @@ pub async fn run(
         let generation = job
             .completed_generation()
             .context("a completed job has a completing generation")?;
-        let prefix = mcjs_agent::output::output_prefix(&key.to_string(), generation);
+        let prefix = mcjs_runtime::output::output_prefix(&key.to_string(), generation);
         let descriptor_path = ObjectPath::from(format!("{prefix}/output.json"));
         let found = store
             .get(&descriptor_path)
             .await
             .with_context(|| format!("cannot read {descriptor_path} from the store"))?;
-        if found.meta.size > mcjs_agent::output::MAX_DESCRIPTOR_BYTES {
+        if found.meta.size > mcjs_runtime::output::MAX_DESCRIPTOR_BYTES {
             bail!(
                 "{descriptor_path} is {} bytes, over the {} bytes an output descriptor can be; nothing was fetched",
                 found.meta.size,
-                mcjs_agent::output::MAX_DESCRIPTOR_BYTES
+                mcjs_runtime::output::MAX_DESCRIPTOR_BYTES
             );
         }
         let bytes = found.bytes().await?;
-        let descriptor: mcjs_agent::output::StoredOutput = serde_json::from_slice(&bytes)
+        let descriptor: mcjs_runtime::output::StoredOutput = serde_json::from_slice(&bytes)
             .with_context(|| format!("{descriptor_path} is not an output descriptor"))?;
         if let Some(bar) = &bar {
             bar.set_length(
@@ -225,7 +225,7 @@ pub async fn run(
             &format!("{prefix}/files"),
             &descriptor.files,
             Sha256Digest(attested),
-            mcjs_agent::fault::output_limits(&spec),
+            mcjs_runtime::limits::output_limits(&spec),
             &local,
             &show,
         )

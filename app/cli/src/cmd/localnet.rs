@@ -57,6 +57,144 @@ struct Started {
     info_file: PathBuf,
 }
 
+/// Where the next steps keep the node's profile and operator key.
+const NODE_PROFILE: &str = "node.json";
+const NODE_KEY: &str = "node-key.json";
+/// What `node register` prints, for the agent's `--node`.
+const NODE_PLACEHOLDER: &str = "<NODE>";
+
+impl Started {
+    /// What a newcomer runs next to see a job placed and run, each with what
+    /// it does: the scheduler, a provider and its node, the node's agent, a
+    /// job. Tested: each parses as the CLI's own command line.
+    fn next_steps(&self) -> Vec<(&'static str, String)> {
+        let i = &self.info;
+        let w = &i.wallets;
+        let url = &i.rpc_url;
+        let provider = w
+            .providers
+            .first()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        vec![
+            (
+                "the scheduler: placement, failure detection, heartbeats, the store (.mcjs-store)",
+                format!("mcjs -u {url} -k {} scheduler", w.scheduler.display()),
+            ),
+            (
+                "a provider, staking 200 USDC",
+                format!("mcjs -u {url} -k {provider} provider register --stake 200"),
+            ),
+            (
+                "the node's operator key, what its agent signs with",
+                format!("mcjs node keygen -o {NODE_KEY}"),
+            ),
+            (
+                "the node's hardware (without a GPU here: cp examples/nodes/a100-sxm4-80gb-x4.json node.json)",
+                format!("mcjs hal probe --output json > {NODE_PROFILE}"),
+            ),
+            (
+                "the node, registered by the provider's wallet (prints the Node account)",
+                format!(
+                    "mcjs -u {url} -k {provider} node register --profile {NODE_PROFILE} --operator {NODE_KEY} --price 1.5"
+                ),
+            ),
+            (
+                "the node's agent, with the Node account printed above",
+                format!(
+                    "mcjs -u {url} agent run --node-key {NODE_KEY} --node {NODE_PLACEHOLDER} --profile {NODE_PROFILE} --scheduler http://127.0.0.1:7400"
+                ),
+            ),
+            (
+                "a job from the user's wallet, with a 100 USDC bond",
+                format!(
+                    "mcjs -u {url} -k {} job submit examples/specs/training-a100.json --bond 100",
+                    w.user.display()
+                ),
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// Every step `mcjs localnet` prints is a command line the CLI accepts
+    /// (its required flags given), in the order a newcomer runs them.
+    #[test]
+    fn the_printed_next_steps_are_command_lines_the_cli_accepts() {
+        let started = Started {
+            info: LocalnetInfo {
+                rpc_url: "http://127.0.0.1:8899".into(),
+                ws_url: "ws://127.0.0.1:8900".into(),
+                program_id: "MCJS".into(),
+                usdc_mint: "M".into(),
+                usdc_decimals: 6,
+                treasury: "T".into(),
+                slot_time_ms: 400,
+                wallets: mcjs_localnet::Wallets {
+                    admin: "w/admin.json".into(),
+                    scheduler: "w/scheduler.json".into(),
+                    user: "w/user.json".into(),
+                    providers: vec!["w/provider-1.json".into()],
+                },
+            },
+            info_file: "localnet.json".into(),
+        };
+        let steps = started.next_steps();
+        let text = started.to_string();
+        let node = mcjs_client::Pubkey::new_unique().to_string();
+        // What `node keygen` wrote, where the later steps read it.
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join(NODE_KEY);
+        mcjs_localnet::write_keypair(&key, &mcjs_client::Keypair::new()).unwrap();
+        let key = key.display().to_string();
+        for (_, step) in &steps {
+            assert!(text.contains(step.as_str()), "printed: {step}");
+            // The shell's redirection is not the CLI's.
+            let words: Vec<&str> = step
+                .split_whitespace()
+                .take_while(|w| *w != ">")
+                .map(|w| match w {
+                    NODE_PLACEHOLDER => node.as_str(),
+                    NODE_KEY if !step.contains("keygen") => key.as_str(),
+                    w => w,
+                })
+                .collect();
+            if let Err(e) = crate::Cli::try_parse_from(&words) {
+                panic!("`{step}` is not a command line mcjs accepts:\n{e}");
+            }
+        }
+        let order: Vec<&str> = steps
+            .iter()
+            .map(|(_, s)| {
+                let after: Vec<&str> = s.split_whitespace().collect();
+                let at = after
+                    .iter()
+                    .position(|w| {
+                        ["scheduler", "provider", "node", "hal", "agent", "job"].contains(w)
+                    })
+                    .expect("a command");
+                after[at]
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "scheduler",
+                "provider",
+                "node",
+                "hal",
+                "node",
+                "agent",
+                "job"
+            ]
+        );
+    }
+}
+
 impl fmt::Display for Started {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let i = &self.info;
@@ -84,24 +222,11 @@ impl fmt::Display for Started {
         }
         writeln!(f, "  described in {}", self.info_file.display())?;
         writeln!(f)?;
-        writeln!(f, "Next, in another terminal:")?;
-        let url = &i.rpc_url;
-        let p1 = w
-            .providers
-            .first()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        writeln!(f, "  mcjs -u {url} -k {p1} provider register --stake 200")?;
-        writeln!(f, "  mcjs hal probe --output json > node.json")?;
-        writeln!(
-            f,
-            "  mcjs -u {url} -k {p1} node register --profile node.json --price 1.5"
-        )?;
-        writeln!(
-            f,
-            "  mcjs -u {url} -k {} job submit examples/specs/training-a100.json --bond 100",
-            w.user.display()
-        )?;
+        writeln!(f, "Next, each in its own terminal where it keeps running:")?;
+        for (what, step) in self.next_steps() {
+            writeln!(f, "  {step}")?;
+            writeln!(f, "      {what}")?;
+        }
         write!(f, "Ctrl-C stops the chain (its state is not kept).")
     }
 }

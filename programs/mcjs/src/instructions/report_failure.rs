@@ -5,6 +5,7 @@ use crate::errors::McjsError;
 use crate::events::{emit_event, FailureReported};
 use crate::instructions::settlement::take_off_node;
 use crate::off_node;
+use crate::provider_signer_seeds;
 use crate::state::{seeds::*, Config, FailureCause, Job, JobState, Node, Provider, Segment};
 use crate::token::pay_out;
 
@@ -124,44 +125,24 @@ impl ReportFailure<'_> {
         let provider_key = accounts.provider.key();
         let infrastructure = args.cause.is_infrastructure();
         let slashed = if infrastructure {
-            accounts
-                .config
-                .params
-                .slash_amount
-                .min(accounts.provider.stake)
-        } else {
-            0
-        };
-        if slashed > 0 {
-            let owner = accounts.provider.owner;
-            let bump = [accounts.provider.bump];
-            let seeds: &[&[u8]] = &[SEED_PREFIX, owner.as_ref(), SEED_PROVIDER, &bump];
+            let slashed = accounts
+                .provider
+                .slash(accounts.config.params.slash_amount)?;
+            let (owner, bump);
+            let seeds = provider_signer_seeds!(accounts.provider, owner, bump);
             pay_out(
                 &accounts.token_program,
                 &accounts.stake_vault,
                 &accounts.usdc_mint,
                 &accounts.insurance_pool,
                 accounts.provider.to_account_info(),
-                &[seeds],
+                &[&seeds],
                 slashed,
             )?;
-            let provider = &mut accounts.provider;
-            provider.stake = provider
-                .stake
-                .checked_sub(slashed)
-                .ok_or(McjsError::Overflow)?;
-            provider.slashed_total = provider
-                .slashed_total
-                .checked_add(slashed)
-                .ok_or(McjsError::Overflow)?;
-        }
-        if infrastructure {
-            let provider = &mut accounts.provider;
-            provider.failures = provider
-                .failures
-                .checked_add(1)
-                .ok_or(McjsError::Overflow)?;
-        }
+            slashed
+        } else {
+            0
+        };
 
         let refund = take_off_node(
             off_node!(accounts, Some(&accounts.owner_token)),

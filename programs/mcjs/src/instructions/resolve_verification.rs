@@ -5,6 +5,7 @@ use crate::errors::McjsError;
 use crate::events::{emit_event, VerificationResolved};
 use crate::instructions::settlement::{take_off_node, Hold, OffNode, SettlementAccounts};
 use crate::job_signer_seeds;
+use crate::provider_signer_seeds;
 use crate::state::{
     seeds::*, CheckpointRecord, Config, Job, Node, Party, Provider, Segment, SegmentState,
     Verification, VerificationOutcome, VerificationState,
@@ -318,10 +319,10 @@ impl ResolveVerification<'_> {
         .map_err(|_| error!(McjsError::WrongTokenAccount))?;
         require_keys_eq!(vault.key(), vault_key, McjsError::WrongTokenAccount);
 
-        let total = self.config.params.slash_amount.min(loser.stake);
-        let owner = loser.owner;
-        let bump = [loser.bump];
-        let seeds: &[&[u8]] = &[SEED_PREFIX, owner.as_ref(), SEED_PROVIDER, &bump];
+        let total = loser.slash(self.config.params.slash_amount)?;
+        let (owner, bump);
+        let seeds = provider_signer_seeds!(loser, owner, bump);
+        let seeds: &[&[u8]] = &seeds;
         let authority = loser.to_account_info();
         let mut left = total;
         let mut paid_fees = 0u64;
@@ -351,12 +352,6 @@ impl ResolveVerification<'_> {
             &[seeds],
             left,
         )?;
-        loser.stake = loser.stake.checked_sub(total).ok_or(McjsError::Overflow)?;
-        loser.slashed_total = loser
-            .slashed_total
-            .checked_add(total)
-            .ok_or(McjsError::Overflow)?;
-        loser.failures = loser.failures.checked_add(1).ok_or(McjsError::Overflow)?;
         Ok((total, paid_fees))
     }
 

@@ -25,6 +25,21 @@ macro_rules! job_signer_seeds {
     }};
 }
 
+/// Signer seeds of a provider PDA (the authority of its stake vault).
+#[macro_export]
+macro_rules! provider_signer_seeds {
+    ($provider:expr, $owner:ident, $bump:ident) => {{
+        $owner = $provider.owner;
+        $bump = [$provider.bump];
+        [
+            $crate::state::seeds::SEED_PREFIX,
+            $owner.as_ref(),
+            $crate::state::seeds::SEED_PROVIDER,
+            &$bump,
+        ]
+    }};
+}
+
 pub struct SettlementAccounts<'a, 'info> {
     pub job_vault: &'a Account<'info, TokenAccount>,
     pub usdc_mint: &'a Account<'info, Mint>,

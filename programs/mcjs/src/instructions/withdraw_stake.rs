@@ -3,6 +3,7 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, StakeWithdrawn};
+use crate::provider_signer_seeds;
 use crate::state::{seeds::*, Config, Provider};
 use crate::token::pay_out;
 
@@ -65,16 +66,15 @@ impl WithdrawStake<'_> {
             .amount
             .saturating_sub(accounts.provider.stake);
         let total = amount.checked_add(swept).ok_or(McjsError::Overflow)?;
-        let owner = accounts.owner.key();
-        let bump = [accounts.provider.bump];
-        let seeds: &[&[u8]] = &[SEED_PREFIX, owner.as_ref(), SEED_PROVIDER, &bump];
+        let (owner, bump);
+        let seeds = provider_signer_seeds!(accounts.provider, owner, bump);
         pay_out(
             &accounts.token_program,
             &accounts.stake_vault,
             &accounts.usdc_mint,
             &accounts.destination,
             accounts.provider.to_account_info(),
-            &[seeds],
+            &[&seeds],
             total,
         )?;
         let provider = &mut accounts.provider;

@@ -57,6 +57,21 @@ impl Provider {
         Ok(())
     }
 
+    /// Takes up to `amount` of the stake for a failure the provider is
+    /// answerable for (the caller moves the tokens out of the stake vault):
+    /// the stake drops, the slash and the failure are recorded. Returns what
+    /// was taken, never more than the stake.
+    pub fn slash(&mut self, amount: u64) -> Result<u64> {
+        let taken = amount.min(self.stake);
+        self.stake = self.stake.checked_sub(taken).ok_or(McjsError::Overflow)?;
+        self.slashed_total = self
+            .slashed_total
+            .checked_add(taken)
+            .ok_or(McjsError::Overflow)?;
+        self.failures = self.failures.checked_add(1).ok_or(McjsError::Overflow)?;
+        Ok(taken)
+    }
+
     pub fn invariant(&self) -> Result<()> {
         if let Some(w) = self.pending_withdrawal {
             require!(w.amount > 0, McjsError::ZeroAmount);

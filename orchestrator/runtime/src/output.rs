@@ -4,9 +4,9 @@
 //! `output.json` last. Fenced by generation as checkpoints are: a node
 //! fenced off the job cannot overwrite the output of the one that completed.
 
-use mcjs_runtime::checkpoint::Sha256Digest;
-use mcjs_runtime::confined::{ConfinedDir, Limits};
-use mcjs_runtime::store::{StoreError, upload_tree};
+use crate::checkpoint::Sha256Digest;
+use crate::confined::{ConfinedDir, Limits};
+use crate::store::{StoreError, upload_tree};
 use mcjs_spec::JobSpec;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutPayload};
@@ -34,7 +34,7 @@ pub struct StoredOutput {
     pub job: String,
     pub generation: u32,
     pub hash: Sha256Digest,
-    pub files: Vec<mcjs_runtime::checkpoint::FileDigest>,
+    pub files: Vec<crate::checkpoint::FileDigest>,
 }
 
 pub fn output_prefix(job: &str, generation: u32) -> String {
@@ -42,7 +42,7 @@ pub fn output_prefix(job: &str, generation: u32) -> String {
 }
 
 /// The largest `output.json` a reader takes: a descriptor lists at most
-/// [`mcjs_runtime::checkpoint::MAX_FILES`] files of one line each.
+/// [`crate::checkpoint::MAX_FILES`] files of one line each.
 pub const MAX_DESCRIPTOR_BYTES: u64 = 64 << 20;
 
 /// Stores the output in `dir` (every read confined to it, each file hashed
