@@ -677,7 +677,10 @@ impl World {
                 let answer = match behaviour {
                     Behaviour::Honest => CheckAnswer::Reproduced {
                         hash: checkpoint_hash(v.to.epoch, v.to.step),
-                        possession: digest(&[&v.possession_key, &checkpoint_hash(v.to.epoch, v.to.step)]),
+                        possession: digest(&[
+                            &v.possession_key,
+                            &checkpoint_hash(v.to.epoch, v.to.step),
+                        ]),
                     },
                     Behaviour::Copies => CheckAnswer::Reproduced {
                         hash: v.to.hash,
@@ -1179,12 +1182,7 @@ fn spelled_out_verified_sequences_keep_every_invariant() {
         tail.clone(),
     ]
     .concat();
-    let copied = [
-        head(true),
-        both(Behaviour::Copies, Behaviour::Honest),
-        tail,
-    ]
-    .concat();
+    let copied = [head(true), both(Behaviour::Copies, Behaviour::Honest), tail].concat();
     for (name, steps, outcome) in [
         ("confirmed", confirmed, VerificationOutcome::Confirmed),
         (

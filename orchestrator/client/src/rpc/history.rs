@@ -50,22 +50,8 @@ impl ChainClient {
             let signature: Signature = status.signature.parse().map_err(|_| {
                 ChainError::Rpc(format!("malformed signature {}", status.signature))
             })?;
-            let tx = self
-                .rpc
-                .get_transaction_with_config(
-                    &signature,
-                    RpcTransactionConfig {
-                        encoding: Some(UiTransactionEncoding::Json),
-                        commitment: Some(self.commitment),
-                        max_supported_transaction_version: Some(0),
-                    },
-                )
-                .await
-                .map_err(|e| self.rpc_error(e))?;
-            let logs = match tx.transaction.meta.as_ref().map(|m| &m.log_messages) {
-                Some(OptionSerializer::Some(logs)) => logs.clone(),
-                _ => Vec::new(),
-            };
+            let tx = self.transaction(&signature).await?;
+            let logs = logs_of(&tx);
             let signers = signers_of(&tx.transaction.transaction);
             let block_time = tx.block_time.or(status.block_time);
             for event in McjsEvent::all_in_logs(&logs) {

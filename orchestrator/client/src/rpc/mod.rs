@@ -39,7 +39,8 @@ use solana_signer::Signer;
 use solana_transaction::Transaction;
 use solana_transaction_error::TransactionError;
 use solana_transaction_status_client_types::{
-    EncodedTransaction, UiMessage, UiTransactionEncoding, option_serializer::OptionSerializer,
+    EncodedConfirmedTransactionWithStatusMeta, EncodedTransaction, UiMessage,
+    UiTransactionEncoding, option_serializer::OptionSerializer,
 };
 
 use crate::decode::{self, AccountKind, DecodeError};
@@ -161,6 +162,34 @@ impl ChainClient {
     /// The underlying RPC client, for what this client does not wrap.
     pub fn rpc(&self) -> &RpcClient {
         &self.rpc
+    }
+}
+
+/// A confirmed transaction's log lines (none when the node kept no meta).
+pub(super) fn logs_of(tx: &EncodedConfirmedTransactionWithStatusMeta) -> Vec<String> {
+    match tx.transaction.meta.as_ref().map(|m| &m.log_messages) {
+        Some(OptionSerializer::Some(logs)) => logs.clone(),
+        _ => Vec::new(),
+    }
+}
+
+impl ChainClient {
+    /// A confirmed transaction, JSON-encoded, at the client's commitment.
+    pub(super) async fn transaction(
+        &self,
+        signature: &Signature,
+    ) -> Result<EncodedConfirmedTransactionWithStatusMeta, ChainError> {
+        self.rpc
+            .get_transaction_with_config(
+                signature,
+                RpcTransactionConfig {
+                    encoding: Some(UiTransactionEncoding::Json),
+                    commitment: Some(self.commitment),
+                    max_supported_transaction_version: Some(0),
+                },
+            )
+            .await
+            .map_err(|e| self.rpc_error(e))
     }
 }
 

@@ -123,21 +123,6 @@ impl ChainClient {
         &self,
         signature: &Signature,
     ) -> Result<Vec<String>, ChainError> {
-        let tx = self
-            .rpc
-            .get_transaction_with_config(
-                signature,
-                RpcTransactionConfig {
-                    encoding: Some(UiTransactionEncoding::Json),
-                    commitment: Some(self.commitment),
-                    max_supported_transaction_version: Some(0),
-                },
-            )
-            .await
-            .map_err(|e| self.rpc_error(e))?;
-        Ok(match tx.transaction.meta.map(|m| m.log_messages) {
-            Some(OptionSerializer::Some(logs)) => logs,
-            _ => Vec::new(),
-        })
+        Ok(logs_of(&self.transaction(signature).await?))
     }
 }
