@@ -22,11 +22,12 @@ if [ ! -d "$before_dir" ]; then
     git worktree add -f --detach "$before_dir" "$before" >/dev/null
 fi
 measure() {
-    cargo test -p mcjs-cli --test faults --locked -- --ignored --nocapture \
+    cargo test -p mcjs-cli --test faults --locked "$@" -- --ignored --nocapture \
         verification_cost_at_sample_rate_one_tenth 2>&1 |
         grep -E "verification at sample rate|test result|panicked"
 }
 echo "before ($before):"
 (cd "$before_dir" && CARGO_TARGET_DIR="$before_target" measure)
 echo "now ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', with changes')):"
-measure
+# The fault suite needs `mcjs` with the local chain and the cluster harness.
+measure --features demo

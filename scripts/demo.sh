@@ -9,5 +9,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/mcjs/target}"
 source scripts/setup.sh
-cargo build --locked -p mcjs-cli
+cargo build --locked -p mcjs-cli --features demo
 exec "$CARGO_TARGET_DIR/debug/mcjs" demo "$@"

@@ -18,4 +18,6 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 source scripts/setup.sh
 
-cargo test --workspace --locked "$@"
+# `demo` builds `mcjs` with the local chain and the cluster harness that
+# its tests (and the fault suite) start.
+cargo test --workspace --locked --features mcjs-cli/demo "$@"

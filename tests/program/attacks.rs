@@ -513,3 +513,29 @@ fn overflow_sized_amounts_are_refused() {
     let _ = whale;
     s.env.assert_invariants();
 }
+
+/// An instruction takes exactly the accounts it names: one more (here a
+/// token account the instruction would never read, then a second job) is
+/// refused, not silently ignored, and nothing moves.
+#[test]
+fn an_account_beyond_those_an_instruction_names_is_refused() {
+    use anchor_lang::prelude::AccountMeta;
+    let mut s = scene();
+    let before = s.env.snapshot();
+    let mut complete = s.complete_ix();
+    complete
+        .accounts
+        .push(AccountMeta::new(s.rival.wallet.token, false));
+    expect_error(
+        s.env.send(&[complete], &[&s.operator()]),
+        McjsError::UnexpectedAccounts,
+    );
+    let mut cancel = s.cancel_ix();
+    cancel.accounts.push(AccountMeta::new(s.job, false));
+    expect_error(
+        s.env.send(&[cancel], &[&s.owner.kp]),
+        McjsError::UnexpectedAccounts,
+    );
+    s.env.assert_unchanged(&before);
+    s.env.assert_invariants();
+}

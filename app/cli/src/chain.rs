@@ -162,7 +162,7 @@ pub fn read_wallet(path: &Path) -> anyhow::Result<Keypair> {
             path.display()
         );
     }
-    mcjs_localnet::read_keypair(path).map_err(|e| anyhow!("{e}"))
+    mcjs_client::keyfile::read_keypair(path).map_err(|e| anyhow!("{e}"))
 }
 
 /// A base-58 address, named in the error when malformed.

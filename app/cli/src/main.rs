@@ -62,7 +62,11 @@ enum Command {
         cmd: cmd::hal::HalCommand,
     },
     /// Run a local Solana chain with the MCJS program, initialised and with funded wallets.
+    #[cfg(feature = "localnet")]
     Localnet(cmd::localnet::LocalnetArgs),
+    #[cfg(not(feature = "localnet"))]
+    #[command(hide = true)]
+    Localnet(cmd::Unbuilt),
     /// Jobs: submit, upload inputs, fetch the verified output, follow, pause, resume, top up, cancel, report a stalled job.
     Job {
         #[command(subcommand)]
@@ -96,7 +100,11 @@ enum Command {
     /// The scheduler daemon: places jobs, detects failed nodes, reports them.
     Scheduler(cmd::scheduler::SchedulerArgs),
     /// Run the whole story locally: chain, scheduler, three agents, a job, a node killed, recovery, payout, audit.
+    #[cfg(feature = "demo")]
     Demo(cmd::demo::DemoArgs),
+    #[cfg(not(feature = "demo"))]
+    #[command(hide = true)]
+    Demo(cmd::Unbuilt),
     /// The auditor's web dashboard: jobs, providers, nodes and audits, read from the chain.
     Dashboard(cmd::dashboard::DashboardArgs),
 }
@@ -107,9 +115,15 @@ fn main() -> ExitCode {
         Command::Spec { cmd } => cmd::spec::run(cmd, &cli.global),
         Command::Hal { cmd } => cmd::hal::run(cmd, &cli.global),
         Command::Scheduler(args) => cmd::scheduler::run(args, &cli.global),
+        #[cfg(feature = "demo")]
         Command::Demo(args) => cmd::demo::run(args, &cli.global),
+        #[cfg(not(feature = "demo"))]
+        Command::Demo(_) => Err(cmd::unbuilt("demo")),
         Command::Dashboard(args) => cmd::dashboard::run(args, &cli.global),
+        #[cfg(feature = "localnet")]
         Command::Localnet(args) => cmd::localnet::run(args, &cli.global),
+        #[cfg(not(feature = "localnet"))]
+        Command::Localnet(_) => Err(cmd::unbuilt("localnet")),
         Command::Job { cmd } => cmd::job::run(cmd, &cli.global),
         Command::Provider { cmd } => cmd::provider::run(cmd, &cli.global),
         Command::Node { cmd } => cmd::node::run(cmd, &cli.global),

@@ -701,6 +701,10 @@ fn the_config_file_supplies_url_and_wallet_and_flags_override_it() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "localnet"),
+    ignore = "needs `mcjs` built with --features localnet"
+)]
 fn mcjs_localnet_serves_an_initialised_chain_until_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port_pair();
@@ -812,27 +816,18 @@ fn fresh_wallet(
     (wallet, path)
 }
 
-#[test]
-fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
-    let chain = chain();
-    let client = chain.client();
-    let dir = tempfile::tempdir().unwrap();
-    let (provider, provider_path) = fresh_wallet(chain, dir.path(), "provider", 300_000_000);
-    let (owner, owner_path) = fresh_wallet(chain, dir.path(), "owner", 100_000_000);
-    let (stranger, stranger_path) = fresh_wallet(chain, dir.path(), "stranger", 0);
-    let scheduler = read_keypair(&chain.info.wallets.scheduler).unwrap();
-    let mint = chain.info.usdc_mint();
-
+/// A provider registered with a 150 USDC stake and one 4×A100 node whose
+/// operator key is returned, at 1.5 USDC per GPU-hour.
+fn provider_with_node(chain: &Chain, provider_path: &Path) -> (Keypair, Pubkey) {
     ok_json(chain.mcjs(
-        &provider_path,
+        provider_path,
         &["--output", "json", "provider", "register", "--stake", "150"],
     ));
-    let keys = tempfile::tempdir().unwrap();
-    let operator_path = keys.path().join("node-operator.json");
+    let operator_path = provider_path.with_file_name("node-operator.json");
     let operator = Keypair::new();
     write_keypair(&operator_path, &operator).unwrap();
     let node = ok_json(chain.mcjs(
-        &provider_path,
+        provider_path,
         &[
             "--output",
             "json",
@@ -847,6 +842,101 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
         ],
     ));
     let node_key: Pubkey = node["nodes"][0]["node"].as_str().unwrap().parse().unwrap();
+    (operator, node_key)
+}
+
+/// A verified job's pay is held per assignment in a Segment: `job pause`
+/// names the assignment's (the program refuses a pause without it,
+/// `SegmentRequired`), and the pause holds the pay there for the challenge
+/// window instead of paying the provider.
+#[test]
+fn an_owner_pauses_a_verified_job_and_its_pay_is_held_in_the_assignments_segment() {
+    use mcjs::state::SegmentState;
+    let chain = chain();
+    let client = chain.client();
+    let dir = tempfile::tempdir().unwrap();
+    let (provider, provider_path) = fresh_wallet(chain, dir.path(), "provider", 300_000_000);
+    let (_, owner_path) = fresh_wallet(chain, dir.path(), "owner", 100_000_000);
+    let scheduler = read_keypair(&chain.info.wallets.scheduler).unwrap();
+    let (operator, node_key) = provider_with_node(chain, &provider_path);
+    let mut spec: Value = serde_json::from_str(
+        &std::fs::read_to_string(examples().join("training-a100.json")).unwrap(),
+    )
+    .unwrap();
+    spec["verification"] = serde_json::json!({ "sample_rate": 0.1 });
+    let spec_path = dir.path().join("verified.json");
+    std::fs::write(&spec_path, spec.to_string()).unwrap();
+    let submitted = ok_json(chain.mcjs(
+        &owner_path,
+        &[
+            "--output",
+            "json",
+            "job",
+            "submit",
+            "--chain-only",
+            spec_path.to_str().unwrap(),
+            "--bond",
+            "20",
+        ],
+    ));
+    let job: Pubkey = submitted["job"].as_str().unwrap().parse().unwrap();
+    let provider_account = pda::provider(&provider.pubkey());
+    let generation = chain.block_on(async {
+        let queued = client.job(&job).await.unwrap().unwrap();
+        assert!(queued.verification_ppm > 0);
+        let assign = ix::assign_job(&scheduler.pubkey(), &job, &node_key, &provider_account);
+        client
+            .send(
+                &[ix::with_new_segment(assign, &job, queued.generation)],
+                &[&scheduler],
+            )
+            .await
+            .expect("assign");
+        let assigned = client.job(&job).await.unwrap().unwrap();
+        assert!(assigned.holds_payment, "the assignment holds its pay");
+        client
+            .send(
+                &[ix::start_job(
+                    &operator.pubkey(),
+                    &job,
+                    &node_key,
+                    &provider_account,
+                    assigned.generation,
+                )],
+                &[&operator],
+            )
+            .await
+            .expect("start");
+        assigned.generation
+    });
+    let paused = ok_json(chain.mcjs(
+        &owner_path,
+        &["--output", "json", "job", "pause", &job.to_string()],
+    ));
+    assert_eq!(paused["job"]["state"], "paused");
+    let segments = chain.block_on(client.segments()).unwrap();
+    let (_, segment) = segments
+        .iter()
+        .find(|(key, _)| *key == pda::segment(&job, generation))
+        .expect("the assignment's segment");
+    assert!(
+        matches!(segment.state, SegmentState::Held { .. }),
+        "{:?}",
+        segment.state
+    );
+}
+
+#[test]
+fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
+    let chain = chain();
+    let client = chain.client();
+    let dir = tempfile::tempdir().unwrap();
+    let (provider, provider_path) = fresh_wallet(chain, dir.path(), "provider", 300_000_000);
+    let (owner, owner_path) = fresh_wallet(chain, dir.path(), "owner", 100_000_000);
+    let (stranger, stranger_path) = fresh_wallet(chain, dir.path(), "stranger", 0);
+    let scheduler = read_keypair(&chain.info.wallets.scheduler).unwrap();
+    let mint = chain.info.usdc_mint();
+    let (operator, node_key) = provider_with_node(chain, &provider_path);
     let submitted = ok_json(chain.mcjs(
         &owner_path,
         &[

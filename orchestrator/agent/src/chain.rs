@@ -2,7 +2,7 @@
 //! written against it, and [`crate::rpc`] implements it on the MCJS chain
 //! client.
 
-use crate::core::{Attested, ChainJob, ChainState};
+use crate::core::{Attested, ChainJob, ChainState, Keep};
 use anchor_lang::solana_program::instruction::Instruction;
 use mcjs_client::Pubkey;
 use mcjs_client::ix::Deployment;
@@ -99,5 +99,14 @@ pub fn chain_job(key: Pubkey, job: &Job, node: &Pubkey) -> Option<ChainJob> {
         }),
         checkpoint_interval: Duration::from_secs(u64::from(job.terms.checkpoint_interval_secs)),
         verified: job.verification_ppm > 0,
+        // The chain as last read is older than any attestation it is used
+        // for, which only makes this more careful.
+        keep: if job.verification_ppm == 0 {
+            Keep::Attested
+        } else if job.open_verifications > 0 {
+            Keep::Everything
+        } else {
+            Keep::FromPrevious(job.prev_checkpoint.map(|c| c.step))
+        },
     })
 }

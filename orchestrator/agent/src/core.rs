@@ -49,6 +49,33 @@ pub struct ChainJob {
     /// to checkpoint. A signal only its paid runs received would tell the
     /// job which runs are checks.
     pub verified: bool,
+    /// What a newly attested checkpoint lets go of in the store.
+    pub keep: Keep,
+}
+
+/// Which stored checkpoints a job still needs once a newer one is attested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Only what is attested: everything older than the newest attested
+    /// checkpoint goes.
+    Attested,
+    /// A verified job's checkers restore an interval's start: everything
+    /// from the previous attested checkpoint (`None`: there is none, keep
+    /// everything) on stays.
+    FromPrevious(Option<u64>),
+    /// A check of the job is open: nothing goes.
+    Everything,
+}
+
+impl Keep {
+    /// Up to which step an attestation at `step` lets older checkpoints go.
+    pub fn prune_below(self, step: u64) -> Option<u64> {
+        match self {
+            Keep::Attested => Some(step),
+            Keep::FromPrevious(previous) => previous.map(|p| p.min(step)),
+            Keep::Everything => None,
+        }
+    }
 }
 
 /// A job container found on the engine when the agent starts.
@@ -111,6 +138,21 @@ pub struct TxFailure {
     /// Worth sending again (unreachable node, timeout); a refusal by the
     /// program is not: the next chain snapshot says what changed.
     pub retryable: bool,
+    /// The program's error, by name, when it refused the transaction.
+    pub program_error: Option<String>,
+}
+
+impl TxFailure {
+    /// Whether to send the transaction again after a pause: a failure on
+    /// the way, or a refusal that time clears (a verified job's draw gap,
+    /// a completion waiting on a check).
+    pub fn worth_retrying(&self) -> bool {
+        self.retryable
+            || matches!(
+                self.program_error.as_deref(),
+                Some("AttestationTooSoon" | "VerificationOpen")
+            )
+    }
 }
 
 /// A chain transaction of a job.
@@ -199,6 +241,13 @@ pub enum Action {
     },
     /// Hash and store the declared output.
     CollectOutput { job: Pubkey, generation: u32 },
+    /// Delete the job's stored checkpoints below `below` (an attested
+    /// checkpoint superseded them).
+    Prune {
+        job: Pubkey,
+        generation: u32,
+        below: u64,
+    },
     Send {
         job: Pubkey,
         generation: u32,
@@ -294,6 +343,8 @@ pub struct Assignment {
     pub policy: CheckpointPolicy,
     /// Never signalled to checkpoint ([`ChainJob::verified`]).
     pub fixed_steps: bool,
+    /// What an attestation lets go of, as the chain last said.
+    pub keep: Keep,
     /// The last stored checkpoint, or when the container started.
     pub last_checkpoint_at: Option<SystemTime>,
     pub last_signal_at: Option<SystemTime>,
@@ -320,6 +371,7 @@ impl Assignment {
             started: job.state == ChainState::Running,
             policy,
             fixed_steps: job.verified,
+            keep: job.keep,
             last_checkpoint_at: None,
             last_signal_at: None,
             last_attested: None,
@@ -440,6 +492,7 @@ impl Core {
             let policy = self.checkpoint_policy(job);
             if let Some(a) = self.jobs.get_mut(&job.key) {
                 a.chain_last = job.last_checkpoint.map(|c| (c.epoch, c.step));
+                a.keep = job.keep;
                 // A start whose confirmation was lost: the chain says it happened.
                 if job.state == ChainState::Running && !a.started {
                     a.started = true;
@@ -654,6 +707,14 @@ impl Core {
                     Tx::Attest { epoch, step, .. } => {
                         a.last_attested = Some((epoch, step));
                         a.chain_last = a.chain_last.max(Some((epoch, step)));
+                        // Only an attested checkpoint supersedes older ones.
+                        if let Some(below) = a.keep.prune_below(step) {
+                            actions.push(Action::Prune {
+                                job,
+                                generation,
+                                below,
+                            });
+                        }
                     }
                     Tx::Complete { .. } => {
                         if let Some(container) = a.phase.container() {
@@ -671,7 +732,7 @@ impl Core {
                 if a.in_flight.as_ref() == Some(&tx) {
                     a.in_flight = None;
                 }
-                if failure.retryable {
+                if failure.worth_retrying() {
                     a.queue.push_front(tx);
                     a.retry_at = Some(now + a.retry_delay);
                     a.retry_delay = (a.retry_delay * 2).min(MAX_RETRY);

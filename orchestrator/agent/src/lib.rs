@@ -6,11 +6,14 @@
 //! * [`core`]: the decisions, a pure function of the chain's view, local
 //!   events and `now`.
 //! * [`shell`]: the async reconcile loop that carries them out.
+//! * [`checking`]: the verification checks' decisions (which to take up,
+//!   when an unavailable start is the answer), pure as the core is.
 //! * [`chain`]: what the agent needs from the chain; [`rpc`] implements it.
 //! * [`spec_store`], [`output`]: job specs and outputs in the store (from
 //!   `mcjs_runtime`, which the owner's commands use without the agent).
 
 pub mod chain;
+pub mod checking;
 pub mod core;
 pub mod fault;
 pub mod gpus;

@@ -14,7 +14,6 @@ use crate::output::store_output;
 use crate::spec_store::get_spec;
 use mcjs_client::Pubkey;
 use mcjs_client::ix::{self, Deployment};
-use mcjs_client::program::instructions::{AttestCheckpointArgs, CompleteJobArgs};
 use mcjs_client::program::state::Job;
 use mcjs_protocol::{
     HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, HEARTBEAT_SESSION_PATH, HEARTBEAT_STREAM_PATH,
@@ -481,6 +480,18 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 tracing::info!(%job, generation, "checkpoint signal sent");
                 None
             }
+            Action::Prune {
+                job,
+                generation,
+                below,
+            } => {
+                if let Ok(ctx) = self.ctx(job, generation).await
+                    && let Err(e) = ctx.pipeline.store.prune(&job.to_string(), below).await
+                {
+                    tracing::warn!(%job, error = %e, "cannot prune old checkpoints");
+                }
+                None
+            }
             Action::CollectOutput { job, generation } => {
                 let event = match self.ctx(job, generation).await {
                     Ok(ctx) => match store_output(
@@ -534,14 +545,6 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                                 .attestation_latency_seconds
                                 .observe(at.elapsed().as_secs_f64());
                         }
-                        // Only an attested checkpoint supersedes older ones.
-                        if let Tx::Attest { step, .. } = &tx
-                            && let Some(bound) = self.prune_bound(job, *step)
-                            && let Ok(ctx) = self.ctx(job, generation).await
-                            && let Err(e) = ctx.pipeline.store.prune(&job.to_string(), bound).await
-                        {
-                            tracing::warn!(%job, error = %e, "cannot prune old checkpoints");
-                        }
                     }
                     Err(e) => {
                         tracing::warn!(%job, generation, ?tx, error = %e, "transaction failed")
@@ -553,13 +556,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                         tx,
                         failure: TxFailure {
                             message: f.message,
-                            // Refusals that time clears: a verified job's
-                            // draw gap, a completion waiting on a check.
-                            retryable: f.retryable
-                                || matches!(
-                                    f.program_error.as_deref(),
-                                    Some("AttestationTooSoon" | "VerificationOpen")
-                                ),
+                            retryable: f.retryable,
+                            program_error: f.program_error,
                         },
                     },
                 };

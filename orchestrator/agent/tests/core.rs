@@ -3,7 +3,7 @@
 
 use mcjs_agent::core::{
     Action, Attested, ChainJob, ChainState, ContainerExit, Core, CorePolicy, Event, FoundContainer,
-    Phase, StoredCheckpoint, Tx, TxFailure,
+    Keep, Phase, StoredCheckpoint, Tx, TxFailure,
 };
 use mcjs_client::Pubkey;
 use mcjs_protocol::{Fault, JobOutcome, JobPhase, StopReason};
@@ -29,6 +29,7 @@ fn job(n: u8, generation: u32, state: ChainState) -> ChainJob {
         last_checkpoint: None,
         checkpoint_interval: Duration::from_secs(60),
         verified: false,
+        keep: Keep::Attested,
     }
 }
 
@@ -464,6 +465,7 @@ fn a_container_that_dies_before_its_start_is_never_started_on_chain() {
             failure: TxFailure {
                 message: "unreachable".into(),
                 retryable: true,
+                program_error: None,
             },
         },
         at(2),
@@ -664,6 +666,7 @@ fn a_transient_failure_is_retried_with_backoff_and_a_refusal_is_not() {
         failure: TxFailure {
             message: "x".into(),
             retryable,
+            program_error: None,
         },
     };
     let t = at(20);
@@ -782,4 +785,85 @@ fn after_a_restart_containers_are_adopted_or_removed() {
     );
     // Already running on chain: no second start.
     assert!(sends(&actions).is_empty());
+}
+
+/// What an attested checkpoint lets go of in the store, by what the chain
+/// says the job still needs: a plain job keeps only the attested one, a
+/// verified job also the previous attested one (a check restores it), and
+/// nothing goes while a check is open.
+#[test]
+fn an_attestation_prunes_only_what_the_job_no_longer_needs() {
+    let table = [
+        (Keep::Attested, Some(10)),
+        (Keep::FromPrevious(Some(6)), Some(6)),
+        (Keep::FromPrevious(None), None),
+        (Keep::Everything, None),
+    ];
+    for (keep, expected) in table {
+        let mut c = core();
+        let chain = ChainJob {
+            keep,
+            ..job(1, 3, ChainState::Running)
+        };
+        c.on_chain(std::slice::from_ref(&chain), at(0));
+        c.on_event(
+            key(1),
+            3,
+            Event::Launched {
+                container: "c1".into(),
+            },
+            at(1),
+        );
+        c.on_event(key(1), 3, checkpoints(&[10]), at(10));
+        let attest = Tx::Attest {
+            epoch: 1,
+            step: 10,
+            hash: hash(10),
+        };
+        let confirmed = c.on_event(key(1), 3, Event::TxConfirmed(attest), at(11));
+        let pruned: Vec<u64> = confirmed
+            .iter()
+            .filter_map(|a| match a {
+                Action::Prune {
+                    job,
+                    generation,
+                    below,
+                } if *job == key(1) && *generation == 3 => Some(*below),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(pruned, expected.into_iter().collect::<Vec<_>>(), "{keep:?}");
+    }
+}
+
+/// A refusal that time clears (a verified job's draw gap, a completion
+/// waiting on a check) is sent again after the pause; any other refusal
+/// waits for the chain to say what changed.
+#[test]
+fn only_a_refusal_that_time_clears_is_sent_again() {
+    for (program_error, again) in [
+        (Some("AttestationTooSoon"), true),
+        (Some("VerificationOpen"), true),
+        (Some("StaleGeneration"), false),
+        (None, false),
+    ] {
+        let mut c = running();
+        c.on_event(key(1), 3, checkpoints(&[10]), at(10));
+        let attest = Tx::Attest {
+            epoch: 1,
+            step: 10,
+            hash: hash(10),
+        };
+        let refused = Event::TxFailed {
+            tx: attest.clone(),
+            failure: TxFailure {
+                message: "refused".into(),
+                retryable: false,
+                program_error: program_error.map(String::from),
+            },
+        };
+        c.on_event(key(1), 3, refused, at(20));
+        let later = sends(&c.on_tick(at(30)));
+        assert_eq!(later.contains(&attest), again, "{program_error:?}");
+    }
 }

@@ -29,6 +29,8 @@ struct FakeChain {
     jobs: Arc<Mutex<Vec<(Pubkey, Job)>>>,
     /// Verifications the node is named in, as the chain would list them.
     checks: Arc<Mutex<Vec<Check>>>,
+    /// Every instruction sent (each confirmed).
+    sent: Arc<Mutex<Vec<Instruction>>>,
 }
 
 impl FakeChain {
@@ -108,8 +110,9 @@ impl AgentChain for FakeChain {
         })
     }
 
-    async fn send(&self, _ix: Instruction) -> Result<(), ChainFailure> {
+    async fn send(&self, ix: Instruction) -> Result<(), ChainFailure> {
         // Confirmed; the chain's state is what the test says it is.
+        self.sent.lock().unwrap().push(ix);
         Ok(())
     }
 }
@@ -176,6 +179,7 @@ struct Setup {
     /// The chain's view, for the test to change.
     jobs: Arc<Mutex<Vec<(Pubkey, Job)>>>,
     checks: Arc<Mutex<Vec<Check>>>,
+    sent: Arc<Mutex<Vec<Instruction>>>,
     node: Pubkey,
     spec_hash: [u8; 32],
     engine: Arc<FakeEngine>,
@@ -208,6 +212,7 @@ async fn setup(uri: impl FnOnce(&Path) -> (String, String)) -> Setup {
         authority: Pubkey::new_unique(),
         jobs: Arc::default(),
         checks: Arc::default(),
+        sent: Arc::default(),
     };
     let job = Pubkey::new_unique();
     chain
@@ -231,9 +236,10 @@ async fn setup(uri: impl FnOnce(&Path) -> (String, String)) -> Setup {
         // The fake engine writes nothing: its runs need no volume.
         disk: mcjs_agent::DiskBound::Watch,
     };
-    let (jobs, checks, node) = (
+    let (jobs, checks, sent, node) = (
         Arc::clone(&chain.jobs),
         Arc::clone(&chain.checks),
+        Arc::clone(&chain.sent),
         chain.node(),
     );
     let agent = Agent::with_engine(
@@ -251,6 +257,7 @@ async fn setup(uri: impl FnOnce(&Path) -> (String, String)) -> Setup {
     Setup {
         jobs,
         checks,
+        sent,
         node,
         spec_hash,
         t,
@@ -458,6 +465,62 @@ async fn a_check_never_runs_on_the_gpus_of_the_nodes_paid_job() {
     assert!(
         check.removed,
         "the check still held the GPU when the paid run started"
+    );
+    s.cancel.cancel();
+}
+
+/// A check of an interval whose start is in no store: the node tries the
+/// restore again (a listing may lag) and, after the last try, seals that
+/// the start is unavailable, without ever starting the check's container.
+/// The commitment opens to exactly that answer under the node's salt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_whose_start_cannot_be_restored_seals_start_unavailable() {
+    use mcjs_client::program::instructions::CheckerStep;
+    use mcjs_client::program::state::{CheckAnswer, CheckpointRecord, check_commitment};
+    let s = setup(honest_input).await;
+    // No paid job on the node: the check has its GPU.
+    s.jobs.lock().unwrap().clear();
+    let mut check = due_check(s.node, s.spec_hash);
+    check.verification.interval = 2;
+    check.verification.from = Some(CheckpointRecord {
+        hash: [5; 32],
+        epoch: 1,
+        step: 32,
+        time: 0,
+        generation: 1,
+    });
+    check.verification.to.step = 64;
+    let key = check.key;
+    s.checks.lock().unwrap().push(check);
+    let seal = wait_for("the check's seal", || {
+        s.sent
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|ix| ix.accounts.iter().any(|m| m.pubkey == key))
+            .cloned()
+    })
+    .await;
+    // The fake chain signs with zeros: the salt is their digest.
+    let salt: [u8; 32] = Sha256::digest([0u8; 64]).into();
+    let expected = check_commitment(&key, &s.node, &CheckAnswer::StartUnavailable, &salt);
+    let authority = seal.accounts[0].pubkey;
+    assert_eq!(
+        seal.data,
+        mcjs_client::ix::attest_verification(
+            &authority,
+            &s.node,
+            &key,
+            CheckerStep::Seal {
+                commitment: expected
+            },
+        )
+        .data,
+        "the seal commits to \"start unavailable\""
+    );
+    assert!(
+        !s.engine.containers().iter().any(is_check),
+        "a check whose start cannot be restored starts no container"
     );
     s.cancel.cancel();
 }

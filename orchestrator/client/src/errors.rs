@@ -199,6 +199,7 @@ all_errors![
     CommitmentMismatch,
     JobIdTaken,
     CheckerHardwareClass,
+    UnexpectedAccounts,
 ];
 
 #[cfg(test)]

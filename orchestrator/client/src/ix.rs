@@ -10,11 +10,13 @@ use anchor_lang::{InstructionData, ToAccountMetas};
 use anchor_spl::token::spl_token;
 use mcjs::{accounts as acc, instruction as data, instructions as args, state::seeds::pda};
 
+pub use crate::job_accounts::JobAccounts;
+
 const SYSTEM_PROGRAM: Pubkey = anchor_lang::solana_program::system_program::ID;
-const TOKEN_PROGRAM: Pubkey = spl_token::ID;
+pub(crate) const TOKEN_PROGRAM: Pubkey = spl_token::ID;
 const UPGRADEABLE_LOADER: Pubkey = anchor_lang::solana_program::bpf_loader_upgradeable::ID;
 
-fn build(accounts: impl ToAccountMetas, data: impl InstructionData) -> Instruction {
+pub(crate) fn build(accounts: impl ToAccountMetas, data: impl InstructionData) -> Instruction {
     Instruction {
         program_id: mcjs::ID,
         accounts: accounts.to_account_metas(None),
@@ -299,7 +301,8 @@ pub fn start_job(
     )
 }
 
-/// `authority` is the node's operator key; `provider` the node's Provider account.
+/// `authority` is the node's operator key; `provider` the node's Provider
+/// account. No Segment: [`JobAccounts::attest`] names a verified job's.
 #[allow(clippy::too_many_arguments)]
 pub fn attest_checkpoint(
     authority: &Pubkey,
@@ -310,25 +313,20 @@ pub fn attest_checkpoint(
     deployment: &Deployment,
     args: args::AttestCheckpointArgs,
 ) -> Instruction {
-    build(
-        acc::AttestCheckpoint {
-            authority: *authority,
-            config: pda::config(),
-            provider: *provider,
-            node: *node,
-            job: *job,
-            job_vault: pda::vault(job),
-            usdc_mint: deployment.usdc_mint,
-            provider_payout: *provider_payout,
-            treasury: deployment.treasury,
-            token_program: TOKEN_PROGRAM,
-            segment: None,
-        },
-        data::AttestCheckpoint { args },
-    )
+    let on = assignment(
+        job,
+        node,
+        provider,
+        provider_payout,
+        job,
+        deployment,
+        args.generation,
+    );
+    on.attest(authority, args.epoch, args.step, args.checkpoint_hash)
 }
 
-/// `authority` is the node's operator key; `provider` the node's Provider account.
+/// `authority` is the node's operator key; `provider` the node's Provider
+/// account. No Segment: [`JobAccounts::complete`] names a verified job's.
 #[allow(clippy::too_many_arguments)]
 pub fn complete_job(
     authority: &Pubkey,
@@ -340,26 +338,20 @@ pub fn complete_job(
     deployment: &Deployment,
     args: args::CompleteJobArgs,
 ) -> Instruction {
-    build(
-        acc::CompleteJob {
-            authority: *authority,
-            config: pda::config(),
-            provider: *provider,
-            node: *node,
-            job: *job,
-            job_vault: pda::vault(job),
-            usdc_mint: deployment.usdc_mint,
-            provider_payout: *provider_payout,
-            treasury: deployment.treasury,
-            owner_token: *owner_token,
-            token_program: TOKEN_PROGRAM,
-            segment: None,
-        },
-        data::CompleteJob { args },
-    )
+    let on = assignment(
+        job,
+        node,
+        provider,
+        provider_payout,
+        owner_token,
+        deployment,
+        args.generation,
+    );
+    on.complete(authority, args.output_hash)
 }
 
-/// `provider` is the Provider account of the failed assignment.
+/// `provider` is the Provider account of the failed assignment. No
+/// Segment: [`JobAccounts::report_failure`] names a verified job's.
 #[allow(clippy::too_many_arguments)]
 pub fn report_failure(
     reporter: &Pubkey,
@@ -371,27 +363,19 @@ pub fn report_failure(
     deployment: &Deployment,
     args: args::ReportFailureArgs,
 ) -> Instruction {
-    build(
-        acc::ReportFailure {
-            reporter: *reporter,
-            config: pda::config(),
-            job: *job,
-            node: *node,
-            provider: *provider,
-            stake_vault: pda::vault(provider),
-            job_vault: pda::vault(job),
-            usdc_mint: deployment.usdc_mint,
-            provider_payout: *provider_payout,
-            treasury: deployment.treasury,
-            insurance_pool: pda::insurance_pool(),
-            owner_token: *owner_token,
-            token_program: TOKEN_PROGRAM,
-            segment: None,
-        },
-        data::ReportFailure { args },
-    )
+    let on = assignment(
+        job,
+        node,
+        provider,
+        provider_payout,
+        owner_token,
+        deployment,
+        args.generation,
+    );
+    on.report_failure(reporter, args.cause)
 }
 
+/// No Segment: [`JobAccounts::pause`] names a verified job's.
 pub fn pause_job(
     owner: &Pubkey,
     job: &Pubkey,
@@ -400,22 +384,30 @@ pub fn pause_job(
     provider_payout: &Pubkey,
     deployment: &Deployment,
 ) -> Instruction {
-    build(
-        acc::PauseJob {
-            owner: *owner,
-            config: pda::config(),
-            job: *job,
-            node: *node,
-            provider: *provider,
-            job_vault: pda::vault(job),
-            usdc_mint: deployment.usdc_mint,
-            provider_payout: *provider_payout,
-            treasury: deployment.treasury,
-            token_program: TOKEN_PROGRAM,
-            segment: None,
-        },
-        data::PauseJob {},
-    )
+    assignment(job, node, provider, provider_payout, job, deployment, 0).pause(owner)
+}
+
+/// An assignment's accounts given one by one, without a Segment.
+#[allow(clippy::too_many_arguments)]
+fn assignment(
+    job: &Pubkey,
+    node: &Pubkey,
+    provider: &Pubkey,
+    payout: &Pubkey,
+    refund: &Pubkey,
+    deployment: &Deployment,
+    generation: u32,
+) -> JobAccounts {
+    JobAccounts {
+        job: *job,
+        node: *node,
+        provider: *provider,
+        payout: *payout,
+        refund: *refund,
+        generation,
+        segment: None,
+        deployment: *deployment,
+    }
 }
 
 pub fn resume_job(owner: &Pubkey, job: &Pubkey) -> Instruction {

@@ -16,6 +16,9 @@ pub mod errors;
 pub mod events;
 pub mod history;
 pub mod ix;
+mod job_accounts;
+#[cfg(feature = "rpc")]
+pub mod keyfile;
 #[cfg(feature = "rpc")]
 pub mod rpc;
 

@@ -57,8 +57,8 @@ pub enum LocalnetError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path} is not a keypair file (a JSON array of 64 bytes): {message}")]
-    Keypair { path: PathBuf, message: String },
+    #[error(transparent)]
+    Keyfile(#[from] KeyfileError),
     #[error("{path} is not a localnet description: {source}")]
     Info {
         path: PathBuf,
@@ -167,47 +167,14 @@ impl LocalnetInfo {
     }
 }
 
-/// Reads a Solana CLI keypair file.
-pub fn read_keypair(path: &Path) -> Result<Keypair, LocalnetError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LocalnetError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let bytes: Vec<u8> = serde_json::from_str(&text).map_err(|e| LocalnetError::Keypair {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    Keypair::try_from(bytes.as_slice()).map_err(|e| LocalnetError::Keypair {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })
-}
-
-/// Writes a Solana CLI keypair file (a JSON array of the 64 secret and public bytes).
-pub fn write_keypair(path: &Path, keypair: &Keypair) -> Result<(), LocalnetError> {
-    let write_err = |source| LocalnetError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(write_err)?;
-    }
-    let json = serde_json::to_string(&keypair.to_bytes().to_vec()).expect("bytes serialise");
-    std::fs::write(path, json).map_err(write_err)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .map_err(write_err)?;
-    }
-    Ok(())
-}
+/// Keypair files, as every MCJS command reads and writes them.
+pub use mcjs_client::keyfile::{KeyfileError, read_keypair, write_keypair};
 
 /// The keypair at `path`, created there first when absent, so that a
 /// restarted local chain keeps its addresses.
 fn keypair_at(path: &Path) -> Result<Keypair, LocalnetError> {
     if path.exists() {
-        read_keypair(path)
+        Ok(read_keypair(path)?)
     } else {
         let keypair = Keypair::new();
         write_keypair(path, &keypair)?;

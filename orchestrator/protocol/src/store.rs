@@ -15,16 +15,12 @@
 //! checks that the body is a spec whose canonical hash names it, and writes
 //! it, so nobody can put other bytes under a spec's name.
 //!
-//! The object layout ([`ObjectKind::classify`]) is shared by everyone:
-//!
-//! ```text
-//! specs/<sha256 hex>.json                            a job's spec (canonical JSON)
-//! jobs/<job>/checkpoints/<step>-g<generation>-<nonce>/…  checkpoints
-//! jobs/<job>/output/g<generation>/…                  the output, by the generation that wrote it
-//! users/<owner>/…                                    an owner's own data (inputs)
-//! ```
+//! The object layout is shared by everyone: [`layout`] makes every path,
+//! [`ObjectKind::classify`] reads them back.
 
 use serde::{Deserialize, Serialize};
+
+pub mod layout;
 
 /// `POST` a sealed [`StoreRequest`]; the answer is a [`StoreResponse`], or
 /// `{"error": ...}` with 400, 401 or 403.

@@ -38,7 +38,7 @@ pub struct StoredOutput {
 }
 
 pub fn output_prefix(job: &str, generation: u32) -> String {
-    format!("jobs/{job}/output/g{generation}")
+    mcjs_protocol::store::layout::output(job, generation)
 }
 
 /// The largest `output.json` a reader takes: a descriptor lists at most

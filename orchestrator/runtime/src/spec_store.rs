@@ -31,7 +31,7 @@ pub enum SpecStoreError {
 
 /// Where a spec with this hash lives in the store.
 pub fn spec_path(hash: &[u8; 32]) -> ObjectPath {
-    ObjectPath::from(format!("specs/{}.json", hex::encode(hash)))
+    ObjectPath::from(mcjs_protocol::store::layout::spec(hash))
 }
 
 /// Publishes a spec's canonical JSON; returns its hash (what `submit_job` records).

@@ -23,7 +23,7 @@ use mcjs_protocol::auth::check_fresh;
 use mcjs_protocol::store::{
     GRANT_TTL_SECS, Grant, MAX_OPS, MAX_SPEC_BYTES, ObjectKind, Role, STORE_SIGN_PATH,
     STORE_SPEC_PATH, SpecStored, SpecUpload, StoreInfo, StoreOp, StoreRequest, StoreResponse,
-    StoreUrl,
+    StoreUrl, layout,
 };
 use mcjs_protocol::{Refusal, SignedRequest};
 
@@ -366,7 +366,10 @@ pub async fn sign(
     };
     if !own_writes.is_empty() {
         let quota = state.limits.quota;
-        let stored = match s3.usage(&format!("users/{signer}"), quota.objects).await {
+        let stored = match s3
+            .usage(&layout::user_space(&signer.to_string()), quota.objects)
+            .await
+        {
             Ok(usage) => usage,
             Err(e) => return error(StatusCode::BAD_GATEWAY, e.to_string()),
         };
@@ -486,7 +489,7 @@ pub async fn publish_spec(
         }
     };
     let canonical = mcjs_spec::canonical_json(&spec);
-    let path = format!("specs/{}.json", hex::encode(mcjs_spec::spec_hash(&spec)));
+    let path = layout::spec(&mcjs_spec::spec_hash(&spec));
     let existed = match s3.exists(&path).await {
         Ok(e) => e,
         Err(e) => return error(StatusCode::BAD_GATEWAY, e.to_string()),
@@ -494,7 +497,7 @@ pub async fn publish_spec(
     if !existed {
         // A marker per spec a wallet published (a prefix nobody but the
         // scheduler reads or writes) counts them.
-        let published = format!("published/{signer}");
+        let published = layout::published(&signer.to_string());
         let specs = state.limits.quota.specs;
         match s3.usage(&published, specs).await {
             Ok(stored) if stored.usage.objects >= specs => {

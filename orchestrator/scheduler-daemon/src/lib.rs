@@ -3,11 +3,14 @@
 //! [`core`] is the decision core: a pure function from what the chain says
 //! (jobs, nodes), what the agents said (heartbeats) and `now` to the actions
 //! to take (assign a job, report a failure). The async shell around it only
-//! observes, calls the core, and sends the resulting transactions; the chain
+//! observes, calls the core, and sends the resulting transactions
+//! ([`transactions`] resolves their accounts, [`chain::DaemonChain`] is all
+//! it reads and writes, so rounds are tested over an in-memory chain); the chain
 //! stays the source of truth, so a restarted daemon carries on where the
 //! last one stopped and the program refuses anything done twice.
 
 pub mod auth;
+pub mod chain;
 pub mod core;
 pub mod gateway;
 pub mod liveness;
@@ -17,6 +20,7 @@ pub mod s3;
 pub mod server;
 pub mod shell;
 pub mod store_gate;
+pub mod transactions;
 pub mod verify;
 
 pub use crate::core::{

@@ -334,7 +334,7 @@ impl S3Store {
         if let Some(known) = self.inputs.lock().expect("inputs lock").get(&spec_hash) {
             return Ok(Arc::clone(known));
         }
-        let path = format!("specs/{}.json", hex::encode(spec_hash));
+        let path = mcjs_protocol::store::layout::spec(&spec_hash);
         let Some(bytes) = self.get(&path, MAX_SPEC_BYTES).await? else {
             // Not published (yet): nothing to keep.
             return Ok(Arc::new(Vec::new()));

@@ -11,17 +11,18 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use mcjs::state::{Job, JobState};
-use mcjs_client::rpc::JobFilter;
 use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer, ix};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
 use crate::auth::Directory;
+pub use crate::chain::{DaemonChain, LiveChain, Snapshot};
 use crate::core::{AccountKind, Action, DetectorConfig, Observation, cause_name, reconcile};
 use crate::gateway::{self, GatewayState, S3Error, S3Store};
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::server::{Clock, ServerState, router};
+use crate::transactions::{self, Unplanned};
 use crate::verify::{VerifyAction, VerifyObservation, verify_duties};
 use mcjs_protocol::peer::{PeerLimit, PerPeer};
 use mcjs_protocol::store::StoreUrl;
@@ -73,10 +74,10 @@ pub enum DaemonError {
     },
 }
 
-/// What the shell remembers between rounds, for metrics only: the chain
-/// holds everything that decides anything.
+/// What the shell remembers between rounds, for metrics and logs only: the
+/// chain holds everything that decides anything.
 #[derive(Default)]
-struct Memory {
+pub struct Memory {
     seen_running: HashSet<Pubkey>,
     seen_finished: HashSet<Pubkey>,
     /// job → (when its failure was reported, ms; the generation that
@@ -86,9 +87,21 @@ struct Memory {
     last_skipped: HashMap<Pubkey, String>,
 }
 
-pub struct Daemon {
-    pub client: ChainClient,
-    pub scheduler: Keypair,
+/// What one round did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RoundReport {
+    /// Actions whose transaction landed, in the order they were sent.
+    pub done: Vec<Action>,
+    /// Actions whose transaction the chain refused (or that could not be
+    /// built), left for the next round to decide again.
+    pub refused: Vec<Action>,
+    /// Jobs reported failed and not placed with the report: a round runs
+    /// again at once to place them.
+    pub to_place: usize,
+}
+
+pub struct Daemon<C = LiveChain> {
+    pub chain: C,
     pub config: DaemonConfig,
     pub liveness: Arc<Mutex<Liveness>>,
     /// Who may speak for each node; read from the chain before the first
@@ -124,8 +137,7 @@ impl Daemon {
         let directory = Directory::from_chain(&client.nodes().await?);
         let now = clock();
         Ok(Self {
-            client,
-            scheduler,
+            chain: LiveChain { client, scheduler },
             config,
             liveness: Arc::new(Mutex::new(Liveness::new(now))),
             directory: Arc::new(RwLock::new(directory)),
@@ -180,7 +192,7 @@ impl Daemon {
         info!(listen = %self.config.listen, rpc = %self.config.rpc_url, "scheduler started");
 
         let mut memory = Memory::default();
-        let deployment = self.client.deployment().await?;
+        let deployment = self.chain.deployment().await?;
         let mut again = false;
         loop {
             // A job just taken off a failed node is placed at once, not a tick later.
@@ -199,7 +211,7 @@ impl Daemon {
                 }
             }
             again = match self.round(&deployment, &mut memory).await {
-                Ok(reported) => reported > 0,
+                Ok(report) => report.to_place > 0,
                 Err(err) => {
                     // The error policy: log and try again next round.
                     warn!(error = %err, "reconcile round failed; retrying");
@@ -211,40 +223,137 @@ impl Daemon {
         info!("scheduler stopped");
         Ok(())
     }
+}
 
+impl<C: DaemonChain> Daemon<C> {
+    /// One round: read the chain, decide ([`reconcile`]), send what was
+    /// decided ([`transactions::plan`]), then the verification duties. A
+    /// refused transaction is logged and forgotten: the next round decides
+    /// again from what the chain says then.
     #[instrument(skip_all)]
-    async fn round(
+    pub async fn round(
         &self,
         deployment: &ix::Deployment,
         memory: &mut Memory,
-    ) -> Result<usize, ChainError> {
-        let jobs = self.client.jobs(JobFilter::All).await?;
-        let nodes = self.client.nodes().await?;
-        *self.directory.write().expect("node directory") = Directory::from_chain(&nodes);
-        let params = self.client.config().await?.1.params;
-        let min_stake = params.min_provider_stake;
-        let providers: HashMap<Pubkey, mcjs::state::Provider> =
-            self.client.providers().await?.into_iter().collect();
+    ) -> Result<RoundReport, ChainError> {
+        let snapshot = self.chain.snapshot().await?;
+        let Snapshot {
+            jobs,
+            nodes,
+            params,
+            providers,
+        } = &snapshot;
+        *self.directory.write().expect("node directory") = Directory::from_chain(nodes);
         let understaked: HashSet<Pubkey> = providers
             .iter()
-            .filter(|(_, p)| p.committed_stake() < min_stake)
+            .filter(|(_, p)| p.committed_stake() < params.min_provider_stake)
             .map(|(key, _)| *key)
             .collect();
         let now = (self.clock)();
-        self.observe_metrics(&jobs, now, memory);
+        self.observe_metrics(jobs, now, memory);
         let decision = {
             let liveness = self.liveness.lock().expect("liveness table");
             reconcile(
                 &Observation {
                     now_ms: now,
-                    jobs: &jobs,
-                    nodes: &nodes,
+                    jobs,
+                    nodes,
                     liveness: &liveness,
                     understaked: &understaked,
                 },
                 &self.config.detector,
             )
         };
+        self.log_decision(&decision, memory);
+        let by_key: HashMap<Pubkey, &Job> = jobs.iter().map(|(k, j)| (*k, j)).collect();
+        let (planned, unplanned) = transactions::plan(
+            decision.actions,
+            &transactions::Accounts {
+                scheduler: self.chain.scheduler(),
+                deployment,
+                params,
+                jobs: &by_key,
+                providers,
+            },
+        );
+        let mut report = RoundReport::default();
+        for Unplanned { action, reason } in unplanned {
+            self.metrics.transaction_errors.inc();
+            warn!(%action, %reason, "action not sent; the next round starts from the chain again");
+            report.refused.push(action);
+        }
+        for planned in planned {
+            let mut sent = planned;
+            let landed = loop {
+                match self.chain.send(&sent.instructions).await {
+                    Ok(()) => break Some(sent),
+                    Err(err) => {
+                        self.metrics.transaction_errors.inc();
+                        match sent.fallback.take() {
+                            Some(fallback) => {
+                                info!(error = %err, "report and placement together refused; reporting alone");
+                                report.refused.extend(
+                                    sent.actions
+                                        .into_iter()
+                                        .filter(|a| !fallback.actions.contains(a)),
+                                );
+                                sent = *fallback;
+                            }
+                            None => {
+                                for action in &sent.actions {
+                                    warn!(%action, error = %err, "action refused; the next round starts from the chain again");
+                                }
+                                report.refused.extend(sent.actions);
+                                break None;
+                            }
+                        }
+                    }
+                }
+            };
+            let Some(landed) = landed else { continue };
+            let placed: HashSet<Pubkey> = landed
+                .actions
+                .iter()
+                .filter_map(|a| match a {
+                    Action::Assign { job, .. } => Some(*job),
+                    Action::ReportFailure { .. } => None,
+                })
+                .collect();
+            for action in landed.actions {
+                info!(%action, "done");
+                match &action {
+                    Action::Assign { job, .. } => {
+                        self.metrics.assignments.inc();
+                        memory.last_waiting.remove(job);
+                    }
+                    Action::ReportFailure {
+                        job,
+                        cause,
+                        generation,
+                        ..
+                    } => {
+                        self.metrics
+                            .failures
+                            .with_label_values(&[cause_name(cause)])
+                            .inc();
+                        memory.recovering_since.insert(*job, (now, generation + 1));
+                        if !placed.contains(job) {
+                            report.to_place += 1;
+                        }
+                    }
+                }
+                report.done.push(action);
+            }
+        }
+        if let Err(err) = self.verification_round(&snapshot, deployment).await {
+            warn!(error = %err, "verification duties failed; retrying next round");
+        }
+        Ok(report)
+    }
+
+    /// Skipped accounts and waiting jobs, logged when an account starts
+    /// being skipped or its reason changes, not every round.
+    fn log_decision(&self, decision: &crate::core::Decision, memory: &mut Memory) {
         for kind in [AccountKind::Node, AccountKind::Job] {
             let count = decision.skipped.iter().filter(|s| s.kind == kind).count();
             self.metrics
@@ -252,7 +361,6 @@ impl Daemon {
                 .with_label_values(&[kind.name()])
                 .set(count as i64);
         }
-        // Logged when an account starts being skipped or its reason changes, not every round.
         memory
             .last_skipped
             .retain(|key, _| decision.skipped.iter().any(|s| s.account == *key));
@@ -272,99 +380,6 @@ impl Daemon {
                     .insert(waiting.job, waiting.reason.clone());
             }
         }
-        let by_key: HashMap<Pubkey, &Job> = jobs.iter().map(|(k, j)| (*k, j)).collect();
-        let mut reported = 0;
-        // A job reported failed and placed again in the same round: its
-        // assignment rides in the report's transaction.
-        let (mut follow_ups, actions): (HashMap<Pubkey, Action>, Vec<Action>) = {
-            let reports: HashSet<Pubkey> = decision
-                .actions
-                .iter()
-                .filter_map(|a| match a {
-                    Action::ReportFailure { job, .. } => Some(*job),
-                    Action::Assign { .. } => None,
-                })
-                .collect();
-            let (paired, rest): (Vec<Action>, Vec<Action>) = decision
-                .actions
-                .into_iter()
-                .partition(|a| matches!(a, Action::Assign { job, .. } if reports.contains(job)));
-            (
-                paired
-                    .into_iter()
-                    .map(|a| match &a {
-                        Action::Assign { job, .. } | Action::ReportFailure { job, .. } => (*job, a),
-                    })
-                    .collect(),
-                rest,
-            )
-        };
-        for action in actions {
-            let follow_up = match &action {
-                Action::ReportFailure { job, .. } => follow_ups.remove(job),
-                Action::Assign { .. } => None,
-            };
-            let mut done = vec![];
-            let mut placed = false;
-            let mut result = Err(ChainError::Rpc("not sent".into()));
-            if let Some(assign) = &follow_up {
-                result = self
-                    .execute_all(&[&action, assign], &by_key, deployment, &params)
-                    .await;
-                if result.is_ok() {
-                    placed = true;
-                    done.push(assign.clone());
-                } else if let Err(err) = &result {
-                    info!(%assign, error = %err, "report and placement together refused; reporting alone");
-                }
-            }
-            if result.is_err() {
-                result = self
-                    .execute_all(&[&action], &by_key, deployment, &params)
-                    .await;
-            }
-            match result {
-                Ok(()) => {
-                    done.insert(0, action);
-                    for action in done {
-                        info!(%action, "done");
-                        match &action {
-                            Action::Assign { job, .. } => {
-                                self.metrics.assignments.inc();
-                                memory.last_waiting.remove(job);
-                            }
-                            Action::ReportFailure {
-                                job,
-                                cause,
-                                generation,
-                                ..
-                            } => {
-                                self.metrics
-                                    .failures
-                                    .with_label_values(&[cause_name(cause)])
-                                    .inc();
-                                memory.recovering_since.insert(*job, (now, generation + 1));
-                                // Not placed with it: place it in a round at once.
-                                if !placed {
-                                    reported += 1;
-                                }
-                            }
-                        }
-                    }
-                }
-                Err(err) => {
-                    self.metrics.transaction_errors.inc();
-                    warn!(%action, error = %err, "action refused; the next round starts from the chain again");
-                }
-            }
-        }
-        if let Err(err) = self
-            .verification_round(&jobs, &nodes, &providers, &params, deployment)
-            .await
-        {
-            warn!(error = %err, "verification duties failed; retrying next round");
-        }
-        Ok(reported)
     }
 
     /// Draws attested intervals for verification, applies decided
@@ -372,21 +387,21 @@ impl Daemon {
     /// (`crate::verify`), one transaction each.
     async fn verification_round(
         &self,
-        jobs: &[(Pubkey, Job)],
-        nodes: &[(Pubkey, mcjs::state::Node)],
-        providers: &HashMap<Pubkey, mcjs::state::Provider>,
-        params: &mcjs::state::ConfigParams,
+        snapshot: &Snapshot,
         deployment: &ix::Deployment,
     ) -> Result<(), ChainError> {
+        let Snapshot {
+            jobs,
+            nodes,
+            params,
+            providers,
+        } = snapshot;
         // Segments and verifications exist only for verified jobs, and such
         // a job cannot be closed while any payment of it is held.
         if !jobs.iter().any(|(_, j)| j.verification_ppm > 0) {
             return Ok(());
         }
-        let verifications = self.client.verifications(None).await?;
-        let segments = self.client.segments().await?;
-        let slot_hashes = self.client.slot_hashes().await?;
-        let now = self.client.chain_time().await?;
+        let v = self.chain.verify_snapshot().await?;
         let alive: HashSet<Pubkey> = {
             let liveness = self.liveness.lock().expect("liveness table");
             let (now_ms, detector) = ((self.clock)(), &self.config.detector);
@@ -405,16 +420,16 @@ impl Daemon {
         };
         let duties = verify_duties(&VerifyObservation {
             alive: &alive,
-            now,
+            now: v.now,
             params,
             jobs,
             nodes,
             providers,
-            verifications: &verifications,
-            segments: &segments,
-            slot_hashes: &slot_hashes,
+            verifications: &v.verifications,
+            segments: &v.segments,
+            slot_hashes: &v.slot_hashes,
         });
-        let me = self.scheduler.pubkey();
+        let me = self.chain.scheduler();
         for duty in duties {
             let ix = match &duty {
                 VerifyAction::Open {
@@ -450,8 +465,8 @@ impl Daemon {
                     ix::release_segment(&me, job, segment, deployment)
                 }
             };
-            match self.client.send(&[ix], &[&self.scheduler]).await {
-                Ok(_) => info!(action = duty.name(), job = %duty.job(), "done"),
+            match self.chain.send(&[ix]).await {
+                Ok(()) => info!(action = duty.name(), job = %duty.job(), "done"),
                 Err(err) => {
                     self.metrics.transaction_errors.inc();
                     warn!(action = duty.name(), job = %duty.job(), error = %err, "verification duty refused; the next round starts from the chain again");
@@ -459,101 +474,6 @@ impl Daemon {
             }
         }
         Ok(())
-    }
-
-    /// Sends `actions` in one transaction.
-    async fn execute_all(
-        &self,
-        actions: &[&Action],
-        jobs: &HashMap<Pubkey, &Job>,
-        deployment: &ix::Deployment,
-        params: &mcjs::state::ConfigParams,
-    ) -> Result<(), ChainError> {
-        let mut instructions = Vec::with_capacity(actions.len());
-        // A report before an assignment in the same transaction moves the
-        // job one generation on: the new segment is one further.
-        let mut reported = HashSet::new();
-        for action in actions {
-            let offset = match action {
-                Action::Assign { job, .. } => u32::from(reported.contains(job)),
-                Action::ReportFailure { job, .. } => {
-                    reported.insert(*job);
-                    0
-                }
-            };
-            instructions.push(
-                self.instruction(action, jobs, deployment, params, offset)
-                    .await?,
-            );
-        }
-        self.client
-            .send(&instructions, &[&self.scheduler])
-            .await
-            .map(|_| ())
-    }
-
-    async fn instruction(
-        &self,
-        action: &Action,
-        jobs: &HashMap<Pubkey, &Job>,
-        deployment: &ix::Deployment,
-        params: &mcjs::state::ConfigParams,
-        generation_offset: u32,
-    ) -> Result<mcjs_client::Instruction, ChainError> {
-        let me = self.scheduler.pubkey();
-        let instruction = match action {
-            Action::Assign {
-                job,
-                node,
-                provider,
-            } => {
-                let assign = ix::assign_job(&me, job, node, provider);
-                match jobs.get(job) {
-                    Some(state) if ix::assignment_holds_payment(state, params) => {
-                        let generation = state.generation + generation_offset;
-                        ix::with_new_segment(assign, job, generation)
-                    }
-                    _ => assign,
-                }
-            }
-            Action::ReportFailure {
-                job,
-                node,
-                provider,
-                generation,
-                cause,
-                ..
-            } => {
-                let payout = self
-                    .client
-                    .provider(provider)
-                    .await?
-                    .map(|p| p.payout)
-                    .ok_or_else(|| ChainError::Rpc(format!("provider {provider} vanished")))?;
-                let refund = jobs
-                    .get(job)
-                    .map(|j| j.refund_account)
-                    .ok_or_else(|| ChainError::Rpc(format!("job {job} vanished")))?;
-                let segment = jobs.get(job).and_then(|j| ix::segment_of(job, j));
-                ix::with_segment(
-                    ix::report_failure(
-                        &me,
-                        job,
-                        node,
-                        provider,
-                        &payout,
-                        &refund,
-                        deployment,
-                        mcjs::instructions::ReportFailureArgs {
-                            generation: *generation,
-                            cause: *cause,
-                        },
-                    ),
-                    segment,
-                )
-            }
-        };
-        Ok(instruction)
     }
 
     fn observe_metrics(&self, jobs: &[(Pubkey, Job)], now: i64, memory: &mut Memory) {

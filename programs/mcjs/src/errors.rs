@@ -163,4 +163,6 @@ pub enum McjsError {
     JobIdTaken,
     #[msg("the checkers must run the GPU model of the node whose attestation they check")]
     CheckerHardwareClass,
+    #[msg("an instruction takes exactly the accounts it names: extra accounts are refused")]
+    UnexpectedAccounts,
 }

@@ -14,6 +14,17 @@ pub mod token;
 
 pub use instructions::*;
 
+/// Every account an instruction reads is named in its `Accounts`; one more
+/// is refused rather than ignored, so no client can believe an account it
+/// sent was checked or used.
+fn no_extra_accounts<T: anchor_lang::Bumps>(ctx: &Context<T>) -> Result<()> {
+    require!(
+        ctx.remaining_accounts.is_empty(),
+        errors::McjsError::UnexpectedAccounts
+    );
+    Ok(())
+}
+
 declare_id!("AuhJzp4ahHy1c5roHmYBic35bHXpUk5B9L5TCxErDQLe");
 
 #[program]
@@ -22,11 +33,13 @@ pub mod mcjs {
 
     /// Creates the program's Config and insurance pool (once; the upgrade authority on a cluster).
     pub fn initialize(ctx: Context<Initialize>, args: InitializeArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         Initialize::initialize(ctx, args)
     }
 
     /// Changes the Config; admin only, logged as old and new.
     pub fn update_config(ctx: Context<UpdateConfig>, args: UpdateConfigArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         UpdateConfig::update_config(ctx, args)
     }
 
@@ -35,11 +48,13 @@ pub mod mcjs {
         ctx: Context<RegisterProvider>,
         args: RegisterProviderArgs,
     ) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         RegisterProvider::register_provider(ctx, args)
     }
 
     /// Adds to a provider's stake.
     pub fn add_stake(ctx: Context<AddStake>, args: AddStakeArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         AddStake::add_stake(ctx, args)
     }
 
@@ -48,41 +63,49 @@ pub mod mcjs {
         ctx: Context<RequestWithdrawal>,
         args: RequestWithdrawalArgs,
     ) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         RequestWithdrawal::request_withdrawal(ctx, args)
     }
 
     /// Withdraws stake after the cooldown, with no job assigned.
     pub fn withdraw_stake(ctx: Context<WithdrawStake>) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         WithdrawStake::withdraw_stake(ctx)
     }
 
     /// Registers a node with its measured hardware profile.
     pub fn register_node(ctx: Context<RegisterNode>, args: RegisterNodeArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         RegisterNode::register_node(ctx, args)
     }
 
     /// Updates a node's profile, readiness or price.
     pub fn update_node(ctx: Context<UpdateNode>, args: UpdateNodeArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         UpdateNode::update_node(ctx, args)
     }
 
     /// Takes an idle node offline or brings it back.
     pub fn set_node_status(ctx: Context<SetNodeStatus>, args: SetNodeStatusArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         SetNodeStatus::set_node_status(ctx, args)
     }
 
     /// Submits a job and locks its bond.
     pub fn submit_job(ctx: Context<SubmitJob>, args: SubmitJobArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         SubmitJob::submit_job(ctx, args)
     }
 
     /// Assigns a queued job to a node that meets its requirements (scheduler).
     pub fn assign_job(ctx: Context<AssignJob>) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         AssignJob::assign_job(ctx)
     }
 
     /// The assigned node's operator key reports the job's container running.
     pub fn start_job(ctx: Context<StartJob>, args: StartJobArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         StartJob::start_job(ctx, args)
     }
 
@@ -91,46 +114,55 @@ pub mod mcjs {
         ctx: Context<AttestCheckpoint>,
         args: AttestCheckpointArgs,
     ) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         AttestCheckpoint::attest_checkpoint(ctx, args)
     }
 
     /// The assigned node's operator key completes the job with its output hash; settles.
     pub fn complete_job(ctx: Context<CompleteJob>, args: CompleteJobArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         CompleteJob::complete_job(ctx, args)
     }
 
     /// Reports a failed assignment (scheduler at once, anyone once stalled).
     pub fn report_failure(ctx: Context<ReportFailure>, args: ReportFailureArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         ReportFailure::report_failure(ctx, args)
     }
 
     /// The owner pauses a job on a node.
     pub fn pause_job(ctx: Context<PauseJob>) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         PauseJob::pause_job(ctx)
     }
 
     /// The owner puts a paused job back in the queue.
     pub fn resume_job(ctx: Context<ResumeJob>) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         ResumeJob::resume_job(ctx)
     }
 
     /// The owner adds to a job's bond.
     pub fn top_up(ctx: Context<TopUp>, args: TopUpArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         TopUp::top_up(ctx, args)
     }
 
     /// The owner cancels a job that is not on a node; full refund.
     pub fn cancel_job(ctx: Context<CancelJob>) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         CancelJob::cancel_job(ctx)
     }
 
     /// Anyone expires a queued job past its deadline; refund to the owner.
     pub fn expire_job(ctx: Context<ExpireJob>) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         ExpireJob::expire_job(ctx)
     }
 
     /// The owner closes a finished job; rent and any stray tokens back to the owner.
     pub fn close_job(ctx: Context<CloseJob>) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         CloseJob::close_job(ctx)
     }
 
@@ -138,6 +170,7 @@ pub mod mcjs {
     /// interval, if the slot-hash draw selects it, naming a verifier and a
     /// referee node of two other providers.
     pub fn open_verification(ctx: Context<OpenVerification>) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         OpenVerification::open_verification(ctx)
     }
 
@@ -146,16 +179,19 @@ pub mod mcjs {
         ctx: Context<AttestVerification>,
         args: AttestVerificationArgs,
     ) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         AttestVerification::attest_verification(ctx, args)
     }
 
     /// Anyone applies a decided verification: fees, slashes, refund, roll-back.
     pub fn resolve_verification(ctx: Context<ResolveVerification>) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         ResolveVerification::resolve_verification(ctx)
     }
 
     /// Anyone pays a held segment once its challenge window has passed.
     pub fn release_segment(ctx: Context<ReleaseSegment>) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         ReleaseSegment::release_segment(ctx)
     }
 
@@ -165,6 +201,7 @@ pub mod mcjs {
         ctx: Context<CompensateOwner>,
         args: CompensateOwnerArgs,
     ) -> Result<()> {
+        no_extra_accounts(&ctx)?;
         CompensateOwner::compensate_owner(ctx, args)
     }
 }

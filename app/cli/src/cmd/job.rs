@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use futures_util::StreamExt;
-use mcjs::instructions::ReportFailureArgs;
 use mcjs::state::{FailureCause, Job, JobState, PauseReason};
+use mcjs_client::ix::JobAccounts;
 use mcjs_client::{ChainClient, JobFilter, Pubkey, Signer, decode, ix, pda};
 use mcjs_spec::{JobSpec, spec_hash};
 use serde::Serialize;
@@ -273,26 +273,14 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             let key = parse_pubkey(&job, "job")?;
             let wallet = ctx.wallet()?;
             let job = owned_job(&client, &key, &wallet.pubkey()).await?;
-            let (Some(node), Some(provider)) = (job.node, job.provider) else {
+            let Some(on) = on_node(&client, key, &job).await? else {
                 bail!(
                     "job {key} is {} and not on a node: only an assigned or running job can be paused",
                     job.state.name()
                 );
             };
-            let payout = provider_payout(&client, &provider).await?;
-            let deployment = client.deployment().await?;
             let sig = client
-                .send(
-                    &[ix::pause_job(
-                        &wallet.pubkey(),
-                        &key,
-                        &node,
-                        &provider,
-                        &payout,
-                        &deployment,
-                    )],
-                    &[&wallet],
-                )
+                .send(&[on.pause(&wallet.pubkey())], &[&wallet])
                 .await?;
             done(&client, global, key, "paused", sig).await
         }
@@ -330,31 +318,16 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             let key = parse_pubkey(&job, "job")?;
             let wallet = ctx.wallet()?;
             let job = fetch_job(&client, &key).await?;
-            let (Some(node), Some(provider)) = (job.node, job.provider) else {
+            let Some(on) = on_node(&client, key, &job).await? else {
                 bail!(
                     "job {key} is {} and not on a node: there is no assignment to report",
                     job.state.name()
                 );
             };
-            let payout = provider_payout(&client, &provider).await?;
-            let deployment = client.deployment().await?;
-            let owner_token = job.refund_account;
-            require_funds(&client, &wallet, &owner_token, 0).await?;
+            require_funds(&client, &wallet, &on.refund, 0).await?;
             let sig = client
                 .send(
-                    &[ix::report_failure(
-                        &wallet.pubkey(),
-                        &key,
-                        &node,
-                        &provider,
-                        &payout,
-                        &owner_token,
-                        &deployment,
-                        ReportFailureArgs {
-                            generation: job.generation,
-                            cause: cause.into(),
-                        },
-                    )],
+                    &[on.report_failure(&wallet.pubkey(), cause.into())],
                     &[&wallet],
                 )
                 .await?;
@@ -532,12 +505,23 @@ async fn owned_job(client: &ChainClient, key: &Pubkey, wallet: &Pubkey) -> anyho
     Ok(job)
 }
 
-async fn provider_payout(client: &ChainClient, provider: &Pubkey) -> anyhow::Result<Pubkey> {
-    Ok(client
-        .provider(provider)
+/// The accounts of the job's current assignment (with its provider's
+/// payout and a verified job's Segment); `None` when it is on no node.
+async fn on_node(
+    client: &ChainClient,
+    key: Pubkey,
+    job: &mcjs::state::Job,
+) -> anyhow::Result<Option<JobAccounts>> {
+    let Some(provider) = job.provider else {
+        return Ok(None);
+    };
+    let payout = client
+        .provider(&provider)
         .await?
         .ok_or_else(|| anyhow!("the job's provider account {provider} is missing"))?
-        .payout)
+        .payout;
+    let deployment = client.deployment().await?;
+    Ok(JobAccounts::on_node(key, job, payout, deployment))
 }
 
 async fn done(

@@ -377,7 +377,7 @@ pub async fn upload(
         .with_context(|| format!("cannot read {}", file.display()))?;
     let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
     let size = bytes.len() as u64;
-    let path = format!("users/{}/data/{name}", wallet.pubkey());
+    let path = mcjs_protocol::store::layout::user_data(&wallet.pubkey().to_string(), &name);
     let store = crate::store::open(
         &url,
         &store_args.scheduler(ctx),

@@ -122,7 +122,7 @@ fn keygen(outfile: &std::path::Path, global: &GlobalArgs) -> anyhow::Result<u8> 
         );
     }
     let key = Keypair::new();
-    mcjs_localnet::write_keypair(outfile, &key).map_err(|e| anyhow!("{e}"))?;
+    mcjs_client::keyfile::write_keypair(outfile, &key).map_err(|e| anyhow!("{e}"))?;
     global.output.print(&KeyWritten {
         operator: key.pubkey().to_string(),
         path: outfile.display().to_string(),

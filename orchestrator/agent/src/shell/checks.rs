@@ -4,6 +4,7 @@
 //! digest) in a commitment, then reveal it once both checkers have sealed.
 
 use super::*;
+use crate::checking::{CheckBook, CheckId, Next, Step, Tried};
 use mcjs_client::program::instructions::CheckerStep;
 use mcjs_client::program::state::{CheckAnswer, Party, VerificationState, check_commitment};
 use mcjs_runtime::checkpoint::hash_possessed_checkpoint_in;
@@ -20,10 +21,6 @@ const CHECKS_AT_ONCE: usize = 1;
 /// stopped and tried again.
 const CHECK_INTERVALS_ALLOWED: u32 = 4;
 const CHECK_START_ALLOWANCE: Duration = Duration::from_secs(300);
-
-/// A start the store cannot give (missing, or not matching its attested
-/// hash) is answered as such only after this many tries: a listing may lag.
-const START_TRIES: u32 = 3;
 
 /// Why a check gave no answer.
 enum CheckFailure {
@@ -49,8 +46,9 @@ impl Drop for GpuHold<'_> {
     }
 }
 
-/// The answers sealed and not yet revealed, by (verification, role).
-type Sealed = Arc<Mutex<HashMap<(Pubkey, Party), CheckAnswer>>>;
+/// The checks in hand and the answers sealed ([`CheckBook`]), shared by the
+/// checker's tasks.
+type Book = Arc<Mutex<CheckBook>>;
 
 impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// Acts on the verifications this node is named in while the agent
@@ -58,8 +56,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// open, reveals the sealed answer once both checkers have sealed.
     pub(super) async fn checker(self, cancel: CancellationToken) {
         let s = &self.shared;
-        let active: Arc<Mutex<HashSet<(Pubkey, Party)>>> = Arc::default();
-        let sealed: Sealed = Arc::default();
+        let book: Book = Arc::default();
         let runs = Arc::new(tokio::sync::Semaphore::new(CHECKS_AT_ONCE));
         let tracker = TaskTracker::new();
         let mut tick = tokio::time::interval(s.config.tick.max(CHECKS_EVERY));
@@ -69,36 +66,32 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 _ = cancel.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            let due = match s.chain.checks(s.node).await {
-                Ok(due) => due,
+            let listed = match s.chain.checks(s.node).await {
+                Ok(listed) => listed,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read this node's verification tasks");
                     continue;
                 }
             };
-            for check in due {
-                let id = (check.key, check.role);
-                if !active.lock().expect("checks lock").insert(id) {
+            let states: Vec<(CheckId, VerificationState)> = listed
+                .iter()
+                .map(|c| ((c.key, c.role), c.verification.state))
+                .collect();
+            let taken = book.lock().expect("check book").take(&states);
+            for (id, step) in taken {
+                let Some(check) = listed.iter().find(|c| (c.key, c.role) == id).cloned() else {
                     continue;
-                }
-                let (this, active, sealed, runs) = (
-                    self.clone(),
-                    Arc::clone(&active),
-                    Arc::clone(&sealed),
-                    Arc::clone(&runs),
-                );
+                };
+                let (this, book, runs) = (self.clone(), Arc::clone(&book), Arc::clone(&runs));
                 tracker.spawn(async move {
-                    let done = match check.verification.state {
-                        VerificationState::Open => this.seal(&check, &sealed, &runs).await,
-                        VerificationState::Revealing => this.reveal(&check, &sealed).await,
-                        _ => true,
+                    let done = match step {
+                        Step::Seal => this.seal(&check, &book, &runs).await,
+                        Step::Reveal => this.reveal(&check, &book).await,
                     };
                     if !done {
                         tokio::time::sleep(CHECK_RETRY).await;
                     }
-                    // The chain says what is due next (a reveal after the
-                    // seal); a step it took is no longer listed as due.
-                    active.lock().expect("checks lock").remove(&id);
+                    book.lock().expect("check book").done(&id);
                 });
             }
         }
@@ -106,24 +99,39 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     }
 
     /// Runs the check and seals its answer; `false` to try again later.
-    async fn seal(&self, check: &Check, sealed: &Sealed, runs: &tokio::sync::Semaphore) -> bool {
+    async fn seal(&self, check: &Check, book: &Book, runs: &tokio::sync::Semaphore) -> bool {
         let v = &check.verification;
         let role = role(check.role);
         let id = (check.key, check.role);
-        let known = self.known_answer(check, sealed);
+        let known = self.known_answer(check, book);
         let answer = match known {
             Some(answer) => answer,
             None => {
                 let Ok(_run) = runs.acquire().await else {
                     return false;
                 };
-                match self.answer(check).await {
-                    Some(answer) => answer,
-                    None => return false,
+                let tried = match self.check(check).await {
+                    Ok(answer) => Tried::Answered(answer),
+                    Err(CheckFailure::StartUnavailable(e)) => {
+                        tracing::warn!(job = %v.job, interval = v.interval, role, error = %e, "cannot restore the interval's start");
+                        Tried::StartUnavailable
+                    }
+                    Err(CheckFailure::Busy(busy)) => {
+                        tracing::debug!(job = %v.job, interval = v.interval, role, %busy, "the check waits for GPUs");
+                        Tried::Busy
+                    }
+                    Err(CheckFailure::Other(e)) => {
+                        tracing::warn!(job = %v.job, interval = v.interval, role, error = %e, "cannot check the interval; trying again shortly");
+                        Tried::Failed
+                    }
+                };
+                match book.lock().expect("check book").tried(&id, tried) {
+                    Next::Seal(answer) => answer,
+                    Next::Retry | Next::WaitForGpus => return false,
                 }
             }
         };
-        sealed.lock().expect("sealed answers").insert(id, answer);
+        book.lock().expect("check book").seal(id, answer);
         // Kept on disk before the seal is sent: an agent restarted after
         // sealing still opens its commitment.
         if let Err(e) = self.keep_answer(check, &answer) {
@@ -140,7 +148,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         );
         match self.shared.chain.send(ix).await {
             Ok(()) => {
-                tracing::info!(job = %v.job, interval = v.interval, role, "interval checked; answer sealed");
+                tracing::info!(job = %v.job, interval = v.interval, role, answer = %describe(&answer), "interval checked; answer sealed");
                 true
             }
             Err(e) => {
@@ -151,11 +159,11 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     }
 
     /// Reveals the answer this node sealed; `false` to try again later.
-    async fn reveal(&self, check: &Check, sealed: &Sealed) -> bool {
+    async fn reveal(&self, check: &Check, book: &Book) -> bool {
         let v = &check.verification;
         let role = role(check.role);
         let id = (check.key, check.role);
-        let known = self.known_answer(check, sealed);
+        let known = self.known_answer(check, book);
         let Some(answer) = known else {
             // No other answer opens the commitment.
             tracing::warn!(job = %v.job, interval = v.interval, role, "no sealed answer to reveal (it was lost from this node's work directory)");
@@ -171,7 +179,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         match self.shared.chain.send(ix).await {
             Ok(()) => {
                 tracing::info!(job = %v.job, interval = v.interval, role, answer = %describe(&answer), "check answer revealed");
-                sealed.lock().expect("sealed answers").remove(&id);
+                book.lock().expect("check book").revealed(&id);
                 let _ = std::fs::remove_file(self.answer_path(check));
                 true
             }
@@ -182,45 +190,14 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         }
     }
 
-    /// The check's answer: what re-executing the interval reproduced, or
-    /// that its start is unavailable once the store failed to give it
-    /// [`START_TRIES`] times. `None`: nothing to answer yet.
-    async fn answer(&self, check: &Check) -> Option<CheckAnswer> {
-        let v = &check.verification;
-        let role = role(check.role);
-        let mut tries = 0;
-        loop {
-            match self.check(check).await {
-                Ok(answer) => return Some(answer),
-                Err(CheckFailure::StartUnavailable(e)) => {
-                    tries += 1;
-                    tracing::warn!(job = %v.job, interval = v.interval, role, tries, error = %e, "cannot restore the interval's start");
-                    if tries >= START_TRIES {
-                        return Some(CheckAnswer::StartUnavailable);
-                    }
-                    tokio::time::sleep(CHECK_RETRY).await;
-                }
-                Err(CheckFailure::Busy(busy)) => {
-                    tracing::debug!(job = %v.job, interval = v.interval, role, %busy, "the check waits for GPUs");
-                    return None;
-                }
-                Err(CheckFailure::Other(e)) => {
-                    tracing::warn!(job = %v.job, interval = v.interval, role, error = %e, "cannot check the interval; trying again shortly");
-                    return None;
-                }
-            }
-        }
-    }
-
     /// The answer sealed for this check: in memory, else kept on disk by an
     /// earlier run of the agent.
-    fn known_answer(&self, check: &Check, sealed: &Sealed) -> Option<CheckAnswer> {
-        sealed
+    fn known_answer(&self, check: &Check, book: &Book) -> Option<CheckAnswer> {
+        let sealed = book
             .lock()
-            .expect("sealed answers")
-            .get(&(check.key, check.role))
-            .copied()
-            .or_else(|| self.kept_answer(check))
+            .expect("check book")
+            .sealed(&(check.key, check.role));
+        sealed.or_else(|| self.kept_answer(check))
     }
 
     /// Where a sealed answer is kept until it is revealed.

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Provisioning and recovery times (the recovery benchmark, docs/recovery.md)
+# at an earlier commit and at this checkout, one after the other on one
+# machine, so that a change to the scheduler's or the agent's shells can be
+# held to "within noise of before".
+#
+#   bench/recovery_before_after.sh [BEFORE] [RUNS]   (default 7ec467f, 10 runs)
+#
+# The earlier commit is checked out in BEFORE_DIR (default
+# ~/.cache/mcjs/before-<commit>). It builds in the shared target directory
+# by default (BEFORE_TARGET): its dependencies are this checkout's, so only
+# the workspace's own crates are built again. About 5 minutes of runs per
+# side after the builds; no partitions (they measure the heartbeat timeout).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+before="${1:-7ec467f}"
+runs="${2:-10}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/mcjs/target}"
+before_dir="${BEFORE_DIR:-$HOME/.cache/mcjs/before-$before}"
+before_target="${BEFORE_TARGET:-$CARGO_TARGET_DIR}"
+if [ ! -d "$before_dir" ]; then
+    git worktree add -f --detach "$before_dir" "$before" >/dev/null
+fi
+# Each side's `mcjs` is copied out of the (shared) target directory before
+# the other side builds over it.
+bin="$(mktemp -d)"
+(cd "$before_dir" && CARGO_TARGET_DIR="$before_target" cargo build --locked -q -p mcjs-cli &&
+    cp "$before_target/debug/mcjs" "$bin/mcjs-before" &&
+    CARGO_TARGET_DIR="$before_target" cargo build --locked -q -p mcjs-cluster --example recovery_bench &&
+    cp "$before_target/debug/examples/recovery_bench" "$bin/bench-before")
+cargo build --locked -q -p mcjs-cli --features localnet
+cp "$CARGO_TARGET_DIR/debug/mcjs" "$bin/mcjs-now"
+cargo build --locked -q -p mcjs-cluster --example recovery_bench
+cp "$CARGO_TARGET_DIR/debug/examples/recovery_bench" "$bin/bench-now"
+measure() {
+    "$bin/bench-$1" --runs "$runs" --partitions 0 --mcjs "$bin/mcjs-$1" 2>/dev/null | grep -E '^\|( measure|---| provisioning| recovery| compute)'
+}
+echo "before ($before):"
+(cd "$before_dir/orchestrator/cluster" && measure before)
+echo "now ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', with changes')):"
+(cd orchestrator/cluster && measure now)
+rm -rf "$bin"

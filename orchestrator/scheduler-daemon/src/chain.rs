@@ -1,0 +1,91 @@
+//! What a reconcile round reads of the chain and the one thing it writes: a
+//! transaction signed by the scheduler. The daemon runs over
+//! [`LiveChain`] (an RPC endpoint); its tests run rounds over an in-memory
+//! chain that can refuse what a real one would.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use mcjs::state::{ConfigParams, Job, Node, Provider, Segment, Verification};
+use mcjs_client::rpc::JobFilter;
+use mcjs_client::{ChainClient, ChainError, Instruction, Keypair, Pubkey, Signer, ix};
+
+/// The accounts one round plans from, read in one go at its start.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub jobs: Vec<(Pubkey, Job)>,
+    pub nodes: Vec<(Pubkey, Node)>,
+    pub params: ConfigParams,
+    pub providers: HashMap<Pubkey, Provider>,
+}
+
+/// What the verification duties read, only when some job is verified.
+#[derive(Clone, Debug, Default)]
+pub struct VerifySnapshot {
+    pub verifications: Vec<(Pubkey, Verification)>,
+    pub segments: Vec<(Pubkey, Segment)>,
+    /// The SlotHashes sysvar's raw data.
+    pub slot_hashes: Vec<u8>,
+    /// The chain's clock (unix seconds).
+    pub now: i64,
+}
+
+/// The scheduler's view of the chain.
+pub trait DaemonChain: Send + Sync + 'static {
+    /// The scheduler authority: signer and fee payer of what [`send`](Self::send) sends.
+    fn scheduler(&self) -> Pubkey;
+
+    fn deployment(&self) -> impl Future<Output = Result<ix::Deployment, ChainError>> + Send;
+
+    fn snapshot(&self) -> impl Future<Output = Result<Snapshot, ChainError>> + Send;
+
+    fn verify_snapshot(&self) -> impl Future<Output = Result<VerifySnapshot, ChainError>> + Send;
+
+    /// Signs `instructions` as one transaction, sends it and waits for
+    /// confirmation: all of it lands or none of it does.
+    fn send(
+        &self,
+        instructions: &[Instruction],
+    ) -> impl Future<Output = Result<(), ChainError>> + Send;
+}
+
+/// The chain behind an RPC endpoint, written with the scheduler's key.
+pub struct LiveChain {
+    pub client: ChainClient,
+    pub scheduler: Keypair,
+}
+
+impl DaemonChain for LiveChain {
+    fn scheduler(&self) -> Pubkey {
+        self.scheduler.pubkey()
+    }
+
+    async fn deployment(&self) -> Result<ix::Deployment, ChainError> {
+        self.client.deployment().await
+    }
+
+    async fn snapshot(&self) -> Result<Snapshot, ChainError> {
+        Ok(Snapshot {
+            jobs: self.client.jobs(JobFilter::All).await?,
+            nodes: self.client.nodes().await?,
+            params: self.client.config().await?.1.params,
+            providers: self.client.providers().await?.into_iter().collect(),
+        })
+    }
+
+    async fn verify_snapshot(&self) -> Result<VerifySnapshot, ChainError> {
+        Ok(VerifySnapshot {
+            verifications: self.client.verifications(None).await?,
+            segments: self.client.segments().await?,
+            slot_hashes: self.client.slot_hashes().await?,
+            now: self.client.chain_time().await?,
+        })
+    }
+
+    async fn send(&self, instructions: &[Instruction]) -> Result<(), ChainError> {
+        self.client
+            .send(instructions, &[&self.scheduler])
+            .await
+            .map(|_| ())
+    }
+}

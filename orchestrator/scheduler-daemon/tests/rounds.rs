@@ -1,0 +1,310 @@
+//! The daemon's rounds over an in-memory chain: what each round sends, in
+//! which transactions, and what it does when the chain refuses them. No
+//! process, no validator: the chain is a snapshot and a log of what was sent.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+mod common;
+use common::*;
+
+use anchor_lang::Discriminator;
+use mcjs::state::*;
+use mcjs_client::{ChainError, Instruction, Pubkey, ix, pda};
+use mcjs_protocol::store::StoreUrl;
+use mcjs_scheduler_daemon::auth::Directory;
+use mcjs_scheduler_daemon::chain::{DaemonChain, Snapshot, VerifySnapshot};
+use mcjs_scheduler_daemon::metrics::Metrics;
+use mcjs_scheduler_daemon::shell::{Daemon, DaemonConfig, Memory, RoundReport};
+use mcjs_scheduler_daemon::{Action, DetectorConfig, Liveness};
+
+/// Which transactions the chain refuses.
+#[derive(Clone, Copy)]
+enum Refuse {
+    Nothing,
+    /// Any transaction of more than one instruction (an assignment the
+    /// program refuses inside a report's transaction fails the whole of it).
+    Pairs,
+    Everything,
+}
+
+struct FakeChain {
+    snapshot: Snapshot,
+    refuse: Refuse,
+    /// Every transaction sent, and whether it landed.
+    sent: Mutex<Vec<(Vec<Instruction>, bool)>>,
+}
+
+impl DaemonChain for FakeChain {
+    fn scheduler(&self) -> Pubkey {
+        key(250)
+    }
+
+    async fn deployment(&self) -> Result<ix::Deployment, ChainError> {
+        Ok(deployment())
+    }
+
+    async fn snapshot(&self) -> Result<Snapshot, ChainError> {
+        Ok(self.snapshot.clone())
+    }
+
+    async fn verify_snapshot(&self) -> Result<VerifySnapshot, ChainError> {
+        Ok(VerifySnapshot::default())
+    }
+
+    async fn send(&self, instructions: &[Instruction]) -> Result<(), ChainError> {
+        let refused = match self.refuse {
+            Refuse::Nothing => false,
+            Refuse::Pairs => instructions.len() > 1,
+            Refuse::Everything => true,
+        };
+        self.sent
+            .lock()
+            .unwrap()
+            .push((instructions.to_vec(), !refused));
+        if refused {
+            return Err(ChainError::Transaction {
+                message: "custom program error: NodeNotAvailable".into(),
+                logs: vec![],
+            });
+        }
+        Ok(())
+    }
+}
+
+fn deployment() -> ix::Deployment {
+    ix::Deployment {
+        usdc_mint: key(240),
+        treasury: key(241),
+    }
+}
+
+/// The program instruction `ix` calls, by its discriminator.
+fn name(ix: &Instruction) -> &'static str {
+    use mcjs::instruction as i;
+    let table: [(&[u8], &str); 3] = [
+        (i::AssignJob::DISCRIMINATOR, "assign_job"),
+        (i::ReportFailure::DISCRIMINATOR, "report_failure"),
+        (i::OpenVerification::DISCRIMINATOR, "open_verification"),
+    ];
+    table
+        .iter()
+        .find(|(d, _)| ix.data.starts_with(d))
+        .map_or("other", |(_, n)| *n)
+}
+
+const JOB: u8 = 10;
+const LOST: u8 = 20;
+const SPARE: u8 = 21;
+const LOST_PROVIDER: u8 = 30;
+const SPARE_PROVIDER: u8 = 31;
+/// When the round runs: the lost node has been silent past the heartbeat
+/// timeout, the spare heard from just now.
+const NOW: i64 = T0 * MS + 3_001;
+
+/// A job running at generation 4 on a node that went silent, a spare node
+/// that fits it, both providers staked.
+fn lost_node(verified: bool) -> Snapshot {
+    let (job, lost, spare) = (key(JOB), key(LOST), key(SPARE));
+    let mut running = JobBuilder::pending()
+        .running_on(lost, key(LOST_PROVIDER), 4, T0)
+        .0;
+    if verified {
+        running.verification_ppm = 100_000;
+        running.holds_payment = true;
+    }
+    let mut lost_node = busy(node(key(LOST_PROVIDER), 81_920), job);
+    lost_node.index = 0;
+    let mut spare_node = node(key(SPARE_PROVIDER), 81_920);
+    spare_node.index = 0;
+    Snapshot {
+        jobs: vec![(job, running)],
+        nodes: vec![(lost, lost_node), (spare, spare_node)],
+        params: params(),
+        providers: HashMap::from([
+            (key(LOST_PROVIDER), provider(200_000_000)),
+            (key(SPARE_PROVIDER), provider(200_000_000)),
+        ]),
+    }
+}
+
+fn daemon(snapshot: Snapshot, refuse: Refuse) -> Daemon<FakeChain> {
+    let mut liveness = Liveness::new(T0 * MS);
+    liveness
+        .record(heartbeat(key(LOST), vec![]), T0 * MS)
+        .unwrap();
+    liveness
+        .record(heartbeat(key(SPARE), vec![]), T0 * MS + 3_000)
+        .unwrap();
+    Daemon {
+        chain: FakeChain {
+            snapshot,
+            refuse,
+            sent: Mutex::default(),
+        },
+        config: DaemonConfig {
+            rpc_url: "http://127.0.0.1:1".into(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            tick: Duration::from_millis(100),
+            detector: DetectorConfig::default(),
+            store: StoreUrl::Dir("/nonexistent".into()),
+        },
+        liveness: Arc::new(Mutex::new(liveness)),
+        directory: Arc::new(RwLock::new(Directory::from_chain(&[]))),
+        metrics: Arc::new(Metrics::new()),
+        clock: Arc::new(|| NOW),
+        s3: None,
+    }
+}
+
+async fn one_round(d: &Daemon<FakeChain>) -> (RoundReport, Vec<(Vec<&'static str>, bool)>) {
+    let report = d
+        .round(&deployment(), &mut Memory::default())
+        .await
+        .expect("the round reads the chain");
+    let sent = d
+        .chain
+        .sent
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(ixs, landed)| (ixs.iter().map(name).collect(), *landed))
+        .collect();
+    (report, sent)
+}
+
+fn kinds(actions: &[Action]) -> Vec<&'static str> {
+    actions
+        .iter()
+        .map(|a| match a {
+            Action::Assign { .. } => "assign",
+            Action::ReportFailure { .. } => "report",
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_lost_nodes_job_is_reported_and_placed_in_one_transaction_or_reported_alone() {
+    // (the chain refuses, transactions sent and whether each landed, done, refused, jobs left to place at once)
+    type Row = (
+        Refuse,
+        Vec<(Vec<&'static str>, bool)>,
+        Vec<&'static str>,
+        Vec<&'static str>,
+        usize,
+    );
+    let table: Vec<Row> = vec![
+        (
+            Refuse::Nothing,
+            vec![(vec!["report_failure", "assign_job"], true)],
+            vec!["report", "assign"],
+            vec![],
+            0,
+        ),
+        // The placement is refused with the report: the report is sent
+        // alone, and the next round (at once) places the job.
+        (
+            Refuse::Pairs,
+            vec![
+                (vec!["report_failure", "assign_job"], false),
+                (vec!["report_failure"], true),
+            ],
+            vec!["report"],
+            vec!["assign"],
+            1,
+        ),
+        (
+            Refuse::Everything,
+            vec![
+                (vec!["report_failure", "assign_job"], false),
+                (vec!["report_failure"], false),
+            ],
+            vec![],
+            vec!["assign", "report"],
+            0,
+        ),
+    ];
+    for (refuse, sent, done, refused, to_place) in table {
+        let d = daemon(lost_node(false), refuse);
+        let (report, got) = one_round(&d).await;
+        assert_eq!(got, sent, "transactions sent");
+        assert_eq!(kinds(&report.done), done, "done");
+        assert_eq!(kinds(&report.refused), refused, "refused");
+        assert_eq!(report.to_place, to_place, "left to place");
+        let placed_on = report.done.iter().find_map(|a| match a {
+            Action::Assign { node, .. } => Some(*node),
+            _ => None,
+        });
+        assert!(
+            placed_on.is_none_or(|n| n == key(SPARE)),
+            "the job goes to the spare node, never back to the lost one"
+        );
+    }
+}
+
+/// A verified job's report carries the Segment of the generation it fences
+/// (4), and the assignment riding with it creates the Segment of the
+/// generation after the report's (6: the report moves the job to 5, the
+/// assignment to 6).
+#[tokio::test]
+async fn a_verified_jobs_report_and_placement_name_the_segments_of_their_generations() {
+    let d = daemon(lost_node(true), Refuse::Nothing);
+    let _ = one_round(&d).await;
+    let sent = d.chain.sent.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1, "one transaction: report and placement");
+    let (ixs, _) = &sent[0];
+    let job = key(JOB);
+    let has = |ix: &Instruction, account: Pubkey| ix.accounts.iter().any(|m| m.pubkey == account);
+    assert_eq!(name(&ixs[0]), "report_failure");
+    assert!(
+        has(&ixs[0], pda::segment(&job, 4)),
+        "the report carries generation 4's segment"
+    );
+    assert_eq!(name(&ixs[1]), "assign_job");
+    assert!(
+        has(&ixs[1], pda::segment(&job, 6)),
+        "the placement creates generation 6's segment"
+    );
+    assert!(!has(&ixs[1], pda::segment(&job, 5)));
+}
+
+/// A report whose provider the round cannot read (closed between the core's
+/// reads, or never a provider) is not sent at all: nothing goes to the chain
+/// with a guessed payout account, and the round says why.
+#[tokio::test]
+async fn a_report_whose_accounts_are_not_on_chain_is_not_sent() {
+    let mut snapshot = lost_node(false);
+    snapshot.providers.remove(&key(LOST_PROVIDER));
+    let d = daemon(snapshot, Refuse::Nothing);
+    let (report, sent) = one_round(&d).await;
+    assert!(
+        sent.iter().all(|(ixs, _)| !ixs.contains(&"report_failure")),
+        "{sent:?}"
+    );
+    assert!(kinds(&report.refused).contains(&"report"), "{report:?}");
+    assert!(kinds(&report.done).iter().all(|k| *k != "report"));
+}
+
+/// A queued job placed on its own: one transaction, nothing to fall back
+/// to, and a refusal leaves it queued for the next round.
+#[tokio::test]
+async fn a_placement_alone_is_one_transaction_and_a_refused_one_waits_for_the_next_round() {
+    for (refuse, landed) in [(Refuse::Nothing, true), (Refuse::Everything, false)] {
+        let mut snapshot = lost_node(false);
+        snapshot.jobs = vec![(key(JOB), JobBuilder::pending().0)];
+        snapshot.nodes[0].1.status = NodeStatus::Available;
+        snapshot.nodes[0].1.current_job = None;
+        let d = daemon(snapshot, refuse);
+        let (report, sent) = one_round(&d).await;
+        assert_eq!(sent, vec![(vec!["assign_job"], landed)]);
+        assert_eq!(report.to_place, 0);
+        let (done, refused) = if landed {
+            (vec!["assign"], vec![])
+        } else {
+            (vec![], vec!["assign"])
+        };
+        assert_eq!(kinds(&report.done), done);
+        assert_eq!(kinds(&report.refused), refused);
+    }
+}
