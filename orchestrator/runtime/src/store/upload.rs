@@ -1,0 +1,251 @@
+//! Uploading a checkpoint to the store: every file read confined to the
+//! job's checkpoint directory and hashed in the same pass that stores it,
+//! then its descriptor.
+
+use super::{CheckpointStore, DESCRIPTOR, StoreError, StoredCheckpoint, valid_job_id};
+use crate::checkpoint::{
+    CheckpointDigest, CheckpointError, FileDigest, LocalCheckpoint, Sha256Digest,
+};
+use crate::confined::{ConfinedDir, ConfinedError, Limits};
+use futures_util::{StreamExt, TryStreamExt};
+use mcjs_protocol::store::layout;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, PutPayload, buffered::BufWriter};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::io::AsyncWriteExt;
+
+impl CheckpointStore {
+    /// Uploads a complete checkpoint found under `root`, its descriptor
+    /// last, hashing each file in the same pass that uploads it: what the
+    /// descriptor (and so the chain) records is exactly what was stored.
+    /// Refused (the job's fault) beyond `limits`, for anything but regular
+    /// files and directories, or if the manifest changed since it was read.
+    /// Nothing is deleted here: see [`CheckpointStore::prune`].
+    #[tracing::instrument(skip_all, fields(job_id, step = local.manifest.step))]
+    pub async fn upload(
+        &self,
+        job_id: &str,
+        generation: u32,
+        root: &ConfinedDir,
+        local: &LocalCheckpoint,
+        limits: Limits,
+        threads: usize,
+    ) -> Result<StoredCheckpoint, StoreError> {
+        valid_job_id(job_id)?;
+        // Unique per upload: the hash is known only once every byte is
+        // stored, and a re-run of the same step must never overwrite a copy
+        // that may already be attested.
+        let key = layout::checkpoint_key(local.manifest.step, generation, upload_nonce(job_id));
+        let base = layout::checkpoint(job_id, &key);
+        let dir = root.open_dir(&local.name).map_err(CheckpointError::from)?;
+        let digest =
+            upload_tree(&self.store, &format!("{base}/files"), dir, limits, threads).await?;
+        let manifest = digest
+            .files
+            .iter()
+            .find(|f| f.path == crate::contract::MANIFEST_FILE);
+        if manifest.map(|f| f.sha256) != Some(local.manifest_sha256) {
+            delete_files(&self.store, &format!("{base}/files"), &digest.files).await;
+            return Err(CheckpointError::from(ConfinedError::Refused {
+                path: local
+                    .dir
+                    .join(crate::contract::MANIFEST_FILE)
+                    .display()
+                    .to_string(),
+                reason:
+                    "changed after it was put in place; a complete checkpoint belongs to the agent"
+                        .into(),
+            })
+            .into());
+        }
+        let stored = StoredCheckpoint {
+            job_id: job_id.to_string(),
+            key,
+            epoch: local.manifest.epoch,
+            step: local.manifest.step,
+            hash: digest.hash,
+            files: digest.files,
+        };
+        let descriptor = ObjectPath::from(format!("{base}/{DESCRIPTOR}"));
+        let json = serde_json::to_vec_pretty(&stored).expect("descriptor serialises");
+        self.store
+            .put(&descriptor, PutPayload::from(json))
+            .await
+            .map_err(Self::object("write", &descriptor))?;
+        tracing::info!(bytes = stored.total_bytes(), hash = %stored.hash, "checkpoint stored");
+        Ok(stored)
+    }
+}
+
+/// A fresh nonce for one upload.
+fn upload_nonce(job_id: &str) -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let mut h = Sha256::new();
+    h.update(job_id.as_bytes());
+    h.update(now.to_le_bytes());
+    h.update(std::process::id().to_le_bytes());
+    h.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    u64::from_be_bytes(h.finalize()[..8].try_into().expect("8 bytes"))
+}
+
+async fn delete_files(store: &Arc<dyn ObjectStore>, prefix: &str, files: &[FileDigest]) {
+    for f in files {
+        let _ = store
+            .delete(&ObjectPath::from(format!("{prefix}/{}", f.path)))
+            .await;
+    }
+}
+
+/// Uploads every regular file under `dir` to `<prefix>/<relative path>`,
+/// `threads` files at a time (0: one per core), each read once through one
+/// descriptor opened confined to `dir` and hashed as it is copied; returns
+/// the digest of exactly what was stored (docs/job-contract.md, "The
+/// checkpoint hash"). Over `limits` (counted on the bytes actually read, so
+/// a file that grows is caught too), or anything but regular files and
+/// directories, is refused as the job's fault and what was uploaded is
+/// deleted again.
+pub async fn upload_tree(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &str,
+    dir: ConfinedDir,
+    limits: Limits,
+    threads: usize,
+) -> Result<CheckpointDigest, StoreError> {
+    let dir = Arc::new(dir);
+    let walk = {
+        let dir = Arc::clone(&dir);
+        tokio::task::spawn_blocking(move || dir.walk("", limits))
+            .await
+            .map_err(|e| StoreError::Join(e.to_string()))?
+            .map_err(CheckpointError::from)?
+    };
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    };
+    let budget = Arc::new(AtomicU64::new(limits.max_bytes));
+    // Boxed and collected first: a lazily mapped stream of async blocks
+    // trips rustc's Send inference in callers (rust-lang/rust#102211).
+    let jobs: Vec<futures_util::future::BoxFuture<'static, Result<FileDigest, StoreError>>> = walk
+        .files
+        .iter()
+        .map(|f| {
+            let (dir, budget, store) = (Arc::clone(&dir), Arc::clone(&budget), Arc::clone(store));
+            let dst = ObjectPath::from(format!("{prefix}/{}", f.path));
+            let path = f.path.clone();
+            Box::pin(async move {
+                let (size, sha256) = copy_hashing(store, dir, path.clone(), dst, budget).await?;
+                Ok::<_, StoreError>(FileDigest { path, size, sha256 })
+            }) as futures_util::future::BoxFuture<'static, _>
+        })
+        .collect();
+    let uploads = futures_util::stream::iter(jobs).buffer_unordered(threads.max(1));
+    let result: Result<Vec<FileDigest>, StoreError> = uploads.try_collect().await;
+    match result {
+        Ok(mut files) => {
+            files.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(CheckpointDigest::combine(files))
+        }
+        Err(e) => {
+            let all: Vec<FileDigest> = walk
+                .files
+                .iter()
+                .map(|f| FileDigest {
+                    path: f.path.clone(),
+                    size: 0,
+                    sha256: Sha256Digest([0; 32]),
+                })
+                .collect();
+            delete_files(store, prefix, &all).await;
+            Err(e)
+        }
+    }
+}
+
+/// One file: a blocking reader hashes each chunk and hands the same bytes to
+/// the async writer, so the digest covers exactly the stored bytes.
+async fn copy_hashing(
+    store: Arc<dyn ObjectStore>,
+    dir: Arc<ConfinedDir>,
+    rel: String,
+    dst: ObjectPath,
+    budget: Arc<AtomicU64>,
+) -> Result<(u64, Sha256Digest), StoreError> {
+    const CHUNK: usize = 1 << 20;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(4);
+    let shown = dir.path().join(&rel);
+    let reader =
+        tokio::task::spawn_blocking(move || -> Result<(u64, Sha256Digest), CheckpointError> {
+            let (mut file, _) = dir.open_file(&rel)?;
+            let mut h = Sha256::new();
+            let mut size = 0u64;
+            loop {
+                let mut buf = vec![0u8; CHUNK];
+                let n = match file.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        return Err(CheckpointError::Io {
+                            path: dir.path().join(&rel),
+                            source: e,
+                        });
+                    }
+                };
+                // Charged on the bytes read, not on a size stated earlier.
+                let charged = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                    left.checked_sub(n as u64)
+                });
+                if charged.is_err() {
+                    return Err(ConfinedError::Refused {
+                        path: dir.path().display().to_string(),
+                        reason: "is over its size limit".into(),
+                    }
+                    .into());
+                }
+                buf.truncate(n);
+                h.update(&buf);
+                size += n as u64;
+                if tx.blocking_send(bytes::Bytes::from(buf)).is_err() {
+                    break; // the writer failed; its error is reported
+                }
+            }
+            Ok((size, Sha256Digest(h.finalize().into())))
+        });
+    let mut writer = BufWriter::new(store, dst.clone());
+    let mut write_error = None;
+    while let Some(chunk) = rx.recv().await {
+        if let Err(e) = writer.write_all(&chunk).await {
+            write_error = Some(e);
+            break;
+        }
+    }
+    drop(rx);
+    let read = reader.await.map_err(|e| StoreError::Join(e.to_string()))?;
+    let read = match (read, write_error) {
+        (Err(e), _) => Err(StoreError::from(e)),
+        (Ok(_), Some(source)) => Err(StoreError::Io {
+            action: "upload",
+            path: shown,
+            source,
+        }),
+        (Ok(r), None) => match writer.shutdown().await {
+            Ok(()) => return Ok(r),
+            Err(source) => Err(StoreError::Io {
+                action: "upload",
+                path: shown,
+                source,
+            }),
+        },
+    };
+    let _ = writer.abort().await;
+    read
+}
