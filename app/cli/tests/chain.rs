@@ -864,6 +864,8 @@ fn an_owner_pauses_a_verified_job_and_its_pay_is_held_in_the_assignments_segment
     )
     .unwrap();
     spec["verification"] = serde_json::json!({ "sample_rate": 0.1 });
+    spec["work"]["determinism"] = "bitwise".into();
+    spec["checkpoint"]["every_steps"] = 100.into();
     let spec_path = dir.path().join("verified.json");
     std::fs::write(&spec_path, spec.to_string()).unwrap();
     let submitted = ok_json(chain.mcjs(
