@@ -21,3 +21,13 @@ source scripts/setup.sh
 # `demo` builds `mcjs` with the local chain and the cluster harness that
 # its tests (and the fault suite) start.
 cargo test --workspace --locked --features mcjs-cli/demo "$@"
+
+# The `mcjs` users and providers build has neither the local chain nor the
+# cluster harness (app/cli/tests/linking.rs checks what it links); it must
+# still build, and say how to get `mcjs demo`.
+cargo build --locked -q -p mcjs-cli
+unbuilt="$("$CARGO_TARGET_DIR/debug/mcjs" demo 2>&1 || true)"
+case "$unbuilt" in
+*"--features demo"*) ;;
+*) echo "mcjs-test: a plain mcjs build answered 'mcjs demo' with: $unbuilt" >&2; exit 1 ;;
+esac
