@@ -19,3 +19,11 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 source scripts/setup.sh
 
 cargo test --workspace --locked "$@"
+
+# The program suite once more, on the program's SBF build. The run above
+# executes the program natively (fast, debuggable, counted by coverage);
+# this one runs the bytecode a cluster runs, through LiteSVM's loader and
+# verifier. scripts/build-sbf.sh installs its toolchain on first use and
+# builds in its own target directory.
+program_so="$(scripts/build-sbf.sh)"
+MCJS_PROGRAM_SO="$program_so" cargo test --locked -p mcjs-tests --test program

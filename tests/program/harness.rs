@@ -270,8 +270,10 @@ impl Env {
 
     fn uninitialised_with(sigverify: bool) -> Self {
         let mut svm = LiteSVM::new().with_sigverify(sigverify);
-        mcjs_svm::add_mcjs_program(&mut svm);
         let admin = Keypair::new();
+        // The native program, or its SBF build when MCJS_PROGRAM_SO names one
+        // (deployed with the admin as its upgrade authority, as on a cluster).
+        mcjs_svm::add_mcjs_program_from_env(&mut svm, &admin.pubkey());
         let scheduler = Keypair::new();
         let mint_authority = Keypair::new();
         for kp in [&admin, &scheduler, &mint_authority] {
