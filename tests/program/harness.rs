@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::cu_log;
 use anchor_lang::{AccountDeserialize, Discriminator};
 use anchor_spl::token::{TokenAccount, spl_token};
 use litesvm::LiteSVM;
@@ -381,6 +382,15 @@ impl Env {
         );
         let result = self.svm.send_transaction(tx);
         self.svm.expire_blockhash();
+        match &result {
+            Ok(meta) => cu_log::record(ixs, &meta.logs, meta.compute_units_consumed, true),
+            Err(failed) => cu_log::record(
+                ixs,
+                &failed.meta.logs,
+                failed.meta.compute_units_consumed,
+                false,
+            ),
+        }
         match result {
             Ok(meta) => {
                 for resolved in events::<mcjs::events::VerificationResolved>(&meta.logs) {

@@ -3,6 +3,7 @@
 //! (the bytecode a cluster runs) when `MCJS_PROGRAM_SO` names the ELF that
 //! `scripts/build-sbf.sh` prints.
 
+mod cu_log;
 mod harness;
 
 mod accounts_and_config;
