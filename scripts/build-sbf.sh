@@ -85,7 +85,9 @@ if [ ! -e "$toolchain_dir/.complete" ]; then
     touch "$toolchain_dir.tmp/.complete"
     mv "$toolchain_dir.tmp" "$toolchain_dir"
 fi
-if ! rustup toolchain list | grep -q "^$toolchain\b"; then
+linked=$(rustc "+$toolchain" --print sysroot 2>/dev/null || true)
+if [ -z "$linked" ] || [ "$(readlink -f "$linked")" != "$(readlink -f "$toolchain_dir")" ]; then
+    rustup toolchain uninstall "$toolchain" >/dev/null 2>&1 || true
     rustup toolchain link "$toolchain" "$toolchain_dir" >&2
 fi
 # Toolchains of earlier versions of the patch.
