@@ -14,8 +14,8 @@
 #     llvm-tools (`opt`, used by the linker wrapper);
 #   - sbpf-linker, into $MCJS_SBF_TOOLS;
 #   - a copy of that nightly whose std carries programs/mcjs/sbf/std-solana.patch,
-#     registered with rustup as `mcjs-sbf-<hash of the patch>` (a changed
-#     patch makes a new toolchain, so std is rebuilt from it).
+#     registered with rustup as `mcjs-sbf-<hash of the patch and tools dir>`
+#     (a changed patch makes a new toolchain, so std is rebuilt from it).
 #
 # See programs/mcjs/sbf/README.md for each piece and what it costs.
 #
@@ -68,8 +68,8 @@ if [ ! -x "$linker" ]; then
 fi
 
 # --- 3. the nightly with std patched for target_os = "solana" ---------------
-patch_hash=$(sha256sum "$sbf/std-solana.patch" | cut -c1-12)
-toolchain=mcjs-sbf-$patch_hash
+# Named by the patch and the tools dir: rustup's toolchain names are global.
+toolchain=mcjs-sbf-$({ cat "$sbf/std-solana.patch"; echo "$tools"; } | sha256sum | cut -c1-12)
 toolchain_dir=$tools/toolchains/$toolchain
 if [ ! -e "$toolchain_dir/.complete" ]; then
     say "making toolchain $toolchain: $nightly with std-solana.patch"
@@ -103,10 +103,12 @@ done
 # --- 4. the program ------------------------------------------------------
 # The wrapper's passes, the std crates built from the patched source, and a
 # 4 KiB stack frame limit (SBF's): LLVM reports every function whose frame is
-# larger, and the build fails.
+# larger, and the build fails. Source paths (kept for panic locations) are
+# written machine-independently, so the same commit gives the same ELF.
 export SBPF_LINKER=$linker
 export LLVM_OPT=$toolchain_dir/lib/rustlib/$host/bin/opt
-export RUSTFLAGS="-C linker=$sbf/sbpf-link.py -C panic=abort -C relocation-model=static -C link-arg=--llvm-args=-bpf-stack-size=4096"
+registry=${CARGO_HOME:-$HOME/.cargo}/registry/src
+export RUSTFLAGS="-C linker=$sbf/sbpf-link.py -C panic=abort -C relocation-model=static -C link-arg=--llvm-args=-bpf-stack-size=4096 --remap-path-prefix=$toolchain_dir/lib/rustlib/src/rust=/rustc/$nightly --remap-path-prefix=$registry=/cargo/registry/src --remap-path-prefix=$root=/mcjs"
 export CARGO_TARGET_DIR=$target_dir
 say "building programs/mcjs (profile $profile) into $target_dir"
 nice -n 19 cargo "+$toolchain" build --locked -p mcjs --profile "$profile" \
