@@ -22,6 +22,14 @@ source scripts/setup.sh
 # its tests (and the fault suite) start.
 cargo test --workspace --locked --features mcjs-cli/demo "$@"
 
+# The program suite once more, on the program's SBF build. The run above
+# executes the program natively (fast, debuggable, counted by coverage);
+# this one runs the bytecode a cluster runs, through LiteSVM's loader and
+# verifier. scripts/build-sbf.sh installs its toolchain on first use and
+# builds in its own target directory.
+program_so="$(scripts/build-sbf.sh)"
+MCJS_PROGRAM_SO="$program_so" cargo test --locked -p mcjs-tests --test program
+
 # The `mcjs` users and providers build has neither the local chain nor the
 # cluster harness (app/cli/tests/linking.rs checks what it links); it must
 # still build, and say how to get `mcjs demo`.

@@ -49,6 +49,36 @@ fn initialize_records_the_config_and_logs_it() {
     assert_eq!(initialized[0].insurance_pool, pda::insurance_pool());
 }
 
+/// On a cluster the program is deployed by the upgradeable loader and only
+/// its upgrade authority may initialise it, so nobody can front-run the
+/// deployment. The native builtin has no programdata to check: this runs
+/// against the SBF build (`MCJS_PROGRAM_SO`, deployed with the admin as its
+/// upgrade authority) and passes vacuously without it.
+#[test]
+fn only_the_upgrade_authority_initialises_a_deployed_program() {
+    if mcjs_svm::program_elf_from_env().is_none() {
+        return;
+    }
+    let mut env = Env::uninitialised();
+    let stranger = Keypair::new();
+    env.svm.airdrop(&stranger.pubkey(), 10_000_000_000).unwrap();
+    let args = InitializeArgs {
+        scheduler: env.scheduler.pubkey(),
+        params: default_params(),
+    };
+    let ix = ix::initialize(&stranger.pubkey(), &env.mint, &env.treasury, args.clone());
+    expect_error(
+        env.send(&[ix], &[&stranger]),
+        McjsError::NotUpgradeAuthority,
+    );
+    assert!(env.account(&pda::config()).is_none());
+
+    let admin = env.admin.insecure_clone();
+    let ix = ix::initialize(&admin.pubkey(), &env.mint, &env.treasury, args);
+    env.send(&[ix], &[&admin]).unwrap();
+    assert_eq!(env.config().admin, admin.pubkey());
+}
+
 #[test]
 fn initialize_refuses_a_bad_commission_or_liveness_factor() {
     for params in [

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::cu_log;
 use anchor_lang::{AccountDeserialize, Discriminator};
 use anchor_spl::token::{TokenAccount, spl_token};
 use litesvm::LiteSVM;
@@ -270,8 +271,10 @@ impl Env {
 
     fn uninitialised_with(sigverify: bool) -> Self {
         let mut svm = LiteSVM::new().with_sigverify(sigverify);
-        mcjs_svm::add_mcjs_program(&mut svm);
         let admin = Keypair::new();
+        // The native program, or its SBF build when MCJS_PROGRAM_SO names one
+        // (deployed with the admin as its upgrade authority, as on a cluster).
+        mcjs_svm::add_mcjs_program_from_env(&mut svm, &admin.pubkey());
         let scheduler = Keypair::new();
         let mint_authority = Keypair::new();
         for kp in [&admin, &scheduler, &mint_authority] {
@@ -379,6 +382,15 @@ impl Env {
         );
         let result = self.svm.send_transaction(tx);
         self.svm.expire_blockhash();
+        match &result {
+            Ok(meta) => cu_log::record(ixs, &meta.logs, meta.compute_units_consumed, true),
+            Err(failed) => cu_log::record(
+                ixs,
+                &failed.meta.logs,
+                failed.meta.compute_units_consumed,
+                false,
+            ),
+        }
         match result {
             Ok(meta) => {
                 for resolved in events::<mcjs::events::VerificationResolved>(&meta.logs) {

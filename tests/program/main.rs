@@ -1,6 +1,9 @@
-//! The MCJS program executing natively in LiteSVM beside the real SPL Token
-//! program (p-token, as live on mainnet).
+//! The MCJS program executing in LiteSVM beside the real SPL Token program
+//! (p-token, as live on mainnet): natively by default, or as its SBF build
+//! (the bytecode a cluster runs) when `MCJS_PROGRAM_SO` names the ELF that
+//! `scripts/build-sbf.sh` prints.
 
+mod cu_log;
 mod harness;
 
 mod accounts_and_config;

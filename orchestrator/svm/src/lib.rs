@@ -1,9 +1,11 @@
-//! Runs the MCJS program natively inside LiteSVM.
+//! Runs the MCJS program inside LiteSVM: natively, or as its SBF build.
 //!
-//! Anchor 1.x programs need `std`, and the SBF toolchain cannot be installed
-//! everywhere, so for tests and the local chain the program is compiled as an
-//! ordinary Rust crate and registered as a builtin. Two bridges make it behave
-//! as it would on a cluster:
+//! Natively, for tests and the local chain, the program is compiled as an
+//! ordinary Rust crate and registered as a builtin: fast to build, debuggable,
+//! counted by coverage. [`add_mcjs_program_from_env`] loads the SBF ELF that
+//! `scripts/build-sbf.sh` builds instead when `MCJS_PROGRAM_SO` names it: the
+//! bytecode a cluster runs, through the upgradeable loader and its verifier.
+//! Two bridges make the native program behave as it would on a cluster:
 //!
 //! * [`mcjs_builtin`] turns the program's `fn(&Pubkey, &[AccountInfo], &[u8])`
 //!   entrypoint into a runtime builtin: the instruction's accounts are
@@ -22,7 +24,7 @@ use std::{
     mem::transmute,
     panic::AssertUnwindSafe,
     ptr,
-    sync::{Arc, Once},
+    sync::{Arc, Once, OnceLock},
 };
 
 use litesvm::LiteSVM;
@@ -179,6 +181,78 @@ pub fn add_mcjs_program(svm: &mut LiteSVM) {
     install_syscall_stubs();
     svm.add_builtin(PROGRAM_ID, mcjs_builtin());
 }
+
+/// Names an SBF build of the program (`scripts/build-sbf.sh` prints one) for
+/// [`add_mcjs_program_from_env`] to load instead of the native builtin.
+pub const PROGRAM_SO_VAR: &str = "MCJS_PROGRAM_SO";
+
+/// The upgradeable BPF loader, which deploys programs on a cluster.
+pub const UPGRADEABLE_LOADER_ID: Pubkey =
+    Pubkey::from_str_const("BPFLoaderUpgradeab1e11111111111111111111111");
+
+/// The program's SBF ELF named by [`PROGRAM_SO_VAR`], read once per process;
+/// `None` when the variable is unset or empty.
+///
+/// # Panics
+/// When the variable names a file that cannot be read: a test run asked for
+/// the bytecode must not quietly fall back to the native program.
+pub fn program_elf_from_env() -> Option<&'static [u8]> {
+    static ELF: OnceLock<Option<Vec<u8>>> = OnceLock::new();
+    ELF.get_or_init(|| {
+        let path = std::env::var_os(PROGRAM_SO_VAR).filter(|p| !p.is_empty())?;
+        Some(
+            std::fs::read(&path)
+                .unwrap_or_else(|err| panic!("{PROGRAM_SO_VAR}={}: {err}", path.to_string_lossy())),
+        )
+    })
+    .as_deref()
+}
+
+/// Adds the MCJS program: the SBF ELF named by [`PROGRAM_SO_VAR`] when it is
+/// set (see [`add_mcjs_elf`]), else the native builtin ([`add_mcjs_program`]).
+/// `upgrade_authority` is the ELF's upgrade authority; the native builtin has
+/// none (it is not deployed by the upgradeable loader).
+///
+/// # Panics
+/// When the ELF cannot be read or fails the loader's verifier.
+pub fn add_mcjs_program_from_env(svm: &mut LiteSVM, upgrade_authority: &Pubkey) {
+    match program_elf_from_env() {
+        Some(elf) => add_mcjs_elf(svm, elf, Some(upgrade_authority))
+            .unwrap_or_else(|err| panic!("loading {PROGRAM_SO_VAR}: {err}")),
+        None => add_mcjs_program(svm),
+    }
+}
+
+/// Deploys the program's SBF ELF as a cluster does: through the upgradeable
+/// loader (LiteSVM runs the bytecode verifier on it), with a programdata
+/// account naming `upgrade_authority`, which `initialize` checks.
+pub fn add_mcjs_elf(
+    svm: &mut LiteSVM,
+    elf: &[u8],
+    upgrade_authority: Option<&Pubkey>,
+) -> Result<(), litesvm::error::LiteSVMError> {
+    svm.add_program(PROGRAM_ID, elf)?;
+    let (programdata, _) =
+        Pubkey::find_program_address(&[PROGRAM_ID.as_ref()], &UPGRADEABLE_LOADER_ID);
+    let mut account = svm
+        .get_account(&programdata)
+        .expect("add_program creates the programdata account");
+    // UpgradeableLoaderState::ProgramData in bincode: the variant (u32 = 3),
+    // the deployment slot (u64), then Option<Pubkey> (a tag byte, 32 bytes).
+    let header = &mut account.data[..PROGRAMDATA_HEADER_LEN];
+    assert_eq!(header[..4], 3u32.to_le_bytes(), "not a ProgramData account");
+    match upgrade_authority {
+        Some(key) => {
+            header[12] = 1;
+            header[13..].copy_from_slice(key.as_ref());
+        }
+        None => header[12..].fill(0),
+    }
+    svm.set_account(programdata, account)
+}
+
+/// The programdata account's metadata before the ELF.
+const PROGRAMDATA_HEADER_LEN: usize = 4 + 8 + 1 + 32;
 
 /// Installs [`HostSyscalls`] as the process-wide stubs of `solana-sysvar` 3.
 /// Idempotent.

@@ -5,6 +5,9 @@
 #![allow(unexpected_cfgs)]
 
 use anchor_lang::prelude::*;
+// The SBF build links memcpy and friends from here (see sbf/README.md).
+#[cfg(target_arch = "bpf")]
+use solana_compiler_builtins as _;
 
 pub mod errors;
 pub mod events;
