@@ -1227,7 +1227,7 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
 /// (50 intervals of 64 steps) at 0.1, checker seconds over job seconds.
 /// Prints the numbers; about four minutes, so run on demand.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement, about four minutes: cargo test -p mcjs-cli --test faults -- --ignored --nocapture verification_cost"]
+#[ignore = "a measurement, about four minutes: cargo test -p mcjs-cli --features demo --test faults -- --ignored --nocapture verification_cost"]
 async fn verification_cost_at_sample_rate_one_tenth() {
     let _serial = serial();
     let s = scenario_of(
