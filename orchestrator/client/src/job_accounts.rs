@@ -41,9 +41,7 @@ impl JobAccounts {
             payout,
             refund: job.refund_account,
             generation: job.generation,
-            segment: job
-                .holds_payment
-                .then(|| pda::segment(&key, job.generation)),
+            segment: crate::ix::segment_of(&key, job),
             deployment,
         })
     }

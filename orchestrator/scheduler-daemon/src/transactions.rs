@@ -3,7 +3,7 @@
 //! the one error policy (a refused transaction is forgotten; the next round
 //! starts from the chain again).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use mcjs::state::{ConfigParams, Job, Provider};
 use mcjs_client::ix::{self, JobAccounts};
@@ -42,17 +42,18 @@ pub struct Accounts<'a> {
 /// placed again in the same round travels in one transaction (report, then
 /// assignment), so recovery does not wait for another round.
 pub fn plan(actions: Vec<Action>, a: &Accounts<'_>) -> (Vec<Planned>, Vec<Unplanned>) {
-    let mut reported: HashMap<Pubkey, Action> = HashMap::new();
+    let reported: HashSet<Pubkey> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::ReportFailure { job, .. } => Some(*job),
+            Action::Assign { .. } => None,
+        })
+        .collect();
     let mut placed_with_report: HashMap<Pubkey, Action> = HashMap::new();
-    for action in &actions {
-        if let Action::ReportFailure { job, .. } = action {
-            reported.insert(*job, action.clone());
-        }
-    }
     let mut order = Vec::new();
     for action in actions {
         match &action {
-            Action::Assign { job, .. } if reported.contains_key(job) => {
+            Action::Assign { job, .. } if reported.contains(job) => {
                 placed_with_report.insert(*job, action);
             }
             _ => order.push(action),
