@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Deploys the MCJS program (an `anchor build` artefact) to a cluster and
-# initialises its Config. See migrations/README.md.
+# Deploys the MCJS program's SBF ELF (scripts/build-sbf.sh, or `anchor build`
+# where Solana's platform tools are installed) to a cluster by the upgradeable
+# loader's transactions (`mcjs admin deploy`), then initialises its Config.
+# See migrations/README.md.
 set -euo pipefail
 
 usage() {
@@ -35,24 +37,23 @@ for v in url admin program_keypair so mint treasury scheduler; do
   [ -n "${!v}" ] || { echo "missing --${v//_/-}" >&2; usage; }
 done
 
-command -v solana >/dev/null || { echo "the solana CLI is not installed (see migrations/README.md)" >&2; exit 2; }
 command -v mcjs >/dev/null || { echo "the mcjs CLI is not on PATH: cargo install --path app/cli" >&2; exit 2; }
-[ -f "$so" ] || { echo "no program binary at $so: run \`anchor build -p mcjs\` first" >&2; exit 2; }
+[ -f "$so" ] || { echo "no program binary at $so: run scripts/build-sbf.sh first" >&2; exit 2; }
 [ -f "$admin" ] || { echo "no admin keypair at $admin" >&2; exit 2; }
 [ -f "$program_keypair" ] || { echo "no program keypair at $program_keypair" >&2; exit 2; }
 
-program_id=$(solana-keygen pubkey "$program_keypair")
-declared=$(grep -o 'declare_id!("[^"]*")' programs/mcjs/src/lib.rs | cut -d'"' -f2)
-if [ "$program_id" != "$declared" ]; then
-  echo "the program keypair is $program_id but the program declares $declared: update declare_id! and rebuild" >&2
-  exit 2
-fi
-
-if solana -u "$url" program show "$program_id" >/dev/null 2>&1 && [ "$upgrade" = 0 ]; then
-  echo "program $program_id is already deployed on $url (pass --upgrade to deploy again)"
+# Refuses a keypair other than the one the program declares, and a program
+# already deployed unless --upgrade is given (then the admin must be its
+# upgrade authority).
+deploy=(mcjs -u "$url" -k "$admin" admin deploy --so "$so" --program-keypair "$program_keypair")
+if [ "$upgrade" = 1 ]; then deploy+=(--upgrade); fi
+if ! out=$("${deploy[@]}" 2>&1); then
+  case "$out" in
+    *"already deployed"*) echo "$out (carrying on with the Config)" ;;
+    *) echo "$out" >&2; exit 1 ;;
+  esac
 else
-  echo "deploying $so as $program_id to $url"
-  solana -u "$url" -k "$admin" program deploy --program-id "$program_keypair" "$so"
+  echo "$out"
 fi
 
 if mcjs -u "$url" admin show >/dev/null 2>&1; then

@@ -10,61 +10,11 @@
 use std::{fs::OpenOptions, io::Write, sync::OnceLock};
 
 use anchor_lang::solana_program::instruction::Instruction;
-use sha2::Digest;
-
-/// Every instruction of the program, as `#[program]` names them.
-const INSTRUCTIONS: &[&str] = &[
-    "initialize",
-    "update_config",
-    "register_provider",
-    "add_stake",
-    "request_withdrawal",
-    "withdraw_stake",
-    "register_node",
-    "update_node",
-    "set_node_status",
-    "submit_job",
-    "assign_job",
-    "start_job",
-    "attest_checkpoint",
-    "complete_job",
-    "report_failure",
-    "pause_job",
-    "resume_job",
-    "top_up",
-    "cancel_job",
-    "expire_job",
-    "close_job",
-    "open_verification",
-    "attest_verification",
-    "resolve_verification",
-    "release_segment",
-    "compensate_owner",
-];
 
 fn log_path() -> Option<&'static str> {
     static PATH: OnceLock<Option<String>> = OnceLock::new();
     PATH.get_or_init(|| std::env::var("MCJS_CU_LOG").ok().filter(|p| !p.is_empty()))
         .as_deref()
-}
-
-/// The instruction's name, from Anchor's discriminator: the first 8 bytes of
-/// sha256("global:<name>").
-fn name_of(data: &[u8]) -> String {
-    static TABLE: OnceLock<Vec<([u8; 8], &'static str)>> = OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        INSTRUCTIONS
-            .iter()
-            .map(|name| {
-                let hash = sha2::Sha256::digest(format!("global:{name}"));
-                (hash[..8].try_into().unwrap(), *name)
-            })
-            .collect()
-    });
-    data.get(..8)
-        .and_then(|d| table.iter().find(|(disc, _)| disc == d))
-        .map(|(_, name)| name.to_string())
-        .unwrap_or_else(|| "(unknown)".into())
 }
 
 /// The compute units of each top-level MCJS invocation, in order, from the
@@ -104,15 +54,19 @@ pub fn record(ixs: &[Instruction], logs: &[String], units: u64, ok: bool) {
     if ours.is_empty() {
         return;
     }
-    let per_ix = if ixs.len() == 1 {
-        vec![units]
-    } else {
-        units_from_logs(logs)
-    };
+    // The runtime logs each invocation's units; a transaction whose logs
+    // were cut short is charged whole to its one MCJS instruction.
+    let mut per_ix = units_from_logs(logs);
+    if per_ix.is_empty() && ours.len() == 1 {
+        per_ix.push(units);
+    }
     let outcome = if ok { "ok" } else { "failed" };
     let mut lines = String::new();
     for (ix, units) in ours.iter().zip(per_ix) {
-        lines.push_str(&format!("{}\t{units}\t{outcome}\n", name_of(&ix.data)));
+        lines.push_str(&format!(
+            "{}\t{units}\t{outcome}\n",
+            mcjs_client::compute::instruction_name(&ix.data).unwrap_or("(unknown)")
+        ));
     }
     // One write of the whole batch: O_APPEND keeps concurrent tests' lines whole.
     let mut file = OpenOptions::new()

@@ -372,7 +372,11 @@ impl Env {
 
     // ----- transactions -----
 
+    /// Sends `ixs` as the client does: behind the compute-unit limit it asks
+    /// for them (`mcjs_client::compute`). On the SBF build an instruction
+    /// that takes more than its measured maximum plus the margin fails here.
     pub fn send(&mut self, ixs: &[Instruction], signers: &[&Keypair]) -> Outcome {
+        let ixs = &mcjs_client::compute::with_unit_limit(ixs);
         let payer = signers[0].pubkey();
         let tx = Transaction::new_signed_with_payer(
             ixs,

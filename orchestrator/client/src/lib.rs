@@ -11,6 +11,7 @@
 //!   transactions, finds accounts, reads histories, watches accounts.
 
 pub mod audit;
+pub mod compute;
 pub mod decode;
 pub mod errors;
 pub mod events;

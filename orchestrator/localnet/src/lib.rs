@@ -1,12 +1,17 @@
 //! A local Solana chain for MCJS that needs nothing but this repository.
 //!
 //! surfpool serves the Solana JSON-RPC API (HTTP and websocket) offline over
-//! a LiteSVM in which the MCJS program is registered natively (see
-//! `mcjs-svm`), with the real SPL Token and Associated Token Account
-//! programs beside it. [`Localnet::start`] starts it, initialises the
-//! program (a local test USDC mint with 6 decimals, a treasury, the Config)
-//! through ordinary transactions, funds a set of wallets, and writes
-//! `localnet.json` so that other processes find everything.
+//! a LiteSVM, with the real SPL Token and Associated Token Account programs.
+//! [`Localnet::start`] starts it and puts the MCJS program on it: its SBF
+//! ELF ([`ProgramBuild::Elf`], what `scripts/build-sbf.sh` prints), deployed
+//! by the upgradeable loader's transactions exactly as on a cluster (create a
+//! buffer, write it, deploy; the admin wallet is the upgrade authority), or,
+//! where no ELF is named, the native build registered as a builtin
+//! ([`ProgramBuild::Native`]: quick to build, but nothing is metered and no
+//! SBF limit applies). It then initialises the program (a local test USDC
+//! mint with 6 decimals, a treasury, the Config) through ordinary
+//! transactions, funds a set of wallets, and writes `localnet.json` so that
+//! other processes find everything.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -20,6 +25,7 @@ use mcjs::instructions::InitializeArgs;
 use mcjs::state::ConfigParams;
 use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer, ix};
 use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
 use surfpool_core::surfnet::svm::{SurfnetSvm, SurfnetSvmConfig};
 use surfpool_types::{RpcConfig, SimnetCommand, SimnetConfig, SimnetEvent, SurfpoolConfig};
 
@@ -80,6 +86,8 @@ pub struct LocalnetConfig {
     pub slot_time_ms: u64,
     /// The program's economics.
     pub params: ConfigParams,
+    /// Which build of the program runs.
+    pub program: ProgramBuild,
 }
 
 impl Default for LocalnetConfig {
@@ -89,8 +97,61 @@ impl Default for LocalnetConfig {
             dir: PathBuf::from(DEFAULT_DIR),
             slot_time_ms: DEFAULT_SLOT_TIME_MS,
             params: default_params(),
+            program: ProgramBuild::from_env(),
         }
     }
+}
+
+/// Which build of the MCJS program a local chain runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgramBuild {
+    /// The SBF ELF at this path, deployed by loader transactions.
+    Elf(PathBuf),
+    /// The program compiled for this machine, registered as a builtin: no
+    /// compute metering, no SBF stack, heap or verifier.
+    Native,
+}
+
+impl ProgramBuild {
+    /// The ELF named by `MCJS_PROGRAM_SO` (see `mcjs_svm::PROGRAM_SO_VAR`),
+    /// else the native build.
+    pub fn from_env() -> Self {
+        match std::env::var_os(mcjs_svm::PROGRAM_SO_VAR).filter(|p| !p.is_empty()) {
+            Some(path) => ProgramBuild::Elf(path.into()),
+            None => ProgramBuild::Native,
+        }
+    }
+}
+
+/// What runs as the MCJS program on a local chain (in `localnet.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProgramInfo {
+    /// `sbf`: the ELF, deployed by loader transactions; `native`: the
+    /// builtin (nothing metered).
+    pub build: String,
+    pub elf: Option<PathBuf>,
+    pub elf_bytes: Option<usize>,
+    pub elf_sha256: Option<String>,
+    /// The deployment's loader transactions (buffer writes included).
+    pub deploy_transactions: Option<usize>,
+    pub deploy_ms: Option<u64>,
+}
+
+impl ProgramInfo {
+    pub fn is_bytecode(&self) -> bool {
+        self.build == "sbf"
+    }
+}
+
+/// The keypair of the address the program declares (`declare_id!`), which
+/// a local chain deploys it at; a cluster deployment uses its own
+/// (migrations/README.md).
+pub fn program_keypair() -> Keypair {
+    let bytes: Vec<u8> = serde_json::from_str(include_str!(
+        "../../../migrations/keys/mcjs-program-keypair.json"
+    ))
+    .expect("the program keypair file is a JSON byte array");
+    Keypair::try_from(bytes.as_slice()).expect("the program keypair file holds a keypair")
 }
 
 /// A free port whose successor is free too (the websocket listens on the
@@ -145,6 +206,8 @@ pub struct LocalnetInfo {
     pub treasury: String,
     pub slot_time_ms: u64,
     pub wallets: Wallets,
+    #[serde(default)]
+    pub program: ProgramInfo,
 }
 
 impl LocalnetInfo {
@@ -253,7 +316,18 @@ impl Localnet {
             ..SurfnetSvmConfig::default()
         })
         .map_err(|e| LocalnetError::Start(e.to_string()))?;
-        mcjs_svm::add_mcjs_program(&mut svm.inner.svm);
+        let elf = match &config.program {
+            ProgramBuild::Native => {
+                mcjs_svm::add_mcjs_program(&mut svm.inner.svm);
+                None
+            }
+            ProgramBuild::Elf(path) => {
+                Some(std::fs::read(path).map_err(|source| LocalnetError::Read {
+                    path: path.clone(),
+                    source,
+                })?)
+            }
+        };
 
         let (commands_tx, commands_rx) = crossbeam_channel::unbounded();
         let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
@@ -299,6 +373,10 @@ impl Localnet {
                         .map(|i| wallets_dir.join(format!("provider-{i}.json")))
                         .collect(),
                 },
+                program: ProgramInfo {
+                    build: "native".into(),
+                    ..ProgramInfo::default()
+                },
             },
             dir: config.dir.clone(),
             commands: commands_tx,
@@ -307,6 +385,22 @@ impl Localnet {
 
         localnet.wait_ready(ready_rx).await?;
         let client = localnet.client();
+        if let (Some(elf), ProgramBuild::Elf(path)) = (&elf, &config.program) {
+            let started = std::time::Instant::now();
+            let deployed = client
+                .deploy_program(&admin, &program_keypair(), elf, &admin.pubkey(), &|_, _| {})
+                .await?;
+            // A program deployed in a slot runs from the next one.
+            wait_next_slot(&client).await?;
+            localnet.info.program = ProgramInfo {
+                build: "sbf".into(),
+                elf: Some(path.clone()),
+                elf_bytes: Some(elf.len()),
+                elf_sha256: Some(hex::encode(sha2::Sha256::digest(elf))),
+                deploy_transactions: Some(deployed.writes + 2),
+                deploy_ms: Some(started.elapsed().as_millis() as u64),
+            };
+        }
         initialise(
             &client,
             &admin,
@@ -416,6 +510,26 @@ fn drain_events(events: Receiver<SimnetEvent>, ready: Sender<()>) {
                 }
             }
         });
+}
+
+/// Waits until the chain has moved past the slot it is in now.
+async fn wait_next_slot(client: &ChainClient) -> Result<(), ChainError> {
+    let processed = solana_commitment_config::CommitmentConfig::processed();
+    let rpc = client.rpc();
+    let now = rpc
+        .get_slot_with_commitment(processed)
+        .await
+        .map_err(|e| ChainError::Rpc(e.to_string()))?;
+    loop {
+        let slot = rpc
+            .get_slot_with_commitment(processed)
+            .await
+            .map_err(|e| ChainError::Rpc(e.to_string()))?;
+        if slot > now {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -545,6 +659,11 @@ mod tests {
         assert!(err.contains("is not a keypair file"), "{err}");
         std::fs::write(&path, "not json").unwrap();
         assert!(read_keypair(&path).is_err());
+    }
+
+    #[test]
+    fn the_program_keypair_is_the_address_the_program_declares() {
+        assert_eq!(program_keypair().pubkey(), mcjs::ID);
     }
 
     #[test]

@@ -333,3 +333,108 @@ async fn a_refused_transaction_is_named_after_the_program_that_refused_it() {
             .is_none()
     );
 }
+
+/// The program the chain runs is the one `MCJS_PROGRAM_SO` names, deployed by
+/// loader transactions with the admin as its upgrade authority and metered
+/// as bytecode; nobody else can replace it. Without the variable, the native
+/// build, with no programdata.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_program_is_the_elf_deployed_by_loader_transactions_and_only_its_authority_upgrades_it()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let localnet = start(dir.path()).await;
+    let info = localnet.info().clone();
+    let client = localnet.client();
+    let admin = read_keypair(&info.wallets.admin).unwrap();
+    let Some(elf) = mcjs_svm::program_elf_from_env() else {
+        assert_eq!(info.program.build, "native");
+        assert_eq!(client.upgrade_authority(&mcjs::ID).await.unwrap(), None);
+        return;
+    };
+    assert_eq!(info.program.build, "sbf");
+    assert_eq!(info.program.elf_bytes, Some(elf.len()));
+    let chunk = mcjs_client::rpc::chunk_len(&admin.pubkey(), &admin.pubkey());
+    assert_eq!(
+        info.program.deploy_transactions,
+        Some(elf.len().div_ceil(chunk) + 2),
+        "one write a chunk, the buffer and the deployment"
+    );
+    let programdata = mcjs_client::Pubkey::find_program_address(
+        &[mcjs::ID.as_ref()],
+        &anchor_lang::solana_program::bpf_loader_upgradeable::ID,
+    )
+    .0;
+    let stored = client.account(&programdata).await.unwrap().unwrap().data;
+    assert_eq!(
+        &stored[45..45 + elf.len()],
+        elf,
+        "the deployed bytes are the ELF's"
+    );
+    assert_eq!(
+        client.upgrade_authority(&mcjs::ID).await.unwrap(),
+        Some(Some(admin.pubkey()))
+    );
+
+    // Executed as metered bytecode, under the limit the client asked for.
+    let sig = client
+        .send(
+            &[ix::update_config(
+                &admin.pubkey(),
+                None,
+                mcjs::instructions::UpdateConfigArgs {
+                    admin: None,
+                    scheduler: None,
+                    params: None,
+                    paused: Some(false),
+                },
+            )],
+            &[&admin],
+        )
+        .await
+        .unwrap();
+    let logs = client.transaction_logs(&sig).await.unwrap();
+    let consumed = logs
+        .iter()
+        .find_map(|line| {
+            let rest = line.strip_prefix(&format!("Program {} consumed ", mcjs::ID))?;
+            let (used, rest) = rest.split_once(" of ")?;
+            Some((
+                used.parse::<u32>().ok()?,
+                rest.split(' ').next()?.parse::<u32>().ok()?,
+            ))
+        })
+        .unwrap_or_else(|| panic!("no compute line for the program: {logs:?}"));
+    assert!(consumed.0 > 1_000, "bytecode is metered: {consumed:?}");
+    assert!(consumed.1 < 200_000, "a limit was asked for: {consumed:?}");
+
+    // A stranger's upgrade and a second deployment are refused; the code stays.
+    let stranger = read_keypair(&info.wallets.providers[0]).unwrap();
+    let err = client
+        .upgrade_program(&stranger, &mcjs::ID, &elf[..elf.len() / 2], &|_, _| {})
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("refused") || err.to_string().contains("failed"),
+        "{err}"
+    );
+    let err = client
+        .deploy_program(
+            &admin,
+            &mcjs_localnet::program_keypair(),
+            elf,
+            &admin.pubkey(),
+            &|_, _| {},
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("already holds an account"),
+        "{err}"
+    );
+    let stored = client.account(&programdata).await.unwrap().unwrap().data;
+    assert_eq!(&stored[45..45 + elf.len()], elf);
+    assert_eq!(
+        client.upgrade_authority(&mcjs::ID).await.unwrap(),
+        Some(Some(admin.pubkey()))
+    );
+}

@@ -116,6 +116,25 @@ pub enum AdminCommand {
         #[command(flatten)]
         params: ParamArgs,
     },
+    /// Deploy the program's SBF ELF (scripts/build-sbf.sh) by loader
+    /// transactions: write a buffer, deploy at the program keypair's
+    /// address, hand the upgrade authority on. The wallet pays; `initialize`
+    /// then accepts only the upgrade authority.
+    Deploy {
+        /// The program's ELF.
+        #[arg(long, value_name = "SO")]
+        so: std::path::PathBuf,
+        /// The keypair of the address the program declares (declare_id!).
+        #[arg(long, value_name = "KEYPAIR")]
+        program_keypair: std::path::PathBuf,
+        /// Who may upgrade the program (and initialise it); default: the wallet.
+        #[arg(long, value_name = "PUBKEY")]
+        upgrade_authority: Option<String>,
+        /// Replace the code of a deployed program (the wallet must be its
+        /// upgrade authority).
+        #[arg(long)]
+        upgrade: bool,
+    },
     /// Show the Config and the insurance pool's balance.
     Show,
     /// Pay the owner of a job that failed for good through its providers'
@@ -205,6 +224,20 @@ pub fn run(cmd: AdminCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
                     .send(&[ix::update_config(&wallet.pubkey(), treasury, args)], &[&wallet])
                     .await?;
                 show(&client, global, "updated", Some(sig)).await
+            }
+            AdminCommand::Deploy { so, program_keypair, upgrade_authority, upgrade } => {
+                let wallet = ctx.wallet()?;
+                let view = crate::cmd::deploy::deploy(
+                    &client,
+                    &wallet,
+                    &so,
+                    &program_keypair,
+                    upgrade_authority.as_deref(),
+                    upgrade,
+                )
+                .await?;
+                global.output.print(&view)?;
+                Ok(EXIT_OK)
             }
             AdminCommand::Show => show(&client, global, "config", None).await,
             AdminCommand::Compensate { job, amount } => {

@@ -9,6 +9,10 @@
 //! uninterrupted run, and audits the job's history on chain. The auditor's
 //! dashboard serves the demo's chain on a loopback port the whole time;
 //! with `--keep` everything stays up after the summary until Ctrl-C.
+//!
+//! The chain runs the program's SBF ELF when `MCJS_PROGRAM_SO` names one
+//! (deployed by loader transactions), else the native build; the summary
+//! says which ran.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -136,6 +140,8 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
             cluster.store_url
         ),
     );
+    let program = crate::cmd::localnet::program_line(&cluster.info.program);
+    step(t, format!("  the MCJS program: {program}"));
     for a in &cluster.agents {
         step(t, format!("  agent-{} runs node {}", a.index + 1, a.node));
     }
@@ -404,6 +410,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
             .context("cannot wait for Ctrl-C")?;
         step(t, "Ctrl-C: stopping");
     }
+    step(t, format!("the MCJS program ran as {program}"));
     dashboard.abort();
     cluster.stop();
     step(t, format!("done; everything is under {}", dir.display()));

@@ -4,6 +4,7 @@ pub mod admin;
 pub mod agent;
 pub mod audit;
 pub mod dashboard;
+pub mod deploy;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod hal;

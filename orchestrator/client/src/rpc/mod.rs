@@ -48,6 +48,7 @@ use crate::history::{HistoryEntry, McjsEvent};
 use crate::{errors, ix, pda};
 
 mod accounts;
+mod deploy;
 mod error;
 mod history;
 #[cfg(feature = "local-chain")]
@@ -56,6 +57,7 @@ mod send;
 mod watch;
 
 pub use accounts::{DueCheck, JobFilter};
+pub use deploy::{Deployed, Progress, WRITE_ROUNDS, chunk_len};
 pub use error::{ChainError, classify};
 
 /// The JSON-RPC client of the MCJS program.

@@ -1,5 +1,6 @@
-//! Sending transactions and waiting for them: re-signed with a fresh
-//! blockhash when the first expires.
+//! Sending transactions and waiting for them: each asks for the compute-unit
+//! limit of its instructions ([`crate::compute`]), and is re-signed with a
+//! fresh blockhash when the first expires.
 
 use super::*;
 
@@ -10,8 +11,8 @@ pub(super) enum Attempt {
 }
 
 impl ChainClient {
-    /// Signs `ixs` (fee payer: the first signer), sends them and waits for
-    /// the client's commitment. Re-signs with a fresh blockhash when the
+    /// Signs `ixs` (fee payer: the first signer) behind a compute-unit limit
+    /// for them, sends them and waits for the client's commitment. Re-signs with a fresh blockhash when the
     /// first one expires before the transaction lands.
     pub async fn send(
         &self,
@@ -51,7 +52,8 @@ impl ChainClient {
             .get_latest_blockhash()
             .await
             .map_err(|e| self.rpc_error(e))?;
-        let mut tx = Transaction::new_with_payer(ixs, Some(&payer));
+        let ixs = crate::compute::with_unit_limit(ixs);
+        let mut tx = Transaction::new_with_payer(&ixs, Some(&payer));
         tx.try_sign(&signers.to_vec(), blockhash)
             .map_err(|e| ChainError::Signing(e.to_string()))?;
         let config = solana_rpc_client_api::config::RpcSendTransactionConfig {
@@ -119,7 +121,8 @@ impl ChainClient {
         }
     }
 
-    pub(super) async fn transaction_logs(
+    /// The log lines of a confirmed transaction.
+    pub async fn transaction_logs(
         &self,
         signature: &Signature,
     ) -> Result<Vec<String>, ChainError> {

@@ -1,0 +1,385 @@
+//! Deploying the program's SBF ELF by the upgradeable loader's own
+//! transactions, as a cluster deployment does: create a buffer, write the
+//! ELF into it a packet at a time, deploy it (or upgrade the program from
+//! it), hand the upgrade authority on. The local chain deploys this way
+//! too, so that what it runs is what a cluster runs.
+//!
+//! Writes go out many at a time without preflight and are not trusted to
+//! land: after each round the buffer is read back and every chunk whose
+//! bytes differ is written again, up to [`WRITE_ROUNDS`] times. The deployed
+//! program's bytes are read back and compared with the ELF at the end.
+
+use futures_util::stream::{self, StreamExt as _};
+use solana_loader_v3_interface::{
+    get_program_data_address, instruction as loader, state::UpgradeableLoaderState,
+};
+use solana_rpc_client_api::config::RpcSendTransactionConfig;
+
+use super::*;
+
+/// Rounds of writes (the first, then rewrites of chunks that did not land).
+pub const WRITE_ROUNDS: usize = 5;
+/// Write transactions in flight at once.
+const WRITES_IN_FLIGHT: usize = 32;
+/// A transaction's size limit on the wire (`PACKET_DATA_SIZE`).
+const PACKET_BYTES: usize = 1232;
+
+/// What a deployment did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Deployed {
+    pub program: String,
+    pub programdata: String,
+    pub upgrade_authority: String,
+    pub elf_bytes: usize,
+    /// Write transactions sent, rewrites included.
+    pub writes: usize,
+    /// Chunks that had to be written again (lost or dropped writes).
+    pub rewritten: usize,
+    /// An existing program was upgraded rather than a new one deployed.
+    pub upgraded: bool,
+}
+
+/// Progress of the buffer's writes: chunks known written, of all.
+pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Send + Sync);
+
+impl ChainClient {
+    /// Deploys `elf` as a new program at `program`'s address, paid by
+    /// `payer`, which also signs as the buffer's authority; the upgrade
+    /// authority is then handed to `upgrade_authority` when that is another
+    /// key. Refused when the address already holds an account.
+    pub async fn deploy_program(
+        &self,
+        payer: &Keypair,
+        program: &Keypair,
+        elf: &[u8],
+        upgrade_authority: &Pubkey,
+        progress: Progress<'_>,
+    ) -> Result<Deployed, ChainError> {
+        let program_key = program.pubkey();
+        if self.account(&program_key).await?.is_some() {
+            return Err(ChainError::Transaction {
+                message: format!(
+                    "{program_key} already holds an account; upgrade the program instead of deploying it again"
+                ),
+                logs: Vec::new(),
+            });
+        }
+        let (buffer, writes, rewritten) = self.write_buffer(payer, elf, progress).await?;
+        let program_rent = self.rent(UpgradeableLoaderState::size_of_program()).await?;
+        let deploy = loader::deploy_with_max_program_len(
+            &payer.pubkey(),
+            &program_key,
+            &buffer,
+            &payer.pubkey(),
+            program_rent,
+            elf.len(),
+        )
+        .map_err(|e| ChainError::Signing(e.to_string()))?;
+        self.send(&deploy, &[payer, program]).await?;
+        if *upgrade_authority != payer.pubkey() {
+            let hand_over = loader::set_upgrade_authority(
+                &program_key,
+                &payer.pubkey(),
+                Some(upgrade_authority),
+            );
+            self.send(&[hand_over], &[payer]).await?;
+        }
+        self.check_deployed(&program_key, elf, upgrade_authority)
+            .await?;
+        Ok(deployed(
+            program_key,
+            upgrade_authority,
+            elf,
+            writes,
+            rewritten,
+            false,
+        ))
+    }
+
+    /// Replaces the code of the deployed `program` with `elf`; `authority`
+    /// is its upgrade authority and pays for the buffer, whose rent comes
+    /// back to it.
+    pub async fn upgrade_program(
+        &self,
+        authority: &Keypair,
+        program: &Pubkey,
+        elf: &[u8],
+        progress: Progress<'_>,
+    ) -> Result<Deployed, ChainError> {
+        let (buffer, writes, rewritten) = self.write_buffer(authority, elf, progress).await?;
+        let upgrade = loader::upgrade(program, &buffer, &authority.pubkey(), &authority.pubkey());
+        self.send(&[upgrade], &[authority]).await?;
+        self.check_deployed(program, elf, &authority.pubkey())
+            .await?;
+        Ok(deployed(
+            *program,
+            &authority.pubkey(),
+            elf,
+            writes,
+            rewritten,
+            true,
+        ))
+    }
+
+    /// The upgrade authority of the deployed `program`: `Ok(None)` when the
+    /// address holds no upgradeable program, `Some(None)` when it is immutable.
+    pub async fn upgrade_authority(
+        &self,
+        program: &Pubkey,
+    ) -> Result<Option<Option<Pubkey>>, ChainError> {
+        let Some(account) = self.account(&get_program_data_address(program)).await? else {
+            return Ok(None);
+        };
+        match bincode::deserialize::<UpgradeableLoaderState>(&account.data) {
+            Ok(UpgradeableLoaderState::ProgramData {
+                upgrade_authority_address,
+                ..
+            }) => Ok(Some(upgrade_authority_address)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Creates a buffer owned by `authority` and writes `elf` into it.
+    /// Returns the buffer, the write transactions sent and the chunks
+    /// written again.
+    async fn write_buffer(
+        &self,
+        authority: &Keypair,
+        elf: &[u8],
+        progress: Progress<'_>,
+    ) -> Result<(Pubkey, usize, usize), ChainError> {
+        let buffer = Keypair::new();
+        let key = buffer.pubkey();
+        let rent = self
+            .rent(UpgradeableLoaderState::size_of_buffer(elf.len()))
+            .await?;
+        let create = loader::create_buffer(
+            &authority.pubkey(),
+            &key,
+            &authority.pubkey(),
+            rent,
+            elf.len(),
+        )
+        .map_err(|e| ChainError::Signing(e.to_string()))?;
+        self.send(&create, &[authority, &buffer]).await?;
+
+        let chunk = chunk_len(&authority.pubkey(), &key);
+        let chunks: Vec<usize> = (0..elf.len()).step_by(chunk).collect();
+        let total = chunks.len();
+        let mut pending = chunks.clone();
+        let mut writes = 0;
+        for round in 1..=WRITE_ROUNDS {
+            writes += pending.len();
+            self.send_writes(authority, &key, elf, chunk, &pending)
+                .await?;
+            let data = self
+                .account(&key)
+                .await?
+                .map(|account| account.data)
+                .unwrap_or_default();
+            let written =
+                &data[UpgradeableLoaderState::size_of_buffer_metadata().min(data.len())..];
+            pending = chunks
+                .iter()
+                .copied()
+                .filter(|&at| {
+                    let end = (at + chunk).min(elf.len());
+                    written.get(at..end) != Some(&elf[at..end])
+                })
+                .collect();
+            progress(total - pending.len(), total);
+            if pending.is_empty() {
+                return Ok((key, writes, writes - total));
+            }
+            tracing::info!(
+                round,
+                missing = pending.len(),
+                "buffer writes did not all land; writing them again"
+            );
+        }
+        Err(ChainError::Transaction {
+            message: format!(
+                "{} of {total} buffer writes had not landed after {WRITE_ROUNDS} rounds; the cluster may be congested (buffer {key} keeps its rent until closed)",
+                pending.len()
+            ),
+            logs: Vec::new(),
+        })
+    }
+
+    /// Sends the writes of the chunks at `offsets` without preflight, many at
+    /// once, then waits until each has landed, failed, or can no longer land.
+    async fn send_writes(
+        &self,
+        authority: &Keypair,
+        buffer: &Pubkey,
+        elf: &[u8],
+        chunk: usize,
+        offsets: &[usize],
+    ) -> Result<(), ChainError> {
+        let blockhash = self
+            .rpc
+            .get_latest_blockhash()
+            .await
+            .map_err(|e| self.rpc_error(e))?;
+        let config = RpcSendTransactionConfig {
+            skip_preflight: true,
+            encoding: Some(UiTransactionEncoding::Base64),
+            ..Default::default()
+        };
+        let sent: Vec<Result<Signature, ChainError>> = stream::iter(offsets)
+            .map(|&at| {
+                let end = (at + chunk).min(elf.len());
+                let write = loader::write(
+                    buffer,
+                    &authority.pubkey(),
+                    at as u32,
+                    elf[at..end].to_vec(),
+                );
+                let ixs = crate::compute::with_unit_limit(&[write]);
+                let tx = Transaction::new_signed_with_payer(
+                    &ixs,
+                    Some(&authority.pubkey()),
+                    &[authority],
+                    blockhash,
+                );
+                async move {
+                    self.rpc
+                        .send_transaction_with_config(&tx, config)
+                        .await
+                        .map_err(|e| self.rpc_error(e))
+                }
+            })
+            .buffer_unordered(WRITES_IN_FLIGHT)
+            .collect()
+            .await;
+        // A refused send is rewritten next round; only the landed ones are waited for.
+        let mut waiting: Vec<Signature> = sent.into_iter().filter_map(Result::ok).collect();
+        let started = Instant::now();
+        while !waiting.is_empty() && started.elapsed() < self.confirm_timeout {
+            let mut still = Vec::new();
+            for batch in waiting.chunks(256) {
+                let statuses = self
+                    .rpc
+                    .get_signature_statuses(batch)
+                    .await
+                    .map_err(|e| self.rpc_error(e))?;
+                for (signature, status) in batch.iter().zip(statuses.value) {
+                    match status {
+                        Some(status) if status.err.is_some() => {
+                            let logs = self.transaction_logs(signature).await.unwrap_or_default();
+                            return Err(classify(
+                                status.err.unwrap_or(TransactionError::AccountNotFound),
+                                logs,
+                                authority.pubkey(),
+                            ));
+                        }
+                        Some(status) if status.satisfies_commitment(self.commitment) => {}
+                        _ => still.push(*signature),
+                    }
+                }
+            }
+            waiting = still;
+            if waiting.is_empty() {
+                break;
+            }
+            let valid = self
+                .rpc
+                .is_blockhash_valid(&blockhash, CommitmentConfig::processed())
+                .await
+                .map_err(|e| self.rpc_error(e))?;
+            if !valid {
+                break;
+            }
+            tokio::time::sleep(self.poll_interval).await;
+        }
+        Ok(())
+    }
+
+    /// The deployed program's bytes are the ELF's, and its upgrade
+    /// authority is `authority`.
+    async fn check_deployed(
+        &self,
+        program: &Pubkey,
+        elf: &[u8],
+        authority: &Pubkey,
+    ) -> Result<(), ChainError> {
+        let programdata = get_program_data_address(program);
+        let data = self
+            .account(&programdata)
+            .await?
+            .map(|account| account.data)
+            .unwrap_or_default();
+        let start = UpgradeableLoaderState::size_of_programdata_metadata();
+        let holds_elf = data.get(start..start + elf.len()) == Some(elf);
+        let authority_now = self.upgrade_authority(program).await?;
+        if !holds_elf || authority_now != Some(Some(*authority)) {
+            return Err(ChainError::Transaction {
+                message: format!(
+                    "the program at {program} does not hold the ELF with upgrade authority {authority} after deployment (authority on chain: {authority_now:?})"
+                ),
+                logs: Vec::new(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The rent-exempt balance of an account of `len` bytes.
+    async fn rent(&self, len: usize) -> Result<u64, ChainError> {
+        self.rpc
+            .get_minimum_balance_for_rent_exemption(len)
+            .await
+            .map_err(|e| self.rpc_error(e))
+    }
+}
+
+fn deployed(
+    program: Pubkey,
+    authority: &Pubkey,
+    elf: &[u8],
+    writes: usize,
+    rewritten: usize,
+    upgraded: bool,
+) -> Deployed {
+    Deployed {
+        program: program.to_string(),
+        programdata: get_program_data_address(&program).to_string(),
+        upgrade_authority: authority.to_string(),
+        elf_bytes: elf.len(),
+        writes,
+        rewritten,
+        upgraded,
+    }
+}
+
+/// The most ELF bytes one write transaction carries: what is left of a
+/// packet once the transaction with an empty write (and its compute-unit
+/// limit) is signed.
+pub fn chunk_len(authority: &Pubkey, buffer: &Pubkey) -> usize {
+    let write = loader::write(buffer, authority, 0, Vec::new());
+    let tx =
+        Transaction::new_with_payer(&crate::compute::with_unit_limit(&[write]), Some(authority));
+    let empty = bincode::serialized_size(&tx).expect("a transaction serialises") as usize;
+    // The byte count's compact-u16 prefix grows by one byte past 127 bytes.
+    PACKET_BYTES - empty - 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_write_fills_a_packet_and_no_more() {
+        let authority = Pubkey::new_unique();
+        let buffer = Pubkey::new_unique();
+        let len = chunk_len(&authority, &buffer);
+        assert!(len > 900, "{len}");
+        let write = loader::write(&buffer, &authority, 1 << 20, vec![7; len]);
+        let mut tx = Transaction::new_with_payer(
+            &crate::compute::with_unit_limit(&[write]),
+            Some(&authority),
+        );
+        tx.signatures = vec![Signature::default()];
+        let size = bincode::serialized_size(&tx).unwrap() as usize;
+        assert!(size <= PACKET_BYTES && size > PACKET_BYTES - 8, "{size}");
+    }
+}
