@@ -190,8 +190,25 @@ fn look_alike_accounts_are_refused() {
     fake_config.scheduler = attacker.key();
     let data = serialized(&fake_config);
     let foreign = plant(&mut s.env, spl_token::ID, data.clone());
-    // The same bytes owned by the MCJS program but not at the Config PDA.
-    let misplaced = plant(&mut s.env, mcjs::ID, data);
+    // An account a stranger makes the MCJS program own (the system
+    // program lets anyone create an account for any owner) is all zeros:
+    // only the program writes its data, and it writes a Config only at the
+    // Config PDA (`initialize`). Its type is refused, so the Config's seeds
+    // need no second check (state/seeds.rs).
+    let misplaced = Keypair::new();
+    let lamports = s.env.svm.minimum_balance_for_rent_exemption(data.len());
+    let create = anchor_lang::solana_program::system_instruction::create_account(
+        &attacker.key(),
+        &misplaced.pubkey(),
+        lamports,
+        data.len() as u64,
+        &mcjs::ID,
+    );
+    s.env.svm.airdrop(&attacker.key(), 1_000_000_000).unwrap();
+    s.env
+        .send(&[create], &[&attacker.kp, &misplaced])
+        .expect("anyone may create an account owned by the program");
+    let misplaced = misplaced.pubkey();
     let queued = s.env.submit(&s.owner, job_args(2, 50 * USDC)).unwrap();
     let before = s.env.snapshot();
     let mut assign = ix::assign_job(&attacker.key(), &queued, &s.rival.nodes[0], &s.rival.pda);
@@ -203,7 +220,7 @@ fn look_alike_accounts_are_refused() {
     ix::substitute_account(&mut assign, &foreign, &misplaced);
     expect_anchor_error(
         s.env.send(&[assign], &[&attacker.kp]),
-        Anchor::ConstraintSeeds,
+        Anchor::AccountDiscriminatorMismatch,
     );
 
     // A Job claiming the attacker's node, planted outside the job PDA.
@@ -382,10 +399,10 @@ fn a_fenced_node_can_neither_attest_nor_complete_after_reassignment() {
     s.env.assign(&s.job, &s.rival, 0).unwrap();
     s.env.start(&s.job, &s.rival, 0).unwrap();
     let before = s.env.snapshot();
-    // The old node holds generation 1; the job is at 3.
+    // The old node holds generation 1; the job is at 3 on another node.
     expect_error(
         s.env.attest(&s.job, &s.provider, 0, 1, 5, 5),
-        McjsError::NotAssignedProvider,
+        McjsError::WrongNode,
     );
     expect_error(
         s.env.send(&[s.complete_ix()], &[&s.operator()]),
@@ -422,11 +439,15 @@ fn a_fenced_node_can_neither_attest_nor_complete_after_reassignment() {
 fn a_provider_cannot_act_on_another_providers_job() {
     let mut s = scene();
     let before = s.env.snapshot();
-    // The rival, with its own accounts, against the provider's job.
-    expect_error(
-        s.env.attest(&s.job, &s.rival, 0, 1, 5, 5),
-        McjsError::NotAssignedProvider,
-    );
+    // The rival, with its own accounts, against the provider's job: its
+    // node is not the job's (an attestation names no provider unless it
+    // settles; one that does is refused the same way).
+    for settle in [false, true] {
+        expect_error(
+            s.env.attest_settling(&s.job, &s.rival, 0, 1, 5, 5, settle),
+            McjsError::WrongNode,
+        );
+    }
     expect_error(
         s.env.start(&s.job, &s.rival, 0),
         McjsError::NotAssignedProvider,
@@ -440,6 +461,7 @@ fn a_provider_cannot_act_on_another_providers_job() {
         &s.rival.pda,
         &s.rival.payout,
         &s.env.deployment(),
+        true,
         AttestCheckpointArgs {
             generation: 1,
             epoch: 5,

@@ -93,6 +93,7 @@ fn another_programs_copy_of_an_mcjs_event_is_not_in_the_jobs_history() {
             &provider.pda,
             &provider.payout,
             &env.deployment(),
+            env.attest_needs_settlement(&job),
             mcjs::instructions::AttestCheckpointArgs {
                 generation: 1,
                 epoch: 0,

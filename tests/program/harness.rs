@@ -650,6 +650,9 @@ impl Env {
         self.send(&[ix], &[operator])
     }
 
+    /// Attests as a node agent does: with the settlement accounts only when
+    /// the attestation will exhaust the bond (`Job::attestation_may_exhaust_bond`
+    /// at the chain's clock, which is exact here).
     pub fn attest(
         &mut self,
         job: &Pubkey,
@@ -659,6 +662,33 @@ impl Env {
         epoch: u32,
         step: u64,
     ) -> Outcome {
+        let settle = self.attest_needs_settlement(job);
+        self.attest_settling(job, provider, node, generation, epoch, step, settle)
+    }
+
+    /// Whether an attestation of `job` now exhausts its bond (an unknown
+    /// job or Config: yes).
+    pub fn attest_needs_settlement(&self, job: &Pubkey) -> bool {
+        let liveness = match self.account(&pda::config()) {
+            Some(_) => self.config().params.liveness_factor,
+            None => u8::MAX,
+        };
+        self.try_job(job)
+            .is_none_or(|j| j.attestation_may_exhaust_bond(self.now(), liveness))
+    }
+
+    /// Attests with (`settle`) or without the settlement accounts.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attest_settling(
+        &mut self,
+        job: &Pubkey,
+        provider: &ProviderActor,
+        node: usize,
+        generation: u32,
+        epoch: u32,
+        step: u64,
+        settle: bool,
+    ) -> Outcome {
         let operator = provider.operator(node);
         let ix = ix::attest_checkpoint(
             &operator.pubkey(),
@@ -667,6 +697,7 @@ impl Env {
             &provider.pda,
             &provider.payout,
             &self.deployment(),
+            settle,
             AttestCheckpointArgs {
                 generation,
                 epoch,
@@ -674,7 +705,11 @@ impl Env {
                 checkpoint_hash: checkpoint_hash(epoch, step),
             },
         );
-        let ix = ix::with_segment(ix, self.segment_of(job));
+        let ix = if settle {
+            ix::with_segment(ix, self.segment_of(job))
+        } else {
+            ix
+        };
         self.send(&[ix], &[operator])
     }
 

@@ -322,8 +322,46 @@ fn a_bond_that_runs_out_pauses_the_job_until_topped_up() {
     env.assign(&job, &provider, 0).unwrap();
     env.start(&job, &provider, 0).unwrap();
     env.warp(900);
+    // 2 USDC for 15 minutes: the bond covers it, no settlement accounts.
+    assert!(!env.attest_needs_settlement(&job));
     env.attest(&job, &provider, 0, 1, 0, 1).unwrap();
     env.warp(900);
+    // This attestation exhausts the bond: it pauses the job, which needs
+    // the settlement accounts. Without them it is refused, nothing changed.
+    assert!(env.attest_needs_settlement(&job));
+    let before = env.snapshot();
+    expect_error(
+        env.attest_settling(&job, &provider, 0, 1, 0, 2, false),
+        McjsError::SettlementAccountsRequired,
+    );
+    env.assert_unchanged(&before);
+    // With them but the node read-only (the pause releases it): refused too.
+    let operator = provider.operator(0).insecure_clone();
+    let mut read_only_node = ix::attest_checkpoint(
+        &operator.pubkey(),
+        &job,
+        &provider.nodes[0],
+        &provider.pda,
+        &provider.payout,
+        &env.deployment(),
+        true,
+        AttestCheckpointArgs {
+            generation: 1,
+            epoch: 0,
+            step: 2,
+            checkpoint_hash: checkpoint_hash(0, 2),
+        },
+    );
+    for meta in &mut read_only_node.accounts {
+        if meta.pubkey == provider.nodes[0] {
+            meta.is_writable = false;
+        }
+    }
+    expect_error(
+        env.send(&[read_only_node], &[&operator]),
+        McjsError::SettlementAccountsRequired,
+    );
+    env.assert_unchanged(&before);
     let logs = env.attest(&job, &provider, 0, 1, 0, 2).unwrap();
     let paused = events::<JobPaused>(&logs);
     assert_eq!(paused[0].reason, PauseReason::InsufficientBond);
@@ -346,7 +384,7 @@ fn a_bond_that_runs_out_pauses_the_job_until_topped_up() {
     // The fenced node can no longer attest.
     expect_error(
         env.attest(&job, &provider, 0, 1, 0, 3),
-        McjsError::NotAssignedProvider,
+        McjsError::WrongNode,
     );
 
     let resume = ix::resume_job(&owner.key(), &job);
@@ -439,15 +477,9 @@ fn the_scheduler_reports_a_failure_the_node_is_fenced_and_the_job_recovers_elsew
     assert_eq!(env.node(&first.nodes[0]).status, NodeStatus::Offline);
 
     // The old node is fenced: it can neither attest nor complete.
-    expect_error(
-        env.attest(&job, &first, 0, 1, 0, 200),
-        McjsError::NotAssignedProvider,
-    );
+    expect_error(env.attest(&job, &first, 0, 1, 0, 200), McjsError::WrongNode);
     env.assign(&job, &second, 0).unwrap();
-    expect_error(
-        env.attest(&job, &first, 0, 3, 0, 200),
-        McjsError::NotAssignedProvider,
-    );
+    expect_error(env.attest(&job, &first, 0, 3, 0, 200), McjsError::WrongNode);
     env.start(&job, &second, 0).unwrap();
     env.warp(900);
     env.attest(&job, &second, 0, 3, 0, 200).unwrap();

@@ -48,6 +48,7 @@ fn attest_by(
         &p.pda,
         &p.payout,
         &env.deployment(),
+        env.attest_needs_settlement(job),
         AttestCheckpointArgs {
             generation: env.job(job).generation,
             epoch: 0,

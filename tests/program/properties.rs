@@ -441,6 +441,7 @@ impl World {
                     (self.last_epoch_step.0, self.last_epoch_step.1 + 1)
                 };
                 let generation = self.generation().wrapping_sub(u32::from(*stale));
+                let settle = self.env.attest_needs_settlement(&job);
                 let ix = ix::attest_checkpoint(
                     &signer.pubkey(),
                     &job,
@@ -448,6 +449,7 @@ impl World {
                     &provider_pda,
                     &payout,
                     &d,
+                    settle,
                     AttestCheckpointArgs {
                         generation,
                         epoch,
@@ -459,7 +461,11 @@ impl World {
                         },
                     },
                 );
-                let ix = ix::with_segment(ix, self.env.segment_of(&job));
+                let ix = if settle {
+                    ix::with_segment(ix, self.env.segment_of(&job))
+                } else {
+                    ix
+                };
                 let outcome = self.env.send(&[ix], &[&signer]);
                 if outcome.is_ok() {
                     self.last_epoch_step = (epoch, step);

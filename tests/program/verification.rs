@@ -109,6 +109,7 @@ impl World {
             &self.a.pda,
             &self.a.payout,
             &self.env.deployment(),
+            self.env.attest_needs_settlement(&self.job),
             mcjs::instructions::AttestCheckpointArgs {
                 generation: self.env.job(&self.job).generation,
                 epoch: 0,

@@ -281,6 +281,7 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
                         &provider_account,
                         &payout,
                         &deployment,
+                        true,
                         AttestCheckpointArgs {
                             generation,
                             epoch: 1,

@@ -98,6 +98,7 @@ async fn a_job_with_a_thousand_checkpoints_loads_and_verifies() {
                     &story.provider,
                     &owner_token,
                     &deployment,
+                    true,
                     AttestCheckpointArgs {
                         generation,
                         epoch: 1,

@@ -200,6 +200,7 @@ all_errors![
     JobIdTaken,
     CheckerHardwareClass,
     UnexpectedAccounts,
+    SettlementAccountsRequired,
 ];
 
 #[cfg(test)]

@@ -303,6 +303,8 @@ pub fn start_job(
 
 /// `authority` is the node's operator key; `provider` the node's Provider
 /// account. No Segment: [`JobAccounts::attest`] names a verified job's.
+/// `settle`: with the settlement accounts, as an attestation that exhausts
+/// the bond needs (see [`JobAccounts::attest`]).
 #[allow(clippy::too_many_arguments)]
 pub fn attest_checkpoint(
     authority: &Pubkey,
@@ -311,6 +313,7 @@ pub fn attest_checkpoint(
     provider: &Pubkey,
     provider_payout: &Pubkey,
     deployment: &Deployment,
+    settle: bool,
     args: args::AttestCheckpointArgs,
 ) -> Instruction {
     let on = assignment(
@@ -322,7 +325,13 @@ pub fn attest_checkpoint(
         deployment,
         args.generation,
     );
-    on.attest(authority, args.epoch, args.step, args.checkpoint_hash)
+    on.attest(
+        authority,
+        settle,
+        args.epoch,
+        args.step,
+        args.checkpoint_hash,
+    )
 }
 
 /// `authority` is the node's operator key; `provider` the node's Provider

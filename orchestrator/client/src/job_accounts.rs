@@ -96,20 +96,36 @@ impl JobAccounts {
     }
 
     /// The node's operator key attests a checkpoint of this assignment.
-    pub fn attest(&self, authority: &Pubkey, epoch: u32, step: u64, hash: [u8; 32]) -> Instruction {
-        build(
+    /// Without `settle` it names only the Config, the node (read-only) and
+    /// the job (the only account it write-locks): the common case, which
+    /// moves no tokens. With `settle` it also names the settlement accounts
+    /// (provider, job vault, mint, payout, treasury, token program, a
+    /// verified job's Segment) and the node writable, which an attestation
+    /// that exhausts the bond needs (it pauses the job): ask
+    /// [`Job::attestation_may_exhaust_bond`], and send it again with
+    /// `settle` when the program answers `SettlementAccountsRequired`.
+    pub fn attest(
+        &self,
+        authority: &Pubkey,
+        settle: bool,
+        epoch: u32,
+        step: u64,
+        hash: [u8; 32],
+    ) -> Instruction {
+        let some = |key: Pubkey| settle.then_some(key);
+        let mut ix = build(
             acc::AttestCheckpoint {
                 authority: *authority,
                 config: pda::config(),
-                provider: self.provider,
+                provider: some(self.provider),
                 node: self.node,
                 job: self.job,
-                job_vault: pda::vault(&self.job),
-                usdc_mint: self.deployment.usdc_mint,
-                provider_payout: self.payout,
-                treasury: self.deployment.treasury,
-                token_program: TOKEN_PROGRAM,
-                segment: self.segment,
+                job_vault: some(pda::vault(&self.job)),
+                usdc_mint: some(self.deployment.usdc_mint),
+                provider_payout: some(self.payout),
+                treasury: some(self.deployment.treasury),
+                token_program: some(TOKEN_PROGRAM),
+                segment: self.segment.filter(|_| settle),
             },
             data::AttestCheckpoint {
                 args: args::AttestCheckpointArgs {
@@ -119,7 +135,14 @@ impl JobAccounts {
                     checkpoint_hash: hash,
                 },
             },
-        )
+        );
+        if settle {
+            // The pause releases the node: write-locked only then.
+            for meta in ix.accounts.iter_mut().filter(|m| m.pubkey == self.node) {
+                meta.is_writable = true;
+            }
+        }
+        ix
     }
 
     /// The node's operator key completes the job with its output's hash.
@@ -146,5 +169,80 @@ impl JobAccounts {
                 },
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accounts() -> JobAccounts {
+        JobAccounts {
+            job: Pubkey::new_unique(),
+            node: Pubkey::new_unique(),
+            provider: Pubkey::new_unique(),
+            payout: Pubkey::new_unique(),
+            refund: Pubkey::new_unique(),
+            generation: 3,
+            segment: Some(Pubkey::new_unique()),
+            deployment: Deployment {
+                usdc_mint: Pubkey::new_unique(),
+                treasury: Pubkey::new_unique(),
+            },
+        }
+    }
+
+    fn writable(ix: &Instruction) -> Vec<Pubkey> {
+        ix.accounts
+            .iter()
+            .filter(|m| m.is_writable)
+            .map(|m| m.pubkey)
+            .collect()
+    }
+
+    #[test]
+    fn an_attestation_that_settles_nothing_write_locks_only_the_job() {
+        let on = accounts();
+        let authority = Pubkey::new_unique();
+        let ix = on.attest(&authority, false, 1, 2, [7; 32]);
+        assert_eq!(writable(&ix), vec![on.job]);
+        // The optional accounts are left out (the program id stands for none).
+        for key in [
+            on.provider,
+            on.payout,
+            on.segment.unwrap(),
+            pda::vault(&on.job),
+        ] {
+            assert!(ix.accounts.iter().all(|m| m.pubkey != key));
+        }
+        assert!(
+            ix.accounts
+                .iter()
+                .any(|m| m.pubkey == on.node && !m.is_writable)
+        );
+    }
+
+    #[test]
+    fn an_attestation_that_may_pause_names_the_settlement_accounts() {
+        let on = accounts();
+        let ix = on.attest(&Pubkey::new_unique(), true, 1, 2, [7; 32]);
+        let writable = writable(&ix);
+        for key in [
+            on.job,
+            on.node,
+            on.provider,
+            on.payout,
+            on.deployment.treasury,
+            pda::vault(&on.job),
+            on.segment.unwrap(),
+        ] {
+            assert!(writable.contains(&key), "{key} writable");
+        }
+        assert!(
+            ix.accounts
+                .iter()
+                .any(|m| m.pubkey == on.deployment.usdc_mint)
+        );
+        assert!(ix.accounts.iter().any(|m| m.pubkey == TOKEN_PROGRAM));
     }
 }

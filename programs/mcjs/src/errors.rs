@@ -165,4 +165,6 @@ pub enum McjsError {
     CheckerHardwareClass,
     #[msg("an instruction takes exactly the accounts it names: extra accounts are refused")]
     UnexpectedAccounts,
+    #[msg("this attestation exhausts the bond and pauses the job: it must name the settlement accounts (provider, job vault, mint, payout, treasury, token program, a writable node)")]
+    SettlementAccountsRequired,
 }

@@ -159,6 +159,7 @@ impl Story {
                 &provider,
                 &owner_token,
                 &deployment,
+                true,
                 AttestCheckpointArgs {
                     generation,
                     epoch: 1,

@@ -16,12 +16,29 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let authority = s.chain.authority();
         let ix = match tx {
             Tx::Start => ix::start_job(&authority, &job, &s.node, &s.provider, generation),
-            Tx::Attest { epoch, step, hash } => self.accounts(job, generation).attest(
-                &authority,
-                *epoch,
-                *step,
-                crate::inject::attested_hash(*step, hash.0),
-            ),
+            Tx::Attest { epoch, step, hash } => {
+                let on = self.accounts(job, generation);
+                let hash = crate::inject::attested_hash(*step, hash.0);
+                let settle = self.attestation_may_exhaust_bond(job);
+                let sent = s
+                    .chain
+                    .send(on.attest(&authority, settle, *epoch, *step, hash))
+                    .await;
+                // The job as last read may be behind the chain: an
+                // attestation that does exhaust the bond is refused without
+                // the settlement accounts, and sent once more with them.
+                return match sent {
+                    Err(f)
+                        if !settle
+                            && f.program_error.as_deref() == Some("SettlementAccountsRequired") =>
+                    {
+                        s.chain
+                            .send(on.attest(&authority, true, *epoch, *step, hash))
+                            .await
+                    }
+                    sent => sent,
+                };
+            }
             Tx::Complete { output_hash } => {
                 let on = self.accounts(job, generation);
                 if on.refund == Pubkey::default() {
@@ -35,6 +52,21 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             }
         };
         s.chain.send(ix).await
+    }
+
+    /// Whether an attestation of `job` now may exhaust its bond (and pause
+    /// it), so must name the settlement accounts: from the job as last read
+    /// (unknown: yes), a minute ahead of this machine's clock for the
+    /// chain's, bounded by the time since its progress mark (the Config's
+    /// liveness factor is not read here).
+    fn attestation_may_exhaust_bond(&self, job: Pubkey) -> bool {
+        let known = self.shared.known.lock().expect("known lock");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        known
+            .get(&job)
+            .is_none_or(|(_, j)| j.attestation_may_exhaust_bond(now.saturating_add(60), u8::MAX))
     }
 
     /// This node's assignment of `job` at `generation`: the node's own

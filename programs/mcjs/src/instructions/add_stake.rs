@@ -14,7 +14,7 @@ pub struct AddStakeArgs {
 #[derive(Accounts)]
 pub struct AddStake<'info> {
     pub owner: Signer<'info>,
-    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    /// The Config: the only one (state/seeds.rs), no seeds check.
     pub config: Account<'info, Config>,
     #[account(
         mut,

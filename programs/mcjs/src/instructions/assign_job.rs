@@ -4,34 +4,27 @@ use crate::errors::McjsError;
 use crate::events::{emit_event, JobAssigned};
 use crate::state::{seeds::*, Config, Job, Node, Provider, Segment, SegmentState};
 
+/// No seeds are checked on the Config, job, node or provider (state/seeds.rs,
+/// "Where a program account's seeds are not checked again"): the Config is
+/// the only one, the scheduler may place any queued job on any available
+/// node that fits, and the node names its provider (`has_one`). The new
+/// Segment is created at its PDA (`init`).
 #[derive(Accounts)]
 pub struct AssignJob<'info> {
     #[account(mut)]
     pub scheduler: Signer<'info>,
     #[account(
-        seeds = [SEED_PREFIX, SEED_CONFIG],
-        bump = config.bump,
         has_one = scheduler @ McjsError::NotScheduler,
     )]
     pub config: Account<'info, Config>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, job.owner.as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
-        bump = job.bump,
-    )]
+    #[account(mut)]
     pub job: Box<Account<'info, Job>>,
     #[account(
         mut,
-        seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_NODE, &node.index.to_le_bytes()],
-        bump = node.bump,
         has_one = provider @ McjsError::WrongProvider,
     )]
     pub node: Box<Account<'info, Node>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, provider.owner.as_ref(), SEED_PROVIDER],
-        bump = provider.bump,
-    )]
+    #[account(mut)]
     pub provider: Box<Account<'info, Provider>>,
     /// A verified job's Segment for this assignment (the generation it is
     /// about to get), paid for by the scheduler and given back on release.

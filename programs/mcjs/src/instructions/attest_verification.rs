@@ -27,7 +27,7 @@ pub struct AttestVerificationArgs {
 pub struct AttestVerification<'info> {
     /// The checking node's operator key.
     pub authority: Signer<'info>,
-    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    /// The Config: the only one (state/seeds.rs), no seeds check.
     pub config: Box<Account<'info, Config>>,
     #[account(
         seeds = [SEED_PREFIX, node.provider.as_ref(), SEED_NODE, &node.index.to_le_bytes()],

@@ -25,7 +25,7 @@ pub struct CloseJob<'info> {
         bump = job.vault_bump,
     )]
     pub job_vault: Box<Account<'info, TokenAccount>>,
-    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    /// The Config: the only one (state/seeds.rs), no seeds check.
     pub config: Box<Account<'info, Config>>,
     #[account(address = config.usdc_mint @ McjsError::WrongMint)]
     pub usdc_mint: Box<Account<'info, Mint>>,

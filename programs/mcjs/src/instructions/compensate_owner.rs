@@ -15,8 +15,6 @@ pub struct CompensateOwnerArgs {
 pub struct CompensateOwner<'info> {
     pub admin: Signer<'info>,
     #[account(
-        seeds = [SEED_PREFIX, SEED_CONFIG],
-        bump = config.bump,
         has_one = admin @ McjsError::NotAdmin,
     )]
     pub config: Box<Account<'info, Config>>,

@@ -8,27 +8,25 @@ use crate::state::{
     Segment, SegmentState, Verification, VerificationState, NO_OPEN_INTERVAL,
 };
 
+/// No seeds are checked on the Config, job, segment, checkers' nodes or
+/// providers (state/seeds.rs, "Where a program account's seeds are not
+/// checked again"): the segment names its job (`has_one`), each checker's
+/// node its provider, the attester's node is the segment's, and the
+/// scheduler chooses the job and checkers (checked in `validate`). The new
+/// Verification is created at its PDA (`init`).
 #[derive(Accounts)]
 pub struct OpenVerification<'info> {
     #[account(mut)]
     pub scheduler: Signer<'info>,
     #[account(
-        seeds = [SEED_PREFIX, SEED_CONFIG],
-        bump = config.bump,
         has_one = scheduler @ McjsError::NotScheduler,
     )]
     pub config: Box<Account<'info, Config>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, job.owner.as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
-        bump = job.bump,
-    )]
+    #[account(mut)]
     pub job: Box<Account<'info, Job>>,
     /// The segment of the assignment that attested the interval's end.
     #[account(
         mut,
-        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_SEGMENT, &segment.generation.to_le_bytes()],
-        bump = segment.bump,
         has_one = job @ McjsError::WrongSegment,
     )]
     pub segment: Box<Account<'info, Segment>>,
@@ -42,26 +40,14 @@ pub struct OpenVerification<'info> {
     )]
     pub verification: Box<Account<'info, Verification>>,
     #[account(
-        seeds = [SEED_PREFIX, verifier_provider.key().as_ref(), SEED_NODE, &verifier_node.index.to_le_bytes()],
-        bump = verifier_node.bump,
         constraint = verifier_node.provider == verifier_provider.key() @ McjsError::WrongProvider,
     )]
     pub verifier_node: Box<Account<'info, Node>>,
-    #[account(
-        seeds = [SEED_PREFIX, verifier_provider.owner.as_ref(), SEED_PROVIDER],
-        bump = verifier_provider.bump,
-    )]
     pub verifier_provider: Box<Account<'info, Provider>>,
     #[account(
-        seeds = [SEED_PREFIX, referee_provider.key().as_ref(), SEED_NODE, &referee_node.index.to_le_bytes()],
-        bump = referee_node.bump,
         constraint = referee_node.provider == referee_provider.key() @ McjsError::WrongProvider,
     )]
     pub referee_node: Box<Account<'info, Node>>,
-    #[account(
-        seeds = [SEED_PREFIX, referee_provider.owner.as_ref(), SEED_PROVIDER],
-        bump = referee_provider.bump,
-    )]
     pub referee_provider: Box<Account<'info, Provider>>,
     /// The node whose attestation is checked: the checkers must be of its
     /// hardware class (bitwise results differ across GPU models).

@@ -10,7 +10,7 @@ use crate::state::{seeds::*, Config, Job, Node, PauseReason, Provider, Segment};
 #[derive(Accounts)]
 pub struct PauseJob<'info> {
     pub owner: Signer<'info>,
-    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    /// The Config: the only one (state/seeds.rs), no seeds check.
     pub config: Box<Account<'info, Config>>,
     #[account(
         mut,

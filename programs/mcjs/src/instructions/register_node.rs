@@ -22,7 +22,7 @@ pub struct RegisterNodeArgs {
 pub struct RegisterNode<'info> {
     #[account(mut)]
     pub owner: Signer<'info>,
-    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    /// The Config: the only one (state/seeds.rs), no seeds check.
     pub config: Account<'info, Config>,
     #[account(
         mut,

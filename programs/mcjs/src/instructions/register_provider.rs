@@ -15,7 +15,7 @@ pub struct RegisterProviderArgs {
 pub struct RegisterProvider<'info> {
     #[account(mut)]
     pub owner: Signer<'info>,
-    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    /// The Config: the only one (state/seeds.rs), no seeds check.
     pub config: Account<'info, Config>,
     #[account(
         init,

@@ -11,7 +11,7 @@ use crate::token::pay_out;
 pub struct ReleaseSegment<'info> {
     /// Anyone: a held payment is released by whoever asks once it is due.
     pub payer: Signer<'info>,
-    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    /// The Config: the only one (state/seeds.rs), no seeds check.
     pub config: Box<Account<'info, Config>>,
     #[account(
         mut,

@@ -17,32 +17,27 @@ pub struct ReportFailureArgs {
     pub cause: FailureCause,
 }
 
+/// No seeds are checked on the Config, job, node or provider (state/seeds.rs,
+/// "Where a program account's seeds are not checked again"): the job names
+/// its node and provider, the node its provider (`has_one`). The token
+/// accounts are checked by address or seeds.
 #[derive(Accounts)]
 pub struct ReportFailure<'info> {
     /// The scheduler authority, or anyone once the job has stalled.
     pub reporter: Signer<'info>,
-    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
     pub config: Box<Account<'info, Config>>,
     #[account(
         mut,
-        seeds = [SEED_PREFIX, job.owner.as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
-        bump = job.bump,
         constraint = job.provider == Some(provider.key()) @ McjsError::NotAssignedProvider,
         constraint = job.node == Some(node.key()) @ McjsError::WrongNode,
     )]
     pub job: Box<Account<'info, Job>>,
     #[account(
         mut,
-        seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_NODE, &node.index.to_le_bytes()],
-        bump = node.bump,
         has_one = provider @ McjsError::WrongProvider,
     )]
     pub node: Box<Account<'info, Node>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, provider.owner.as_ref(), SEED_PROVIDER],
-        bump = provider.bump,
-    )]
+    #[account(mut)]
     pub provider: Box<Account<'info, Provider>>,
     #[account(
         mut,

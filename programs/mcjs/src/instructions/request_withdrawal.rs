@@ -12,7 +12,7 @@ pub struct RequestWithdrawalArgs {
 #[derive(Accounts)]
 pub struct RequestWithdrawal<'info> {
     pub owner: Signer<'info>,
-    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    /// The Config: the only one (state/seeds.rs), no seeds check.
     pub config: Account<'info, Config>,
     #[account(
         mut,

@@ -12,24 +12,21 @@ use crate::state::{
 };
 use crate::token::pay_out;
 
+/// No seeds are checked on the Config, job or verification (state/seeds.rs,
+/// "Where a program account's seeds are not checked again"): the
+/// verification names its job (`has_one`) and segment; token accounts are
+/// checked by address or seeds.
 #[derive(Accounts)]
 pub struct ResolveVerification<'info> {
     /// Anyone: a decided verification is applied by whoever asks.
     pub resolver: Signer<'info>,
-    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
     pub config: Box<Account<'info, Config>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, job.owner.as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
-        bump = job.bump,
-    )]
+    #[account(mut)]
     pub job: Box<Account<'info, Job>>,
     /// Closed once applied (its events are the audit record): the rent
     /// goes back to whoever opened it.
     #[account(
         mut,
-        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VERIFICATION, &verification.interval.to_le_bytes()],
-        bump = verification.bump,
         has_one = job @ McjsError::WrongSegment,
         has_one = rent_payer @ McjsError::WrongAssignment,
         close = rent_payer,

@@ -7,7 +7,7 @@ use crate::state::{seeds::*, Config, Job};
 #[derive(Accounts)]
 pub struct ResumeJob<'info> {
     pub owner: Signer<'info>,
-    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    /// The Config: the only one (state/seeds.rs), no seeds check.
     pub config: Box<Account<'info, Config>>,
     #[account(
         mut,

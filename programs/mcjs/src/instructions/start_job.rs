@@ -2,33 +2,29 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, JobStarted};
-use crate::state::{seeds::*, Job, Node, Provider};
+use crate::state::{Job, Node, Provider};
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct StartJobArgs {
     pub generation: u32,
 }
 
+/// No seeds are checked on the program accounts (state/seeds.rs, "Where a
+/// program account's seeds are not checked again"): the job names its node
+/// and provider (`job.node`, `job.provider`), the node its provider
+/// (`has_one`), and the signer must be the node's operator.
 #[derive(Accounts)]
 pub struct StartJob<'info> {
     /// The assigned node's operator key.
     pub authority: Signer<'info>,
-    #[account(
-        seeds = [SEED_PREFIX, provider.owner.as_ref(), SEED_PROVIDER],
-        bump = provider.bump,
-    )]
     pub provider: Box<Account<'info, Provider>>,
     #[account(
-        seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_NODE, &node.index.to_le_bytes()],
-        bump = node.bump,
         has_one = provider @ McjsError::WrongProvider,
         constraint = node.is_operator(&authority.key()) @ McjsError::NotNodeOperator,
     )]
     pub node: Box<Account<'info, Node>>,
     #[account(
         mut,
-        seeds = [SEED_PREFIX, job.owner.as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
-        bump = job.bump,
         constraint = job.provider == Some(provider.key()) @ McjsError::NotAssignedProvider,
         constraint = job.node == Some(node.key()) @ McjsError::WrongNode,
     )]

@@ -24,7 +24,7 @@ pub struct SubmitJobArgs {
 pub struct SubmitJob<'info> {
     #[account(mut)]
     pub owner: Signer<'info>,
-    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    /// The Config: the only one (state/seeds.rs), no seeds check.
     pub config: Account<'info, Config>,
     /// The owner's job ids, created with its first job.
     #[account(

@@ -3,7 +3,7 @@ use anchor_spl::token::TokenAccount;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, ConfigUpdated};
-use crate::state::{seeds::*, Config, ConfigParams};
+use crate::state::{Config, ConfigParams};
 
 /// Each field left `None` keeps its value.
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug, Default)]
@@ -19,8 +19,6 @@ pub struct UpdateConfig<'info> {
     pub admin: Signer<'info>,
     #[account(
         mut,
-        seeds = [SEED_PREFIX, SEED_CONFIG],
-        bump = config.bump,
         has_one = admin @ McjsError::NotAdmin,
     )]
     pub config: Account<'info, Config>,

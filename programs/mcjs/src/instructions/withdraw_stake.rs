@@ -10,7 +10,7 @@ use crate::token::pay_out;
 #[derive(Accounts)]
 pub struct WithdrawStake<'info> {
     pub owner: Signer<'info>,
-    #[account(seeds = [SEED_PREFIX, SEED_CONFIG], bump = config.bump)]
+    /// The Config: the only one (state/seeds.rs), no seeds check.
     pub config: Account<'info, Config>,
     #[account(
         mut,

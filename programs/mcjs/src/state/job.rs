@@ -468,6 +468,23 @@ impl Job {
         })
     }
 
+    /// Whether an attestation at `now` may exhaust the bond, and so pause
+    /// the job: then it needs the settlement accounts
+    /// (`SettlementAccountsRequired` otherwise). Conservative: the most that
+    /// [`Job::accrue`] can bill at `now` (the time since the progress mark,
+    /// capped by the billing window and the remaining duration) against the
+    /// bond not yet owed. A client that does not know the Config's liveness
+    /// factor passes `u8::MAX` (the time since the mark then bounds it), and
+    /// a `now` a little ahead of its clock.
+    pub fn attestation_may_exhaust_bond(&self, now: i64, liveness_factor: u8) -> bool {
+        let elapsed = u64::try_from(now.saturating_sub(self.progress_mark)).unwrap_or(0);
+        let remaining = u64::from(self.terms.max_duration_secs).saturating_sub(self.billed_secs);
+        let window = u64::from(self.terms.checkpoint_interval_secs)
+            .saturating_mul(u64::from(liveness_factor));
+        let secs = elapsed.min(window).min(remaining);
+        cost_of(self.rate_per_hour, secs).map_or(true, |due| due > self.unencumbered_bond())
+    }
+
     /// Records an attested checkpoint and extends the hash chain.
     pub fn record_checkpoint(
         &mut self,

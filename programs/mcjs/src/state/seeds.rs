@@ -14,6 +14,25 @@
 //! | insurance pool | `mcjs`, `insurance`                                      |
 //! | Segment        | `mcjs`, job, `segment`, generation (u32 LE)              |
 //! | Verification   | `mcjs`, job, `verification`, interval (u32 LE)           |
+//!
+//! ## Where a program account's seeds are not checked again
+//!
+//! Every Config, Provider, Node, JobCounter, Job, Segment and Verification
+//! account is created only by this program's own `init` at the PDA of the
+//! very fields it stores (owner, job id, provider, index, job, generation,
+//! interval), and those fields never change afterwards; no instruction
+//! takes a `zero` account. So an account that Anchor has checked to be
+//! owned by this program and of that type (its discriminator) is at the PDA
+//! of its own fields: deriving that PDA again from the same fields
+//! (`seeds = [.., job.owner, .., job.job_id], bump = job.bump`) proves
+//! nothing more, and costs about 1,500 CU (`create_program_address`). Such
+//! checks are left out where an instruction pins the account by a stored key
+//! relation instead (`job.node == Some(node.key())`, `node.provider ==
+//! provider.key()`, `job.owner == owner.key()`), or where any genuine
+//! account of the type will do (Config is the only one there is; a Job
+//! named by nothing else is whichever job the signer is allowed to act
+//! on). Token accounts are owned by the token program, where anyone can
+//! create one with any authority: a vault's seeds stay checked.
 
 pub const SEED_PREFIX: &[u8] = b"mcjs";
 pub const SEED_CONFIG: &[u8] = b"config";
