@@ -4,9 +4,9 @@ pub mod admin;
 pub mod agent;
 pub mod audit;
 pub mod dashboard;
-pub mod deploy;
 #[cfg(feature = "demo")]
 pub mod demo;
+pub mod deploy;
 pub mod hal;
 pub mod job;
 pub mod job_output;

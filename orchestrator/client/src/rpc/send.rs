@@ -122,10 +122,7 @@ impl ChainClient {
     }
 
     /// The log lines of a confirmed transaction.
-    pub async fn transaction_logs(
-        &self,
-        signature: &Signature,
-    ) -> Result<Vec<String>, ChainError> {
+    pub async fn transaction_logs(&self, signature: &Signature) -> Result<Vec<String>, ChainError> {
         Ok(logs_of(&self.transaction(signature).await?))
     }
 }
