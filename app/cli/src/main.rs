@@ -47,6 +47,18 @@ pub struct GlobalArgs {
     /// Configuration file (Solana CLI style, YAML or JSON: json_rpc_url, websocket_url, keypair_path).
     #[arg(long, global = true, env = "MCJS_CONFIG")]
     pub config: Option<PathBuf>,
+    /// The most a transaction offers per compute unit as a priority fee, in
+    /// micro-lamports (0: no priority fee). It offers the 75th percentile of
+    /// what recent transactions writing the same accounts paid, doubled each
+    /// time it is signed again after expiring. Default: 1000000 on a
+    /// cluster, 0 on a local chain (no fee market).
+    #[arg(
+        long,
+        global = true,
+        env = "MCJS_MAX_COMPUTE_UNIT_PRICE",
+        value_name = "MICRO_LAMPORTS"
+    )]
+    pub max_compute_unit_price: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]

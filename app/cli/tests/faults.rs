@@ -13,7 +13,9 @@ use std::time::Duration;
 use mcjs::state::{Job, JobState};
 use mcjs_client::history::McjsEvent;
 use mcjs_client::{Pubkey, Signer, ix, pda};
-use mcjs_cluster::{Cluster, ClusterConfig, StoreKind, is_running, kill_containers, workload};
+use mcjs_cluster::{
+    Cluster, ClusterConfig, EndpointProfile, StoreKind, is_running, kill_containers, workload,
+};
 use sha2::{Digest, Sha256};
 
 const USDC: u64 = 1_000_000;
@@ -76,6 +78,8 @@ struct Setup {
     /// The job's image, when not the reference trainer's (the model is
     /// still compared with the reference trainer's uninterrupted run).
     image: Option<&'static str>,
+    /// The manners of every process's JSON-RPC endpoint.
+    endpoint: Option<EndpointProfile>,
 }
 
 /// A cluster of three agents, `prepare`d, then one submitted training job.
@@ -118,6 +122,7 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
         data_roots: Vec::new(),
         store: StoreKind::S3,
         agent_env: setup.agent_env,
+        endpoint: setup.endpoint,
     })
     .await
     .expect("the cluster starts");
@@ -504,13 +509,98 @@ async fn the_scheduler_killed_and_restarted_mid_job() {
 }
 
 /// No failure of any kind is reported for the job, and it was placed once.
+/// Every process reaches the chain through a public endpoint of its own
+/// (100 ms of latency, 429 beyond 100 calls per 10 s or 40 of one method,
+/// one `sendTransaction` in ten answered and dropped): the job still
+/// completes on its first node, byte-identical and verified, and nobody is
+/// failed or slashed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_public_endpoints_the_job_completes_and_nobody_is_failed() {
+    let _one = serial();
+    let (s, done, secs) = job_behind(Some(EndpointProfile::PUBLIC)).await;
+    let stats = s.cluster.endpoint_stats();
+    eprintln!(
+        "behind public endpoints: the job ended {} after {secs:.0} s; endpoints: {stats:?}",
+        done.state.name(),
+    );
+    assert!(
+        matches!(done.state, JobState::Completed { .. }),
+        "the job ended {}; logs in {}",
+        done.state.name(),
+        s.dir.path().display()
+    );
+    // The endpoints did refuse and drop: the run was not a quiet one.
+    assert_eq!(stats.len(), 4, "{stats:?}");
+    assert!(stats.iter().any(|(_, st)| st.refused > 0), "{stats:?}");
+    assert!(
+        stats.iter().any(|(_, st)| st.dropped_sends > 0),
+        "{stats:?}"
+    );
+    assert_never_failed(&s).await;
+    s.assert_model_identical();
+    s.assert_audit_verifies();
+    s.assert_tokens_conserved().await;
+}
+
+/// A 10-epoch job submitted behind `endpoint`: the scenario, the job as it
+/// ended, and the seconds from submission to its end.
+async fn job_behind(endpoint: Option<EndpointProfile>) -> (Scenario, Job, f64) {
+    let s = scenario_of(
+        Setup {
+            args: workload::trainer_args(10),
+            restart_budget: 3,
+            endpoint,
+            ..Setup::default()
+        },
+        async |_| {},
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let done = s
+        .wait("the job to finish", 900, |j| j.state.is_terminal())
+        .await;
+    (s, done, started.elapsed().as_secs_f64())
+}
+
+/// The same job with and without public endpoints, one after the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, about five minutes: cargo test -p mcjs-cli --features demo --test faults -- --ignored --nocapture public_endpoint_cost"]
+async fn public_endpoint_cost() {
+    let _one = serial();
+    let (direct, _, direct_secs) = job_behind(None).await;
+    drop(direct);
+    let (public, done, public_secs) = job_behind(Some(EndpointProfile::PUBLIC)).await;
+    println!(
+        "10-epoch job, submission to end: direct {direct_secs:.1} s, behind public endpoints {public_secs:.1} s ({:.2}x), ended {}",
+        public_secs / direct_secs,
+        done.state.name()
+    );
+    for (process, st) in public.cluster.endpoint_stats() {
+        println!(
+            "  {process}: {} calls ({} getProgramAccounts), {} refused (429), {} of {} sends dropped",
+            st.calls, st.program_scans, st.refused, st.dropped_sends, st.sends
+        );
+    }
+}
+
 async fn assert_never_failed(s: &Scenario) {
     let events = s.events().await;
     let failures: Vec<_> = events
         .iter()
         .filter(|e| matches!(e, McjsEvent::FailureReported(_)))
         .collect();
-    assert!(failures.is_empty(), "the job was failed: {failures:?}");
+    assert!(
+        failures.is_empty(),
+        "the job was failed: {failures:?}\nwhy (the scheduler's reports, the agents' stops):\n{}",
+        s.cluster
+            .log_lines("failed on node")
+            .into_iter()
+            .chain(s.cluster.log_lines("the job stopped"))
+            .chain(s.cluster.log_lines("cannot be launched"))
+            .chain(s.cluster.log_lines("its own fault"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     let assignments = events
         .iter()
         .filter(|e| matches!(e, McjsEvent::JobAssigned(_)))
@@ -1083,6 +1173,7 @@ async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_s
             verified: Some(1.0),
             agent_env,
             image: None,
+            endpoint: None,
         },
         async |_| {},
     )
@@ -1167,6 +1258,7 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
             verified: Some(1.0),
             agent_env: Vec::new(),
             image: None,
+            endpoint: None,
         },
         async |_| {},
     )
@@ -1237,6 +1329,7 @@ async fn verification_cost_at_sample_rate_one_tenth() {
             verified: Some(0.1),
             agent_env: Vec::new(),
             image: None,
+            endpoint: None,
         },
         async |_| {},
     )
@@ -1389,6 +1482,7 @@ async fn an_image_built_to_frame_its_provider_under_check_cannot_tell_a_check_ru
             verified: Some(1.0),
             agent_env: Vec::new(),
             image: Some(hostile),
+            endpoint: None,
         },
         async |_| {},
     )

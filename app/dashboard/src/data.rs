@@ -452,22 +452,14 @@ pub async fn program(client: &ChainClient) -> Result<ProgramView, DashError> {
     let (key, config) = client.config().await?;
     let program = client.account(&PROGRAM_ID).await?;
     let loader = program.as_ref().map(|a| a.owner);
-    // An upgradeable program's account names its ProgramData account
-    // (u32 tag 2, then the address); that one holds the authority
-    // (u32 tag 3, u64 slot, Option<Pubkey>).
-    let mut upgrade_authority = None;
-    if let Some(account) = program.filter(|a| a.owner == UPGRADEABLE_LOADER)
-        && let Some(bytes) = account.data.get(4..36)
-        && let Ok(programdata) = <[u8; 32]>::try_from(bytes)
-        && let Some(data) = client.account(&Pubkey::new_from_array(programdata)).await?
-        && data.data.get(12) == Some(&1)
-        && let Some(authority) = data
-            .data
-            .get(13..45)
-            .and_then(|b| <[u8; 32]>::try_from(b).ok())
-    {
-        upgrade_authority = Some(Pubkey::new_from_array(authority).to_string());
-    }
+    let upgrade_authority = match loader {
+        Some(owner) if owner == UPGRADEABLE_LOADER => client
+            .upgrade_authority(&PROGRAM_ID)
+            .await?
+            .flatten()
+            .map(|key| key.to_string()),
+        _ => None,
+    };
     let p = &config.params;
     Ok(ProgramView {
         program_id: PROGRAM_ID.to_string(),

@@ -47,7 +47,16 @@ pub fn write(
     let tmp = dir.join(format!("{MANIFEST}.tmp"));
     write_synced(&tmp, serde_json::to_string_pretty(&manifest)?.as_bytes())?;
     fs::rename(&tmp, dir.join(MANIFEST))?;
-    File::open(&dir)?.sync_all()?;
+    // With the manifest in place the directory is the agent's, which may
+    // already have stored and removed it: then there is nothing to sync.
+    match File::open(&dir) {
+        Ok(d) => match d.sync_all() {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e.into()),
+    }
     Ok(dir)
 }
 

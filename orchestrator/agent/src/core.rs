@@ -21,6 +21,13 @@ pub use messages::*;
 pub const FIRST_RETRY: Duration = Duration::from_millis(500);
 pub const MAX_RETRY: Duration = Duration::from_secs(10);
 
+/// The next look for checkpoints after one failed (the store refusing an
+/// upload, say: the checkpoint stays on the node and is uploaded again);
+/// doubled on every further failure up to [`MAX_COLLECT_RETRY`], and back
+/// to every tick once a look succeeds.
+pub const FIRST_COLLECT_RETRY: Duration = Duration::from_secs(1);
+pub const MAX_COLLECT_RETRY: Duration = Duration::from_secs(60);
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "phase", rename_all = "snake_case")]
 pub enum Phase {
@@ -100,6 +107,9 @@ pub struct Assignment {
     pub retry_at: Option<SystemTime>,
     pub retry_delay: Duration,
     pub collecting: bool,
+    /// After a failed look for checkpoints, none before this.
+    pub collect_after: Option<SystemTime>,
+    pub collect_delay: Duration,
     pub overdue_flagged: bool,
     pub exit: Option<Exit>,
 }
@@ -123,6 +133,8 @@ impl Assignment {
             retry_at: None,
             retry_delay: FIRST_RETRY,
             collecting: false,
+            collect_after: None,
+            collect_delay: FIRST_COLLECT_RETRY,
             overdue_flagged: false,
             exit: None,
         }
@@ -340,6 +352,8 @@ impl Core {
             }
             Event::CheckpointsCollected { stored } => {
                 a.collecting = false;
+                a.collect_after = None;
+                a.collect_delay = FIRST_COLLECT_RETRY;
                 if !stored.is_empty() {
                     a.last_checkpoint_at = Some(now);
                     a.overdue_flagged = false;
@@ -354,7 +368,10 @@ impl Core {
             }
             Event::CollectFailed { reason } => {
                 a.collecting = false;
-                tracing::warn!(%job, generation, %reason, "cannot collect the job's checkpoints");
+                let retry_in = a.collect_delay;
+                a.collect_after = Some(now + retry_in);
+                a.collect_delay = (retry_in * 2).min(MAX_COLLECT_RETRY);
+                tracing::warn!(%job, generation, %reason, ?retry_in, "cannot collect the job's checkpoints; the job runs on and they are collected again");
             }
             Event::JobFault { reason } => {
                 a.collecting = false;
@@ -498,7 +515,7 @@ impl Core {
         for a in self.jobs.values_mut() {
             let (job, generation) = (a.job, a.generation);
             if let Phase::Running { container, .. } = &a.phase {
-                if !a.collecting {
+                if !a.collecting && a.collect_after.is_none_or(|t| now >= t) {
                     a.collecting = true;
                     actions.push(Action::Collect { job, generation });
                 }

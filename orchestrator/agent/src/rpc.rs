@@ -6,13 +6,15 @@ use anchor_lang::solana_program::instruction::Instruction;
 use mcjs_client::history::McjsEvent;
 use mcjs_client::ix::Deployment;
 use mcjs_client::program::state::{Job, Node, Provider};
-use mcjs_client::{ChainClient, ChainError, JobFilter, Keypair, Pubkey, Signer};
+use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer};
 use mcjs_runtime::checkpoint::Sha256Digest;
 use std::sync::Arc;
 
 pub struct RpcChain {
     pub client: ChainClient,
     pub wallet: Arc<Keypair>,
+    /// The job the node held at the last read: read with the node in one call.
+    held: std::sync::Mutex<Option<Pubkey>>,
 }
 
 impl RpcChain {
@@ -20,16 +22,18 @@ impl RpcChain {
         Self {
             client,
             wallet: Arc::new(wallet),
+            held: std::sync::Mutex::new(None),
         }
     }
 }
 
 /// The error policy's view of a chain error: what is worth retrying.
 pub fn failure(e: ChainError) -> ChainFailure {
-    let retryable = matches!(
-        e,
-        ChainError::Unreachable { .. } | ChainError::Timeout { .. } | ChainError::Rpc(_)
-    );
+    // An attestation whose blockhash expired under congestion is sent again
+    // (after the core's backoff), never dropped: dropping it would leave the
+    // job without a checkpoint on chain until the next interval, exactly when
+    // the overdue rule reports it.
+    let retryable = e.may_land_if_sent_again();
     ChainFailure {
         program_error: e.program_error_name().map(str::to_string),
         message: e.to_string(),
@@ -52,11 +56,16 @@ impl AgentChain for RpcChain {
         self.wallet.sign_message(message).into()
     }
 
+    /// The job the node's account names, read by address (no scan of the
+    /// program): the program keeps `Node::current_job` naming the job
+    /// assigned to or running on the node, and clears it when the job
+    /// leaves.
     async fn jobs_on_node(&self, node: Pubkey) -> Result<Vec<(Pubkey, Job)>, ChainFailure> {
-        self.client
-            .jobs(JobFilter::Node(node))
-            .await
-            .map_err(failure)
+        let hint = *self.held.lock().expect("held lock");
+        let read = self.client.node_job(&node, hint).await.map_err(failure)?;
+        let job = read.and_then(|(_, job)| job);
+        *self.held.lock().expect("held lock") = job.as_ref().map(|(key, _)| *key);
+        Ok(job.into_iter().collect())
     }
 
     async fn attested(&self, job: Pubkey) -> Result<Vec<Attested>, ChainFailure> {
@@ -99,5 +108,50 @@ impl AgentChain for RpcChain {
             .await
             .map(|_| ())
             .map_err(failure)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What was lost on the way is sent again; what a program refused waits
+    /// for the chain to say what changed.
+    #[test]
+    fn a_transaction_lost_to_congestion_is_sent_again_and_a_refused_one_is_not() {
+        let lost = [
+            ChainError::Expired { attempts: 3 },
+            ChainError::Timeout {
+                signature: Default::default(),
+                secs: 90,
+            },
+            ChainError::Unreachable {
+                url: "http://rpc".into(),
+                message: "connection refused".into(),
+            },
+            ChainError::Rpc("429 Too Many Requests".into()),
+        ];
+        for e in lost {
+            let shown = e.to_string();
+            assert!(failure(e).retryable, "{shown}");
+        }
+        let refused = [
+            ChainError::Program {
+                program: "mcjs".into(),
+                name: "JobNotRunning".into(),
+                message: "".into(),
+                code: 6000,
+                logs: vec![],
+            },
+            ChainError::Transaction {
+                message: "AccountInUse".into(),
+                logs: vec![],
+            },
+            ChainError::Signing("no fee payer given".into()),
+        ];
+        for e in refused {
+            let shown = e.to_string();
+            assert!(!failure(e).retryable, "{shown}");
+        }
     }
 }

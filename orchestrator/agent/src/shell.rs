@@ -11,7 +11,8 @@ use crate::fault::{Found, classify};
 use crate::gpus::GpuLedger;
 use crate::metrics::AgentMetrics;
 use crate::output::store_output;
-use crate::spec_store::get_spec;
+use crate::spec_store::{SpecStoreError, get_spec};
+use futures_util::FutureExt;
 use mcjs_client::Pubkey;
 use mcjs_client::ix::{self, Deployment};
 use mcjs_client::program::state::Job;
@@ -27,7 +28,7 @@ use mcjs_runtime::engine::{
 };
 use mcjs_runtime::launch::{LaunchError, launch};
 use mcjs_runtime::staging::{DataCache, DataInput, StagingPolicy};
-use mcjs_runtime::store::{CheckpointPipeline, CheckpointStore, ExpectedCheckpoint};
+use mcjs_runtime::store::{CheckpointPipeline, CheckpointStore, ExpectedCheckpoint, StoreError};
 use mcjs_runtime::volume::{self, DiskBound};
 use mcjs_spec::JobSpec;
 use object_store::ObjectStore;
@@ -117,6 +118,11 @@ struct RunCtx {
     output_dir: PathBuf,
     /// When the job's disk use was last measured.
     measured_at: Mutex<Option<Instant>>,
+    /// Held by a look for checkpoints: the periodic one and the one after
+    /// the container exits must not both read a checkpoint the other is
+    /// storing and removing (the loser found it gone, and a checkpoint that
+    /// vanishes mid-read is the job's fault).
+    collecting: tokio::sync::Mutex<()>,
 }
 
 struct Shared<C, E = DockerEngine> {
@@ -459,9 +465,22 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 restore,
             } => Some((job, generation, self.launch(job, generation, restore).await)),
             Action::Collect { job, generation } => {
-                let event = match self.ctx(job, generation).await {
-                    Ok(ctx) => self.collect(job, &ctx).await,
-                    Err(reason) => Event::CollectFailed { reason },
+                // Whatever happens, the core hears back: a look that never
+                // reported would stop every later one for the job.
+                let look = async {
+                    match self.ctx(job, generation).await {
+                        Ok(ctx) => self.collect(job, &ctx).await,
+                        Err(reason) => Event::CollectFailed { reason },
+                    }
+                };
+                let event = match std::panic::AssertUnwindSafe(look).catch_unwind().await {
+                    Ok(event) => event,
+                    Err(panic) => Event::CollectFailed {
+                        reason: format!(
+                            "collecting the checkpoints panicked ({}); they are collected again",
+                            panic_message(&*panic)
+                        ),
+                    },
                 };
                 Some((job, generation, event))
             }
@@ -697,3 +716,12 @@ const PAID_GPU_WAIT: Duration = Duration::from_secs(30);
 /// Label carrying the node account on every job container, so that agents of
 /// several nodes on one host leave each other's containers alone.
 pub const NODE_LABEL: &str = "mcjs.node";
+
+/// What a caught panic said.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
+}

@@ -867,3 +867,54 @@ fn only_a_refusal_that_time_clears_is_sent_again() {
         assert_eq!(later.contains(&attest), again, "{program_error:?}");
     }
 }
+
+fn collects(actions: &[Action]) -> usize {
+    actions
+        .iter()
+        .filter(|a| matches!(a, Action::Collect { .. }))
+        .count()
+}
+
+/// A look for checkpoints that failed (the store refusing an upload: the
+/// checkpoint stays on the node) neither stops the job nor the looks: the
+/// next comes after a backoff that doubles while they keep failing, and a
+/// look that succeeds brings them back to every tick.
+#[test]
+fn a_failed_checkpoint_collection_is_retried_with_backoff_and_the_job_runs_on() {
+    let mut c = running();
+    let failed = || Event::CollectFailed {
+        reason: "store: cannot upload weights.bin (storing part 2 of its multipart upload)".into(),
+    };
+    let ms = Duration::from_millis;
+    assert_eq!(collects(&c.on_event(key(1), 3, failed(), at(10))), 0);
+    assert_eq!(collects(&c.on_tick(at(10) + ms(999))), 0, "not before 1 s");
+    assert_eq!(collects(&c.on_tick(at(11))), 1, "again after 1 s");
+    assert_eq!(
+        collects(&c.on_tick(at(11) + ms(100))),
+        0,
+        "one look at a time"
+    );
+
+    assert_eq!(collects(&c.on_event(key(1), 3, failed(), at(12))), 0);
+    assert_eq!(collects(&c.on_tick(at(13) + ms(999))), 0, "not before 2 s");
+    assert_eq!(collects(&c.on_tick(at(14))), 1, "again after 2 s");
+    assert!(matches!(c.jobs[&key(1)].phase, Phase::Running { .. }));
+
+    // The retried upload went through: attested, and looks every tick again.
+    let actions = c.on_event(key(1), 3, checkpoints(&[10]), at(15));
+    assert_eq!(collects(&actions), 1);
+    assert_eq!(
+        sends(&actions),
+        [Tx::Attest {
+            epoch: 1,
+            step: 10,
+            hash: hash(10)
+        }]
+    );
+    assert_eq!(collects(&c.on_event(key(1), 3, failed(), at(16))), 0);
+    assert_eq!(
+        collects(&c.on_tick(at(17))),
+        1,
+        "the backoff starts over at 1 s"
+    );
+}

@@ -1,4 +1,5 @@
-//! The compute-unit limit every MCJS transaction asks for.
+//! The compute-unit limit every MCJS transaction asks for, and the price
+//! it offers per unit.
 //!
 //! A transaction that sets no limit is given 200,000 CU per instruction and
 //! pays priority fees on all of it; one that sets too little fails. MCJS
@@ -9,6 +10,13 @@
 //! the next thousand. The other programs MCJS calls cost fixed, small
 //! amounts. No simulation is spent on it: on a public endpoint every extra
 //! call counts against the rate limit.
+//!
+//! The price (the priority fee, in micro-lamports per unit) follows what
+//! transactions writing the same accounts paid in recent slots
+//! (`getRecentPrioritizationFees`): their [`FeePolicy::percentile`], doubled
+//! each time a transaction is signed again after its blockhash expired,
+//! never above the operator's [`FeePolicy::ceiling`]. A transaction costs at
+//! most `ceiling × limit / 10⁶` lamports over the base fee.
 
 use anchor_lang::Discriminator;
 use anchor_lang::prelude::Pubkey;
@@ -38,30 +46,30 @@ macro_rules! measured {
 measured! {
     Initialize "initialize" 23_589,
     UpdateConfig "update_config" 7_401,
-    RegisterProvider "register_provider" 41_326,
-    AddStake "add_stake" 17_004,
+    RegisterProvider "register_provider" 42_826,
+    AddStake "add_stake" 16_952,
     RequestWithdrawal "request_withdrawal" 7_758,
-    WithdrawStake "withdraw_stake" 17_194,
-    RegisterNode "register_node" 32_942,
-    UpdateNode "update_node" 12_224,
-    SetNodeStatus "set_node_status" 10_201,
-    SubmitJob "submit_job" 54_669,
-    AssignJob "assign_job" 35_550,
+    WithdrawStake "withdraw_stake" 17_303,
+    RegisterNode "register_node" 31_428,
+    UpdateNode "update_node" 12_210,
+    SetNodeStatus "set_node_status" 10_187,
+    SubmitJob "submit_job" 53_169,
+    AssignJob "assign_job" 34_031,
     StartJob "start_job" 12_287,
-    AttestCheckpoint "attest_checkpoint" 36_542,
-    CompleteJob "complete_job" 43_265,
-    ReportFailure "report_failure" 54_085,
-    PauseJob "pause_job" 40_896,
+    AttestCheckpoint "attest_checkpoint" 36_654,
+    CompleteJob "complete_job" 43_534,
+    ReportFailure "report_failure" 54_394,
+    PauseJob "pause_job" 41_050,
     ResumeJob "resume_job" 12_276,
-    TopUp "top_up" 22_014,
-    CancelJob "cancel_job" 21_690,
-    ExpireJob "expire_job" 20_571,
-    CloseJob "close_job" 21_676,
-    OpenVerification "open_verification" 41_471,
-    AttestVerification "attest_verification" 19_112,
-    ResolveVerification "resolve_verification" 73_177,
-    ReleaseSegment "release_segment" 34_559,
-    CompensateOwner "compensate_owner" 22_230,
+    TopUp "top_up" 21_997,
+    CancelJob "cancel_job" 21_768,
+    ExpireJob "expire_job" 20_650,
+    CloseJob "close_job" 21_770,
+    OpenVerification "open_verification" 49_580,
+    AttestVerification "attest_verification" 19_101,
+    ResolveVerification "resolve_verification" 58_125,
+    ReleaseSegment "release_segment" 34_777,
+    CompensateOwner "compensate_owner" 22_346,
 }
 
 /// The builtins and programs MCJS's transactions call besides its own, with
@@ -141,6 +149,105 @@ pub fn with_unit_limit(ixs: &[Instruction]) -> Vec<Instruction> {
     out
 }
 
+/// How much a transaction offers per compute unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeePolicy {
+    /// The most it offers, in micro-lamports per unit; 0 never pays a
+    /// priority fee (and never asks for recent fees).
+    pub ceiling: u64,
+    /// Which percentile of the recent slots' fees it offers (0 to 100).
+    pub percentile: u8,
+}
+
+impl FeePolicy {
+    /// The default ceiling: one lamport per unit, which is at most 0.00008
+    /// SOL for the largest MCJS transaction.
+    pub const DEFAULT_CEILING: u64 = 1_000_000;
+    /// Where a re-signed transaction starts when recent slots paid nothing
+    /// (it expired all the same: the leader had better offers).
+    pub const ESCALATION_FLOOR: u64 = 10_000;
+
+    /// Never pays a priority fee.
+    pub const NONE: FeePolicy = FeePolicy {
+        ceiling: 0,
+        percentile: 75,
+    };
+
+    pub fn with_ceiling(ceiling: u64) -> Self {
+        Self {
+            ceiling,
+            ..Self::default()
+        }
+    }
+
+    /// The price for the `attempt`-th signing (from 1) of a transaction
+    /// when recent slots paid `recent` for its writable accounts: the
+    /// percentile of `recent` (nearest rank; 0 when empty), doubled for
+    /// each earlier attempt (from [`Self::ESCALATION_FLOOR`] at least), at
+    /// most the ceiling.
+    pub fn price(&self, recent: &[u64], attempt: u32) -> u64 {
+        let mut sorted = recent.to_vec();
+        sorted.sort_unstable();
+        let observed = match sorted.len() {
+            0 => 0,
+            n => {
+                let rank = (usize::from(self.percentile.min(100)) * n).div_ceil(100);
+                sorted[rank.clamp(1, n) - 1]
+            }
+        };
+        let price = match attempt {
+            0 | 1 => observed,
+            n => observed
+                .max(Self::ESCALATION_FLOOR)
+                .saturating_mul(1u64 << (n - 1).min(32)),
+        };
+        price.min(self.ceiling)
+    }
+}
+
+impl Default for FeePolicy {
+    fn default() -> Self {
+        Self {
+            ceiling: Self::DEFAULT_CEILING,
+            percentile: 75,
+        }
+    }
+}
+
+/// The accounts `ixs` write (the fee payer's among them), once each, at
+/// most the 128 that `getRecentPrioritizationFees` takes.
+pub fn writable_accounts(ixs: &[Instruction], payer: &Pubkey) -> Vec<Pubkey> {
+    let mut out = vec![*payer];
+    for meta in ixs.iter().flat_map(|ix| &ix.accounts) {
+        if meta.is_writable && !out.contains(&meta.pubkey) {
+            out.push(meta.pubkey);
+        }
+    }
+    out.truncate(128);
+    out
+}
+
+/// `ixs` behind a `SetComputeUnitLimit` of [`unit_limit`] (unless they set
+/// one) and, for a price above 0, a `SetComputeUnitPrice` (unless they set
+/// one).
+pub fn with_budget(ixs: &[Instruction], micro_lamports: u64) -> Vec<Instruction> {
+    let mut out = with_unit_limit(ixs);
+    let priced = ixs
+        .iter()
+        .any(|ix| ix.program_id == COMPUTE_BUDGET_PROGRAM && ix.data.first() == Some(&3));
+    if micro_lamports > 0 && !priced {
+        out.insert(0, set_unit_price(micro_lamports));
+    }
+    out
+}
+
+/// `SetComputeUnitPrice(micro_lamports)`.
+pub fn set_unit_price(micro_lamports: u64) -> Instruction {
+    solana_compute_budget_interface::ComputeBudgetInstruction::set_compute_unit_price(
+        micro_lamports,
+    )
+}
+
 /// `SetComputeUnitLimit(units)`.
 pub fn set_unit_limit(units: u32) -> Instruction {
     solana_compute_budget_interface::ComputeBudgetInstruction::set_compute_unit_limit(units)
@@ -192,6 +299,78 @@ mod tests {
             );
         }
         assert_eq!(instruction_name(&[0; 8]), None);
+    }
+
+    #[test]
+    fn the_price_is_the_recent_percentile_doubled_per_resigning_and_capped() {
+        let policy = FeePolicy::with_ceiling(50_000);
+        // Nothing known, nothing paid recently: no priority fee.
+        assert_eq!(policy.price(&[], 1), 0);
+        assert_eq!(policy.price(&[0; 150], 1), 0);
+        // The 75th percentile by nearest rank: the 3rd of 4, the 75th of 100.
+        assert_eq!(policy.price(&[400, 100, 300, 200], 1), 300);
+        let hundred: Vec<u64> = (1..=100).collect();
+        assert_eq!(policy.price(&hundred, 1), 75);
+        assert_eq!(
+            FeePolicy {
+                percentile: 100,
+                ..policy
+            }
+            .price(&hundred, 1),
+            100
+        );
+        assert_eq!(
+            FeePolicy {
+                percentile: 0,
+                ..policy
+            }
+            .price(&hundred, 1),
+            1
+        );
+        // Signed again after expiring: doubled, from the floor at least.
+        assert_eq!(policy.price(&[0; 150], 2), 2 * FeePolicy::ESCALATION_FLOOR);
+        assert_eq!(policy.price(&[20_000], 2), 40_000);
+        // Never above the ceiling, however high recent fees or attempts go.
+        assert_eq!(policy.price(&[u64::MAX], 1), 50_000);
+        assert_eq!(policy.price(&[20_000], 64), 50_000);
+        assert_eq!(FeePolicy::NONE.price(&[u64::MAX], 3), 0);
+    }
+
+    #[test]
+    fn a_priced_transaction_carries_one_price_and_one_limit() {
+        let payer = Pubkey::new_unique();
+        let ixs = [ix::request_withdrawal(&payer, 1)];
+        let budget = with_budget(&ixs, 7_000);
+        assert_eq!(budget.len(), 3);
+        assert_eq!(budget[0], set_unit_price(7_000));
+        assert_eq!(budget[1], set_unit_limit(unit_limit(&ixs)));
+        assert_eq!(with_budget(&budget, 9_000), budget);
+        // A zero price adds no instruction.
+        assert_eq!(with_budget(&ixs, 0), with_unit_limit(&ixs));
+        // The payer first, then each writable account once; readonly ones not.
+        let job = Pubkey::new_unique();
+        let read = Pubkey::new_unique();
+        let touch = |writable: bool, key: Pubkey| Instruction {
+            program_id: mcjs::ID,
+            accounts: vec![if writable {
+                anchor_lang::solana_program::instruction::AccountMeta::new(key, false)
+            } else {
+                anchor_lang::solana_program::instruction::AccountMeta::new_readonly(key, false)
+            }],
+            data: Vec::new(),
+        };
+        assert_eq!(
+            writable_accounts(
+                &[
+                    touch(true, job),
+                    touch(false, read),
+                    touch(true, job),
+                    touch(true, payer)
+                ],
+                &payer
+            ),
+            vec![payer, job]
+        );
     }
 
     #[test]

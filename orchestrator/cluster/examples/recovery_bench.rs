@@ -13,7 +13,11 @@
 //!
 //! cargo build -p mcjs-cli && cargo run -p mcjs-cluster --example recovery_bench -- \
 //!     [--runs 50] [--partitions 10] [--slot-time-ms 400] [--store s3|dir] [--json FILE] \
-//!     [--mcjs $CARGO_TARGET_DIR/debug/mcjs]
+//!     [--endpoint public] [--mcjs $CARGO_TARGET_DIR/debug/mcjs]
+//!
+//! `--endpoint public` puts a public endpoint's manners (latency, 429s,
+//! dropped sends: `mcjs_cluster::EndpointProfile::PUBLIC`) between each
+//! process and the chain, and prints what each endpoint did.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -54,6 +58,13 @@ async fn main() -> anyhow::Result<()> {
         Some(other) => anyhow::bail!("--store {other}: s3 or dir"),
     };
     let slot: u64 = arg("--slot-time-ms").map_or(400, |v| v.parse().unwrap());
+    let endpoint = match arg("--endpoint") {
+        None => None,
+        Some(name) => Some(
+            mcjs_cluster::EndpointProfile::named(&name)
+                .ok_or_else(|| anyhow::anyhow!("--endpoint {name}: only `public` is known"))?,
+        ),
+    };
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
     let mcjs =
         arg("--mcjs").map_or_else(|| PathBuf::from(&target).join("debug/mcjs"), PathBuf::from);
@@ -83,6 +94,7 @@ async fn main() -> anyhow::Result<()> {
         data_roots: vec![data.clone()],
         store,
         agent_env: Vec::new(),
+        endpoint,
     })
     .await?;
     let spec = dir.path().join("job.json");
@@ -159,6 +171,16 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     let grace = mcjs_protocol::DEFAULT_DISCONNECT_GRACE_MS;
+    for (process, stats) in cluster.endpoint_stats() {
+        println!(
+            "endpoint of {process}: {} calls, {} refused (429), {} of {} sends dropped",
+            stats.calls, stats.refused, stats.dropped_sends, stats.sends
+        );
+    }
+    println!(
+        "endpoint {}",
+        endpoint.map_or("direct".to_string(), |p| format!("{p:?}"))
+    );
     println!(
         "slot time {slot} ms, store {store:?}, heartbeat timeout 3 s, disconnect grace {grace} ms, checkpoint interval 60 s (the trainer also checkpoints every 16 steps)"
     );

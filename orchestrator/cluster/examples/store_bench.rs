@@ -149,6 +149,7 @@ async fn main() -> anyhow::Result<()> {
         data_roots: Vec::new(),
         store: StoreKind::S3,
         agent_env: Vec::new(),
+        endpoint: None,
     })
     .await?;
     let data = dir.path().join("train.csv");

@@ -14,7 +14,9 @@
 //!
 //! Used by `mcjs demo` and by the end-to-end tests.
 
+pub mod endpoint;
 pub mod link;
+mod s3;
 pub mod workload;
 
 use std::path::{Path, PathBuf};
@@ -27,7 +29,11 @@ use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, pda};
 use mcjs_localnet::LocalnetInfo;
 use tokio::net::TcpListener;
 
+pub use endpoint::{Endpoint, EndpointProfile, EndpointStats};
 pub use link::Link;
+pub use s3::{
+    S3_ACCESS_KEY, S3_BUCKET, S3_PREFIX, S3_SECRET_KEY, S3_USER_BUCKET, S3Server, s3s_fs_bin,
+};
 
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
@@ -49,6 +55,10 @@ pub struct ClusterConfig {
     pub store: StoreKind,
     /// Extra environment of the i-th agent: `(i, name, value)`.
     pub agent_env: Vec<(usize, String, String)>,
+    /// Where set, the scheduler and every agent reach the chain's JSON-RPC
+    /// through an [`Endpoint`] of their own with these manners (latency,
+    /// 429s, dropped sends), as they would a public endpoint.
+    pub endpoint: Option<EndpointProfile>,
 }
 
 /// Where the cluster keeps specs, checkpoints and outputs.
@@ -60,93 +70,6 @@ pub enum StoreKind {
     /// An S3-compatible server (`s3s-fs`), reached by agents and users only
     /// through the scheduler's gateway.
     S3,
-}
-
-/// The access key of the cluster's S3 server (held by the scheduler only).
-pub const S3_ACCESS_KEY: &str = "mcjs-operator";
-pub const S3_SECRET_KEY: &str = "mcjs-operator-secret";
-/// The bucket and prefix of the cluster's S3 store.
-pub const S3_BUCKET: &str = "mcjs";
-/// A bucket of the user's own on the same server, for output delivery.
-pub const S3_USER_BUCKET: &str = "user-results";
-pub const S3_PREFIX: &str = "deploy";
-
-/// The `s3s-fs` binary: `$MCJS_S3S_FS`, else on the PATH, else cargo's bin dir.
-pub fn s3s_fs_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("MCJS_S3S_FS") {
-        return PathBuf::from(p);
-    }
-    for dir in std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default()
-    {
-        let candidate = dir.join("s3s-fs");
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
-        .unwrap_or_default();
-    cargo_home.join("bin/s3s-fs")
-}
-
-/// A running S3-compatible server.
-pub struct S3Server {
-    pub endpoint: String,
-    /// Where it keeps its buckets (`<root>/<bucket>/<key>`).
-    pub root: PathBuf,
-    child: Child,
-}
-
-impl S3Server {
-    /// Starts `s3s-fs` on a free port with the operator's keys and one
-    /// bucket per name in `buckets`.
-    pub async fn start(root: &Path, logs: &Path, buckets: &[&str]) -> anyhow::Result<Self> {
-        for b in buckets {
-            std::fs::create_dir_all(root.join(b))?;
-        }
-        let port = free_port(false).await?;
-        let bin = s3s_fs_bin();
-        let child = Command::new(&bin)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--access-key", S3_ACCESS_KEY, "--secret-key", S3_SECRET_KEY])
-            .arg(root)
-            .stdin(Stdio::null())
-            .stdout(log_file(logs, "s3")?)
-            .stderr(log_file(logs, "s3.err")?)
-            .spawn()
-            .with_context(|| {
-                format!(
-                    "cannot start the S3 server {} (scripts/setup.sh installs it: cargo install s3s-fs --features binary)",
-                    bin.display()
-                )
-            })?;
-        let server = Self {
-            endpoint: format!("http://127.0.0.1:{port}"),
-            root: root.to_path_buf(),
-            child,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            if Instant::now() > deadline {
-                bail!("the S3 server did not listen on {port} within 30 s");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Ok(server)
-    }
-}
-
-impl Drop for S3Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 pub struct AgentProcess {
@@ -162,6 +85,8 @@ pub struct AgentProcess {
     pub child: Option<Child>,
     /// The agent's links to the chain (RPC and websocket) and to the scheduler.
     pub links: Vec<Link>,
+    /// The endpoint its JSON-RPC calls go through, under a profile.
+    pub endpoint: Option<Endpoint>,
     rpc_url: String,
     scheduler_url: String,
 }
@@ -181,25 +106,37 @@ pub struct Cluster {
     pub scheduler_listen: String,
     chain: Child,
     scheduler: Option<Child>,
+    /// The scheduler's own endpoint (and its websocket link), under a profile.
+    scheduler_endpoint: Option<(Endpoint, Link)>,
     pub agents: Vec<AgentProcess>,
 }
 
-/// A free local TCP port (and, with `pair`, the next one too).
-async fn free_port(pair: bool) -> anyhow::Result<u16> {
-    for _ in 0..50 {
-        let first = TcpListener::bind("127.0.0.1:0").await?;
-        let port = first.local_addr()?.port();
-        if !pair {
-            return Ok(port);
-        }
-        if port < u16::MAX && TcpListener::bind(("127.0.0.1", port + 1)).await.is_ok() {
-            return Ok(port);
-        }
-    }
-    bail!("no free pair of local TCP ports")
+/// An [`Endpoint`] in front of the chain at `rpc_url`, on a port whose
+/// successor links to the chain's websocket (as a node serves them).
+async fn endpoint_to(rpc_url: &str, profile: EndpointProfile) -> anyhow::Result<(Endpoint, Link)> {
+    let rpc: std::net::SocketAddr = rpc_url.trim_start_matches("http://").parse()?;
+    let ws = std::net::SocketAddr::new(rpc.ip(), rpc.port() + 1);
+    let port = free_port(true).await?;
+    let endpoint = Endpoint::open(
+        TcpListener::bind(("127.0.0.1", port)).await?,
+        rpc_url.to_string(),
+        profile,
+    )
+    .await?;
+    let ws_link = Link::open(TcpListener::bind(("127.0.0.1", port + 1)).await?, ws).await?;
+    Ok((endpoint, ws_link))
 }
 
-fn log_file(dir: &Path, name: &str) -> anyhow::Result<std::fs::File> {
+/// A free local TCP port (and, with `pair`, the next one too).
+pub(crate) async fn free_port(pair: bool) -> anyhow::Result<u16> {
+    Ok(if pair {
+        mcjs_localnet::free_port_pair()
+    } else {
+        mcjs_localnet::free_port()
+    })
+}
+
+pub(crate) fn log_file(dir: &Path, name: &str) -> anyhow::Result<std::fs::File> {
     std::fs::File::create(dir.join(format!("{name}.log")))
         .with_context(|| format!("cannot create the log of {name}"))
 }
@@ -247,6 +184,10 @@ impl Cluster {
         let info = wait_for_localnet(&chain_dir, Duration::from_secs(120)).await?;
 
         let scheduler_port = free_port(false).await?;
+        let scheduler_endpoint = match config.endpoint {
+            Some(profile) => Some(endpoint_to(&info.rpc_url, profile).await?),
+            None => None,
+        };
         let mut cluster = Self {
             info,
             store,
@@ -256,6 +197,7 @@ impl Cluster {
             scheduler_listen: format!("127.0.0.1:{scheduler_port}"),
             chain,
             scheduler: None,
+            scheduler_endpoint,
             agents: Vec::new(),
             config,
         };
@@ -290,8 +232,12 @@ impl Cluster {
     }
 
     fn mcjs(&self, wallet: &Path) -> Command {
+        self.mcjs_at(&self.info.rpc_url, wallet)
+    }
+
+    fn mcjs_at(&self, rpc_url: &str, wallet: &Path) -> Command {
         let mut cmd = Command::new(&self.config.mcjs_bin);
-        cmd.arg("-u").arg(&self.info.rpc_url).arg("-k").arg(wallet);
+        cmd.arg("-u").arg(rpc_url).arg("-k").arg(wallet);
         cmd.stdin(Stdio::null());
         cmd.current_dir(&self.user_dir);
         cmd
@@ -353,7 +299,11 @@ impl Cluster {
         let logs = self.config.dir.join("logs");
         let scheduler_dir = self.config.dir.join("scheduler");
         std::fs::create_dir_all(&scheduler_dir)?;
-        let mut command = self.mcjs(&self.info.wallets.scheduler.clone());
+        let rpc_url = match &self.scheduler_endpoint {
+            Some((endpoint, _)) => endpoint.url(),
+            None => self.info.rpc_url.clone(),
+        };
+        let mut command = self.mcjs_at(&rpc_url, &self.info.wallets.scheduler.clone());
         if self.s3.is_some() {
             command
                 .env("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY)
@@ -432,7 +382,27 @@ impl Cluster {
         let ws = std::net::SocketAddr::new(rpc.ip(), rpc.port() + 1);
         let scheduler: std::net::SocketAddr = self.scheduler_listen.parse()?;
         let rpc_port = free_port(true).await?;
-        let rpc_link = Link::open(TcpListener::bind(("127.0.0.1", rpc_port)).await?, rpc).await?;
+        // Under a profile, the agent's endpoint takes the port, in front of its link.
+        let (rpc_link, endpoint) = match self.config.endpoint {
+            None => (
+                Link::open(TcpListener::bind(("127.0.0.1", rpc_port)).await?, rpc).await?,
+                None,
+            ),
+            Some(profile) => {
+                let link = Link::open(TcpListener::bind("127.0.0.1:0").await?, rpc).await?;
+                let endpoint = Endpoint::open(
+                    TcpListener::bind(("127.0.0.1", rpc_port)).await?,
+                    format!("http://{}", link.listen),
+                    profile,
+                )
+                .await?;
+                (link, Some(endpoint))
+            }
+        };
+        let rpc_url = match &endpoint {
+            Some(endpoint) => endpoint.url(),
+            None => format!("http://{}", rpc_link.listen),
+        };
         let ws_link = Link::open(TcpListener::bind(("127.0.0.1", rpc_port + 1)).await?, ws).await?;
         let sched_link = Link::open(TcpListener::bind("127.0.0.1:0").await?, scheduler).await?;
         let mut agent = AgentProcess {
@@ -443,9 +413,10 @@ impl Cluster {
             work_dir,
             listen,
             child: None,
-            rpc_url: format!("http://{}", rpc_link.listen),
+            rpc_url,
             scheduler_url: format!("http://{}", sched_link.listen),
             links: vec![rpc_link, ws_link, sched_link],
+            endpoint,
         };
         self.spawn_agent(&mut agent)?;
         self.agents.push(agent);
@@ -682,6 +653,47 @@ impl Cluster {
         self.run_mcjs(&self.info.wallets.user, &all)
     }
 
+    /// Every line of every process's log that contains `needle`, prefixed
+    /// with the log's name: what a failed assertion prints, since the
+    /// cluster's directory is gone when the test ends.
+    pub fn log_lines(&self, needle: &str) -> Vec<String> {
+        let Ok(dir) = std::fs::read_dir(self.config.dir.join("logs")) else {
+            return Vec::new();
+        };
+        let mut paths: Vec<PathBuf> = dir.filter_map(|e| Some(e.ok()?.path())).collect();
+        paths.sort();
+        let mut out = Vec::new();
+        for path in paths {
+            let name = path
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            let text = std::fs::read(&path).unwrap_or_default();
+            out.extend(
+                String::from_utf8_lossy(&text)
+                    .lines()
+                    .filter(|l| l.contains(needle))
+                    .map(|l| format!("{name}: {l}")),
+            );
+        }
+        out
+    }
+
+    /// What each process's endpoint did with its calls (`scheduler`,
+    /// `agent-1`, …); empty without a profile.
+    pub fn endpoint_stats(&self) -> Vec<(String, EndpointStats)> {
+        let scheduler = self
+            .scheduler_endpoint
+            .iter()
+            .map(|(endpoint, _)| ("scheduler".to_string(), endpoint.stats()));
+        let agents = self.agents.iter().filter_map(|agent| {
+            let endpoint = agent.endpoint.as_ref()?;
+            Some((format!("agent-{}", agent.index + 1), endpoint.stats()))
+        });
+        scheduler.chain(agents).collect()
+    }
+
     /// Stops everything: agents (and their containers), scheduler, chain.
     pub fn stop(&mut self) {
         for i in 0..self.agents.len() {
@@ -714,6 +726,7 @@ fn placeholder() -> AgentProcess {
         listen: String::new(),
         child: None,
         links: Vec::new(),
+        endpoint: None,
         rpc_url: String::new(),
         scheduler_url: String::new(),
     }

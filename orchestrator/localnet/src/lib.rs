@@ -157,11 +157,73 @@ pub fn program_keypair() -> Keypair {
 /// A free port whose successor is free too (the websocket listens on the
 /// next port): for tests and tools that start local chains side by side.
 pub fn free_port_pair() -> u16 {
+    free_ports(2)
+}
+
+/// A free local port, for a listener started a moment later.
+pub fn free_port() -> u16 {
+    free_ports(1)
+}
+
+/// The lowest port handed out.
+const FIRST_PORT: u16 = 10_000;
+
+/// `n` consecutive free ports, the first returned.
+///
+/// A port is chosen here and bound a moment later by another component,
+/// so it is taken below the kernel's ephemeral range: an outgoing
+/// connection takes its local port from that range and could otherwise
+/// hold the chosen port in between (seen as "port already in use" when
+/// tests start chains while others connect). Ports are handed out in turn
+/// from an offset drawn per process, so calls in one process never
+/// return the same port and processes rarely collide.
+fn free_ports(n: u16) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+
+    let end = ephemeral_range_start().saturating_sub(n);
+    if end <= FIRST_PORT + 1_000 {
+        return kernel_chosen_ports(n);
+    }
+    let span = u32::from(end - FIRST_PORT);
+    if NEXT.load(Ordering::Relaxed) == u32::MAX {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        let seed = nanos ^ std::process::id().wrapping_mul(2_654_435_761);
+        let _ = NEXT.compare_exchange(u32::MAX, seed % span, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    for _ in 0..span / u32::from(n) {
+        let offset = NEXT.fetch_add(u32::from(n), Ordering::Relaxed) % span;
+        let first = FIRST_PORT + offset as u16;
+        if (first..first + n).all(|port| TcpListener::bind(("127.0.0.1", port)).is_ok()) {
+            return first;
+        }
+    }
+    kernel_chosen_ports(n)
+}
+
+/// The first port of the kernel's ephemeral range (Linux's default where
+/// it cannot be read).
+fn ephemeral_range_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
+}
+
+/// `n` consecutive free ports found by asking the kernel for one.
+fn kernel_chosen_ports(n: u16) -> u16 {
     loop {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
         let port = listener.local_addr().expect("a bound port").port();
         drop(listener);
-        if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+        let rest_free = (1..n).all(|i| {
+            port.checked_add(i)
+                .is_some_and(|p| TcpListener::bind(("127.0.0.1", p)).is_ok())
+        });
+        if rest_free {
             return port;
         }
     }
@@ -388,7 +450,15 @@ impl Localnet {
         if let (Some(elf), ProgramBuild::Elf(path)) = (&elf, &config.program) {
             let started = std::time::Instant::now();
             let deployed = client
-                .deploy_program(&admin, &program_keypair(), elf, &admin.pubkey(), &|_, _| {})
+                .deploy_program(
+                    &admin,
+                    &program_keypair(),
+                    elf,
+                    &admin.pubkey(),
+                    &|written, total| {
+                        tracing::info!(written, total, "localnet: program buffer chunks written")
+                    },
+                )
                 .await?;
             // A program deployed in a slot runs from the next one.
             wait_next_slot(&client).await?;

@@ -3,10 +3,12 @@
 //! and restore with verification and fallback. Layout in
 //! docs/job-contract.md, "Checkpoints in the checkpoint store".
 
+mod object_upload;
 mod pipeline;
 mod restore;
 mod upload;
 
+pub use object_upload::{ObjectUpload, PART_SIZE, UploadError, UploadStage};
 pub use pipeline::CheckpointPipeline;
 pub use restore::{VerifyError, download_verified};
 pub use upload::upload_tree;
@@ -44,6 +46,8 @@ pub enum StoreError {
     },
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    #[error(transparent)]
+    Upload(#[from] UploadError),
     #[error("checkpoint store: {path} is not a valid checkpoint descriptor: {reason}")]
     BadDescriptor { path: String, reason: String },
     #[error("job {job_id}: no usable checkpoint to restore; tried: {}", tried.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
@@ -58,6 +62,12 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the store could not be reached or answered with an error
+    /// (worth trying again), as opposed to answering about what it holds.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Object { source, .. } if !matches!(source, object_store::Error::NotFound { .. }))
+    }
+
     /// Whether what the job wrote (not the node or the store) caused this.
     pub fn is_job_fault(&self) -> bool {
         match self {

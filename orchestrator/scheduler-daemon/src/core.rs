@@ -59,6 +59,21 @@ pub struct Observation<'a> {
     /// program refuses to assign their nodes anything, so placing a job
     /// there would hold it in the queue round after round.
     pub understaked: &'a HashSet<Pubkey>,
+    /// Periods (start, end; ms) in which the detector could not read the
+    /// chain: from the last round that read it to the next one that did. No
+    /// job is judged late for time inside them: the outage may have kept its
+    /// node from attesting or starting, and kept the detector from seeing
+    /// that it did. Only the time the chain was unreadable is excused, so an
+    /// endpoint that fails now and then does not keep a late job alive.
+    pub outages: &'a [(i64, i64)],
+}
+
+/// The time between `from` and `to` (ms) that falls inside `outages`.
+pub fn excused_ms(outages: &[(i64, i64)], from: i64, to: i64) -> i64 {
+    outages
+        .iter()
+        .map(|&(start, end)| end.min(to).saturating_sub(start.max(from)).max(0))
+        .fold(0i64, i64::saturating_add)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -268,7 +283,11 @@ fn detect_failure(
             let interval_ms = i64::from(job.terms.checkpoint_interval_secs) * 1_000;
             let allowed_ms = interval_ms * i64::from(config.overdue_percent) / 100;
             let progress = job.progress_mark.max(job.checks_settled_at);
-            let since_progress_ms = obs.now_ms.saturating_sub(progress.saturating_mul(1_000));
+            let progress_ms = progress.saturating_mul(1_000);
+            let since_progress_ms = obs
+                .now_ms
+                .saturating_sub(progress_ms)
+                .saturating_sub(excused_ms(obs.outages, progress_ms, obs.now_ms));
             if since_progress_ms <= allowed_ms {
                 return None;
             }
@@ -290,7 +309,11 @@ fn detect_failure(
             )
         }
         JobState::Assigned { since } => {
-            let waited_ms = obs.now_ms.saturating_sub(since.saturating_mul(1_000));
+            let since_ms = since.saturating_mul(1_000);
+            let waited_ms = obs
+                .now_ms
+                .saturating_sub(since_ms)
+                .saturating_sub(excused_ms(obs.outages, since_ms, obs.now_ms));
             if waited_ms <= config.start_timeout_ms {
                 return None;
             }

@@ -4,9 +4,10 @@
 //! two ends of a multipart upload, publishing a spec).
 //!
 //! Every request is authenticated (signature, clock) and then authorised
-//! op by op ([`crate::store_gate::authorize`]) against the chain as read for
-//! this request; one refused op refuses the whole request before anything
-//! is signed or performed.
+//! op by op ([`crate::store_gate::authorize`]) against the chain: for an
+//! owner as read for this request, for a node as read at most two seconds
+//! ago ([`crate::node_views`]); one refused op refuses the whole request
+//! before anything is signed or performed.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use mcjs_protocol::store::{
 use mcjs_protocol::{Refusal, SignedRequest};
 
 use crate::metrics::Metrics;
+use crate::node_views::{NodeView, NodeViews};
 use crate::quota::{Pending, WalletQuota};
 use crate::server::{Clock, error};
 use crate::store_gate::{Caller, Checking, authorize, granting};
@@ -47,6 +49,10 @@ pub struct GatewayState {
     /// asked anything.
     pub directory: Arc<std::sync::RwLock<crate::auth::Directory>>,
     pub limits: Arc<GatewayLimits>,
+    /// Each node's operator, jobs and checks as last read
+    /// ([`crate::node_views`]): a few chain calls per node every two
+    /// seconds, not three per request.
+    pub views: Arc<NodeViews>,
 }
 
 /// What a stranger can make the gateway do, bounded
@@ -206,6 +212,51 @@ fn open<T: serde::de::DeserializeOwned>(
     Ok((signer, message))
 }
 
+/// What the chain says of `node` (its operator, its jobs, the checks it
+/// owes): a view read within the last two seconds, else read now; when the
+/// chain cannot be read, a view up to 30 s old, else 502.
+async fn node_view(state: &GatewayState, node: Pubkey) -> Result<Arc<NodeView>, Response> {
+    let now = std::time::Instant::now();
+    if let Some(view) = state.views.fresh(&node, now) {
+        return Ok(view);
+    }
+    let unreadable = |e: String| match state.views.stale(&node, now) {
+        Some(view) => {
+            tracing::debug!(%node, error = %e, "chain unreadable: the node's last view serves");
+            Ok(view)
+        }
+        None => Err(error(StatusCode::BAD_GATEWAY, format!("chain: {e}"))),
+    };
+    let account = match state.client.node(&node).await {
+        Ok(Some(n)) => n,
+        Ok(None) => return Err(state.refusal(Refusal::UnknownNode(node.to_string()))),
+        Err(e) => return unreadable(e.to_string()),
+    };
+    let jobs = match state.client.jobs(JobFilter::Node(node)).await {
+        Ok(jobs) => jobs,
+        Err(e) => return unreadable(e.to_string()),
+    };
+    let checking = match state.client.due_checks(&node).await {
+        // Only checks still to be answered give store access.
+        Ok(due) => due
+            .into_iter()
+            .filter(|c| c.verification.state == VerificationState::Open)
+            .map(|c| Checking {
+                job: c.verification.job,
+                start_step: c.verification.from.map(|f| f.step),
+                account: c.job,
+            })
+            .collect(),
+        Err(e) => return unreadable(e.to_string()),
+    };
+    let view = NodeView {
+        operator: account.operator,
+        jobs,
+        checking,
+    };
+    Ok(state.views.put(node, view, now))
+}
+
 pub async fn sign(
     State(state): State<GatewayState>,
     extensions: axum::http::Extensions,
@@ -256,36 +307,18 @@ pub async fn sign(
                 }
                 Some(_) => {}
             }
-            let account = match state.client.node(&node_key).await {
-                Ok(Some(n)) => n,
-                Ok(None) => return state.refusal(Refusal::UnknownNode(node.clone())),
-                Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
+            let view = match node_view(&state, node_key).await {
+                Ok(view) => view,
+                Err(response) => return response,
             };
-            if account.operator != signer {
+            if view.operator != signer {
                 return state.refusal(Refusal::Foreign {
                     node: node.clone(),
                     signer: signer.to_string(),
                 });
             }
-            let jobs = match state.client.jobs(JobFilter::Node(node_key)).await {
-                Ok(jobs) => jobs,
-                Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
-            };
-            match state.client.due_checks(&node_key).await {
-                Ok(due) => {
-                    // Only checks still to be answered give store access.
-                    checked = due
-                        .into_iter()
-                        .filter(|c| c.verification.state == VerificationState::Open)
-                        .map(|c| Checking {
-                            job: c.verification.job,
-                            start_step: c.verification.from.map(|f| f.step),
-                            account: c.job,
-                        })
-                        .collect()
-                }
-                Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
-            }
+            checked = view.checking.clone();
+            let jobs = view.jobs.clone();
             (Some(node_key), jobs)
         }
         // Only its own space: nothing on chain decides it, so no chain scan

@@ -15,6 +15,7 @@ pub mod core;
 pub mod gateway;
 pub mod liveness;
 pub mod metrics;
+pub mod node_views;
 pub mod quota;
 pub mod s3;
 pub mod server;

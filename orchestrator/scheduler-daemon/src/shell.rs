@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
 use mcjs::state::{Job, JobState};
 use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer, ix};
 use tokio_util::sync::CancellationToken;
@@ -49,12 +50,25 @@ pub fn public_app(state: ServerState, gateway: GatewayState, per_peer: &PerPeer)
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
     pub rpc_url: String,
+    /// What the scheduler's transactions offer as priority fees, where not
+    /// the client's default.
+    pub fees: Option<mcjs_client::compute::FeePolicy>,
     pub listen: SocketAddr,
     pub tick: Duration,
     pub detector: DetectorConfig,
     /// The deployment's store, published at `/v1/store`; for `s3://` the
     /// daemon holds its credentials and runs the gateway.
     pub store: StoreUrl,
+}
+
+impl DaemonConfig {
+    fn client(&self) -> ChainClient {
+        let client = ChainClient::new(&self.rpc_url);
+        match self.fees {
+            Some(fees) => client.with_fees(fees),
+            None => client,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -74,10 +88,18 @@ pub enum DaemonError {
     },
 }
 
-/// What the shell remembers between rounds, for metrics and logs only: the
-/// chain holds everything that decides anything.
+/// What the shell remembers between rounds, for metrics and logs, and the
+/// periods in which it could not read the chain (which the failure detector
+/// excuses): the chain holds everything else that decides anything.
 #[derive(Default)]
 pub struct Memory {
+    /// When a round last read the chain, ms.
+    last_read_ms: Option<i64>,
+    /// A round has failed to read the chain since then.
+    unreadable: bool,
+    /// Recent outages (from the last read before to the first read after),
+    /// oldest first; at most [`OUTAGES_KEPT`].
+    outages: std::collections::VecDeque<(i64, i64)>,
     seen_running: HashSet<Pubkey>,
     seen_finished: HashSet<Pubkey>,
     /// job → (when its failure was reported, ms; the generation that
@@ -85,6 +107,42 @@ pub struct Memory {
     recovering_since: HashMap<Pubkey, (i64, u32)>,
     last_waiting: HashMap<Pubkey, String>,
     last_skipped: HashMap<Pubkey, String>,
+}
+
+/// Transactions of one round in flight at once.
+const SENDS_IN_FLIGHT: usize = 16;
+
+/// Outages remembered: the detector's allowances are hours at most, so
+/// older ones no longer excuse anything.
+const OUTAGES_KEPT: usize = 64;
+
+impl Memory {
+    /// A round read the chain at `now`: a failed read since the last one
+    /// makes the time between them an outage.
+    pub fn read_chain(&mut self, now: i64) {
+        if std::mem::take(&mut self.unreadable)
+            && let Some(last) = self.last_read_ms
+        {
+            tracing::info!(
+                outage_ms = now.saturating_sub(last),
+                "the chain is readable again; no job is judged late for the time it was not"
+            );
+            if self.outages.len() == OUTAGES_KEPT {
+                self.outages.pop_front();
+            }
+            self.outages.push_back((last, now));
+        }
+        self.last_read_ms = Some(now);
+    }
+
+    /// A round could not read the chain.
+    pub fn chain_unreadable(&mut self) {
+        self.unreadable = true;
+    }
+
+    pub fn outages(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.outages.iter().copied()
+    }
 }
 
 /// What one round did.
@@ -120,7 +178,7 @@ impl Daemon {
         scheduler: Keypair,
         clock: Clock,
     ) -> Result<Self, DaemonError> {
-        let client = ChainClient::new(&config.rpc_url);
+        let client = config.client();
         let (_, chain_config) = client.config().await?;
         if chain_config.scheduler != scheduler.pubkey() {
             return Err(DaemonError::NotScheduler {
@@ -169,11 +227,12 @@ impl Daemon {
         let gateway = GatewayState {
             url: self.config.store.clone(),
             s3: self.s3.clone(),
-            client: ChainClient::new(&self.config.rpc_url),
+            client: self.config.client(),
             metrics: self.metrics.clone(),
             clock: self.clock.clone(),
             directory: self.directory.clone(),
             limits: Arc::new(gateway::GatewayLimits::standard()),
+            views: Default::default(),
         };
         let per_peer = PerPeer::new(PER_PEER);
         let app = public_app(state, gateway, &per_peer);
@@ -236,7 +295,14 @@ impl<C: DaemonChain> Daemon<C> {
         deployment: &ix::Deployment,
         memory: &mut Memory,
     ) -> Result<RoundReport, ChainError> {
-        let snapshot = self.chain.snapshot().await?;
+        let snapshot = match self.chain.snapshot().await {
+            Ok(snapshot) => snapshot,
+            Err(err) => {
+                memory.chain_unreadable();
+                return Err(err);
+            }
+        };
+        memory.read_chain((self.clock)());
         let Snapshot {
             jobs,
             nodes,
@@ -260,6 +326,7 @@ impl<C: DaemonChain> Daemon<C> {
                     nodes,
                     liveness: &liveness,
                     understaked: &understaked,
+                    outages: memory.outages.make_contiguous(),
                 },
                 &self.config.detector,
             )
@@ -282,34 +349,18 @@ impl<C: DaemonChain> Daemon<C> {
             warn!(%action, %reason, "action not sent; the next round starts from the chain again");
             report.refused.push(action);
         }
-        for planned in planned {
-            let mut sent = planned;
-            let landed = loop {
-                match self.chain.send(&sent.instructions).await {
-                    Ok(()) => break Some(sent),
-                    Err(err) => {
-                        self.metrics.transaction_errors.inc();
-                        match sent.fallback.take() {
-                            Some(fallback) => {
-                                info!(error = %err, "report and placement together refused; reporting alone");
-                                report.refused.extend(
-                                    sent.actions
-                                        .into_iter()
-                                        .filter(|a| !fallback.actions.contains(a)),
-                                );
-                                sent = *fallback;
-                            }
-                            None => {
-                                for action in &sent.actions {
-                                    warn!(%action, error = %err, "action refused; the next round starts from the chain again");
-                                }
-                                report.refused.extend(sent.actions);
-                                break None;
-                            }
-                        }
-                    }
-                }
-            };
+        // Placements and reports of one round touch different jobs and
+        // nodes (the core never places a job on a node being reported), so
+        // they go out together, at the chain's pace rather than one
+        // confirmation at a time; their outcomes are taken in plan order.
+        let outcomes: Vec<(Option<transactions::Planned>, Vec<Action>)> =
+            futures_util::stream::iter(planned)
+                .map(|planned| self.send_planned(planned))
+                .buffered(SENDS_IN_FLIGHT)
+                .collect()
+                .await;
+        for (landed, refused) in outcomes {
+            report.refused.extend(refused);
             let Some(landed) = landed else { continue };
             let placed: HashSet<Pubkey> = landed
                 .actions
@@ -349,6 +400,42 @@ impl<C: DaemonChain> Daemon<C> {
             warn!(error = %err, "verification duties failed; retrying next round");
         }
         Ok(report)
+    }
+
+    /// Sends one planned transaction, and its fallback when it is refused.
+    /// Returns what landed and the actions refused.
+    async fn send_planned(
+        &self,
+        planned: transactions::Planned,
+    ) -> (Option<transactions::Planned>, Vec<Action>) {
+        let mut sent = planned;
+        let mut refused = Vec::new();
+        loop {
+            match self.chain.send(&sent.instructions).await {
+                Ok(()) => return (Some(sent), refused),
+                Err(err) => {
+                    self.metrics.transaction_errors.inc();
+                    match sent.fallback.take() {
+                        Some(fallback) => {
+                            info!(error = %err, "report and placement together refused; reporting alone");
+                            refused.extend(
+                                sent.actions
+                                    .into_iter()
+                                    .filter(|a| !fallback.actions.contains(a)),
+                            );
+                            sent = *fallback;
+                        }
+                        None => {
+                            for action in &sent.actions {
+                                warn!(%action, error = %err, "action refused; the next round starts from the chain again");
+                            }
+                            refused.extend(sent.actions);
+                            return (None, refused);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Skipped accounts and waiting jobs, logged when an account starts
@@ -504,5 +591,39 @@ impl<C: DaemonChain> Daemon<C> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod outage_tests {
+    use super::Memory;
+
+    #[test]
+    fn an_outage_runs_from_the_last_read_before_to_the_first_after_and_old_ones_are_dropped() {
+        let mut m = Memory::default();
+        m.read_chain(1_000);
+        m.read_chain(2_000);
+        assert_eq!(
+            m.outages().count(),
+            0,
+            "reads without a failure are no outage"
+        );
+        m.chain_unreadable();
+        m.chain_unreadable();
+        m.read_chain(9_000);
+        assert_eq!(m.outages().collect::<Vec<_>>(), vec![(2_000, 9_000)]);
+        m.read_chain(10_000);
+        assert_eq!(m.outages().count(), 1);
+        // A failure before the first read ever is no outage of a known length.
+        let mut fresh = Memory::default();
+        fresh.chain_unreadable();
+        fresh.read_chain(5_000);
+        assert_eq!(fresh.outages().count(), 0);
+        for i in 0..100 {
+            m.chain_unreadable();
+            m.read_chain(20_000 + i * 10);
+        }
+        assert_eq!(m.outages().count(), super::OUTAGES_KEPT);
+        assert_eq!(m.outages().last(), Some((20_980, 20_990)));
     }
 }

@@ -18,6 +18,17 @@ fn decide(
     nodes: &[(Pubkey, Node)],
     live: &Liveness,
 ) -> Vec<Action> {
+    decide_after(now_ms, jobs, nodes, live, &[])
+}
+
+/// As [`decide`], with the periods the detector could not read the chain.
+fn decide_after(
+    now_ms: i64,
+    jobs: &[(Pubkey, Job)],
+    nodes: &[(Pubkey, Node)],
+    live: &Liveness,
+    outages: &[(i64, i64)],
+) -> Vec<Action> {
     reconcile(
         &Observation {
             now_ms,
@@ -25,6 +36,7 @@ fn decide(
             nodes,
             liveness: live,
             understaked: &HashSet::new(),
+            outages,
         },
         &DetectorConfig::default(),
     )
@@ -64,6 +76,7 @@ fn a_node_that_never_sent_a_heartbeat_gets_no_job_and_the_job_says_why() {
         nodes: &nodes,
         liveness: &live,
         understaked: &HashSet::new(),
+        outages: &[],
     };
     let decision = reconcile(&obs, &DetectorConfig::default());
     assert!(decision.actions.is_empty());
@@ -84,6 +97,7 @@ fn a_job_that_fits_no_node_waits_with_a_reason() {
         nodes: &nodes,
         liveness: &live,
         understaked: &HashSet::new(),
+        outages: &[],
     };
     let decision = reconcile(&obs, &DetectorConfig::default());
     assert!(decision.actions.is_empty());
@@ -364,6 +378,60 @@ fn a_job_that_stops_checkpointing_is_overdue_after_two_intervals() {
     );
 }
 
+/// A chain outage (the detector could not read it, and the node may not
+/// have been able to attest) is not counted as lateness: only the time the
+/// chain was readable is; a short outage excuses only its own length.
+#[test]
+fn the_time_the_chain_could_not_be_read_is_not_counted_against_a_job() {
+    let (job, n, p) = (key(10), key(20), key(30));
+    let jobs = [(job, JobBuilder::pending().running_on(n, p, 1, T0).0)];
+    let nodes = [(n, busy(node(p, 81_920), job))];
+    let mut live = Liveness::new(T0 * MS);
+    // Two intervals (120 s) have passed, 60 s of them with the chain unreadable.
+    let at = (T0 + 121) * MS;
+    live.record(heartbeat(n, vec![]), at).unwrap();
+    let outage = [((T0 + 30) * MS, (T0 + 90) * MS)];
+    assert!(decide_after(at, &jobs, &nodes, &live, &outage).is_empty());
+    // Once 120 s of readable time have passed, it is late.
+    let later = (T0 + 181) * MS;
+    live.record(heartbeat(n, vec![]), later).unwrap();
+    let actions = decide_after(later, &jobs, &nodes, &live, &outage);
+    assert!(
+        matches!(
+            &actions[..],
+            [Action::ReportFailure {
+                cause: FailureCause::CheckpointOverdue,
+                ..
+            }]
+        ),
+        "{actions:?}"
+    );
+    // An outage before the job's last progress excuses nothing.
+    let before = [((T0 - 600) * MS, (T0 - 1) * MS)];
+    assert_eq!(decide_after(at, &jobs, &nodes, &live, &before).len(), 1);
+
+    // A start is judged the same way.
+    let assigned = [(job, JobBuilder::pending().assigned_to(n, p, T0).0)];
+    let timeout = DetectorConfig::default().start_timeout_ms;
+    let at = T0 * MS + timeout + 1;
+    let mut live = Liveness::new(T0 * MS);
+    live.record(heartbeat(n, vec![]), at).unwrap();
+    assert_eq!(decide(at, &assigned, &nodes, &live).len(), 1);
+    let outage = [(T0 * MS + 1_000, T0 * MS + 3_000)];
+    assert!(decide_after(at, &assigned, &nodes, &live, &outage).is_empty());
+}
+
+#[test]
+fn excused_time_is_the_overlap_with_each_outage() {
+    use mcjs_scheduler_daemon::core::excused_ms;
+    let outages = [(0, 10), (20, 30), (40, 50)];
+    assert_eq!(excused_ms(&outages, 5, 45), 5 + 10 + 5);
+    assert_eq!(excused_ms(&outages, 10, 20), 0);
+    assert_eq!(excused_ms(&outages, 60, 100), 0);
+    assert_eq!(excused_ms(&[], 0, 100), 0);
+    assert_eq!(excused_ms(&[(i64::MIN, i64::MAX)], 0, 100), 100);
+}
+
 #[test]
 fn a_job_never_goes_to_a_node_being_reported() {
     let (running, queued, n, p) = (key(10), key(11), key(20), key(30));
@@ -435,6 +503,7 @@ fn a_provider_below_the_minimum_stake_gets_nothing_and_holds_up_no_one() {
                 nodes: &nodes,
                 liveness: &live,
                 understaked: &understaked,
+                outages: &[],
             },
             &DetectorConfig::default(),
         )
@@ -537,6 +606,7 @@ fn malformed_nodes_are_skipped_by_name_and_every_job_still_goes_to_a_good_node()
             nodes: &nodes,
             liveness: &live,
             understaked: &HashSet::new(),
+            outages: &[],
         },
         &DetectorConfig::default(),
     );
@@ -598,6 +668,7 @@ fn a_malformed_job_is_skipped_by_name_and_the_others_are_placed() {
             nodes: &nodes,
             liveness: &live,
             understaked: &HashSet::new(),
+            outages: &[],
         },
         &DetectorConfig::default(),
     );

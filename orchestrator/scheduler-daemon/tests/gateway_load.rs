@@ -93,6 +93,7 @@ fn gateway_over(rpc: &str, directory: Directory) -> GatewayState {
         clock: Arc::new(now_ms),
         directory: Arc::new(RwLock::new(directory)),
         limits: Arc::new(GatewayLimits::standard()),
+        views: Default::default(),
     }
 }
 

@@ -3,6 +3,7 @@
 //! process, no validator: the chain is a snapshot and a log of what was sent.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -34,6 +35,11 @@ struct FakeChain {
     refuse: Refuse,
     /// Every transaction sent, and whether it landed.
     sent: Mutex<Vec<(Vec<Instruction>, bool)>>,
+    /// How long each transaction takes to confirm.
+    confirm: Duration,
+    /// Transactions awaiting confirmation now, and the most at once.
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
 }
 
 impl DaemonChain for FakeChain {
@@ -54,6 +60,10 @@ impl DaemonChain for FakeChain {
     }
 
     async fn send(&self, instructions: &[Instruction]) -> Result<(), ChainError> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(self.confirm).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
         let refused = match self.refuse {
             Refuse::Nothing => false,
             Refuse::Pairs => instructions.len() > 1,
@@ -142,9 +152,13 @@ fn daemon(snapshot: Snapshot, refuse: Refuse) -> Daemon<FakeChain> {
             snapshot,
             refuse,
             sent: Mutex::default(),
+            confirm: Duration::ZERO,
+            in_flight: AtomicUsize::new(0),
+            most_in_flight: AtomicUsize::new(0),
         },
         config: DaemonConfig {
             rpc_url: "http://127.0.0.1:1".into(),
+            fees: Default::default(),
             listen: "127.0.0.1:0".parse().unwrap(),
             tick: Duration::from_millis(100),
             detector: DetectorConfig::default(),
@@ -307,4 +321,41 @@ async fn a_placement_alone_is_one_transaction_and_a_refused_one_waits_for_the_ne
         assert_eq!(kinds(&report.done), done);
         assert_eq!(kinds(&report.refused), refused);
     }
+}
+
+/// An empty fleet fills at the chain's pace: a round's placements are in
+/// flight together, not sent one confirmation after another, and each lands.
+#[tokio::test]
+async fn a_rounds_placements_are_in_flight_together() {
+    const N: u8 = 40;
+    let mut snapshot = lost_node(false);
+    snapshot.jobs = (0..N)
+        .map(|i| (key(100 + i), JobBuilder::pending().0))
+        .collect();
+    snapshot.nodes = (0..N)
+        .map(|i| {
+            let mut n = node(key(SPARE_PROVIDER), 81_920);
+            n.index = u32::from(i);
+            (key(150 + i), n)
+        })
+        .collect();
+    let mut d = daemon(snapshot, Refuse::Nothing);
+    d.chain.confirm = Duration::from_millis(50);
+    {
+        let mut live = d.liveness.lock().unwrap();
+        for i in 0..N {
+            live.record(heartbeat(key(150 + i), vec![]), NOW - 1)
+                .unwrap();
+        }
+    }
+    let (report, sent) = one_round(&d).await;
+    assert_eq!(sent.len(), usize::from(N));
+    assert!(
+        sent.iter()
+            .all(|(ixs, landed)| *ixs == vec!["assign_job"] && *landed)
+    );
+    assert_eq!(report.done.len(), usize::from(N));
+    let most = d.chain.most_in_flight.load(Ordering::SeqCst);
+    assert!(most > 1, "one transaction at a time");
+    assert!(most <= 16, "{most} in flight");
 }

@@ -32,11 +32,41 @@ pub fn deposit<'info>(
 }
 
 /// Tokens out of a PDA-owned vault, signed by the PDA. Zero moves nothing.
+///
+/// `to` is any account: the SPL Token program refuses a transfer to one that
+/// is not a token account of `mint` (`transfer_checked` checks the mint of
+/// both sides), so an instruction whose destination is pinned by address
+/// to a key it validated earlier (the Config's treasury and insurance pool,
+/// a job's refund account, a provider's or checker's payout account) need
+/// not deserialise it: it may pass an `UncheckedAccount`.
 pub fn pay_out<'info>(
     token_program: &Program<'info, Token>,
     vault: &Account<'info, TokenAccount>,
     mint: &Account<'info, Mint>,
-    to: &Account<'info, TokenAccount>,
+    to: &AccountInfo<'info>,
+    vault_authority: AccountInfo<'info>,
+    signer_seeds: &[&[&[u8]]],
+    amount: u64,
+) -> Result<()> {
+    pay_out_from(
+        token_program,
+        &vault.to_account_info(),
+        mint,
+        to,
+        vault_authority,
+        signer_seeds,
+        amount,
+    )
+}
+
+/// `pay_out` from a vault that was not deserialised: one pinned by its
+/// seeds, whose authority signs (the SPL Token program checks that the
+/// authority owns it and that its mint is `mint`).
+pub fn pay_out_from<'info>(
+    token_program: &Program<'info, Token>,
+    vault: &AccountInfo<'info>,
+    mint: &Account<'info, Mint>,
+    to: &AccountInfo<'info>,
     vault_authority: AccountInfo<'info>,
     signer_seeds: &[&[&[u8]]],
     amount: u64,
@@ -48,9 +78,9 @@ pub fn pay_out<'info>(
         CpiContext::new_with_signer(
             token_program.key(),
             TransferChecked {
-                from: vault.to_account_info(),
+                from: vault.clone(),
                 mint: mint.to_account_info(),
-                to: to.to_account_info(),
+                to: to.clone(),
                 authority: vault_authority,
             },
             signer_seeds,

@@ -47,6 +47,16 @@ pub struct DemoArgs {
     /// dashboard up until Ctrl-C.
     #[arg(long)]
     pub keep: bool,
+    /// Put a public endpoint's manners between each process and the chain:
+    /// `public` (100 ms a call, HTTP 429 past 100 calls per 10 s or 40 of
+    /// one method, one sendTransaction in ten dropped).
+    #[arg(long, value_name = "PROFILE", value_parser = parse_endpoint)]
+    pub endpoint: Option<mcjs_cluster::EndpointProfile>,
+}
+
+fn parse_endpoint(name: &str) -> Result<mcjs_cluster::EndpointProfile, String> {
+    mcjs_cluster::EndpointProfile::named(name)
+        .ok_or_else(|| format!("{name:?} is not a profile; the one there is: public"))
 }
 
 const NODE_PROFILES: [(&str, &str); 3] = [
@@ -128,6 +138,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         data_roots: Vec::new(),
         store: StoreKind::S3,
         agent_env: Vec::new(),
+        endpoint: args.endpoint,
     })
     .await
     .context("cannot start the demo cluster")?;
@@ -411,6 +422,15 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         step(t, "Ctrl-C: stopping");
     }
     step(t, format!("the MCJS program ran as {program}"));
+    for (process, st) in cluster.endpoint_stats() {
+        step(
+            t,
+            format!(
+                "the {process}'s endpoint: {} calls ({} getProgramAccounts), {} refused (429), {} of {} sends dropped",
+                st.calls, st.program_scans, st.refused, st.dropped_sends, st.sends
+            ),
+        );
+    }
     dashboard.abort();
     cluster.stop();
     step(t, format!("done; everything is under {}", dir.display()));

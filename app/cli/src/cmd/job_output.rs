@@ -383,16 +383,13 @@ pub async fn upload(
         &store_args.scheduler(ctx),
         crate::store::identity(Role::Owner, &wallet),
     )?;
-    let mut writer = object_store::buffered::BufWriter::new(store, ObjectPath::from(path.as_str()));
-    use tokio::io::AsyncWriteExt;
-    writer
-        .write_all(&bytes)
-        .await
-        .with_context(|| format!("cannot upload {}", file.display()))?;
-    writer
-        .shutdown()
-        .await
-        .with_context(|| format!("cannot upload {}", file.display()))?;
+    // Never half visible: one put, or a multipart upload aborted on failure.
+    let mut upload = mcjs_runtime::store::ObjectUpload::new(store, ObjectPath::from(path.as_str()));
+    let uploaded = match upload.put(bytes).await {
+        Ok(()) => upload.finish().await,
+        Err(e) => Err(e),
+    };
+    uploaded.with_context(|| format!("cannot upload {}", file.display()))?;
     global.output.print(&Uploaded {
         uri: format!("s3://{}/{}", location.bucket, location.key(&path)),
         sha256,

@@ -49,6 +49,7 @@ pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
     let scheduler = ctx.wallet()?;
     let config = DaemonConfig {
         rpc_url: ctx.url.clone(),
+        fees: ctx.fees,
         listen: args.listen,
         tick: Duration::from_millis(args.tick_ms.max(50)),
         store: absolute(args.store)?,

@@ -27,11 +27,15 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             self.run_ctx(job, generation, spec)
                 .map_err(|e| e.to_string())?,
         );
-        s.runs
+        // Two looks rebuilding it at once share the first one kept.
+        let kept = s
+            .runs
             .lock()
             .expect("runs lock")
-            .insert((job, generation), Arc::clone(&ctx));
-        Ok(ctx)
+            .entry((job, generation))
+            .or_insert(ctx)
+            .clone();
+        Ok(kept)
     }
 
     pub(super) fn run_ctx(
@@ -57,6 +61,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             },
             output_dir: writable(&dir).join("output"),
             measured_at: Mutex::new(None),
+            collecting: tokio::sync::Mutex::new(()),
             spec,
         })
     }
@@ -77,7 +82,13 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             // Only a fenced assignment gets here: nothing is reported for it.
             return failed(StopReason::StartRefused, "the job left this node".into());
         };
-        let spec = match get_spec(s.store.as_ref(), &chain_job.spec_hash).await {
+        let spec = patiently(
+            "read the job's spec",
+            || get_spec(s.store.as_ref(), &chain_job.spec_hash),
+            |e| matches!(e, SpecStoreError::Store { .. }),
+        )
+        .await;
+        let spec = match spec {
             Ok(spec) => spec,
             Err(e) => return classify(Found::Spec(&e)),
         };
@@ -107,17 +118,21 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                         tracing::warn!(%job, error = %e, "cannot read the job's attestation history; only the last checkpoint can be restored")
                     }
                 }
-                match ctx
-                    .pipeline
-                    .store
-                    .restore(
-                        &job.to_string(),
-                        &expected,
-                        ctx.pipeline.limits,
-                        &dir.join("restore"),
-                    )
-                    .await
-                {
+                let (job_id, restore_root) = (job.to_string(), dir.join("restore"));
+                let restored = patiently(
+                    "restore the last checkpoint",
+                    || {
+                        ctx.pipeline.store.restore(
+                            &job_id,
+                            &expected,
+                            ctx.pipeline.limits,
+                            &restore_root,
+                        )
+                    },
+                    StoreError::is_unavailable,
+                )
+                .await;
+                match restored {
                     Ok(r) => {
                         for skipped in &r.skipped {
                             tracing::warn!(%job, %skipped, "checkpoint skipped on restore");
@@ -288,6 +303,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 
     pub(super) async fn collect(&self, job: Pubkey, ctx: &RunCtx) -> Event {
         let s = &self.shared;
+        let _one_look = ctx.collecting.lock().await;
         let started = Instant::now();
         match ctx.pipeline.collect().await {
             Ok(stored) => {
@@ -403,5 +419,108 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         }
         tracing::info!(%job, generation, code = exit.code, oom_killed = exit.oom_killed, "job container exited");
         let _ = tx.send((job, generation, Event::Exited(exit)));
+    }
+}
+
+/// How long a launch waits out a store it cannot reach (an outage of the
+/// store or of the gateway that signs its URLs) before the run is given up
+/// as [`StopReason::StoreUnavailable`] / [`StopReason::RestoreFailed`]:
+/// well inside the scheduler's start timeout, so waiting costs nobody a
+/// failure, and long enough for a gateway whose chain endpoint refuses it
+/// for a while.
+pub(crate) const STORE_PATIENCE: Duration = Duration::from_secs(120);
+const FIRST_STORE_RETRY: Duration = Duration::from_secs(1);
+const MAX_STORE_RETRY: Duration = Duration::from_secs(16);
+
+/// `op`, tried again while it fails in a way `unavailable` calls the
+/// store's (not the job's: a missing or corrupt object is answered at
+/// once), backing off from 1 s to 16 s, for at most [`STORE_PATIENCE`].
+pub(crate) async fn patiently<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
+    what: &str,
+    mut op: impl FnMut() -> F,
+    unavailable: impl Fn(&E) -> bool,
+) -> Result<T, E> {
+    let started = Instant::now();
+    let mut delay = FIRST_STORE_RETRY;
+    loop {
+        match op().await {
+            Err(e) if unavailable(&e) && started.elapsed() + delay <= STORE_PATIENCE => {
+                tracing::warn!(error = %e, retry_in = ?delay, "cannot {what}: the store is unreachable; trying again");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(MAX_STORE_RETRY);
+            }
+            other => return other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[tokio::test]
+    async fn a_store_that_comes_back_is_waited_for_and_a_missing_object_is_not() {
+        // Unreachable once, then answering: the second try's answer.
+        let calls = AtomicU32::new(0);
+        let started = Instant::now();
+        let got = patiently(
+            "read",
+            || async {
+                match calls.fetch_add(1, Ordering::SeqCst) {
+                    0 => Err("connection refused"),
+                    _ => Ok(7),
+                }
+            },
+            |e| *e == "connection refused",
+        )
+        .await;
+        assert_eq!(got, Ok(7));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert!(
+            started.elapsed() >= FIRST_STORE_RETRY,
+            "it waited before trying again"
+        );
+
+        // An answer about what the store holds is returned at once.
+        let calls = AtomicU32::new(0);
+        let got: Result<u32, &str> = patiently(
+            "read",
+            || async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err("not found")
+            },
+            |e| *e == "connection refused",
+        )
+        .await;
+        assert_eq!(got, Err("not found"));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn only_an_unreachable_store_is_waited_for() {
+        let unreachable = StoreError::Object {
+            action: "list",
+            path: "jobs/x".into(),
+            source: object_store::Error::Generic {
+                store: "S3",
+                source: "502 Bad Gateway".into(),
+            },
+        };
+        assert!(unreachable.is_unavailable());
+        let missing = StoreError::Object {
+            action: "list",
+            path: "jobs/x".into(),
+            source: object_store::Error::NotFound {
+                path: "jobs/x".into(),
+                source: "gone".into(),
+            },
+        };
+        assert!(!missing.is_unavailable());
+        let none = StoreError::NoUsableCheckpoint {
+            job_id: "x".into(),
+            tried: Vec::new(),
+        };
+        assert!(!none.is_unavailable());
     }
 }

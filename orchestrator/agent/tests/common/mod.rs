@@ -210,6 +210,7 @@ impl World {
             format!("127.0.0.1:{}", free_port_pair()).parse().unwrap();
         let config = DaemonConfig {
             rpc_url: self.client.url().to_string(),
+            fees: Default::default(),
             listen,
             tick: Duration::from_millis(300),
             detector: Default::default(),

@@ -24,7 +24,6 @@ pub struct DueCheck {
 }
 
 impl ChainClient {
-    /// An account, or `None` when it does not exist.
     /// The lowest job id `owner` may still use: ids only grow, so a closed
     /// job's address is never taken again (0 before its first job).
     pub async fn next_job_id(&self, owner: &Pubkey) -> Result<u64, ChainError> {
@@ -35,6 +34,7 @@ impl ChainClient {
             .map_or(0, |c| c.next_job_id))
     }
 
+    /// An account, or `None` when it does not exist.
     pub async fn account(&self, key: &Pubkey) -> Result<Option<Account>, ChainError> {
         let response = self
             .rpc
@@ -42,6 +42,31 @@ impl ChainClient {
             .await
             .map_err(|e| self.rpc_error(e))?;
         Ok(response.value.filter(|a| a.lamports > 0))
+    }
+
+    /// An account with only the first `len` bytes of its data (a
+    /// `dataSlice`), or `None` when it does not exist: for the header of a
+    /// large account, such as a program's ProgramData (the whole ELF).
+    pub async fn account_head(
+        &self,
+        key: &Pubkey,
+        len: usize,
+    ) -> Result<Option<Account>, ChainError> {
+        let config = RpcAccountInfoConfig {
+            encoding: Some(UiAccountEncoding::Base64),
+            data_slice: Some(solana_account_decoder_client_types::UiDataSliceConfig {
+                offset: 0,
+                length: len,
+            }),
+            commitment: Some(self.commitment),
+            min_context_slot: None,
+        };
+        let response = self
+            .rpc
+            .get_ui_account_with_config(key, config)
+            .await
+            .map_err(|e| self.rpc_error(e))?;
+        Ok(response.value.as_ref().and_then(ui_to_account))
     }
 
     /// Fails unless the MCJS program is deployed on this node.
@@ -107,6 +132,55 @@ impl ChainClient {
 
     pub async fn node(&self, key: &Pubkey) -> Result<Option<Node>, ChainError> {
         self.program_account(key, decode::node).await
+    }
+
+    /// The node and the job it holds now (`Node::current_job`), read by
+    /// address, never by scanning the program: one `getMultipleAccounts`
+    /// for the node and `hint` (the job it held last time), and one more
+    /// read only when it holds another job now. `None` when the node does
+    /// not exist.
+    pub async fn node_job(
+        &self,
+        node: &Pubkey,
+        hint: Option<Pubkey>,
+    ) -> Result<Option<(Node, Option<(Pubkey, Job)>)>, ChainError> {
+        let keys: Vec<Pubkey> = std::iter::once(*node).chain(hint).collect();
+        let mut read = self
+            .rpc
+            .get_multiple_accounts_with_commitment(&keys, self.commitment)
+            .await
+            .map_err(|e| self.rpc_error(e))?
+            .value
+            .into_iter();
+        let decoded =
+            |key: &Pubkey, account: Option<Account>| match account.filter(|a| a.lamports > 0) {
+                None => Ok(None),
+                Some(a) if a.owner != crate::PROGRAM_ID => Err(ChainError::Decode {
+                    key: *key,
+                    source: DecodeError::WrongType {
+                        expected: "program-owned",
+                    },
+                }),
+                Some(a) => Ok(Some(a.data)),
+            };
+        let Some(data) = decoded(node, read.next().flatten())? else {
+            return Ok(None);
+        };
+        let account =
+            decode::node(&data).map_err(|source| ChainError::Decode { key: *node, source })?;
+        let Some(current) = account.current_job else {
+            return Ok(Some((account, None)));
+        };
+        let job = match hint {
+            Some(h) if h == current => match decoded(&h, read.next().flatten())? {
+                Some(data) => Some(
+                    decode::job(&data).map_err(|source| ChainError::Decode { key: h, source })?,
+                ),
+                None => None,
+            },
+            _ => self.job(&current).await?,
+        };
+        Ok(Some((account, job.map(|j| (current, j)))))
     }
 
     pub(super) async fn program_accounts(

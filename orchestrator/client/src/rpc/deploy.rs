@@ -6,8 +6,12 @@
 //!
 //! Writes go out many at a time without preflight and are not trusted to
 //! land: after each round the buffer is read back and every chunk whose
-//! bytes differ is written again, up to [`WRITE_ROUNDS`] times. The deployed
-//! program's bytes are read back and compared with the ELF at the end.
+//! bytes differ is written again. Each batch of writes is signed with a
+//! fresh blockhash, so that a slow cluster (or a fast local one whose
+//! blockhashes last a few seconds) does not expire the later ones; the
+//! deployment gives up only after [`WRITE_ROUNDS`] rounds in a row that land
+//! nothing. The deployed program's bytes are read back and compared with the
+//! ELF at the end.
 
 use futures_util::stream::{self, StreamExt as _};
 use solana_loader_v3_interface::{
@@ -17,10 +21,13 @@ use solana_rpc_client_api::config::RpcSendTransactionConfig;
 
 use super::*;
 
-/// Rounds of writes (the first, then rewrites of chunks that did not land).
+/// Rounds of writes in a row that may land nothing before the deployment
+/// gives up.
 pub const WRITE_ROUNDS: usize = 5;
 /// Write transactions in flight at once.
 const WRITES_IN_FLIGHT: usize = 32;
+/// Write transactions signed with one blockhash.
+const WRITES_PER_BLOCKHASH: usize = 128;
 /// A transaction's size limit on the wire (`PACKET_DATA_SIZE`).
 const PACKET_BYTES: usize = 1232;
 
@@ -127,7 +134,12 @@ impl ChainClient {
         &self,
         program: &Pubkey,
     ) -> Result<Option<Option<Pubkey>>, ChainError> {
-        let Some(account) = self.account(&get_program_data_address(program)).await? else {
+        // Only the header: the ELF that follows it is the bulk of the account.
+        let header = UpgradeableLoaderState::size_of_programdata_metadata();
+        let Some(account) = self
+            .account_head(&get_program_data_address(program), header)
+            .await?
+        else {
             return Ok(None);
         };
         match bincode::deserialize::<UpgradeableLoaderState>(&account.data) {
@@ -168,7 +180,11 @@ impl ChainClient {
         let total = chunks.len();
         let mut pending = chunks.clone();
         let mut writes = 0;
-        for round in 1..=WRITE_ROUNDS {
+        let mut round = 0;
+        let mut stalled = 0;
+        while stalled < WRITE_ROUNDS {
+            round += 1;
+            let started = Instant::now();
             writes += pending.len();
             self.send_writes(authority, &key, elf, chunk, &pending)
                 .await?;
@@ -179,18 +195,27 @@ impl ChainClient {
                 .unwrap_or_default();
             let written =
                 &data[UpgradeableLoaderState::size_of_buffer_metadata().min(data.len())..];
-            pending = chunks
-                .iter()
-                .copied()
-                .filter(|&at| {
-                    let end = (at + chunk).min(elf.len());
-                    written.get(at..end) != Some(&elf[at..end])
-                })
-                .collect();
+            let before = pending.len();
+            pending.retain(|&at| {
+                let end = (at + chunk).min(elf.len());
+                written.get(at..end) != Some(&elf[at..end])
+            });
+            tracing::debug!(
+                round,
+                sent = before,
+                missing = pending.len(),
+                ms = started.elapsed().as_millis() as u64,
+                "buffer write round"
+            );
             progress(total - pending.len(), total);
             if pending.is_empty() {
                 return Ok((key, writes, writes - total));
             }
+            stalled = if pending.len() < before {
+                0
+            } else {
+                stalled + 1
+            };
             tracing::info!(
                 round,
                 missing = pending.len(),
@@ -199,7 +224,7 @@ impl ChainClient {
         }
         Err(ChainError::Transaction {
             message: format!(
-                "{} of {total} buffer writes had not landed after {WRITE_ROUNDS} rounds; the cluster may be congested (buffer {key} keeps its rent until closed)",
+                "{} of {total} buffer writes had not landed after {round} rounds, the last {WRITE_ROUNDS} landing none; the cluster may be congested (buffer {key} keeps its rent until closed)",
                 pending.len()
             ),
             logs: Vec::new(),
@@ -216,42 +241,48 @@ impl ChainClient {
         chunk: usize,
         offsets: &[usize],
     ) -> Result<(), ChainError> {
-        let blockhash = self
-            .rpc
-            .get_latest_blockhash()
-            .await
-            .map_err(|e| self.rpc_error(e))?;
         let config = RpcSendTransactionConfig {
             skip_preflight: true,
             encoding: Some(UiTransactionEncoding::Base64),
             ..Default::default()
         };
-        let sent: Vec<Result<Signature, ChainError>> = stream::iter(offsets)
-            .map(|&at| {
-                let end = (at + chunk).min(elf.len());
-                let write = loader::write(
-                    buffer,
-                    &authority.pubkey(),
-                    at as u32,
-                    elf[at..end].to_vec(),
-                );
-                let ixs = crate::compute::with_unit_limit(&[write]);
-                let tx = Transaction::new_signed_with_payer(
-                    &ixs,
-                    Some(&authority.pubkey()),
-                    &[authority],
-                    blockhash,
-                );
-                async move {
-                    self.rpc
-                        .send_transaction_with_config(&tx, config)
-                        .await
-                        .map_err(|e| self.rpc_error(e))
-                }
-            })
-            .buffer_unordered(WRITES_IN_FLIGHT)
-            .collect()
-            .await;
+        let mut sent: Vec<Result<Signature, ChainError>> = Vec::with_capacity(offsets.len());
+        let mut last_blockhash = None;
+        for batch in offsets.chunks(WRITES_PER_BLOCKHASH) {
+            let blockhash = self
+                .rpc
+                .get_latest_blockhash()
+                .await
+                .map_err(|e| self.rpc_error(e))?;
+            last_blockhash = Some(blockhash);
+            let batch_sent: Vec<_> = stream::iter(batch)
+                .map(|&at| {
+                    let end = (at + chunk).min(elf.len());
+                    let write = loader::write(
+                        buffer,
+                        &authority.pubkey(),
+                        at as u32,
+                        elf[at..end].to_vec(),
+                    );
+                    let ixs = crate::compute::with_unit_limit(&[write]);
+                    let tx = Transaction::new_signed_with_payer(
+                        &ixs,
+                        Some(&authority.pubkey()),
+                        &[authority],
+                        blockhash,
+                    );
+                    async move {
+                        self.rpc
+                            .send_transaction_with_config(&tx, config)
+                            .await
+                            .map_err(|e| self.rpc_error(e))
+                    }
+                })
+                .buffer_unordered(WRITES_IN_FLIGHT)
+                .collect()
+                .await;
+            sent.extend(batch_sent);
+        }
         // A refused send is rewritten next round; only the landed ones are waited for.
         let mut waiting: Vec<Signature> = sent.into_iter().filter_map(Result::ok).collect();
         let started = Instant::now();
@@ -282,12 +313,10 @@ impl ChainClient {
             if waiting.is_empty() {
                 break;
             }
-            let valid = self
-                .rpc
-                .is_blockhash_valid(&blockhash, CommitmentConfig::processed())
-                .await
-                .map_err(|e| self.rpc_error(e))?;
-            if !valid {
+            // Once the newest blockhash has expired, nothing still waiting can land.
+            if let Some(blockhash) = &last_blockhash
+                && self.blockhash_expired(blockhash).await?
+            {
                 break;
             }
             tokio::time::sleep(self.poll_interval).await;

@@ -47,6 +47,10 @@ pub enum ChainError {
     Signing(String),
     #[error("transaction {signature} was not confirmed within {secs} s")]
     Timeout { signature: Signature, secs: u64 },
+    #[error(
+        "the transaction's blockhash expired {attempts} times before it landed; the cluster may be congested: send it again"
+    )]
+    Expired { attempts: usize },
     #[error("the RPC node answered with an error: {0}")]
     Rpc(String),
 }
@@ -58,6 +62,19 @@ impl ChainError {
             ChainError::Program { logs, .. } | ChainError::Transaction { logs, .. } => logs,
             _ => &[],
         }
+    }
+
+    /// Whether the same transaction may still land if sent again: it was
+    /// lost on the way (the node unreachable, the RPC call refused, the
+    /// confirmation not seen in time, the blockhash expired), not refused.
+    pub fn may_land_if_sent_again(&self) -> bool {
+        matches!(
+            self,
+            ChainError::Unreachable { .. }
+                | ChainError::Timeout { .. }
+                | ChainError::Rpc(_)
+                | ChainError::Expired { .. }
+        )
     }
 
     /// The name of a program error, e.g. `JobNotRunning`.

@@ -54,11 +54,15 @@ mod history;
 #[cfg(feature = "local-chain")]
 mod local;
 mod send;
+mod sender;
+mod statuses;
 mod watch;
 
 pub use accounts::{DueCheck, JobFilter};
 pub use deploy::{Deployed, Progress, WRITE_ROUNDS, chunk_len};
 pub use error::{ChainError, classify};
+pub use send::FEE_READ_TIMEOUT;
+pub use sender::{CONNECTION_RETRIES, RETRIES, Refusal, RetryingSender, refusal};
 
 /// The JSON-RPC client of the MCJS program.
 #[derive(Clone)]
@@ -69,6 +73,9 @@ pub struct ChainClient {
     commitment: CommitmentConfig,
     poll_interval: Duration,
     confirm_timeout: Duration,
+    fees: crate::compute::FeePolicy,
+    /// Shared by clones: they confirm by the same polls.
+    statuses: Arc<statuses::StatusPolls>,
 }
 
 /// The websocket URL a Solana node serves beside `rpc_url`: same host,
@@ -95,6 +102,14 @@ pub fn default_ws_url(rpc_url: &str) -> String {
     format!("{scheme}://{authority}{path}")
 }
 
+/// solana-client's RPC client over [`RetryingSender`] (30 s a request).
+fn rpc_client(url: &str, commitment: CommitmentConfig) -> Arc<RpcClient> {
+    Arc::new(RpcClient::new_sender(
+        RetryingSender::new(url, Duration::from_secs(30)),
+        solana_rpc_client::rpc_client::RpcClientConfig::with_commitment(commitment),
+    ))
+}
+
 pub(super) fn is_local(url: &str) -> bool {
     url.contains("://127.0.0.1") || url.contains("://localhost") || url.contains("://[::1]")
 }
@@ -108,13 +123,8 @@ impl ChainClient {
 
     pub fn with_ws(rpc_url: &str, ws_url: &str) -> Self {
         let commitment = CommitmentConfig::confirmed();
-        let rpc = RpcClient::new_with_timeout_and_commitment(
-            rpc_url.to_string(),
-            Duration::from_secs(30),
-            commitment,
-        );
         Self {
-            rpc: Arc::new(rpc),
+            rpc: rpc_client(rpc_url, commitment),
             url: rpc_url.to_string(),
             ws_url: ws_url.to_string(),
             commitment,
@@ -125,17 +135,22 @@ impl ChainClient {
                 Duration::from_millis(250)
             },
             confirm_timeout: Duration::from_secs(90),
+            // A local chain has no fee market to follow (and surfpool
+            // answers `getRecentPrioritizationFees` by copying every
+            // transaction it holds).
+            fees: if is_local(rpc_url) {
+                crate::compute::FeePolicy::NONE
+            } else {
+                crate::compute::FeePolicy::default()
+            },
+            statuses: Default::default(),
         }
     }
 
     /// Confirms and reads at `level` instead of `confirmed`.
     pub fn with_commitment(mut self, level: CommitmentLevel) -> Self {
         self.commitment = CommitmentConfig { commitment: level };
-        self.rpc = Arc::new(RpcClient::new_with_timeout_and_commitment(
-            self.url.clone(),
-            Duration::from_secs(30),
-            self.commitment,
-        ));
+        self.rpc = rpc_client(&self.url, self.commitment);
         self
     }
 
@@ -147,6 +162,17 @@ impl ChainClient {
     pub fn with_confirm_timeout(mut self, timeout: Duration) -> Self {
         self.confirm_timeout = timeout;
         self
+    }
+
+    /// Offers priority fees by `fees` instead of the default policy (the
+    /// default ceiling on a cluster, none on a local chain).
+    pub fn with_fees(mut self, fees: crate::compute::FeePolicy) -> Self {
+        self.fees = fees;
+        self
+    }
+
+    pub fn fees(&self) -> crate::compute::FeePolicy {
+        self.fees
     }
 
     pub fn url(&self) -> &str {

@@ -1,8 +1,18 @@
 //! Sending transactions and waiting for them: each asks for the compute-unit
-//! limit of its instructions ([`crate::compute`]), and is re-signed with a
-//! fresh blockhash when the first expires.
+//! limit of its instructions and offers the price that recent transactions
+//! writing its accounts paid, within the client's [`crate::compute::FeePolicy`] (both in
+//! [`crate::compute`]); it is sent with
+//! `maxRetries: 0` and sent again by the client every [`REBROADCAST`] until
+//! it lands or its blockhash expires (an RPC node's own rebroadcast queue is
+//! what public endpoints drop first), then re-signed with a fresh blockhash.
 
 use super::*;
+
+/// The longest a transaction waits for the recent fees it is priced by.
+pub const FEE_READ_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How often a transaction not yet seen by the cluster is sent again.
+pub const REBROADCAST: Duration = Duration::from_secs(2);
 
 /// What `send` does after the first attempt fails.
 pub(super) enum Attempt {
@@ -25,7 +35,8 @@ impl ChainClient {
             .pubkey();
         const ATTEMPTS: usize = 3;
         for attempt in 1..=ATTEMPTS {
-            match self.send_once(ixs, payer_and_signers, payer).await? {
+            let price = self.unit_price(ixs, &payer, attempt as u32).await;
+            match self.send_once(ixs, payer_and_signers, payer, price).await? {
                 Attempt::Done(signature) => return Ok(signature),
                 Attempt::BlockhashExpired if attempt < ATTEMPTS => {
                     tracing::debug!(attempt, "blockhash expired before confirmation; re-signing");
@@ -33,12 +44,34 @@ impl ChainClient {
                 Attempt::BlockhashExpired => break,
             }
         }
-        Err(ChainError::Transaction {
-            message: format!(
-                "the blockhash expired {ATTEMPTS} times before the transaction landed; the cluster may be congested"
-            ),
-            logs: Vec::new(),
-        })
+        Err(ChainError::Expired { attempts: ATTEMPTS })
+    }
+
+    /// The compute-unit price for the `attempt`-th signing of `ixs`
+    /// ([`crate::compute::FeePolicy::price`] of the fees recent slots paid for their
+    /// writable accounts). A node that will not say (refused, or without
+    /// the method) is not a reason to hold the transaction back: it is
+    /// priced as if recent slots paid nothing.
+    pub async fn unit_price(&self, ixs: &[Instruction], payer: &Pubkey, attempt: u32) -> u64 {
+        if self.fees.ceiling == 0 {
+            return 0;
+        }
+        let accounts = crate::compute::writable_accounts(ixs, payer);
+        // Bounded: a rate-limited endpoint would otherwise hold the
+        // transaction for the transport's whole backoff.
+        let read = self.rpc.get_recent_prioritization_fees(&accounts);
+        let recent = match tokio::time::timeout(FEE_READ_TIMEOUT, read).await {
+            Ok(Ok(fees)) => fees.iter().map(|f| f.prioritization_fee).collect(),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "no recent prioritization fees; offering the floor");
+                Vec::new()
+            }
+            Err(_) => {
+                tracing::debug!("recent prioritization fees not read in time; offering the floor");
+                Vec::new()
+            }
+        };
+        self.fees.price(&recent, attempt)
     }
 
     pub(super) async fn send_once(
@@ -46,20 +79,27 @@ impl ChainClient {
         ixs: &[Instruction],
         signers: &[&Keypair],
         payer: Pubkey,
+        micro_lamports: u64,
     ) -> Result<Attempt, ChainError> {
         let blockhash = self
             .rpc
             .get_latest_blockhash()
             .await
             .map_err(|e| self.rpc_error(e))?;
-        let ixs = crate::compute::with_unit_limit(ixs);
+        let ixs = crate::compute::with_budget(ixs, micro_lamports);
         let mut tx = Transaction::new_with_payer(&ixs, Some(&payer));
         tx.try_sign(&signers.to_vec(), blockhash)
             .map_err(|e| ChainError::Signing(e.to_string()))?;
         let config = solana_rpc_client_api::config::RpcSendTransactionConfig {
             preflight_commitment: Some(self.commitment.commitment),
             encoding: Some(UiTransactionEncoding::Base64),
+            max_retries: Some(0),
             ..Default::default()
+        };
+        // Sent again as it is: the same signature, which lands at most once.
+        let again = solana_rpc_client_api::config::RpcSendTransactionConfig {
+            skip_preflight: true,
+            ..config
         };
         let signature = match self.rpc.send_transaction_with_config(&tx, config).await {
             Ok(signature) => signature,
@@ -86,13 +126,14 @@ impl ChainClient {
 
         let started = Instant::now();
         let mut last_blockhash_check = Instant::now();
+        let mut last_sent = Instant::now();
         loop {
-            let statuses = self
-                .rpc
-                .get_signature_statuses(&[signature])
+            let status = self
+                .statuses
+                .status(&self.rpc, &signature, self.poll_interval)
                 .await
                 .map_err(|e| self.rpc_error(e))?;
-            if let Some(Some(status)) = statuses.value.first() {
+            if let Some(status) = &status {
                 if let Some(err) = &status.err {
                     let logs = self.transaction_logs(&signature).await.unwrap_or_default();
                     return Err(classify(err.clone(), logs, payer));
@@ -100,14 +141,15 @@ impl ChainClient {
                 if status.satisfies_commitment(self.commitment) {
                     return Ok(Attempt::Done(signature));
                 }
-            } else if last_blockhash_check.elapsed() > Duration::from_secs(2) {
+            } else if last_sent.elapsed() >= REBROADCAST {
+                last_sent = Instant::now();
+                if let Err(e) = self.rpc.send_transaction_with_config(&tx, again).await {
+                    tracing::debug!(%signature, error = %e, "sending the transaction again failed");
+                }
+            }
+            if status.is_none() && last_blockhash_check.elapsed() > Duration::from_secs(2) {
                 last_blockhash_check = Instant::now();
-                let valid = self
-                    .rpc
-                    .is_blockhash_valid(&blockhash, CommitmentConfig::processed())
-                    .await
-                    .map_err(|e| self.rpc_error(e))?;
-                if !valid {
+                if self.blockhash_expired(&blockhash).await? {
                     return Ok(Attempt::BlockhashExpired);
                 }
             }
@@ -117,8 +159,20 @@ impl ChainClient {
                     secs: self.confirm_timeout.as_secs(),
                 });
             }
-            tokio::time::sleep(self.poll_interval).await;
         }
+    }
+
+    /// Whether `blockhash` has expired: nothing signed with it can land any more.
+    pub(super) async fn blockhash_expired(
+        &self,
+        blockhash: &solana_hash::Hash,
+    ) -> Result<bool, ChainError> {
+        let valid = self
+            .rpc
+            .is_blockhash_valid(blockhash, CommitmentConfig::processed())
+            .await
+            .map_err(|e| self.rpc_error(e))?;
+        Ok(!valid)
     }
 
     /// The log lines of a confirmed transaction.

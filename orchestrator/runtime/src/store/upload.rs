@@ -2,7 +2,9 @@
 //! job's checkpoint directory and hashed in the same pass that stores it,
 //! then its descriptor.
 
-use super::{CheckpointStore, DESCRIPTOR, StoreError, StoredCheckpoint, valid_job_id};
+use super::{
+    CheckpointStore, DESCRIPTOR, ObjectUpload, StoreError, StoredCheckpoint, valid_job_id,
+};
 use crate::checkpoint::{
     CheckpointDigest, CheckpointError, FileDigest, LocalCheckpoint, Sha256Digest,
 };
@@ -10,12 +12,11 @@ use crate::confined::{ConfinedDir, ConfinedError, Limits};
 use futures_util::{StreamExt, TryStreamExt};
 use mcjs_protocol::store::layout;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, PutPayload, buffered::BufWriter};
+use object_store::{ObjectStore, PutPayload};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tokio::io::AsyncWriteExt;
 
 impl CheckpointStore {
     /// Uploads a complete checkpoint found under `root`, its descriptor
@@ -95,11 +96,18 @@ fn upload_nonce(job_id: &str) -> u64 {
     u64::from_be_bytes(h.finalize()[..8].try_into().expect("8 bytes"))
 }
 
+/// Deletes what a refused or failed upload stored. Best effort: a file left
+/// (the store failing again) is under this upload's own key, which no
+/// descriptor names, so nothing lists or restores it.
 async fn delete_files(store: &Arc<dyn ObjectStore>, prefix: &str, files: &[FileDigest]) {
     for f in files {
-        let _ = store
-            .delete(&ObjectPath::from(format!("{prefix}/{}", f.path)))
-            .await;
+        let path = ObjectPath::from(format!("{prefix}/{}", f.path));
+        match store.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => {
+                tracing::warn!(%path, error = %e, "cannot delete a file of a failed upload; no descriptor names it")
+            }
+        }
     }
 }
 
@@ -181,7 +189,6 @@ async fn copy_hashing(
 ) -> Result<(u64, Sha256Digest), StoreError> {
     const CHUNK: usize = 1 << 20;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(4);
-    let shown = dir.path().join(&rel);
     let reader =
         tokio::task::spawn_blocking(move || -> Result<(u64, Sha256Digest), CheckpointError> {
             let (mut file, _) = dir.open_file(&rel)?;
@@ -220,32 +227,32 @@ async fn copy_hashing(
             }
             Ok((size, Sha256Digest(h.finalize().into())))
         });
-    let mut writer = BufWriter::new(store, dst.clone());
+    let mut upload = ObjectUpload::new(store, dst);
     let mut write_error = None;
     while let Some(chunk) = rx.recv().await {
-        if let Err(e) = writer.write_all(&chunk).await {
+        if let Err(e) = upload.put(chunk).await {
             write_error = Some(e);
             break;
         }
     }
     drop(rx);
-    let read = reader.await.map_err(|e| StoreError::Join(e.to_string()))?;
-    let read = match (read, write_error) {
-        (Err(e), _) => Err(StoreError::from(e)),
-        (Ok(_), Some(source)) => Err(StoreError::Io {
-            action: "upload",
-            path: shown,
-            source,
-        }),
-        (Ok(r), None) => match writer.shutdown().await {
-            Ok(()) => return Ok(r),
-            Err(source) => Err(StoreError::Io {
-                action: "upload",
-                path: shown,
-                source,
-            }),
+    let read = reader.await.map_err(|e| StoreError::Join(e.to_string()));
+    match (read, write_error) {
+        // What the reader found (the job's fault, above all) comes first;
+        // aborting an upload that failed already sends nothing.
+        (Err(e), _) => {
+            upload.abort().await;
+            Err(e)
+        }
+        (Ok(Err(e)), _) => {
+            upload.abort().await;
+            Err(e.into())
+        }
+        // The upload has cleaned up after itself already.
+        (Ok(Ok(_)), Some(e)) => Err(StoreError::Upload(e)),
+        (Ok(Ok(r)), None) => match upload.finish().await {
+            Ok(()) => Ok(r),
+            Err(e) => Err(StoreError::Upload(e)),
         },
-    };
-    let _ = writer.abort().await;
-    read
+    }
 }

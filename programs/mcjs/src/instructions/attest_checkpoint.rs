@@ -161,10 +161,10 @@ impl AttestCheckpoint<'_> {
                 node: &mut self.node,
                 provider,
                 settlement: SettlementAccounts {
-                    job_vault,
+                    job_vault: job_vault.to_account_info(),
                     usdc_mint,
-                    provider_payout,
-                    treasury,
+                    provider_payout: provider_payout.to_account_info(),
+                    treasury: treasury.to_account_info(),
                     token_program,
                 },
                 commission_bps: self.config.params.commission_bps,

@@ -49,7 +49,7 @@ impl CancelJob<'_> {
         accounts.job.cancel(now)?;
         let refund = refund_bond(
             &mut accounts.job,
-            &accounts.job_vault,
+            &accounts.job_vault.to_account_info(),
             &accounts.usdc_mint,
             &accounts.owner_token,
             &accounts.token_program,

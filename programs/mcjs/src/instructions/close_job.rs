@@ -66,7 +66,7 @@ impl CloseJob<'_> {
             &accounts.token_program,
             &accounts.job_vault,
             &accounts.usdc_mint,
-            &accounts.owner_token,
+            &accounts.owner_token.to_account_info(),
             accounts.job.to_account_info(),
             &[&seeds],
             swept,

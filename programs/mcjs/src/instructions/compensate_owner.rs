@@ -67,7 +67,7 @@ impl CompensateOwner<'_> {
             &accounts.token_program,
             &accounts.insurance_pool,
             &accounts.usdc_mint,
-            &accounts.owner_token,
+            &accounts.owner_token.to_account_info(),
             accounts.config.to_account_info(),
             &[seeds],
             args.amount,

@@ -44,7 +44,7 @@ impl ExpireJob<'_> {
         accounts.job.expire(now)?;
         let refund = refund_bond(
             &mut accounts.job,
-            &accounts.job_vault,
+            &accounts.job_vault.to_account_info(),
             &accounts.usdc_mint,
             &accounts.owner_token,
             &accounts.token_program,

@@ -129,7 +129,7 @@ impl ReportFailure<'_> {
                 &accounts.token_program,
                 &accounts.stake_vault,
                 &accounts.usdc_mint,
-                &accounts.insurance_pool,
+                &accounts.insurance_pool.to_account_info(),
                 accounts.provider.to_account_info(),
                 &[&seeds],
                 slashed,

@@ -1,5 +1,5 @@
 use anchor_lang::prelude::*;
-use anchor_spl::token::{Mint, Token, TokenAccount};
+use anchor_spl::token::{Mint, Token};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, VerificationResolved};
@@ -10,7 +10,7 @@ use crate::state::{
     seeds::*, CheckpointRecord, Config, Job, Node, Party, Provider, Segment, SegmentState,
     Verification, VerificationOutcome, VerificationState,
 };
-use crate::token::pay_out;
+use crate::token::pay_out_from;
 
 /// No seeds are checked on the Config, job or verification (state/seeds.rs,
 /// "Where a program account's seeds are not checked again"): the
@@ -43,26 +43,43 @@ pub struct ResolveVerification<'info> {
         seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VAULT],
         bump = job.vault_bump,
     )]
-    pub job_vault: Box<Account<'info, TokenAccount>>,
+    /// CHECK: pinned by its seeds; only paid out of, signed by the job
+    /// (the SPL Token program checks its owner and mint), so not
+    /// deserialised.
+    pub job_vault: UncheckedAccount<'info>,
     #[account(address = config.usdc_mint @ McjsError::WrongMint)]
     pub usdc_mint: Box<Account<'info, Mint>>,
-    /// The owner's refund account: receives a proven-wrong segment.
+    /// CHECK: the owner's refund account (receives a proven-wrong
+    /// segment), pinned to the job's `refund_account`, a token account of
+    /// the Config's mint checked when the job was submitted. The five
+    /// destinations here are only paid into: not deserialised (the SPL
+    /// Token program refuses a transfer to anything but a token account of
+    /// the vault's mint, see `token::pay_out`).
     #[account(mut, address = job.refund_account @ McjsError::WrongTokenAccount)]
-    pub owner_token: Box<Account<'info, TokenAccount>>,
+    pub owner_token: UncheckedAccount<'info>,
+    /// CHECK: pinned to the Config's treasury (checked at `initialize`).
     #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
-    pub treasury: Box<Account<'info, TokenAccount>>,
+    pub treasury: UncheckedAccount<'info>,
+    /// CHECK: pinned to the Config's insurance pool (made at `initialize`).
     #[account(mut, address = config.insurance_pool @ McjsError::WrongTokenAccount)]
-    pub insurance_pool: Box<Account<'info, TokenAccount>>,
+    pub insurance_pool: UncheckedAccount<'info>,
+    /// CHECK: pinned to the verification's verifier payout account; only
+    /// paid into (see `owner_token`).
     #[account(mut, address = verification.verifier_payout @ McjsError::WrongTokenAccount)]
-    pub verifier_payout: Box<Account<'info, TokenAccount>>,
+    pub verifier_payout: UncheckedAccount<'info>,
+    /// CHECK: pinned to the verification's referee payout account; only
+    /// paid into (see `owner_token`).
     #[account(mut, address = verification.referee_payout @ McjsError::WrongTokenAccount)]
-    pub referee_payout: Box<Account<'info, TokenAccount>>,
+    pub referee_payout: UncheckedAccount<'info>,
     /// Whoever's hash lost (the job's provider or the verifier), for a
     /// dispute; checked against the outcome.
     #[account(mut)]
     pub loser: Option<Box<Account<'info, Provider>>>,
+    /// CHECK: the loser's stake vault, checked against its seeds in `slash`
+    /// before anything moves; only paid out of, signed by the loser (the
+    /// SPL Token program checks the vault's owner and mint).
     #[account(mut)]
-    pub loser_stake_vault: Option<Box<Account<'info, TokenAccount>>>,
+    pub loser_stake_vault: Option<UncheckedAccount<'info>>,
     /// The job's current assignment, when a proven-wrong interval must take
     /// the job off its node: its node, its provider (omitted when it is the
     /// loser), its provider's payout account (omitted when it is a
@@ -72,8 +89,11 @@ pub struct ResolveVerification<'info> {
     pub node: Option<Box<Account<'info, Node>>>,
     #[account(mut)]
     pub provider: Option<Box<Account<'info, Provider>>>,
+    /// CHECK: compared with the provider's `payout` (set at
+    /// `register_provider`, a token account of the Config's mint) before it
+    /// is paid into; only paid into (see `owner_token`).
     #[account(mut)]
-    pub provider_payout: Option<Box<Account<'info, TokenAccount>>>,
+    pub provider_payout: Option<UncheckedAccount<'info>>,
     #[account(mut)]
     pub current_segment: Option<Box<Account<'info, Segment>>>,
     pub token_program: Program<'info, Token>,
@@ -242,7 +262,7 @@ impl ResolveVerification<'_> {
         };
         let (owner, id, bump);
         let seeds = job_signer_seeds!(job, owner, id, bump);
-        pay_out(
+        pay_out_from(
             &self.token_program,
             &self.job_vault,
             &self.usdc_mint,
@@ -278,7 +298,7 @@ impl ResolveVerification<'_> {
                 job.paid = job.paid.checked_sub(amount).ok_or(McjsError::Overflow)?;
                 let (owner, id, bump);
                 let seeds = job_signer_seeds!(job, owner, id, bump);
-                pay_out(
+                pay_out_from(
                     &self.token_program,
                     &self.job_vault,
                     &self.usdc_mint,
@@ -328,7 +348,7 @@ impl ResolveVerification<'_> {
             .zip(fees)
         {
             let fee = (*fee).min(left);
-            pay_out(
+            pay_out_from(
                 &self.token_program,
                 vault,
                 &self.usdc_mint,
@@ -340,7 +360,7 @@ impl ResolveVerification<'_> {
             left -= fee;
             paid_fees += fee;
         }
-        pay_out(
+        pay_out_from(
             &self.token_program,
             vault,
             &self.usdc_mint,
@@ -395,7 +415,7 @@ impl ResolveVerification<'_> {
         require_keys_eq!(node.provider, provider.key(), McjsError::WrongAssignment);
         // The job may have moved to a checker's node: that provider's
         // payout account is already here (a second copy would be refused).
-        let payout: &Account<'_, TokenAccount> = if provider.payout == self.verifier_payout.key() {
+        let payout: &AccountInfo<'_> = if provider.payout == self.verifier_payout.key() {
             &self.verifier_payout
         } else if provider.payout == self.referee_payout.key() {
             &self.referee_payout
@@ -417,10 +437,10 @@ impl ResolveVerification<'_> {
                 node,
                 provider,
                 settlement: SettlementAccounts {
-                    job_vault: &self.job_vault,
+                    job_vault: self.job_vault.to_account_info(),
                     usdc_mint: &self.usdc_mint,
-                    provider_payout: payout,
-                    treasury: &self.treasury,
+                    provider_payout: payout.clone(),
+                    treasury: self.treasury.to_account_info(),
                     token_program: &self.token_program,
                 },
                 commission_bps: self.config.params.commission_bps,
@@ -453,7 +473,7 @@ impl ResolveVerification<'_> {
         segment.state = SegmentState::Refunded;
         let (owner, id, bump);
         let seeds = job_signer_seeds!(job, owner, id, bump);
-        pay_out(
+        pay_out_from(
             &self.token_program,
             &self.job_vault,
             &self.usdc_mint,

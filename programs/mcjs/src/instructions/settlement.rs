@@ -6,7 +6,7 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 use crate::errors::McjsError;
 use crate::events::{emit_event, SegmentHeld, SegmentSettled};
 use crate::state::{Job, Node, Provider, Segment, SegmentState};
-use crate::token::{pay_out, split_commission};
+use crate::token::{pay_out_from, split_commission};
 
 /// Signer seeds of a job PDA (the authority of its vault).
 #[macro_export]
@@ -41,10 +41,14 @@ macro_rules! provider_signer_seeds {
 }
 
 pub struct SettlementAccounts<'a, 'info> {
-    pub job_vault: &'a Account<'info, TokenAccount>,
+    /// Pinned by its seeds by each instruction; paid out of, signed by the
+    /// job (see `token::pay_out_from`).
+    pub job_vault: AccountInfo<'info>,
     pub usdc_mint: &'a Account<'info, Mint>,
-    pub provider_payout: &'a Account<'info, TokenAccount>,
-    pub treasury: &'a Account<'info, TokenAccount>,
+    /// Destinations only: pinned by address by each instruction (see
+    /// `token::pay_out`), so they need not be deserialised.
+    pub provider_payout: AccountInfo<'info>,
+    pub treasury: AccountInfo<'info>,
     pub token_program: &'a Program<'info, Token>,
 }
 
@@ -98,20 +102,20 @@ pub fn settle_segment<'info>(
     let (owner, id, bump);
     let seeds = job_signer_seeds!(job, owner, id, bump);
     let authority = job.to_account_info();
-    pay_out(
+    pay_out_from(
         accounts.token_program,
-        accounts.job_vault,
+        &accounts.job_vault,
         accounts.usdc_mint,
-        accounts.provider_payout,
+        &accounts.provider_payout,
         authority.clone(),
         &[&seeds],
         provider_amount,
     )?;
-    pay_out(
+    pay_out_from(
         accounts.token_program,
-        accounts.job_vault,
+        &accounts.job_vault,
         accounts.usdc_mint,
-        accounts.treasury,
+        &accounts.treasury,
         authority,
         &[&seeds],
         commission,
@@ -150,10 +154,10 @@ macro_rules! off_node {
             node: &mut $accounts.node,
             provider: &mut $accounts.provider,
             settlement: $crate::instructions::settlement::SettlementAccounts {
-                job_vault: &$accounts.job_vault,
+                job_vault: $accounts.job_vault.to_account_info(),
                 usdc_mint: &$accounts.usdc_mint,
-                provider_payout: &$accounts.provider_payout,
-                treasury: &$accounts.treasury,
+                provider_payout: $accounts.provider_payout.to_account_info(),
+                treasury: $accounts.treasury.to_account_info(),
                 token_program: &$accounts.token_program,
             },
             commission_bps: $accounts.config.params.commission_bps,
@@ -192,7 +196,7 @@ pub fn take_off_node<'info>(
         let owner_token = off.owner_token.ok_or(McjsError::WrongTokenAccount)?;
         refund_bond(
             off.job,
-            off.settlement.job_vault,
+            &off.settlement.job_vault,
             off.settlement.usdc_mint,
             owner_token,
             off.settlement.token_program,
@@ -212,7 +216,7 @@ pub fn take_off_node<'info>(
 /// Returns the whole remaining bond to the owner's token account.
 pub fn refund_bond<'info>(
     job: &mut Account<'info, Job>,
-    job_vault: &Account<'info, TokenAccount>,
+    job_vault: &AccountInfo<'info>,
     usdc_mint: &Account<'info, Mint>,
     owner_token: &Account<'info, TokenAccount>,
     token_program: &Program<'info, Token>,
@@ -220,11 +224,11 @@ pub fn refund_bond<'info>(
     let amount = job.bond;
     let (owner, id, bump);
     let seeds = job_signer_seeds!(job, owner, id, bump);
-    pay_out(
+    pay_out_from(
         token_program,
         job_vault,
         usdc_mint,
-        owner_token,
+        &owner_token.to_account_info(),
         job.to_account_info(),
         &[&seeds],
         amount,

@@ -72,7 +72,7 @@ impl WithdrawStake<'_> {
             &accounts.token_program,
             &accounts.stake_vault,
             &accounts.usdc_mint,
-            &accounts.destination,
+            &accounts.destination.to_account_info(),
             accounts.provider.to_account_info(),
             &[&seeds],
             total,
