@@ -17,6 +17,16 @@ pub const START_TRIES: u32 = 3;
 /// One check of this node: a verification and the role the node plays in it.
 pub type CheckId = (Pubkey, Party);
 
+/// A check the chain lists for this node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listed {
+    pub id: CheckId,
+    pub state: VerificationState,
+    /// The job checked and the interval.
+    pub job: Pubkey,
+    pub interval: u32,
+}
+
 /// What a check asks of the node now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -63,18 +73,30 @@ impl CheckBook {
     /// The checks the chain lists now that are not already in hand, each
     /// with the step it asks for; they are in hand until [`done`](Self::done).
     /// What the chain no longer lists (resolved, or timed out) is forgotten.
-    pub fn take(&mut self, listed: &[(CheckId, VerificationState)]) -> Vec<(CheckId, Step)> {
-        let ids: HashSet<CheckId> = listed.iter().map(|(id, _)| *id).collect();
+    ///
+    /// Of one job's checks to seal, only the earliest interval is taken (the
+    /// later ones once it is answered and no longer listed): the store
+    /// gateway gives a checker the start of that interval only, since the
+    /// start of a later one is the end of an earlier one, which the checker
+    /// must reproduce, not read.
+    pub fn take(&mut self, listed: &[Listed]) -> Vec<(CheckId, Step)> {
+        let ids: HashSet<CheckId> = listed.iter().map(|l| l.id).collect();
         self.start_failures.retain(|id, _| ids.contains(id));
+        let mut earliest: HashMap<Pubkey, u32> = HashMap::new();
+        for l in listed.iter().filter(|l| l.state == VerificationState::Open) {
+            let first = earliest.entry(l.job).or_insert(l.interval);
+            *first = (*first).min(l.interval);
+        }
         let mut out = Vec::new();
-        for (id, state) in listed {
-            let step = match state {
-                VerificationState::Open => Step::Seal,
+        for l in listed {
+            let step = match l.state {
+                VerificationState::Open if earliest.get(&l.job) == Some(&l.interval) => Step::Seal,
+                VerificationState::Open => continue,
                 VerificationState::Revealing => Step::Reveal,
                 _ => continue,
             };
-            if self.active.insert(*id) {
-                out.push((*id, step));
+            if self.active.insert(l.id) {
+                out.push((l.id, step));
             }
         }
         out
@@ -203,11 +225,20 @@ mod tests {
         );
     }
 
+    fn listed(n: u8, state: VerificationState) -> Listed {
+        Listed {
+            id: id(n),
+            state,
+            job: Pubkey::new_from_array([100 + n; 32]),
+            interval: 1,
+        }
+    }
+
     #[test]
     fn a_listed_check_is_taken_once_until_its_step_is_done() {
         use VerificationState as V;
         let mut book = CheckBook::default();
-        let listed = [(id(1), V::Open), (id(2), V::Revealing)];
+        let listed = [listed(1, V::Open), listed(2, V::Revealing)];
         assert_eq!(
             book.take(&listed),
             vec![(id(1), Step::Seal), (id(2), Step::Reveal)]
@@ -221,7 +252,47 @@ mod tests {
         let resolved = V::Resolved {
             outcome: mcjs_client::program::state::VerificationOutcome::Confirmed,
         };
-        assert_eq!(book.take(&[(id(1), resolved)]), vec![]);
+        assert_eq!(book.take(&[self::listed(1, resolved)]), vec![]);
+    }
+
+    /// Checks of one job are sealed in interval order, whatever order the
+    /// chain lists them in; reveals and other jobs' checks do not wait.
+    #[test]
+    fn of_one_jobs_checks_only_the_earliest_interval_is_taken_to_seal() {
+        use VerificationState as V;
+        let job = Pubkey::new_from_array([9; 32]);
+        let of_job = |n: u8, state, interval| Listed {
+            id: id(n),
+            state,
+            job,
+            interval,
+        };
+        let mut book = CheckBook::default();
+        let listed = [
+            of_job(1, V::Open, 7),
+            of_job(2, V::Open, 5),
+            of_job(3, V::Revealing, 4),
+            listed(4, V::Open),
+        ];
+        assert_eq!(
+            book.take(&listed),
+            vec![
+                (id(2), Step::Seal),
+                (id(3), Step::Reveal),
+                (id(4), Step::Seal)
+            ]
+        );
+        // Interval 5 still unanswered: 7 waits, even with 5 out of hand.
+        book.done(&id(2));
+        assert_eq!(book.take(&listed), vec![(id(2), Step::Seal)]);
+        // Interval 5 sealed: the chain lists it no more (or as Revealing),
+        // and 7 is taken.
+        book.done(&id(2));
+        let after = [of_job(1, V::Open, 7), of_job(2, V::Revealing, 5)];
+        assert_eq!(
+            book.take(&after),
+            vec![(id(1), Step::Seal), (id(2), Step::Reveal)]
+        );
     }
 
     #[test]

@@ -68,6 +68,16 @@ impl StoreError {
         matches!(self, Self::Object { source, .. } if !matches!(source, object_store::Error::NotFound { .. }))
     }
 
+    /// Whether a restore found no usable copy only because the store
+    /// refused or failed a request (see [`SkippedCheckpoint::store_failed`]):
+    /// that says nothing of whether the checkpoint is there.
+    pub fn store_failed(&self) -> bool {
+        match self {
+            Self::NoUsableCheckpoint { tried, .. } => tried.iter().any(|t| t.store_failed),
+            other => other.is_unavailable(),
+        }
+    }
+
     /// Whether what the job wrote (not the node or the store) caused this.
     pub fn is_job_fault(&self) -> bool {
         match self {
@@ -161,6 +171,9 @@ pub struct SkippedCheckpoint {
     pub step: u64,
     pub hash: Sha256Digest,
     pub reason: String,
+    /// The store did not say what it holds (it refused or failed the
+    /// request, other than "not found"): this copy may well be whole.
+    pub store_failed: bool,
 }
 
 impl fmt::Display for SkippedCheckpoint {

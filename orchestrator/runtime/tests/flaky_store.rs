@@ -565,6 +565,10 @@ enum Fail {
     /// The n-th part (from 1).
     Part(usize),
     Complete,
+    /// Every read of a checkpoint's files (not of its descriptor),
+    /// refused as the gateway refuses a checker the files of a checkpoint
+    /// other than its interval's start.
+    Get,
 }
 
 #[derive(Debug)]
@@ -677,6 +681,12 @@ impl ObjectStore for Faulty {
         location: &ObjectPath,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        if self.failing(Fail::Get) && location.as_ref().contains("/files/") {
+            return Err(object_store::Error::PermissionDenied {
+                path: location.to_string(),
+                source: "injected: store request refused".into(),
+            });
+        }
         self.inner.get_opts(location, options).await
     }
 
@@ -791,4 +801,106 @@ async fn an_abandoned_upload_leaves_nothing() {
     up.abort().await;
     assert_eq!(aborted.load(Ordering::SeqCst), 1);
     assert!(inner.head(&path).await.is_err());
+}
+
+/// A restore that finds no usable copy says whether the store answered
+/// (the copy is not there: the start is unavailable) or only refused or
+/// failed its requests (nothing is known of the copy): a checker answers
+/// `StartUnavailable`, which can cost the provider its stake, only on the
+/// first.
+#[tokio::test]
+async fn a_restore_refused_by_the_store_is_told_apart_from_a_missing_checkpoint() {
+    use mcjs_runtime::checkpoint::Sha256Digest;
+    use mcjs_runtime::store::ExpectedCheckpoint;
+    let t = tempfile::tempdir().unwrap();
+    let local = t.path().join("ckpt");
+    let dir = local.join("step-000010");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("weights.bin"), pattern(4096, 10)).unwrap();
+    std::fs::write(
+        dir.join("mcjs-manifest.json"),
+        r#"{"format":"mcjs-checkpoint/1","epoch":0,"step":10}"#,
+    )
+    .unwrap();
+    let inner = Arc::new(InMemory::new());
+    let faulty = Faulty {
+        inner: Arc::clone(&inner),
+        fail: Fail::Get,
+        abort_fails: false,
+        aborted: Arc::default(),
+        parts: Arc::default(),
+        armed: Arc::new(AtomicBool::new(false)),
+    };
+    let armed = Arc::clone(&faulty.armed);
+    let pipeline = CheckpointPipeline {
+        store: CheckpointStore::new(Arc::new(faulty), 3),
+        job_id: JOB.into(),
+        generation: 1,
+        local_root: local,
+        hash_threads: 1,
+        limits: Limits::UNLIMITED,
+        every_steps: None,
+    };
+    pipeline.collect().await.unwrap();
+    let stored = pipeline.store.list(JOB).await.unwrap().checkpoints;
+    let expected = [ExpectedCheckpoint {
+        step: 10,
+        hash: stored[0].hash,
+    }];
+    let restore = async |into: &str| {
+        pipeline
+            .store
+            .restore(JOB, &expected, Limits::UNLIMITED, &t.path().join(into))
+            .await
+    };
+    // Whole and readable: restored.
+    restore("a").await.unwrap();
+
+    // The store refuses to read the files (descriptors still answer).
+    armed.store(true, Ordering::SeqCst);
+    let refused = restore("b").await.unwrap_err();
+    assert!(
+        matches!(refused, StoreError::NoUsableCheckpoint { .. }),
+        "{refused}"
+    );
+    assert!(
+        refused.store_failed(),
+        "a refusal says nothing of the copy: {refused}"
+    );
+    armed.store(false, Ordering::SeqCst);
+
+    // One of its files is gone: the store answered, the copy is not whole.
+    use futures_util::TryStreamExt;
+    let files: Vec<ObjectPath> = inner
+        .list(None)
+        .map_ok(|m| m.location)
+        .try_collect()
+        .await
+        .unwrap();
+    let file = files
+        .iter()
+        .find(|p| p.as_ref().ends_with("/files/weights.bin"))
+        .expect("the weights are stored");
+    inner.delete(file).await.unwrap();
+    let missing = restore("c").await.unwrap_err();
+    assert!(
+        matches!(missing, StoreError::NoUsableCheckpoint { .. }),
+        "{missing}"
+    );
+    assert!(
+        !missing.store_failed(),
+        "a missing file is an answer: {missing}"
+    );
+
+    // A hash the store holds no copy of: an answer too.
+    let unknown = [ExpectedCheckpoint {
+        step: 10,
+        hash: Sha256Digest([7; 32]),
+    }];
+    let none = pipeline
+        .store
+        .restore(JOB, &unknown, Limits::UNLIMITED, &t.path().join("d"))
+        .await
+        .unwrap_err();
+    assert!(!none.store_failed(), "{none}");
 }

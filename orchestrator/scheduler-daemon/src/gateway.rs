@@ -6,11 +6,13 @@
 //! Every request is authenticated (signature, clock) and then authorised
 //! op by op ([`crate::store_gate::authorize`]) against the chain: for an
 //! owner as read for this request, for a node as read at most two seconds
-//! ago ([`crate::node_views`]); one refused op refuses the whole request
-//! before anything is signed or performed.
+//! ago ([`crate::node_views`]), and read again at once when that refuses
+//! (a job or a check given to the node a moment ago); one refused op
+//! refuses the whole request before anything is signed or performed.
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -29,10 +31,10 @@ use mcjs_protocol::store::{
 use mcjs_protocol::{Refusal, SignedRequest};
 
 use crate::metrics::Metrics;
-use crate::node_views::{NodeView, NodeViews};
+use crate::node_views::{NodeView, NodeViews, VIEW_FRESH, VIEW_RECHECK};
 use crate::quota::{Pending, WalletQuota};
 use crate::server::{Clock, error};
-use crate::store_gate::{Caller, Checking, authorize, granting};
+use crate::store_gate::{Caller, Checking, SpecInput, authorize, granting};
 
 pub use crate::s3::{S3Error, S3Store};
 
@@ -213,11 +215,16 @@ fn open<T: serde::de::DeserializeOwned>(
 }
 
 /// What the chain says of `node` (its operator, its jobs, the checks it
-/// owes): a view read within the last two seconds, else read now; when the
-/// chain cannot be read, a view up to 30 s old, else 502.
-async fn node_view(state: &GatewayState, node: Pubkey) -> Result<Arc<NodeView>, Response> {
+/// owes): a view read within `fresh_for` ([`VIEW_FRESH`], or
+/// [`VIEW_RECHECK`] after a refusal), else read now; when the chain cannot
+/// be read, a view up to 30 s old, else 502.
+async fn node_view(
+    state: &GatewayState,
+    node: Pubkey,
+    fresh_for: Duration,
+) -> Result<Arc<NodeView>, Response> {
     let now = std::time::Instant::now();
-    if let Some(view) = state.views.fresh(&node, now) {
+    if let Some(view) = state.views.read_within(&node, now, fresh_for) {
         return Ok(view);
     }
     let unreadable = |e: String| match state.views.stale(&node, now) {
@@ -243,6 +250,7 @@ async fn node_view(state: &GatewayState, node: Pubkey) -> Result<Arc<NodeView>, 
             .filter(|c| c.verification.state == VerificationState::Open)
             .map(|c| Checking {
                 job: c.verification.job,
+                interval: c.verification.interval,
                 start_step: c.verification.from.map(|f| f.step),
                 account: c.job,
             })
@@ -255,6 +263,45 @@ async fn node_view(state: &GatewayState, node: Pubkey) -> Result<Arc<NodeView>, 
         checking,
     };
     Ok(state.views.put(node, view, now))
+}
+
+/// What `view` lets its node do: the `users/` objects its jobs' specs name
+/// (read only when the request touches `users/`; specs are cached by hash),
+/// or why one of `ops` is refused.
+async fn node_grants(
+    s3: &S3Store,
+    node: &Pubkey,
+    view: &NodeView,
+    ops: &[StoreOp],
+) -> Result<Result<Vec<SpecInput>, String>, Response> {
+    let mut inputs = Vec::new();
+    let wants_user_data = ops
+        .iter()
+        .any(|op| matches!(ObjectKind::classify(op.path()), ObjectKind::UserData { .. }));
+    if wants_user_data {
+        let hashes: std::collections::BTreeSet<[u8; 32]> =
+            granting(node, &view.jobs, &view.checking)
+                .map(|j| j.spec_hash)
+                .collect();
+        for hash in hashes {
+            match s3.inputs_of(hash).await {
+                Ok(named) => inputs.extend(named.iter().cloned()),
+                Err(e) => return Err(error(StatusCode::BAD_GATEWAY, e.to_string())),
+            }
+        }
+    }
+    let caller = Caller::Node {
+        node: *node,
+        jobs: &view.jobs,
+        checking: &view.checking,
+        inputs: &inputs,
+    };
+    for op in ops {
+        if let Err(why) = authorize(op, &caller) {
+            return Ok(Err(why));
+        }
+    }
+    Ok(Ok(inputs))
 }
 
 pub async fn sign(
@@ -284,9 +331,10 @@ pub async fn sign(
             format!("store request refused: {signer} sends too many requests; slow down"),
         );
     }
-    // The chain as of now: the caller's jobs, and for a node its key and
-    // the jobs it checks.
+    // The chain as of now: the caller's jobs, and for a node its key, the
+    // jobs it checks and the inputs their specs name.
     let mut checked = Vec::new();
+    let mut inputs = Vec::new();
     let (node, jobs) = match &request.role {
         Role::Node { node } => {
             let Ok(node_key) = node.parse::<Pubkey>() else {
@@ -307,15 +355,41 @@ pub async fn sign(
                 }
                 Some(_) => {}
             }
-            let view = match node_view(&state, node_key).await {
+            // A view up to two seconds old; when it refuses, one read now
+            // (unless the view is already that fresh): the chain may have
+            // given the node a job or a check a moment ago.
+            let mut view = match node_view(&state, node_key, VIEW_FRESH).await {
                 Ok(view) => view,
                 Err(response) => return response,
             };
+            let mut granted = node_grants(&s3, &node_key, &view, &request.ops).await;
+            let stale = || {
+                let now = std::time::Instant::now();
+                state.views.read_within(&node_key, now, VIEW_RECHECK).is_none()
+            };
+            if matches!(granted, Ok(Err(_))) && stale() {
+                view = match node_view(&state, node_key, Duration::ZERO).await {
+                    Ok(view) => view,
+                    Err(response) => return response,
+                };
+                granted = node_grants(&s3, &node_key, &view, &request.ops).await;
+            }
             if view.operator != signer {
                 return state.refusal(Refusal::Foreign {
                     node: node.clone(),
                     signer: signer.to_string(),
                 });
+            }
+            match granted {
+                Ok(Ok(named)) => inputs = named,
+                Ok(Err(why)) => {
+                    return state.refuse(
+                        "denied",
+                        StatusCode::FORBIDDEN,
+                        format!("store request refused: {why}"),
+                    );
+                }
+                Err(response) => return response,
             }
             checked = view.checking.clone();
             let jobs = view.jobs.clone();
@@ -343,26 +417,6 @@ pub async fn sign(
             Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
         },
     };
-    // What the node's jobs' specs name in `users/`, read only when the
-    // request touches `users/` (specs are cached by hash).
-    let mut inputs = Vec::new();
-    if let Some(node) = &node {
-        let wants_user_data = request
-            .ops
-            .iter()
-            .any(|op| matches!(ObjectKind::classify(op.path()), ObjectKind::UserData { .. }));
-        if wants_user_data {
-            let hashes: std::collections::BTreeSet<[u8; 32]> = granting(node, &jobs, &checked)
-                .map(|j| j.spec_hash)
-                .collect();
-            for hash in hashes {
-                match s3.inputs_of(hash).await {
-                    Ok(named) => inputs.extend(named.iter().cloned()),
-                    Err(e) => return error(StatusCode::BAD_GATEWAY, e.to_string()),
-                }
-            }
-        }
-    }
     let caller = match node {
         Some(node) => Caller::Node {
             node,

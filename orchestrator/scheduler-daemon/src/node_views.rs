@@ -31,6 +31,11 @@ use crate::store_gate::Checking;
 
 /// How long a view serves without asking the chain again.
 pub const VIEW_FRESH: Duration = Duration::from_secs(2);
+/// A view that refuses a request is read again if it is older than this:
+/// the chain may have given the node a job or a check since. A node whose
+/// requests are refused on every read thus costs at most two reads a
+/// second (and its requests are rate-limited per signer before that).
+pub const VIEW_RECHECK: Duration = Duration::from_millis(500);
 /// How old a view may be and still serve while the chain cannot be read.
 pub const VIEW_STALE_ON_ERROR: Duration = Duration::from_secs(30);
 
@@ -54,6 +59,11 @@ impl NodeViews {
     /// The node's view if read within [`VIEW_FRESH`] of `now`.
     pub fn fresh(&self, node: &Pubkey, now: Instant) -> Option<Arc<NodeView>> {
         self.within(node, now, VIEW_FRESH)
+    }
+
+    /// The node's view if read within `age` of `now`.
+    pub fn read_within(&self, node: &Pubkey, now: Instant, age: Duration) -> Option<Arc<NodeView>> {
+        self.within(node, now, age)
     }
 
     /// The node's view if read within [`VIEW_STALE_ON_ERROR`] of `now`: what

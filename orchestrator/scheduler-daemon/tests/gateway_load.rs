@@ -297,3 +297,66 @@ async fn one_address_cannot_spend_the_owners_budget_or_the_port_of_another() {
     assert_eq!(post(&honest, owner_request()).await, 502);
     assert!(per_peer.remembered() >= 3);
 }
+
+/// A node's standing is read at most every 2 s; a request it refuses reads
+/// it again at once (the chain may have given the node a job a moment ago),
+/// but only if the standing is over 0.5 s old, so a node whose requests are
+/// all refused costs at most two reads a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_node_request_reads_the_chain_again_only_past_half_a_second() {
+    use mcjs_scheduler_daemon::node_views::{NodeView, VIEW_RECHECK};
+    let (rpc, chain_calls) = counting_rpc().await;
+    let (node, operator) = (Pubkey::new_unique(), Keypair::new());
+    let mut directory = Directory::default();
+    directory.insert(node, operator.pubkey());
+    let state = gateway_over(&rpc, directory);
+    let views = Arc::clone(&state.views);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}{STORE_SIGN_PATH}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, gateway::routes(state)).await.unwrap() });
+    let http = reqwest::Client::new();
+    // No job on the node has this spec: refused on the view.
+    let refused = || {
+        sealed(
+            &operator,
+            Role::Node {
+                node: node.to_string(),
+            },
+            format!("specs/{}.json", "ab".repeat(32)),
+        )
+    };
+    let post = async |body: Vec<u8>| http.post(&url).body(body).send().await.unwrap();
+    let standing = |age: Duration| {
+        let view = NodeView {
+            operator: operator.pubkey(),
+            jobs: Vec::new(),
+            checking: Vec::new(),
+        };
+        views.put(node, view, Instant::now() - age);
+    };
+
+    // Read 100 ms ago: refused on it, no chain call.
+    standing(Duration::from_millis(100));
+    let calls = chain_calls.load(Ordering::SeqCst);
+    let response = post(refused()).await;
+    assert_eq!(response.status().as_u16(), 403);
+    let why = response.text().await.unwrap();
+    assert!(why.contains("no job on this node has this spec"), "{why}");
+    assert_eq!(
+        chain_calls.load(Ordering::SeqCst),
+        calls,
+        "a fresh standing is not read again"
+    );
+
+    // Read a second ago (fresh for serving, but past the recheck age): the
+    // refusal reads the chain again (which fails here, so the standing
+    // serves and still refuses).
+    assert!(Duration::from_secs(1) > VIEW_RECHECK);
+    standing(Duration::from_secs(1));
+    let response = post(refused()).await;
+    assert_eq!(response.status().as_u16(), 403);
+    assert!(
+        chain_calls.load(Ordering::SeqCst) > calls,
+        "a refusal on a standing a second old reads the chain again"
+    );
+}

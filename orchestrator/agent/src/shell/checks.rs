@@ -4,9 +4,9 @@
 //! digest) in a commitment, then reveal it once both checkers have sealed.
 
 use super::*;
-use crate::checking::{CheckBook, CheckId, Next, Step, Tried};
+use crate::checking::{CheckBook, Listed, Next, Step, Tried};
 use mcjs_client::program::instructions::CheckerStep;
-use mcjs_client::program::state::{CheckAnswer, Party, VerificationState, check_commitment};
+use mcjs_client::program::state::{CheckAnswer, Party, check_commitment};
 use mcjs_runtime::checkpoint::hash_possessed_checkpoint_in;
 use mcjs_runtime::store::StoreError;
 use sha2::{Digest, Sha256};
@@ -73,9 +73,14 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     continue;
                 }
             };
-            let states: Vec<(CheckId, VerificationState)> = listed
+            let states: Vec<Listed> = listed
                 .iter()
-                .map(|c| ((c.key, c.role), c.verification.state))
+                .map(|c| Listed {
+                    id: (c.key, c.role),
+                    state: c.verification.state,
+                    job: c.verification.job,
+                    interval: c.verification.interval,
+                })
                 .collect();
             let taken = book.lock().expect("check book").take(&states);
             for (id, step) in taken {
@@ -296,8 +301,13 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     .await
                     .map_err(|e| {
                         let text = format!("restoring step {}: {e}", from.step);
+                        // Only a store that answered (not there, or not
+                        // matching its attested hash) says the start is
+                        // unavailable: a refused or failed request (the
+                        // gateway's chain view behind, an outage) is tried
+                        // again, never answered as the provider's fault.
                         match e {
-                            StoreError::NoUsableCheckpoint { .. } => {
+                            StoreError::NoUsableCheckpoint { .. } if !e.store_failed() => {
                                 CheckFailure::StartUnavailable(text)
                             }
                             _ => CheckFailure::Other(text),

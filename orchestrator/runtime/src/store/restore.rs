@@ -35,10 +35,11 @@ impl CheckpointStore {
         let stored = self.list(job_id).await?.checkpoints;
         let mut skipped = Vec::new();
         for want in expected {
-            let skip = |reason: String| SkippedCheckpoint {
+            let skip = |reason: String, store_failed: bool| SkippedCheckpoint {
                 step: want.step,
                 hash: want.hash,
                 reason,
+                store_failed,
             };
             // Collected before any await: a lazy filter held across one
             // trips rustc's Send inference in callers (rust-lang/rust#102211).
@@ -47,7 +48,7 @@ impl CheckpointStore {
                 .filter(|s| s.hash == want.hash && s.step == want.step)
                 .collect();
             if candidates.is_empty() {
-                skipped.push(skip("not in the checkpoint store".into()));
+                skipped.push(skip("not in the checkpoint store".into(), false));
                 continue;
             }
             for candidate in candidates {
@@ -67,6 +68,7 @@ impl CheckpointStore {
                 .await;
                 if let Err(e) = fetched {
                     let _ = tokio::fs::remove_dir_all(&staging).await;
+                    let store_failed = matches!(&e, VerifyError::Store(e) if e.is_unavailable());
                     let reason = match e {
                         VerifyError::Tampered { .. } => format!("corrupt: {e}"),
                         VerifyError::Store(e) => format!("download failed: {e}"),
@@ -75,7 +77,7 @@ impl CheckpointStore {
                         }
                     };
                     tracing::warn!(step = want.step, key = %candidate.key, %reason, "stored checkpoint unusable, trying the next one");
-                    skipped.push(skip(reason));
+                    skipped.push(skip(reason, store_failed));
                     continue;
                 }
                 let _ = tokio::fs::remove_dir_all(&dir).await;
