@@ -14,7 +14,8 @@ use mcjs::state::{Job, JobState};
 use mcjs_client::history::McjsEvent;
 use mcjs_client::{Pubkey, Signer, ix, pda};
 use mcjs_cluster::{
-    Cluster, ClusterConfig, EndpointProfile, StoreKind, is_running, kill_containers, workload,
+    Cluster, ClusterConfig, EndpointProfile, EndpointStats, StoreKind, is_running, kill_containers,
+    workload,
 };
 use sha2::{Digest, Sha256};
 
@@ -1258,12 +1259,56 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
             verified: Some(1.0),
             agent_env: Vec::new(),
             image: None,
-            endpoint: None,
+            // Every call counted, none delayed or refused.
+            endpoint: Some(EndpointProfile::METERED),
         },
         async |_| {},
     )
     .await;
+    s.wait("the job to run", 120, is_running).await;
+    let (from, started) = (s.cluster.endpoint_stats(), std::time::Instant::now());
     let done = s.assert_completed_and_verified().await;
+    let (busy, busy_secs) = (s.cluster.endpoint_stats(), started.elapsed().as_secs_f64());
+    // Every interval checked by both other nodes, every checkpoint attested:
+    // and not one scan of the program by any agent (they learn their checks
+    // from the scheduler and read them by address).
+    let per_agent = |a: &[(String, EndpointStats)], b: &[(String, EndpointStats)]| {
+        a.iter()
+            .zip(b)
+            .filter(|((name, _), _)| name.starts_with("agent"))
+            .map(|((name, a), (_, b))| {
+                (
+                    name.clone(),
+                    b.calls - a.calls,
+                    b.program_scans - a.program_scans,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    for (agent, calls, scans) in per_agent(&from, &busy) {
+        eprintln!(
+            "{agent} while busy: {calls} calls in {busy_secs:.0} s ({:.2}/s), {scans} getProgramAccounts",
+            calls as f64 / busy_secs
+        );
+        assert_eq!(scans, 0, "{agent} scanned the program while the job ran");
+    }
+    for (process, methods) in s.cluster.endpoint_methods() {
+        eprintln!("{process} by method over the whole run: {methods:?}");
+    }
+    // Then idle: nothing placed, nothing to check.
+    const IDLE_SECS: u64 = 60;
+    tokio::time::sleep(Duration::from_secs(IDLE_SECS)).await;
+    for (agent, calls, scans) in per_agent(&busy, &s.cluster.endpoint_stats()) {
+        let rate = calls as f64 / IDLE_SECS as f64;
+        eprintln!(
+            "{agent} idle: {calls} calls in {IDLE_SECS} s ({rate:.3}/s), {scans} getProgramAccounts"
+        );
+        assert_eq!(scans, 0, "{agent} scanned the program while idle");
+        assert!(
+            rate <= 0.1,
+            "{agent} made {calls} calls in {IDLE_SECS} s idle"
+        );
+    }
     let resolved = s.resolved().await;
     assert!(
         resolved.len() >= 30,

@@ -67,11 +67,27 @@ pub trait AgentChain: Send + Sync + 'static {
         async { Ok(Vec::new()) }
     }
 
-    /// An item whenever the node's account changes (an assignment sets its
-    /// current job), to wake the agent before its next tick. By default
-    /// none: the tick alone.
-    fn node_changes(&self, _node: Pubkey) -> futures_util::stream::BoxStream<'static, ()> {
-        Box::pin(futures_util::stream::pending())
+    /// Of the verifications at `keys` (what the scheduler says `node`
+    /// owes), those the chain confirms `node` must answer now. By default
+    /// [`Self::checks`], kept to `keys`.
+    fn checks_named(
+        &self,
+        node: Pubkey,
+        keys: Vec<Pubkey>,
+    ) -> impl Future<Output = Result<Vec<Check>, ChainFailure>> + Send {
+        async move {
+            let all = self.checks(node).await?;
+            Ok(all.into_iter().filter(|c| keys.contains(&c.key)).collect())
+        }
+    }
+
+    /// An item after every (re)subscription to the account at `key` and
+    /// every change of it (an assignment sets the node's current job, an
+    /// attestation changes the job), so that the agent reads the chain when
+    /// it changed rather than on every tick. `None` where the chain cannot
+    /// tell: the agent then reads it every tick.
+    fn changes(&self, _key: Pubkey) -> Option<futures_util::stream::BoxStream<'static, ()>> {
+        None
     }
 }
 

@@ -46,10 +46,11 @@ impl AgentChain for RpcChain {
         self.wallet.pubkey()
     }
 
-    /// `accountSubscribe` on the node's account (polling without a websocket).
-    fn node_changes(&self, node: Pubkey) -> futures_util::stream::BoxStream<'static, ()> {
+    /// `accountSubscribe` on the account, made again whenever it drops
+    /// ([`ChainClient::follow_account`]): never polled.
+    fn changes(&self, key: Pubkey) -> Option<futures_util::stream::BoxStream<'static, ()>> {
         use futures_util::StreamExt;
-        Box::pin(self.client.watch_account(node).map(|_| ()))
+        Some(Box::pin(self.client.follow_account(key).map(|_| ())))
     }
 
     fn sign(&self, message: &[u8]) -> [u8; 64] {
@@ -88,6 +89,17 @@ impl AgentChain for RpcChain {
 
     async fn checks(&self, node: Pubkey) -> Result<Vec<Check>, ChainFailure> {
         self.client.due_checks(&node).await.map_err(failure)
+    }
+
+    async fn checks_named(
+        &self,
+        node: Pubkey,
+        keys: Vec<Pubkey>,
+    ) -> Result<Vec<Check>, ChainFailure> {
+        self.client
+            .checks_named(&node, &keys)
+            .await
+            .map_err(failure)
     }
 
     async fn node(&self, node: Pubkey) -> Result<Option<Node>, ChainFailure> {

@@ -41,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 mod api;
+mod check_finder;
 mod checks;
 mod heartbeat;
 mod launch;
@@ -274,24 +275,36 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         if let Some(url) = s.config.scheduler.clone() {
             tracker.spawn(heartbeat::heartbeats(Arc::clone(s), url, cancel.clone()));
         }
-        tracker.spawn(self.clone().checker(cancel.clone()));
+        // An assignment changes the node's account, an attestation or a
+        // fencing the job's: the chain is read when either changes (and
+        // every `RECONCILE_EVERY` in case a change was missed), not on every
+        // tick. A chain that cannot tell is read every tick.
+        let mut node_watch = s.chain.changes(s.node);
+        let watched = node_watch.is_some();
+        let mut job_watch: Option<(Pubkey, ChangeStream)> = None;
+        let mut next_read = Instant::now();
+        tracker.spawn(self.clone().checker(cancel.clone(), watched));
         let mut waiting: HashSet<String> = HashSet::new();
         let mut tick = tokio::time::interval(s.config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // An assignment changes the node's account: read the chain at once.
-        let mut changes = s.chain.node_changes(s.node);
         // A reported failure takes the node offline; once this agent can
         // reach the chain again (a partition healed), it puts it back.
         let mut status_checked = Instant::now();
         let checking = Arc::new(std::sync::atomic::AtomicBool::new(false));
         loop {
             let mut node_changed = false;
-            let chain_now = tokio::select! {
+            let mut job_changed = false;
+            let woke = tokio::select! {
                 _ = cancel.cancelled() => break,
                 _ = tick.tick() => true,
-                Some(()) = futures_util::StreamExt::next(&mut changes) => {
+                Some(()) = next_change(node_watch.as_mut()) => {
                     tick.reset();
                     node_changed = true;
+                    true
+                }
+                Some(()) = next_change(job_watch.as_mut().map(|(_, w)| w)) => {
+                    tick.reset();
+                    job_changed = true;
                     true
                 }
                 Some((job, generation, event)) = rx.recv() => {
@@ -302,6 +315,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     false
                 }
             };
+            let chain_now =
+                woke && (!watched || node_changed || job_changed || Instant::now() >= next_read);
             if chain_now
                 && (node_changed || status_checked.elapsed() > NODE_STATUS_EVERY)
                 && !checking.swap(true, std::sync::atomic::Ordering::SeqCst)
@@ -321,12 +336,25 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             }
             let actions = if chain_now {
                 match self.snapshot().await {
-                    Ok(snapshot) => core.on_chain(&snapshot, SystemTime::now()),
+                    Ok(snapshot) => {
+                        next_read = Instant::now() + RECONCILE_EVERY;
+                        if watched {
+                            let held = snapshot.first().map(|j| j.key);
+                            if job_watch.as_ref().map(|(k, _)| *k) != held {
+                                job_watch =
+                                    held.and_then(|key| s.chain.changes(key).map(|w| (key, w)));
+                            }
+                        }
+                        core.on_chain(&snapshot, SystemTime::now())
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot read the chain; holding every job as it is");
+                        next_read = Instant::now() + READ_RETRY;
                         core.on_tick(SystemTime::now())
                     }
                 }
+            } else if woke {
+                core.on_tick(SystemTime::now())
             } else {
                 Vec::new()
             };
@@ -697,10 +725,33 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 }
 
 /// How often the agent checks, without a change of its node's account, that
-/// a reported failure has not left its node offline.
-const NODE_STATUS_EVERY: Duration = Duration::from_secs(10);
+/// a reported failure has not left its node offline. A report changes the
+/// node's account, which the agent hears of at once (and reads again after
+/// every resubscription, so a healed partition is seen): this is only for a
+/// change that was missed.
+const NODE_STATUS_EVERY: Duration = Duration::from_secs(60);
 
-/// How often the agent looks for verifications it is named in.
+/// How often an agent whose chain tells it of changes reads its node and job
+/// anyway: a change missed while a subscription was down is seen by then.
+pub const RECONCILE_EVERY: Duration = Duration::from_secs(30);
+
+/// How long after a failed read of its node and job the agent tries again
+/// (sooner when either account changes).
+const READ_RETRY: Duration = Duration::from_secs(2);
+
+/// Changes of one account ([`AgentChain::changes`]).
+type ChangeStream = futures_util::stream::BoxStream<'static, ()>;
+
+/// The next change on `watch`; never, without one.
+async fn next_change(watch: Option<&mut ChangeStream>) -> Option<()> {
+    match watch {
+        Some(w) => futures_util::StreamExt::next(w).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// How often the agent asks the scheduler what it owes as a checker (or,
+/// on a chain that cannot tell of changes, scans the chain for it).
 pub(crate) const CHECKS_EVERY: Duration = Duration::from_millis(500);
 
 /// How long after a failed check the agent tries it again.

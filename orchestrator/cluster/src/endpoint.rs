@@ -50,10 +50,21 @@ impl EndpointProfile {
         dropped_sends_percent: 10,
     };
 
-    /// The profile a name selects: `public`.
+    /// Every call passed on at once and counted: what a process asks of
+    /// the chain, measured without changing it.
+    pub const METERED: EndpointProfile = EndpointProfile {
+        latency: Duration::ZERO,
+        window: Duration::from_secs(10),
+        calls_per_window: usize::MAX,
+        calls_per_method: usize::MAX,
+        dropped_sends_percent: 0,
+    };
+
+    /// The profile a name selects: `public` or `metered`.
     pub fn named(name: &str) -> Option<Self> {
         match name {
             "public" => Some(Self::PUBLIC),
+            "metered" => Some(Self::METERED),
             _ => None,
         }
     }
@@ -81,6 +92,8 @@ struct Counters {
     dropped_sends: AtomicU64,
     sends: AtomicU64,
     program_scans: AtomicU64,
+    /// Calls received, by method.
+    by_method: Mutex<HashMap<String, u64>>,
 }
 
 struct Shared {
@@ -136,6 +149,19 @@ impl Endpoint {
 
     pub fn url(&self) -> String {
         format!("http://{}", self.listen)
+    }
+
+    /// Calls received by method, most first.
+    pub fn calls_by_method(&self) -> Vec<(String, u64)> {
+        let by_method = self
+            .shared
+            .counters
+            .by_method
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<(String, u64)> = by_method.iter().map(|(m, n)| (m.clone(), *n)).collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out
     }
 
     pub fn stats(&self) -> EndpointStats {
@@ -244,6 +270,16 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         .counters
         .program_scans
         .fetch_add(scans as u64, Ordering::Relaxed);
+    {
+        let mut by_method = shared
+            .counters
+            .by_method
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for m in &methods {
+            *by_method.entry(m.clone()).or_default() += 1;
+        }
+    }
     tokio::time::sleep(shared.profile.latency).await;
     if !shared.admit(&methods) {
         shared

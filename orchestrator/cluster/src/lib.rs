@@ -694,6 +694,23 @@ impl Cluster {
         scheduler.chain(agents).collect()
     }
 
+    /// Calls by method at each process's endpoint, most first (as
+    /// [`Self::endpoint_stats`] names them).
+    pub fn endpoint_methods(&self) -> Vec<(String, Vec<(String, u64)>)> {
+        let scheduler = self
+            .scheduler_endpoint
+            .iter()
+            .map(|(endpoint, _)| ("scheduler".to_string(), endpoint.calls_by_method()));
+        let agents = self.agents.iter().filter_map(|agent| {
+            let endpoint = agent.endpoint.as_ref()?;
+            Some((
+                format!("agent-{}", agent.index + 1),
+                endpoint.calls_by_method(),
+            ))
+        });
+        scheduler.chain(agents).collect()
+    }
+
     /// Stops everything: agents (and their containers), scheduler, chain.
     pub fn stop(&mut self) {
         for i in 0..self.agents.len() {

@@ -180,20 +180,36 @@ async fn jobs_are_found_by_owner_state_and_node_and_watched_with_or_without_the_
     let websocket_only = localnet
         .client()
         .with_poll_interval(Duration::from_secs(3_600));
-    let mut live = Box::pin(websocket_only.watch_account(jobs[1]));
+    // Each as a stream of the account's data, so that the three are one type.
+    type Updates =
+        futures_util::stream::BoxStream<'static, Result<Option<Vec<u8>>, mcjs_client::ChainError>>;
+    fn data<S, A: 'static>(s: S, bytes: fn(A) -> Vec<u8>) -> Updates
+    where
+        S: futures_util::Stream<Item = Result<Option<A>, mcjs_client::ChainError>> + Send + 'static,
+    {
+        Box::pin(s.map(move |r| r.map(|a| a.map(bytes))))
+    }
+    let mut live = data(websocket_only.watch_account(jobs[1]), |a| a.data);
     let polling = ChainClient::with_ws(&info.rpc_url, "ws://127.0.0.1:1");
-    let mut polled = Box::pin(polling.watch_account(jobs[1]));
-    for stream in [&mut live, &mut polled] {
+    let mut polled = data(polling.watch_account(jobs[1]), |a| a.data);
+    // And followed through a websocket whose connections are all closed
+    // before the change: it subscribes again, and the change arrives.
+    let resets = Resetting::open(info.ws_url.trim_start_matches("ws://")).await;
+    let followed_client = ChainClient::with_ws(&info.rpc_url, &resets.url())
+        .with_poll_interval(Duration::from_secs(3_600));
+    let mut followed = data(followed_client.follow_account(jobs[1]), |a| a.data);
+    for stream in [&mut live, &mut polled, &mut followed] {
         let first = tokio::time::timeout(Duration::from_secs(10), stream.next())
             .await
             .unwrap()
             .unwrap()
             .unwrap()
             .expect("the job exists");
-        let first = mcjs_client::decode::job(&first.data).unwrap();
+        let first = mcjs_client::decode::job(&first).unwrap();
         assert!(matches!(first.state, JobState::Pending { .. }));
     }
 
+    resets.reset();
     client
         .send(
             &[ix::assign_job(
@@ -207,11 +223,11 @@ async fn jobs_are_found_by_owner_state_and_node_and_watched_with_or_without_the_
         .await
         .unwrap();
 
-    for stream in [&mut live, &mut polled] {
+    for stream in [&mut live, &mut polled, &mut followed] {
         let assigned = tokio::time::timeout(Duration::from_secs(10), async {
             loop {
                 let account = stream.next().await.unwrap().unwrap().unwrap();
-                let job = mcjs_client::decode::job(&account.data).unwrap();
+                let job = mcjs_client::decode::job(&account).unwrap();
                 if matches!(job.state, JobState::Assigned { .. }) {
                     return job;
                 }
@@ -437,4 +453,55 @@ async fn the_program_is_the_elf_deployed_by_loader_transactions_and_only_its_aut
         client.upgrade_authority(&mcjs::ID).await.unwrap(),
         Some(Some(admin.pubkey()))
     );
+}
+
+/// A TCP proxy to a websocket whose connections can all be closed at once,
+/// as an endpoint's load balancer restarting does.
+struct Resetting {
+    listen: std::net::SocketAddr,
+    connections: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Resetting {
+    async fn open(target: &str) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listen = listener.local_addr().unwrap();
+        let target = target.to_string();
+        let connections = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let held = connections.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let target = target.clone();
+                held.lock().unwrap().push(tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                }));
+            }
+        });
+        Self {
+            listen,
+            connections,
+            task,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("ws://{}", self.listen)
+    }
+
+    /// Closes every connection open now.
+    fn reset(&self) {
+        for c in self.connections.lock().unwrap().drain(..) {
+            c.abort();
+        }
+    }
+}
+
+impl Drop for Resetting {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.reset();
+    }
 }

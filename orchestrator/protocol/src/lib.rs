@@ -47,6 +47,23 @@ pub struct HeartbeatSession {
     pub session: String,
 }
 
+/// `GET {CHECKS_PATH}/{node}`: the verifications the scheduler last read
+/// in which `node` must act now (seal or reveal), as [`CheckDuties`]. An
+/// agent reads them by address and acts only on what the chain confirms;
+/// the list only spares it scanning the program for them. Public: every
+/// Verification account is.
+pub const CHECKS_PATH: &str = "/v1/checks";
+
+/// What a node owes as a checker, by the scheduler's last read of the chain.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckDuties {
+    /// Verification accounts (base58), earliest interval of each job first.
+    pub verifications: Vec<String>,
+    /// The chain time (unix seconds) of the read they come from; 0 before
+    /// the scheduler's first read.
+    pub read_at: i64,
+}
+
 /// The longest line of a heartbeat stream.
 pub const MAX_HEARTBEAT_BYTES: usize = 256 * 1024;
 /// `GET` the scheduler's view of the fleet: a [`FleetView`].

@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod chain;
 pub mod core;
+pub mod duties;
 pub mod gateway;
 pub mod liveness;
 pub mod metrics;

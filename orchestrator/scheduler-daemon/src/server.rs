@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use mcjs_protocol::{
-    FLEET_PATH, FleetView, HEARTBEAT_PATH, HEARTBEAT_SESSION_PATH, HEARTBEAT_STREAM_PATH,
-    HeartbeatAck, HeartbeatSession, MAX_HEARTBEAT_BYTES, NodeLiveness,
+    CHECKS_PATH, FLEET_PATH, FleetView, HEARTBEAT_PATH, HEARTBEAT_SESSION_PATH,
+    HEARTBEAT_STREAM_PATH, HeartbeatAck, HeartbeatSession, MAX_HEARTBEAT_BYTES, NodeLiveness,
 };
 use serde::Serialize;
 
@@ -45,6 +45,8 @@ pub struct ServerState {
     pub wake: Arc<tokio::sync::Notify>,
     /// This process's heartbeat session ([`new_session`]).
     pub session: Arc<str>,
+    /// What each node owes as a checker, from the last verification read.
+    pub duties: Arc<RwLock<crate::duties::CheckDuties>>,
 }
 
 /// A heartbeat session: 16 random bytes from the OS, hex.
@@ -83,6 +85,7 @@ pub fn router(state: ServerState) -> Router {
             }),
         )
         .route(FLEET_PATH, get(fleet))
+        .route(&format!("{CHECKS_PATH}/{{node}}"), get(check_duties))
         .route("/metrics", get(metrics))
         .route(
             "/healthz",
@@ -262,6 +265,20 @@ fn count_refusal(state: &ServerState, refusal: &mcjs_protocol::Refusal) {
         .with_label_values(&[refusal.label()])
         .inc();
     tracing::debug!(reason = refusal.label(), %refusal, "heartbeat refused");
+}
+
+/// What `node` owes as a checker ([`CHECKS_PATH`]).
+async fn check_duties(
+    State(state): State<ServerState>,
+    axum::extract::Path(node): axum::extract::Path<String>,
+) -> Response {
+    let Ok(node) = node.parse::<mcjs_client::Pubkey>() else {
+        return error(StatusCode::BAD_REQUEST, "not a node address (base58)");
+    };
+    match state.duties.read() {
+        Ok(duties) => Json(duties.of(&node)).into_response(),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "duties poisoned"),
+    }
 }
 
 async fn fleet(State(state): State<ServerState>) -> Response {

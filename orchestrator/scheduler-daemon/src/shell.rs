@@ -19,6 +19,7 @@ use tracing::{info, instrument, warn};
 use crate::auth::Directory;
 pub use crate::chain::{DaemonChain, LiveChain, Snapshot};
 use crate::core::{AccountKind, Action, DetectorConfig, Observation, cause_name, reconcile};
+use crate::duties::CheckDuties;
 use crate::gateway::{self, GatewayState, S3Error, S3Store};
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
@@ -169,6 +170,9 @@ pub struct Daemon<C = LiveChain> {
     pub clock: Clock,
     /// The store's credentials, for an `s3://` store.
     pub s3: Option<Arc<S3Store>>,
+    /// What each node owes as a checker, from the last verification read:
+    /// served to agents so that none scans the program for its checks.
+    pub duties: Arc<RwLock<CheckDuties>>,
 }
 
 impl Daemon {
@@ -202,6 +206,7 @@ impl Daemon {
             metrics: Arc::new(Metrics::new()),
             clock,
             s3,
+            duties: Arc::default(),
         })
     }
 
@@ -223,6 +228,7 @@ impl Daemon {
             disconnect_grace_ms: self.config.detector.disconnect_grace_ms,
             wake: Arc::clone(&wake),
             session: crate::server::new_session(),
+            duties: Arc::clone(&self.duties),
         };
         let gateway = GatewayState {
             url: self.config.store.clone(),
@@ -486,9 +492,12 @@ impl<C: DaemonChain> Daemon<C> {
         // Segments and verifications exist only for verified jobs, and such
         // a job cannot be closed while any payment of it is held.
         if !jobs.iter().any(|(_, j)| j.verification_ppm > 0) {
+            *self.duties.write().expect("duties lock") = CheckDuties::default();
             return Ok(());
         }
         let v = self.chain.verify_snapshot().await?;
+        *self.duties.write().expect("duties lock") =
+            CheckDuties::from_verifications(&v.verifications, v.now);
         let alive: HashSet<Pubkey> = {
             let liveness = self.liveness.lock().expect("liveness table");
             let (now_ms, detector) = ((self.clock)(), &self.config.detector);

@@ -169,6 +169,7 @@ fn daemon(snapshot: Snapshot, refuse: Refuse) -> Daemon<FakeChain> {
         metrics: Arc::new(Metrics::new()),
         clock: Arc::new(|| NOW),
         s3: None,
+        duties: Default::default(),
     }
 }
 

@@ -42,6 +42,7 @@ async fn serve_session(now: Arc<AtomicI64>, node: Pubkey, key: &Keypair, session
         disconnect_grace_ms: 500,
         wake: Arc::new(tokio::sync::Notify::new()),
         session: session.into(),
+        duties: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

@@ -49,14 +49,16 @@ pub struct DemoArgs {
     pub keep: bool,
     /// Put a public endpoint's manners between each process and the chain:
     /// `public` (100 ms a call, HTTP 429 past 100 calls per 10 s or 40 of
-    /// one method, one sendTransaction in ten dropped).
+    /// one method, one sendTransaction in ten dropped), or `metered` (every
+    /// call passed on at once and counted: what each process asks of the
+    /// chain, printed at the end).
     #[arg(long, value_name = "PROFILE", value_parser = parse_endpoint)]
     pub endpoint: Option<mcjs_cluster::EndpointProfile>,
 }
 
 fn parse_endpoint(name: &str) -> Result<mcjs_cluster::EndpointProfile, String> {
     mcjs_cluster::EndpointProfile::named(name)
-        .ok_or_else(|| format!("{name:?} is not a profile; the one there is: public"))
+        .ok_or_else(|| format!("{name:?} is not a profile; there are: public, metered"))
 }
 
 const NODE_PROFILES: [(&str, &str); 3] = [
@@ -422,13 +424,30 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         step(t, "Ctrl-C: stopping");
     }
     step(t, format!("the MCJS program ran as {program}"));
+    let secs = t.elapsed().as_secs_f64().max(1.0);
     for (process, st) in cluster.endpoint_stats() {
         step(
             t,
             format!(
-                "the {process}'s endpoint: {} calls ({} getProgramAccounts), {} refused (429), {} of {} sends dropped",
-                st.calls, st.program_scans, st.refused, st.dropped_sends, st.sends
+                "the {process}'s endpoint: {} calls in {secs:.0} s ({:.2}/s; {} getProgramAccounts), {} refused (429), {} of {} sends dropped",
+                st.calls,
+                st.calls as f64 / secs,
+                st.program_scans,
+                st.refused,
+                st.dropped_sends,
+                st.sends
             ),
+        );
+    }
+    for (process, methods) in cluster.endpoint_methods() {
+        let top: Vec<String> = methods
+            .iter()
+            .take(6)
+            .map(|(m, n)| format!("{m} {n}"))
+            .collect();
+        step(
+            t,
+            format!("the {process}'s calls by method: {}", top.join(", ")),
         );
     }
     dashboard.abort();

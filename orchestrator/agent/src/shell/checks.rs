@@ -3,6 +3,7 @@
 //! steps (docs/verification.md): seal the answer (hash and possession
 //! digest) in a commitment, then reveal it once both checkers have sealed.
 
+use super::check_finder::CheckFinder;
 use super::*;
 use crate::checking::{CheckBook, Listed, Next, Step, Tried};
 use mcjs_client::program::instructions::CheckerStep;
@@ -54,19 +55,24 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// Acts on the verifications this node is named in while the agent
     /// runs: runs the check and seals its answer while the verification is
     /// open, reveals the sealed answer once both checkers have sealed.
-    pub(super) async fn checker(self, cancel: CancellationToken) {
+    ///
+    /// `watched`: the chain tells of changes ([`AgentChain::changes`]), so
+    /// this is a deployment where scans of the program are to be avoided:
+    /// the checks are learnt from the scheduler ([`CheckFinder`]).
+    pub(super) async fn checker(self, cancel: CancellationToken, watched: bool) {
         let s = &self.shared;
         let book: Book = Arc::default();
         let runs = Arc::new(tokio::sync::Semaphore::new(CHECKS_AT_ONCE));
         let tracker = TaskTracker::new();
         let mut tick = tokio::time::interval(s.config.tick.max(CHECKS_EVERY));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut finder = CheckFinder::new(s.config.scheduler.as_deref(), s.node, watched);
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            let listed = match s.chain.checks(s.node).await {
+            let listed = match finder.find(&s.chain, s.node, Instant::now()).await {
                 Ok(listed) => listed,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read this node's verification tasks");
@@ -88,6 +94,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     continue;
                 };
                 let (this, book, runs) = (self.clone(), Arc::clone(&book), Arc::clone(&runs));
+                let stale = Arc::clone(&finder.stale);
                 tracker.spawn(async move {
                     let done = match step {
                         Step::Seal => this.seal(&check, &book, &runs).await,
@@ -97,6 +104,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                         tokio::time::sleep(CHECK_RETRY).await;
                     }
                     book.lock().expect("check book").done(&id);
+                    stale.store(true, std::sync::atomic::Ordering::SeqCst);
                 });
             }
         }

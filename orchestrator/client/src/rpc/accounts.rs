@@ -23,6 +23,40 @@ pub struct DueCheck {
     pub job: Job,
 }
 
+/// The most Verification keys [`ChainClient::checks_named`] reads at once.
+pub const MAX_NAMED_CHECKS: usize = 256;
+
+/// The roles in which `node` must act on `v` now: seal while it is open and
+/// the node has not sealed, reveal once it is revealing and the node sealed
+/// and has not revealed.
+pub fn due_roles(v: &Verification, node: &Pubkey) -> Vec<mcjs::state::Party> {
+    use mcjs::state::{Party, VerificationState};
+    let mut out = Vec::new();
+    for role in [Party::Verifier, Party::Referee] {
+        let (named, sealed, revealed) = match role {
+            Party::Verifier => (
+                v.verifier_node == *node,
+                v.verifier_commitment.is_some(),
+                v.verifier_answer.is_some(),
+            ),
+            Party::Referee => (
+                v.referee_node == *node,
+                v.referee_commitment.is_some(),
+                v.referee_answer.is_some(),
+            ),
+        };
+        let due = match v.state {
+            VerificationState::Open => !sealed,
+            VerificationState::Revealing => sealed && !revealed,
+            _ => false,
+        };
+        if named && due {
+            out.push(role);
+        }
+    }
+    out
+}
+
 impl ChainClient {
     /// The lowest job id `owner` may still use: ids only grow, so a closed
     /// job's address is never taken again (0 before its first job).
@@ -329,28 +363,17 @@ impl ChainClient {
 
     /// The verifications `node` must act on now, with their jobs: as a
     /// checker, seal an answer while one is open and it has not, reveal it
-    /// once both checkers have sealed.
+    /// once both checkers have sealed. Two scans of the program's
+    /// Verification accounts: an agent does this only when no scheduler
+    /// names its duties ([`Self::checks_named`]).
     pub async fn due_checks(&self, node: &Pubkey) -> Result<Vec<DueCheck>, ChainError> {
-        use mcjs::state::{Party, VerificationState};
+        use mcjs::state::Party;
         let mut out = Vec::new();
         for role in [Party::Verifier, Party::Referee] {
             for (key, verification) in self.verifications(Some((node, role))).await? {
-                let (sealed, revealed) = match role {
-                    Party::Verifier => (
-                        verification.verifier_commitment.is_some(),
-                        verification.verifier_answer.is_some(),
-                    ),
-                    Party::Referee => (
-                        verification.referee_commitment.is_some(),
-                        verification.referee_answer.is_some(),
-                    ),
-                };
-                let due = match verification.state {
-                    VerificationState::Open => !sealed,
-                    VerificationState::Revealing => sealed && !revealed,
-                    _ => false,
-                };
-                if due && let Some(job) = self.job(&verification.job).await? {
+                if due_roles(&verification, node).contains(&role)
+                    && let Some(job) = self.job(&verification.job).await?
+                {
                     out.push(DueCheck {
                         key,
                         verification,
@@ -359,6 +382,79 @@ impl ChainClient {
                     });
                 }
             }
+        }
+        Ok(out)
+    }
+
+    /// Of the Verification accounts at `keys` (what a scheduler says `node`
+    /// owes), those that really name `node` as a checker whose step is due,
+    /// with their jobs: read by address, in one `getMultipleAccounts` for
+    /// the verifications and one for their jobs, whatever the keys name.
+    /// An account the program does not own, or that is no Verification, is
+    /// skipped: the keys come from outside and are trusted for nothing.
+    /// At most [`MAX_NAMED_CHECKS`] keys are read.
+    pub async fn checks_named(
+        &self,
+        node: &Pubkey,
+        keys: &[Pubkey],
+    ) -> Result<Vec<DueCheck>, ChainError> {
+        let mut keys = keys.to_vec();
+        keys.sort();
+        keys.dedup();
+        keys.truncate(MAX_NAMED_CHECKS);
+        let mut found: Vec<(Pubkey, Verification)> = self
+            .program_owned(&keys)
+            .await?
+            .into_iter()
+            .filter_map(|(key, data)| Some((key, decode::verification(&data?).ok()?)))
+            .filter(|(_, v)| !due_roles(v, node).is_empty())
+            .collect();
+        found.sort_by_key(|(_, v)| (v.job, v.interval));
+        let mut job_keys: Vec<Pubkey> = found.iter().map(|(_, v)| v.job).collect();
+        job_keys.dedup();
+        let jobs: std::collections::HashMap<Pubkey, Job> = self
+            .program_owned(&job_keys)
+            .await?
+            .into_iter()
+            .filter_map(|(key, data)| Some((key, decode::job(&data?).ok()?)))
+            .collect();
+        let mut out = Vec::new();
+        for (key, verification) in found {
+            let Some(job) = jobs.get(&verification.job) else {
+                continue;
+            };
+            for role in due_roles(&verification, node) {
+                out.push(DueCheck {
+                    key,
+                    verification: verification.clone(),
+                    role,
+                    job: job.clone(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The data of each account at `keys` that exists and the program owns
+    /// (`None` for the rest), in one `getMultipleAccounts` per 100 keys.
+    async fn program_owned(
+        &self,
+        keys: &[Pubkey],
+    ) -> Result<Vec<(Pubkey, Option<Vec<u8>>)>, ChainError> {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(100) {
+            let read = self
+                .rpc
+                .get_multiple_accounts_with_commitment(chunk, self.commitment)
+                .await
+                .map_err(|e| self.rpc_error(e))?
+                .value;
+            out.extend(chunk.iter().zip(read).map(|(key, account)| {
+                let data = account
+                    .filter(|a| a.lamports > 0 && a.owner == crate::PROGRAM_ID)
+                    .map(|a| a.data);
+                (*key, data)
+            }));
         }
         Ok(out)
     }

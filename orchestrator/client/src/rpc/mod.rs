@@ -58,11 +58,12 @@ mod sender;
 mod statuses;
 mod watch;
 
-pub use accounts::{DueCheck, JobFilter};
+pub use accounts::{DueCheck, JobFilter, MAX_NAMED_CHECKS, due_roles};
 pub use deploy::{Deployed, Progress, WRITE_ROUNDS, chunk_len};
 pub use error::{ChainError, classify};
 pub use send::FEE_READ_TIMEOUT;
 pub use sender::{CONNECTION_RETRIES, RETRIES, Refusal, RetryingSender, refusal};
+pub use watch::{RESUBSCRIBE_FIRST, RESUBSCRIBE_MOST};
 
 /// The JSON-RPC client of the MCJS program.
 #[derive(Clone)]

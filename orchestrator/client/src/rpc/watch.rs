@@ -61,3 +61,66 @@ impl ChainClient {
         })
     }
 }
+
+/// How long a refused or dropped subscription waits before it is tried
+/// again: doubling from the first to the last.
+pub const RESUBSCRIBE_FIRST: Duration = Duration::from_millis(500);
+pub const RESUBSCRIBE_MOST: Duration = Duration::from_secs(10);
+
+impl ChainClient {
+    /// The account's state after every (re)subscription and every change,
+    /// from an `accountSubscribe` alone: a subscription that cannot be made
+    /// or that drops is made again (after [`RESUBSCRIBE_FIRST`], doubling to
+    /// [`RESUBSCRIBE_MOST`]), and is never replaced by polling. After each
+    /// subscription the account is read once by address, so that a change
+    /// made while none was live is delivered too. What follows it therefore
+    /// makes one `getAccountInfo` per subscription and none per change.
+    pub fn follow_account(
+        &self,
+        key: Pubkey,
+    ) -> impl Stream<Item = Result<Option<Account>, ChainError>> + Send + 'static {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let client = self.clone();
+        tokio::spawn(async move {
+            let mut wait = RESUBSCRIBE_FIRST;
+            loop {
+                let subscribed = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    PubsubClient::new(client.ws_url.as_str()),
+                )
+                .await;
+                if let Ok(Ok(pubsub)) = subscribed {
+                    let config = RpcAccountInfoConfig {
+                        encoding: Some(UiAccountEncoding::Base64),
+                        commitment: Some(client.commitment),
+                        ..Default::default()
+                    };
+                    if let Ok((mut updates, _unsubscribe)) =
+                        pubsub.account_subscribe(&key, Some(config)).await
+                    {
+                        // Read only once subscribed, so that no change falls
+                        // between the read and the first notification.
+                        if tx.send(client.account(&key).await).await.is_err() {
+                            return;
+                        }
+                        wait = RESUBSCRIBE_FIRST;
+                        while let Some(update) = updates.next().await {
+                            if tx.send(Ok(ui_to_account(&update.value))).await.is_err() {
+                                return;
+                            }
+                        }
+                        tracing::debug!(%key, "account subscription dropped; subscribing again");
+                    }
+                }
+                if tx.is_closed() {
+                    return;
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RESUBSCRIBE_MOST);
+            }
+        });
+        futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        })
+    }
+}
