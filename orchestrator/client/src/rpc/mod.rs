@@ -53,6 +53,7 @@ mod error;
 mod history;
 #[cfg(feature = "local-chain")]
 mod local;
+mod notices;
 mod send;
 mod sender;
 mod statuses;
@@ -61,6 +62,7 @@ mod watch;
 pub use accounts::{DueCheck, JobFilter, MAX_NAMED_CHECKS, due_roles};
 pub use deploy::{Deployed, Progress, WRITE_ROUNDS, chunk_len};
 pub use error::{ChainError, classify};
+pub use notices::{NOTICE_WAIT, PUSH_RETRY};
 pub use send::FEE_READ_TIMEOUT;
 pub use sender::{CONNECTION_RETRIES, RETRIES, Refusal, RetryingSender, refusal};
 pub use watch::{RESUBSCRIBE_FIRST, RESUBSCRIBE_MOST};
@@ -77,6 +79,8 @@ pub struct ChainClient {
     fees: crate::compute::FeePolicy,
     /// Shared by clones: they confirm by the same polls.
     statuses: Arc<statuses::StatusPolls>,
+    /// Shared by clones: one websocket for their confirmations.
+    push: Arc<tokio::sync::Mutex<notices::Push>>,
 }
 
 /// The websocket URL a Solana node serves beside `rpc_url`: same host,
@@ -145,6 +149,7 @@ impl ChainClient {
                 crate::compute::FeePolicy::default()
             },
             statuses: Default::default(),
+            push: Default::default(),
         }
     }
 

@@ -5,7 +5,10 @@
 //! `maxRetries: 0` and sent again by the client every [`REBROADCAST`] until
 //! it lands or its blockhash expires (an RPC node's own rebroadcast queue is
 //! what public endpoints drop first), then re-signed with a fresh blockhash.
+//! Its confirmation is pushed over the websocket where one can be had
+//! ([`super::notices`]), and polled otherwise.
 
+use super::notices::NOTICE_WAIT;
 use super::*;
 
 /// The longest a transaction waits for the recent fees it is priced by.
@@ -90,6 +93,8 @@ impl ChainClient {
         let mut tx = Transaction::new_with_payer(&ixs, Some(&payer));
         tx.try_sign(&signers.to_vec(), blockhash)
             .map_err(|e| ChainError::Signing(e.to_string()))?;
+        // Subscribed before it is sent: its confirmation is pushed, not polled.
+        let mut notice = self.notice_of(&tx.signatures[0]).await;
         let config = solana_rpc_client_api::config::RpcSendTransactionConfig {
             preflight_commitment: Some(self.commitment.commitment),
             encoding: Some(UiTransactionEncoding::Base64),
@@ -128,6 +133,19 @@ impl ChainClient {
         let mut last_blockhash_check = Instant::now();
         let mut last_sent = Instant::now();
         loop {
+            if let Some(pushed) = notice.as_mut() {
+                match tokio::time::timeout(NOTICE_WAIT, pushed).await {
+                    Ok(Ok(None)) => return Ok(Attempt::Done(signature)),
+                    Ok(Ok(Some(err))) => {
+                        let logs = self.transaction_logs(&signature).await.unwrap_or_default();
+                        return Err(classify(err, logs, payer));
+                    }
+                    // The subscription ended without a word: poll from here.
+                    Ok(Err(_)) => notice = None,
+                    // Nothing yet: ask once, send again if due.
+                    Err(_) => {}
+                }
+            }
             let status = self
                 .statuses
                 .status(&self.rpc, &signature, self.poll_interval)
