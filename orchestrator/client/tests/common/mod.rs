@@ -46,7 +46,13 @@ pub async fn serve(
                     }
                 };
                 let n = count.fetch_add(1, Ordering::SeqCst);
-                let response = respond(n, &body);
+                // Off the runtime's workers: an answer made slow on purpose
+                // (a thread sleep) must not stall the client's own timers.
+                let respond = respond.clone();
+                let Ok(response) = tokio::task::spawn_blocking(move || respond(n, &body)).await
+                else {
+                    return;
+                };
                 let _ = stream.write_all(response.as_bytes()).await;
                 let _ = stream.shutdown().await;
             });
