@@ -531,29 +531,44 @@ pub async fn fingerprint(
     watch: Option<&Pubkey>,
 ) -> Result<String, DashError> {
     use sha2::{Digest, Sha256};
-    let mut hasher = Sha256::new();
     match watch {
         Some(key) => {
+            let mut hasher = Sha256::new();
             if let Some(account) = client.account(key).await? {
                 hasher.update(&account.data);
             }
+            Ok(hex::encode(&hasher.finalize()[..12]))
         }
-        None => {
-            for (key, job) in client.jobs(JobFilter::All).await? {
-                hasher.update(key.as_ref());
-                hasher.update([mcjs_client::rpc::state_tag(&job.state)]);
-                hasher.update(job.checkpoint_count.to_le_bytes());
-                hasher.update(job.paid.to_le_bytes());
-            }
-            for (key, node) in client.nodes().await? {
-                hasher.update(key.as_ref());
-                hasher.update([node.status as u8]);
-            }
-            for (key, provider) in client.providers().await? {
-                hasher.update(key.as_ref());
-                hasher.update(provider.stake.to_le_bytes());
-            }
-        }
+        None => Ok(fingerprint_of(
+            &client.jobs(JobFilter::All).await?,
+            &client.nodes().await?,
+            &client.providers().await?,
+        )),
     }
-    Ok(hex::encode(&hasher.finalize()[..12]))
+}
+
+/// The fingerprint of every MCJS account, from the accounts themselves
+/// (read from the chain, or from an index that follows it).
+pub fn fingerprint_of(
+    jobs: &[(Pubkey, mcjs::state::Job)],
+    nodes: &[(Pubkey, mcjs::state::Node)],
+    providers: &[(Pubkey, mcjs::state::Provider)],
+) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for (key, job) in jobs {
+        hasher.update(key.as_ref());
+        hasher.update([mcjs_client::rpc::state_tag(&job.state)]);
+        hasher.update(job.checkpoint_count.to_le_bytes());
+        hasher.update(job.paid.to_le_bytes());
+    }
+    for (key, node) in nodes {
+        hasher.update(key.as_ref());
+        hasher.update([node.status as u8]);
+    }
+    for (key, provider) in providers {
+        hasher.update(key.as_ref());
+        hasher.update(provider.stake.to_le_bytes());
+    }
+    hex::encode(&hasher.finalize()[..12])
 }

@@ -51,6 +51,10 @@ pub const PER_PEER: PeerLimit = PeerLimit {
 
 struct App {
     client: ChainClient,
+    /// The program's accounts followed over the client's websocket: the
+    /// live pages' fingerprint of everything is read from it while it is
+    /// live, not from three scans of the program.
+    index: Option<mcjs_client::rpc::ProgramIndex>,
     templates: Environment<'static>,
     /// The latest fingerprint of each watched address (`None`: everything)
     /// and when it was read: every `/live` stream watching the same thing
@@ -72,7 +76,16 @@ impl App {
         {
             return Ok(print.clone());
         }
-        let print = data::fingerprint(&self.client, watch.as_ref()).await?;
+        let indexed = match (&watch, &self.index) {
+            (None, Some(index)) => {
+                index.live(|s| data::fingerprint_of(&s.jobs(), &s.nodes(), &s.providers()))
+            }
+            _ => None,
+        };
+        let print = match indexed {
+            Some(print) => print,
+            None => data::fingerprint(&self.client, watch.as_ref()).await?,
+        };
         cache.retain(|_, (at, _)| at.elapsed() < LIVE_POLL * 10);
         cache.insert(watch, (std::time::Instant::now(), print.clone()));
         Ok(print)
@@ -125,8 +138,13 @@ impl Drop for LiveSlot {
 
 /// The dashboard's routes over a chain client.
 pub fn router(client: ChainClient) -> Router {
+    // Followed only where a runtime runs the router (always, when served).
+    let index = tokio::runtime::Handle::try_current()
+        .ok()
+        .map(|_| mcjs_client::rpc::ProgramIndex::follow(client.clone()));
     let app = Arc::new(App {
         client,
+        index,
         templates: templates(),
         live: Default::default(),
         live_streams: Default::default(),

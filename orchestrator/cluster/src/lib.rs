@@ -653,6 +653,26 @@ impl Cluster {
         self.run_mcjs(&self.info.wallets.user, &all)
     }
 
+    /// Holds every byte of the scheduler's websocket (its index's stream)
+    /// until [`Self::heal_scheduler_stream`]; its HTTP calls still pass.
+    /// Only under an endpoint profile (`ClusterConfig::endpoint`), where the
+    /// scheduler's websocket runs through a link; panics otherwise.
+    pub fn cut_scheduler_stream(&self) {
+        self.scheduler_ws_link().cut();
+    }
+
+    pub fn heal_scheduler_stream(&self) {
+        self.scheduler_ws_link().heal();
+    }
+
+    fn scheduler_ws_link(&self) -> &Link {
+        &self
+            .scheduler_endpoint
+            .as_ref()
+            .expect("the scheduler's websocket runs through a link only under an endpoint profile")
+            .1
+    }
+
     /// Every line of every process's log that contains `needle`, prefixed
     /// with the log's name: what a failed assertion prints, since the
     /// cluster's directory is gone when the test ends.

@@ -6,6 +6,7 @@ use futures_util::StreamExt;
 use mcjs::instructions::{RegisterNodeArgs, SubmitJobArgs};
 use mcjs::state::{HardwareProfile, JobRequirements, JobState, JobTerms};
 use mcjs_client::history::McjsEvent;
+use mcjs_client::rpc::{IndexState, Indexed, ProgramIndex};
 use mcjs_client::{ChainClient, JobFilter, Keypair, Signer, ix, pda};
 use mcjs_localnet::{Localnet, LocalnetConfig, LocalnetInfo, USDC, free_port_pair, read_keypair};
 
@@ -271,6 +272,148 @@ async fn jobs_are_found_by_owner_state_and_node_and_watched_with_or_without_the_
     assert_eq!(names, ["JobSubmitted", "JobAssigned"]);
     assert_eq!(history[1].signers, vec![scheduler.pubkey()]);
     assert!(history[0].slot <= history[1].slot);
+}
+
+/// Waits (10 s at most) until `index` is live and `holds` says yes.
+async fn until(index: &ProgramIndex, what: &str, holds: impl Fn(&IndexState) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while index.live(&holds) != Some(true) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the index never showed {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn state_of(index: &IndexState, key: &mcjs_client::Pubkey) -> Option<u8> {
+    match index.get(key) {
+        Some(Indexed::Job(job)) => Some(mcjs_client::rpc::state_tag(&job.state)),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_index_follows_the_program_through_a_dropped_stream_and_its_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let localnet = start(dir.path()).await;
+    let info = localnet.info().clone();
+    let client = localnet.client();
+    let mint = info.usdc_mint();
+    let user = read_keypair(&info.wallets.user).unwrap();
+    let user_token = ix::usdc_account(&user.pubkey(), &mint);
+    let jobs: Vec<_> = [1, 2, 3].map(|id| pda::job(&user.pubkey(), id)).into();
+    let submit = |id| ix::submit_job(&user.pubkey(), &user_token, &mint, job(id));
+    client.send(&[submit(1)], &[&user]).await.unwrap();
+
+    // One index whose websocket connections are all closed mid-way and
+    // that never backfills on its own; one that backfills every second.
+    let resets = Resetting::open(info.ws_url.trim_start_matches("ws://")).await;
+    let followed = ProgramIndex::follow_every(
+        ChainClient::with_ws(&info.rpc_url, &resets.url()),
+        Duration::from_secs(3_600),
+    );
+    let reconciled = ProgramIndex::follow_every(client.clone(), Duration::from_secs(1));
+    for index in [&followed, &reconciled] {
+        until(index, "the backfill", |s| {
+            s.config().is_some() && state_of(s, &jobs[0]).is_some()
+        })
+        .await;
+    }
+    assert_eq!(followed.read(|s| s.backfills), 1);
+
+    // Seen from the stream, not a backfill.
+    client.send(&[submit(2)], &[&user]).await.unwrap();
+    until(&followed, "a job submitted after it started", |s| {
+        state_of(s, &jobs[1]).is_some()
+    })
+    .await;
+    // A change of an account it holds, from the stream too, after the
+    // index read that account by address at a later slot than its
+    // subscription's (a node may stamp every update with the latter).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    followed.refresh(&client, &[jobs[1]]).await.unwrap();
+    client
+        .send(
+            &[ix::cancel_job(&user.pubkey(), &jobs[1], &user_token, &mint)],
+            &[&user],
+        )
+        .await
+        .unwrap();
+    until(&followed, "a held job cancelled", |s| {
+        state_of(s, &jobs[1]).is_some_and(|tag| tag != 0)
+    })
+    .await;
+    assert_eq!(followed.read(|s| s.backfills), 1, "no backfill was needed");
+    assert!(followed.read(|s| s.updates) >= 2);
+
+    // The stream drops; what changes while it is down is found on the
+    // resync, and the index is not live before it has resynced.
+    resets.reset();
+    client.send(&[submit(3)], &[&user]).await.unwrap();
+    client
+        .send(
+            &[ix::cancel_job(&user.pubkey(), &jobs[0], &user_token, &mint)],
+            &[&user],
+        )
+        .await
+        .unwrap();
+    until(&followed, "what changed while its stream was down", |s| {
+        state_of(s, &jobs[2]).is_some() && state_of(s, &jobs[0]) != Some(0)
+    })
+    .await;
+    assert!(followed.read(|s| s.backfills) >= 2, "it resynced");
+
+    // A closed account leaves the program without a notification: the
+    // index that backfills drops it at its next backfill, the other when
+    // its owner reads back what it wrote.
+    client
+        .send(
+            &[ix::close_job(&user.pubkey(), &jobs[0], &user_token, &mint)],
+            &[&user],
+        )
+        .await
+        .unwrap();
+    until(&reconciled, "the closed job gone", |s| {
+        state_of(s, &jobs[0]).is_none()
+    })
+    .await;
+    assert!(
+        followed.read(|s| state_of(s, &jobs[0]).is_some()),
+        "no stream tells of a close"
+    );
+    followed.refresh(&client, &[jobs[0]]).await.unwrap();
+    assert!(followed.read(|s| state_of(s, &jobs[0]).is_none()));
+
+    // What a verification round reads besides the index: the sysvars, in
+    // one call, as two reads by address give them.
+    let (hashes, now) = client.draw_sysvars().await.unwrap();
+    assert!(hashes.len() >= 48, "SlotHashes: {} bytes", hashes.len());
+    // Entries (slot u64, hash) after a u64 count, newest first: the two
+    // reads are a few slots apart at most.
+    let newest = |h: &[u8]| u64::from_le_bytes(h[8..16].try_into().unwrap());
+    let again = client.slot_hashes().await.unwrap();
+    assert!(newest(&again) >= newest(&hashes) && newest(&again) - newest(&hashes) < 50);
+    assert!((now - client.chain_time().await.unwrap()).abs() <= 2);
+
+    // Both hold what a scan of the program finds, account for account.
+    let scanned = client.jobs(JobFilter::All).await.unwrap();
+    for index in [&followed, &reconciled] {
+        let held = index.read(|s| s.jobs());
+        assert_eq!(
+            held.iter()
+                .map(|(k, j)| (*k, j.state.clone()))
+                .collect::<Vec<_>>(),
+            scanned
+                .iter()
+                .map(|(k, j)| (*k, j.state.clone()))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            index.read(|s| s.nodes().len()),
+            client.nodes().await.unwrap().len()
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::future::Future;
 
 use mcjs::state::{ConfigParams, Job, Node, Provider, Segment, Verification};
-use mcjs_client::rpc::JobFilter;
+use mcjs_client::rpc::{JobFilter, ProgramIndex};
 use mcjs_client::{ChainClient, ChainError, Instruction, Keypair, Pubkey, Signer, ix};
 
 /// The accounts one round plans from, read in one go at its start.
@@ -50,9 +50,16 @@ pub trait DaemonChain: Send + Sync + 'static {
 }
 
 /// The chain behind an RPC endpoint, written with the scheduler's key.
+///
+/// With an `index` (the program's accounts followed over the endpoint's
+/// websocket, [`ProgramIndex`]), a round reads its snapshot from memory
+/// while the index is live, and the chain only for the sysvars a
+/// verification draw needs; while it is not (no websocket, or resyncing
+/// after a drop), the round scans the program as it would without one.
 pub struct LiveChain {
     pub client: ChainClient,
     pub scheduler: Keypair,
+    pub index: Option<ProgramIndex>,
 }
 
 impl DaemonChain for LiveChain {
@@ -65,6 +72,19 @@ impl DaemonChain for LiveChain {
     }
 
     async fn snapshot(&self) -> Result<Snapshot, ChainError> {
+        let indexed = self.index.as_ref().and_then(|index| {
+            index.live(|s| {
+                Some(Snapshot {
+                    jobs: s.jobs(),
+                    nodes: s.nodes(),
+                    params: s.config()?.params,
+                    providers: s.providers().into_iter().collect(),
+                })
+            })
+        });
+        if let Some(Some(snapshot)) = indexed {
+            return Ok(snapshot);
+        }
         Ok(Snapshot {
             jobs: self.client.jobs(JobFilter::All).await?,
             nodes: self.client.nodes().await?,
@@ -74,6 +94,19 @@ impl DaemonChain for LiveChain {
     }
 
     async fn verify_snapshot(&self) -> Result<VerifySnapshot, ChainError> {
+        let indexed = self
+            .index
+            .as_ref()
+            .and_then(|index| index.live(|s| (s.verifications(), s.segments())));
+        if let Some((verifications, segments)) = indexed {
+            let (slot_hashes, now) = self.client.draw_sysvars().await?;
+            return Ok(VerifySnapshot {
+                verifications,
+                segments,
+                slot_hashes,
+                now,
+            });
+        }
         Ok(VerifySnapshot {
             verifications: self.client.verifications(None).await?,
             segments: self.client.segments().await?,
@@ -83,9 +116,29 @@ impl DaemonChain for LiveChain {
     }
 
     async fn send(&self, instructions: &[Instruction]) -> Result<(), ChainError> {
-        self.client
-            .send(instructions, &[&self.scheduler])
-            .await
-            .map(|_| ())
+        let Some(index) = &self.index else {
+            return self
+                .client
+                .send(instructions, &[&self.scheduler])
+                .await
+                .map(|_| ());
+        };
+        let written: Vec<Pubkey> = instructions
+            .iter()
+            .filter(|i| i.program_id == mcjs_client::PROGRAM_ID)
+            .flat_map(|i| {
+                i.accounts
+                    .iter()
+                    .filter(|m| m.is_writable)
+                    .map(|m| m.pubkey)
+            })
+            .collect();
+        self.client.send(instructions, &[&self.scheduler]).await?;
+        // Read back what it wrote, so that the next round decides on the
+        // state after it (and sees what it closed: no stream says so).
+        if let Err(error) = index.refresh(&self.client, &written).await {
+            tracing::debug!(%error, "could not read back a landed transaction's accounts");
+        }
+        Ok(())
     }
 }

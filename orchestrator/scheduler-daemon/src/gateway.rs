@@ -20,7 +20,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use mcjs::state::VerificationState;
-use mcjs_client::rpc::JobFilter;
+use mcjs_client::rpc::{IndexState, Indexed, JobFilter, ProgramIndex};
 use mcjs_client::{ChainClient, Pubkey};
 use mcjs_protocol::auth::check_fresh;
 use mcjs_protocol::store::{
@@ -55,6 +55,10 @@ pub struct GatewayState {
     /// ([`crate::node_views`]): a few chain calls per node every two
     /// seconds, not three per request.
     pub views: Arc<NodeViews>,
+    /// The program's accounts in memory, shared with the reconcile loop:
+    /// while it is live, a node's view and an owner's jobs are read from it
+    /// at each request and the chain is not asked.
+    pub index: Option<ProgramIndex>,
 }
 
 /// What a stranger can make the gateway do, bounded
@@ -224,6 +228,16 @@ async fn node_view(
     fresh_for: Duration,
 ) -> Result<Arc<NodeView>, Response> {
     let now = std::time::Instant::now();
+    if let Some(indexed) = state
+        .index
+        .as_ref()
+        .and_then(|i| i.live(|s| indexed_view(s, &node)))
+    {
+        return match indexed {
+            Some(view) => Ok(state.views.put(node, view, now)),
+            None => Err(state.refusal(Refusal::UnknownNode(node.to_string()))),
+        };
+    }
     if let Some(view) = state.views.read_within(&node, now, fresh_for) {
         return Ok(view);
     }
@@ -263,6 +277,35 @@ async fn node_view(
         checking,
     };
     Ok(state.views.put(node, view, now))
+}
+
+/// `node`'s view from the index: what [`node_view`] reads of the chain
+/// otherwise (`None`: no such node).
+fn indexed_view(index: &IndexState, node: &Pubkey) -> Option<NodeView> {
+    let Some(Indexed::Node(account)) = index.get(node) else {
+        return None;
+    };
+    let jobs = index.jobs_where(|job| job.node == Some(*node));
+    let checking = index
+        .verifications_where(|v| {
+            v.state == VerificationState::Open && !mcjs_client::rpc::due_roles(v, node).is_empty()
+        })
+        .into_iter()
+        .filter_map(|(_, v)| match index.get(&v.job) {
+            Some(Indexed::Job(job)) => Some(Checking {
+                job: v.job,
+                interval: v.interval,
+                start_step: v.from.map(|f| f.step),
+                account: job.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
+    Some(NodeView {
+        operator: account.operator,
+        jobs,
+        checking,
+    })
 }
 
 /// What `view` lets its node do: the `users/` objects its jobs' specs name
@@ -412,9 +455,14 @@ pub async fn sign(
                 "store request refused: the gateway is answering as many owners as it can; try again in a second".into(),
             );
         }
-        Role::Owner => match state.client.jobs(JobFilter::Owner(signer)).await {
-            Ok(jobs) => (None, jobs),
-            Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
+        Role::Owner => match state.index.as_ref().and_then(|i| {
+            i.live(|s| s.jobs_where(|job| job.owner == signer))
+        }) {
+            Some(jobs) => (None, jobs),
+            None => match state.client.jobs(JobFilter::Owner(signer)).await {
+                Ok(jobs) => (None, jobs),
+                Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
+            },
         },
     };
     let caller = match node {

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use mcjs::state::{Job, JobState};
+use mcjs_client::rpc::ProgramIndex;
 use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer, ix};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
@@ -199,7 +200,11 @@ impl Daemon {
         let directory = Directory::from_chain(&client.nodes().await?);
         let now = clock();
         Ok(Self {
-            chain: LiveChain { client, scheduler },
+            chain: LiveChain {
+                index: Some(ProgramIndex::follow(client.clone())),
+                client,
+                scheduler,
+            },
             config,
             liveness: Arc::new(Mutex::new(Liveness::new(now))),
             directory: Arc::new(RwLock::new(directory)),
@@ -239,6 +244,7 @@ impl Daemon {
             directory: self.directory.clone(),
             limits: Arc::new(gateway::GatewayLimits::standard()),
             views: Default::default(),
+            index: self.chain.index.clone(),
         };
         let per_peer = PerPeer::new(PER_PEER);
         let app = public_app(state, gateway, &per_peer);
@@ -489,9 +495,13 @@ impl<C: DaemonChain> Daemon<C> {
             params,
             providers,
         } = snapshot;
-        // Segments and verifications exist only for verified jobs, and such
-        // a job cannot be closed while any payment of it is held.
-        if !jobs.iter().any(|(_, j)| j.verification_ppm > 0) {
+        // Segments and verifications exist only for verified jobs, each
+        // counted on its job until released or resolved: with none, there
+        // is nothing to draw, apply or release (and a finished job costs
+        // no round a read).
+        if !jobs.iter().any(|(_, j)| {
+            j.verification_ppm > 0 && (j.live_segments > 0 || j.open_verifications > 0)
+        }) {
             *self.duties.write().expect("duties lock") = CheckDuties::default();
             return Ok(());
         }

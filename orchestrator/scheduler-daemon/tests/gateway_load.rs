@@ -94,6 +94,7 @@ fn gateway_over(rpc: &str, directory: Directory) -> GatewayState {
         directory: Arc::new(RwLock::new(directory)),
         limits: Arc::new(GatewayLimits::standard()),
         views: Default::default(),
+        index: None,
     }
 }
 

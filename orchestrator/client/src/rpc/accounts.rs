@@ -220,8 +220,18 @@ impl ChainClient {
     pub(super) async fn program_accounts(
         &self,
         kind: AccountKind,
-        mut filters: Vec<RpcFilterType>,
+        filters: Vec<RpcFilterType>,
     ) -> Result<Vec<(Pubkey, Vec<u8>)>, ChainError> {
+        Ok(self.program_accounts_in_context(kind, filters).await?.1)
+    }
+
+    /// The program's accounts of `kind` passing `filters`, with the slot the
+    /// node read them at where it says (`withContext`).
+    pub(super) async fn program_accounts_in_context(
+        &self,
+        kind: AccountKind,
+        mut filters: Vec<RpcFilterType>,
+    ) -> Result<(Option<u64>, Vec<(Pubkey, Vec<u8>)>), ChainError> {
         filters.insert(
             0,
             RpcFilterType::Memcmp(Memcmp::new_raw_bytes(
@@ -236,6 +246,7 @@ impl ChainClient {
                 commitment: Some(self.commitment),
                 ..Default::default()
             },
+            with_context: Some(true),
             ..Default::default()
         };
         let response: OptionalContext<Vec<RpcKeyedAccount>> = self
@@ -246,11 +257,11 @@ impl ChainClient {
             )
             .await
             .map_err(|e| self.rpc_error(e))?;
-        let keyed = match response {
-            OptionalContext::Context(c) => c.value,
-            OptionalContext::NoContext(v) => v,
+        let (slot, keyed) = match response {
+            OptionalContext::Context(c) => (Some(c.context.slot), c.value),
+            OptionalContext::NoContext(v) => (None, v),
         };
-        keyed
+        let accounts = keyed
             .into_iter()
             .map(|k| {
                 let key: Pubkey = k
@@ -264,7 +275,8 @@ impl ChainClient {
                     .ok_or_else(|| ChainError::Rpc(format!("undecodable data of {key}")))?;
                 Ok((key, data))
             })
-            .collect()
+            .collect::<Result<_, ChainError>>()?;
+        Ok((slot, accounts))
     }
 
     /// Jobs matching `filter`, found with memcmp filters and checked again after decoding.
@@ -441,22 +453,32 @@ impl ChainClient {
         &self,
         keys: &[Pubkey],
     ) -> Result<Vec<(Pubkey, Option<Vec<u8>>)>, ChainError> {
+        Ok(self.program_owned_at(keys).await?.1)
+    }
+
+    /// As [`Self::program_owned`], with the lowest slot the reads were
+    /// made at.
+    pub(super) async fn program_owned_at(
+        &self,
+        keys: &[Pubkey],
+    ) -> Result<(u64, Vec<(Pubkey, Option<Vec<u8>>)>), ChainError> {
         let mut out = Vec::with_capacity(keys.len());
+        let mut slot = u64::MAX;
         for chunk in keys.chunks(100) {
             let read = self
                 .rpc
                 .get_multiple_accounts_with_commitment(chunk, self.commitment)
                 .await
-                .map_err(|e| self.rpc_error(e))?
-                .value;
-            out.extend(chunk.iter().zip(read).map(|(key, account)| {
+                .map_err(|e| self.rpc_error(e))?;
+            slot = slot.min(read.context.slot);
+            out.extend(chunk.iter().zip(read.value).map(|(key, account)| {
                 let data = account
                     .filter(|a| a.lamports > 0 && a.owner == crate::PROGRAM_ID)
                     .map(|a| a.data);
                 (*key, data)
             }));
         }
-        Ok(out)
+        Ok((if out.is_empty() { 0 } else { slot }, out))
     }
 
     /// Every segment payment still held (or refunded and not yet closed).
@@ -510,18 +532,42 @@ impl ChainClient {
 
     /// The cluster's clock (`Clock::unix_timestamp`), which the program judges time by.
     pub async fn chain_time(&self) -> Result<i64, ChainError> {
-        const CLOCK: Pubkey = Pubkey::from_str_const("SysvarC1ock11111111111111111111111111111111");
-        // slot u64, epoch_start_timestamp i64, epoch u64, leader_schedule_epoch u64, unix_timestamp i64
         let account = self.account(&CLOCK).await?.ok_or(ChainError::NotFound {
             what: "the Clock sysvar",
             key: CLOCK,
             url: self.url.clone(),
         })?;
-        account
-            .data
-            .get(32..40)
-            .and_then(|b| b.try_into().ok())
-            .map(i64::from_le_bytes)
-            .ok_or_else(|| ChainError::Rpc("the Clock sysvar is malformed".into()))
+        clock_time(&account.data)
     }
+
+    /// The SlotHashes sysvar's raw data and the chain's clock, in one
+    /// `getMultipleAccounts`: what a verification round draws from.
+    pub async fn draw_sysvars(&self) -> Result<(Vec<u8>, i64), ChainError> {
+        let slot_hashes = anchor_lang::compat::solana_sysvar::slot_hashes::ID;
+        let read = self
+            .rpc
+            .get_multiple_accounts_with_commitment(&[slot_hashes, CLOCK], self.commitment)
+            .await
+            .map_err(|e| self.rpc_error(e))?
+            .value;
+        let mut read = read.into_iter();
+        let hashes = read.next().flatten().map(|a| a.data).unwrap_or_default();
+        let clock = read.next().flatten().ok_or(ChainError::NotFound {
+            what: "the Clock sysvar",
+            key: CLOCK,
+            url: self.url.clone(),
+        })?;
+        Ok((hashes, clock_time(&clock.data)?))
+    }
+}
+
+const CLOCK: Pubkey = Pubkey::from_str_const("SysvarC1ock11111111111111111111111111111111");
+
+/// The unix time in the Clock sysvar's data.
+fn clock_time(data: &[u8]) -> Result<i64, ChainError> {
+    // slot u64, epoch_start_timestamp i64, epoch u64, leader_schedule_epoch u64, unix_timestamp i64
+    data.get(32..40)
+        .and_then(|b| b.try_into().ok())
+        .map(i64::from_le_bytes)
+        .ok_or_else(|| ChainError::Rpc("the Clock sysvar is malformed".into()))
 }

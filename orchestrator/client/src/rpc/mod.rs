@@ -9,6 +9,7 @@
 //! - [`accounts`]: reading and finding the program's accounts;
 //! - [`history`]: an account's MCJS events from transaction logs;
 //! - [`watch`]: following an account;
+//! - [`index`]: the program's accounts in memory, followed by a stream;
 //! - `local` (feature `local-chain`): the local chain's cheat codes.
 
 use std::sync::Arc;
@@ -51,6 +52,7 @@ mod accounts;
 mod deploy;
 mod error;
 mod history;
+mod index;
 #[cfg(feature = "local-chain")]
 mod local;
 mod notices;
@@ -62,6 +64,10 @@ mod watch;
 pub use accounts::{DueCheck, JobFilter, MAX_NAMED_CHECKS, due_roles};
 pub use deploy::{Deployed, Progress, WRITE_ROUNDS, chunk_len};
 pub use error::{ChainError, classify};
+pub use index::{
+    Event, IndexSource, IndexState, Indexed, ProgramIndex,
+    RECONCILE_EVERY as INDEX_RECONCILE_EVERY, SILENT_AFTER as INDEX_SILENT_AFTER, Update,
+};
 pub use notices::{NOTICE_WAIT, PUSH_RETRY};
 pub use send::FEE_READ_TIMEOUT;
 pub use sender::{CONNECTION_RETRIES, RETRIES, Refusal, RetryingSender, refusal};

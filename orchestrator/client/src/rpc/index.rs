@@ -1,0 +1,676 @@
+//! The program's accounts held in memory and kept current from a stream:
+//! one backfill, then a `programSubscribe` subscription, so that a process
+//! which needs every job, node or verification reads them from memory
+//! instead of scanning the program with `getProgramAccounts` each time.
+//!
+//! The follower ([`ProgramIndex::follow`]) subscribes first and backfills
+//! second, one `getProgramAccounts` per account kind, each answered with
+//! the slot it was read at; what the stream delivered meanwhile is applied
+//! after it, and an update never replaces a newer one ([`IndexState`]: the
+//! slot decides). When the subscription cannot be made, drops, or tells
+//! nothing for [`SILENT_AFTER`] (a slot subscription on the same stream
+//! says a new slot every 400 ms or so, so silence means the stream is
+//! behind), the index stops being [live](ProgramIndex::is_live) until it
+//! has subscribed and backfilled again; every [`RECONCILE_EVERY`] it backfills again besides,
+//! which removes what the stream did not say was closed (a node need not
+//! notify a program subscription of an account that leaves the program).
+//!
+//! The stream is one source; [`IndexSource`] names what any other must
+//! give (a Geyser gRPC stream is the production one).
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use super::*;
+
+/// How often a live index backfills again to drop what the stream missed.
+pub const RECONCILE_EVERY: Duration = Duration::from_secs(300);
+
+/// The kinds the index backfills, one scan each.
+const KINDS: [AccountKind; 6] = [
+    AccountKind::Config,
+    AccountKind::Provider,
+    AccountKind::Node,
+    AccountKind::Job,
+    AccountKind::Segment,
+    AccountKind::Verification,
+];
+
+/// One account of the program as the index holds it: decoded once, when it
+/// arrives.
+#[derive(Clone, Debug)]
+pub enum Indexed {
+    Config(Config),
+    Provider(Provider),
+    Node(Node),
+    Job(Job),
+    Segment(Segment),
+    Verification(Verification),
+    /// Another account of the program (a job counter), or one whose data
+    /// does not decode: held so that the slot order still holds for it.
+    Other,
+}
+
+impl Indexed {
+    /// `data` decoded by its discriminator.
+    pub fn decode(data: &[u8]) -> Self {
+        let of = |kind| data.starts_with(decode::discriminator_of(kind));
+        let decoded = if of(AccountKind::Job) {
+            decode::job(data).map(Self::Job)
+        } else if of(AccountKind::Node) {
+            decode::node(data).map(Self::Node)
+        } else if of(AccountKind::Verification) {
+            decode::verification(data).map(Self::Verification)
+        } else if of(AccountKind::Segment) {
+            decode::segment(data).map(Self::Segment)
+        } else if of(AccountKind::Provider) {
+            decode::provider(data).map(Self::Provider)
+        } else if of(AccountKind::Config) {
+            decode::config(data).map(Self::Config)
+        } else {
+            return Self::Other;
+        };
+        decoded.unwrap_or(Self::Other)
+    }
+
+    pub fn job(&self) -> Option<&Job> {
+        match self {
+            Self::Job(j) => Some(j),
+            _ => None,
+        }
+    }
+
+    pub fn node(&self) -> Option<&Node> {
+        match self {
+            Self::Node(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    pub fn provider(&self) -> Option<&Provider> {
+        match self {
+            Self::Provider(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    pub fn verification(&self) -> Option<&Verification> {
+        match self {
+            Self::Verification(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn segment(&self) -> Option<&Segment> {
+        match self {
+            Self::Segment(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn kind(&self) -> Option<AccountKind> {
+        Some(match self {
+            Self::Config(_) => AccountKind::Config,
+            Self::Provider(_) => AccountKind::Provider,
+            Self::Node(_) => AccountKind::Node,
+            Self::Job(_) => AccountKind::Job,
+            Self::Segment(_) => AccountKind::Segment,
+            Self::Verification(_) => AccountKind::Verification,
+            Self::Other => return None,
+        })
+    }
+}
+
+/// The index's accounts and what it knows of its own freshness. Pure: the
+/// follower feeds it, tests drive it directly.
+#[derive(Default, Debug)]
+pub struct IndexState {
+    /// account → (the slot its state is from, the state).
+    accounts: HashMap<Pubkey, (u64, Indexed)>,
+    /// account → the slot it was seen gone at, so that an older update
+    /// still queued cannot bring it back. Cleared of entries the next
+    /// backfill covers.
+    gone: HashMap<Pubkey, u64>,
+    /// The highest slot applied.
+    slot: u64,
+    live: bool,
+    /// Updates applied from the stream, and backfills done.
+    pub updates: u64,
+    pub backfills: u64,
+}
+
+impl IndexState {
+    /// An update of `key` at `slot` (`None`: it left the program or was
+    /// closed). Applied unless the index holds a newer state of it;
+    /// returns whether it was.
+    pub fn apply(&mut self, key: Pubkey, slot: u64, data: Option<&[u8]>) -> bool {
+        let held = self
+            .accounts
+            .get(&key)
+            .map(|(s, _)| *s)
+            .or_else(|| self.gone.get(&key).copied());
+        if held.is_some_and(|held| held > slot) {
+            return false;
+        }
+        self.slot = self.slot.max(slot);
+        match data {
+            Some(data) => {
+                self.gone.remove(&key);
+                self.accounts.insert(key, (slot, Indexed::decode(data)));
+            }
+            None => {
+                self.accounts.remove(&key);
+                self.gone.insert(key, slot);
+            }
+        }
+        true
+    }
+
+    /// Every account of `kind` as read at `slot`: each replaces what the
+    /// index holds unless that is newer, and an account of `kind` held
+    /// from before `slot` that the read does not list is gone.
+    pub fn backfill(&mut self, kind: AccountKind, slot: u64, accounts: &[(Pubkey, Vec<u8>)]) {
+        let listed: std::collections::HashSet<Pubkey> = accounts.iter().map(|(k, _)| *k).collect();
+        let missing: Vec<Pubkey> = self
+            .accounts
+            .iter()
+            .filter(|(key, (held, account))| {
+                account.kind() == Some(kind) && *held <= slot && !listed.contains(key)
+            })
+            .map(|(key, _)| *key)
+            .collect();
+        for key in missing {
+            self.apply(key, slot, None);
+        }
+        for (key, data) in accounts {
+            self.apply(*key, slot, Some(data));
+        }
+        self.gone.retain(|_, at| *at > slot);
+    }
+
+    pub fn get(&self, key: &Pubkey) -> Option<&Indexed> {
+        self.accounts.get(key).map(|(_, a)| a)
+    }
+
+    /// Every account held, in no order.
+    pub fn accounts(&self) -> impl Iterator<Item = (&Pubkey, &Indexed)> {
+        self.accounts.iter().map(|(k, (_, a))| (k, a))
+    }
+
+    pub fn len(&self) -> usize {
+        self.accounts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.accounts.is_empty()
+    }
+
+    /// The highest slot applied.
+    pub fn slot(&self) -> u64 {
+        self.slot
+    }
+
+    /// The accounts `pick` finds in an entry and `keep` keeps, cloned,
+    /// ordered by `order`.
+    fn collect<T: Clone, K: Ord>(
+        &self,
+        pick: fn(&Indexed) -> Option<&T>,
+        keep: impl Fn(&T) -> bool,
+        order: impl Fn(&Pubkey, &T) -> K,
+    ) -> Vec<(Pubkey, T)> {
+        let mut out: Vec<(Pubkey, T)> = self
+            .accounts()
+            .filter_map(|(k, a)| pick(a).filter(|t| keep(t)).map(|t| (*k, t.clone())))
+            .collect();
+        out.sort_by_cached_key(|(k, t)| order(k, t));
+        out
+    }
+
+    /// Every job, in submission order (as [`ChainClient::jobs`] gives them).
+    pub fn jobs(&self) -> Vec<(Pubkey, Job)> {
+        self.jobs_where(|_| true)
+    }
+
+    /// The jobs `keep` keeps, in submission order.
+    pub fn jobs_where(&self, keep: impl Fn(&Job) -> bool) -> Vec<(Pubkey, Job)> {
+        self.collect(Indexed::job, keep, |_, j| (j.submitted_at, j.job_id))
+    }
+
+    /// Every node, by provider and index (as [`ChainClient::nodes`]).
+    pub fn nodes(&self) -> Vec<(Pubkey, Node)> {
+        self.collect(Indexed::node, |_| true, |_, n| (n.provider, n.index))
+    }
+
+    pub fn providers(&self) -> Vec<(Pubkey, Provider)> {
+        self.collect(Indexed::provider, |_| true, |k, _| *k)
+    }
+
+    /// Every verification, by job and interval (as
+    /// [`ChainClient::verifications`]).
+    pub fn verifications(&self) -> Vec<(Pubkey, Verification)> {
+        self.verifications_where(|_| true)
+    }
+
+    /// The verifications `keep` keeps, by job and interval.
+    pub fn verifications_where(
+        &self,
+        keep: impl Fn(&Verification) -> bool,
+    ) -> Vec<(Pubkey, Verification)> {
+        self.collect(Indexed::verification, keep, |_, v| (v.job, v.interval))
+    }
+
+    pub fn segments(&self) -> Vec<(Pubkey, Segment)> {
+        self.collect(Indexed::segment, |_| true, |k, _| *k)
+    }
+
+    /// The deployment's Config.
+    pub fn config(&self) -> Option<Config> {
+        match self.get(&pda::config()) {
+            Some(Indexed::Config(c)) => Some(c.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// What a source of the program's accounts gives the index: a stream of
+/// updates, each with the slot it is from, and of the slots the chain
+/// reaches (the index's clock: a stream with no slot for [`SILENT_AFTER`]
+/// is behind, or dead); and reads of every account of one kind with the
+/// slot they were read at.
+pub trait IndexSource: Send + Sync + 'static {
+    /// Events from now on; `Err` when the stream cannot be had.
+    fn subscribe(
+        &self,
+    ) -> impl Future<Output = Result<futures_util::stream::BoxStream<'static, Event>, ChainError>> + Send;
+
+    fn backfill(
+        &self,
+        kind: AccountKind,
+    ) -> impl Future<Output = Result<(u64, Vec<(Pubkey, Vec<u8>)>), ChainError>> + Send;
+}
+
+/// What a stream tells the index.
+#[derive(Clone, Debug)]
+pub enum Event {
+    Account(Update),
+    /// The chain reached this slot.
+    Slot(u64),
+}
+
+/// A stream that tells nothing for this long, not even a new slot, is
+/// behind or dead: the index stops serving and subscribes again.
+pub const SILENT_AFTER: Duration = Duration::from_secs(3);
+
+/// One account's state at a slot; `data: None` when it left the program.
+/// The follower takes the latest [`Event::Slot`] as the least an update's
+/// slot can be: a node may stamp every update of a subscription with the
+/// slot the subscription was made at (surfpool 1.6 does).
+#[derive(Clone, Debug)]
+pub struct Update {
+    pub key: Pubkey,
+    pub slot: u64,
+    pub data: Option<Vec<u8>>,
+}
+
+use std::future::Future;
+
+/// The websocket source: `programSubscribe` on the client's websocket, and
+/// `getProgramAccounts` with its context slot.
+impl IndexSource for ChainClient {
+    async fn subscribe(
+        &self,
+    ) -> Result<futures_util::stream::BoxStream<'static, Event>, ChainError> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let ws_url = self.ws_url.clone();
+        let commitment = self.commitment;
+        tokio::spawn(async move {
+            let pubsub = match tokio::time::timeout(
+                Duration::from_secs(5),
+                PubsubClient::new(ws_url.as_str()),
+            )
+            .await
+            {
+                Ok(Ok(pubsub)) => pubsub,
+                Ok(Err(e)) => {
+                    let _ = ready_tx.send(Err(ChainError::Rpc(format!(
+                        "cannot open the websocket {ws_url}: {e}"
+                    ))));
+                    return;
+                }
+                Err(_) => {
+                    let _ = ready_tx.send(Err(ChainError::Rpc(format!(
+                        "the websocket {ws_url} did not answer within 5 s"
+                    ))));
+                    return;
+                }
+            };
+            let config = RpcProgramAccountsConfig {
+                account_config: RpcAccountInfoConfig {
+                    encoding: Some(UiAccountEncoding::Base64),
+                    commitment: Some(commitment),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let subscribed = async {
+                let (updates, _) = pubsub
+                    .program_subscribe(&crate::PROGRAM_ID, Some(config))
+                    .await?;
+                let (slots, _) = pubsub.slot_subscribe().await?;
+                Ok::<_, solana_pubsub_client::pubsub_client::PubsubClientError>((updates, slots))
+            };
+            let (mut updates, mut slots) = match subscribed.await {
+                Ok(streams) => {
+                    let _ = ready_tx.send(Ok(()));
+                    streams
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(ChainError::Rpc(format!(
+                        "programSubscribe refused by {ws_url}: {e}"
+                    ))));
+                    return;
+                }
+            };
+            loop {
+                let event = tokio::select! {
+                    _ = tx.closed() => return,
+                    notice = updates.next() => {
+                        let Some(notice) = notice else { return };
+                        let Ok(key) = notice.value.pubkey.parse::<Pubkey>() else {
+                            continue;
+                        };
+                        let data = ui_to_account(&notice.value.account)
+                            .filter(|a| a.owner == crate::PROGRAM_ID)
+                            .map(|a| a.data);
+                        Event::Account(Update {
+                            key,
+                            slot: notice.context.slot,
+                            data,
+                        })
+                    }
+                    slot = slots.next() => match slot {
+                        Some(info) => Event::Slot(info.slot),
+                        None => return,
+                    },
+                };
+                if tx.send(event).is_err() {
+                    return;
+                }
+            }
+        });
+        ready_rx
+            .await
+            .map_err(|_| ChainError::Rpc("the websocket task ended".into()))??;
+        Ok(Box::pin(futures_util::stream::unfold(
+            rx,
+            |mut rx| async move { rx.recv().await.map(|u| (u, rx)) },
+        )))
+    }
+
+    async fn backfill(
+        &self,
+        kind: AccountKind,
+    ) -> Result<(u64, Vec<(Pubkey, Vec<u8>)>), ChainError> {
+        self.program_accounts_at(kind).await
+    }
+}
+
+/// The program's accounts in memory, kept current by a follower task (see
+/// the module). Clones share one index; the task stops with the last.
+#[derive(Clone)]
+pub struct ProgramIndex {
+    state: Arc<RwLock<IndexState>>,
+    _task: Arc<AbortOnDrop>,
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl ProgramIndex {
+    /// An index of the program's accounts from `source`, followed from now
+    /// on by a task of the current runtime. It is not live until its first
+    /// subscription and backfill are done.
+    pub fn follow<S: IndexSource>(source: S) -> Self {
+        Self::follow_every(source, RECONCILE_EVERY)
+    }
+
+    /// As [`Self::follow`], backfilling again every `reconcile`.
+    pub fn follow_every<S: IndexSource>(source: S, reconcile: Duration) -> Self {
+        let state = Arc::new(RwLock::new(IndexState::default()));
+        let task = tokio::spawn(run(source, Arc::clone(&state), reconcile));
+        Self {
+            state,
+            _task: Arc::new(AbortOnDrop(task)),
+        }
+    }
+
+    /// Whether the index is subscribed and backfilled: what it holds is the
+    /// chain as of the stream's latest update.
+    pub fn is_live(&self) -> bool {
+        self.read(|s| s.live)
+    }
+
+    /// Reads the index under its lock.
+    pub fn read<T>(&self, f: impl FnOnce(&IndexState) -> T) -> T {
+        f(&self.state.read().expect("program index"))
+    }
+
+    /// What `f` reads of the index while it is live; `None` while it is
+    /// not (the caller reads the chain instead).
+    pub fn live<T>(&self, f: impl FnOnce(&IndexState) -> T) -> Option<T> {
+        let state = self.state.read().expect("program index");
+        state.live.then(|| f(&state))
+    }
+
+    /// Reads the program's accounts at `keys` by address (one
+    /// `getMultipleAccounts` per 100) and applies what it finds, a closed
+    /// account included: what a process that has just written them calls,
+    /// so that its next read of the index shows its own transaction. A
+    /// program subscription is not told of an account that is closed (it
+    /// leaves the program), so this is also how the index learns of the
+    /// closes its owner makes; others' show at the next backfill.
+    pub async fn refresh(&self, client: &ChainClient, keys: &[Pubkey]) -> Result<(), ChainError> {
+        let (slot, read) = client.program_owned_at(keys).await?;
+        let mut state = self.state.write().expect("program index");
+        for (key, data) in read {
+            // An account that is not the program's and never was (a token
+            // account a transaction wrote) leaves no trace.
+            if data.is_some() || state.accounts.contains_key(&key) {
+                state.apply(key, slot, data.as_deref());
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn run<S: IndexSource>(source: S, state: Arc<RwLock<IndexState>>, reconcile: Duration) {
+    let mut wait = RESUBSCRIBE_FIRST;
+    loop {
+        match follow_once(&source, &state, reconcile).await {
+            Ok(()) => {
+                tracing::warn!("the program subscription ended; subscribing and backfilling again");
+                wait = RESUBSCRIBE_FIRST;
+            }
+            Err(error) => {
+                tracing::warn!(%error, retry_in = ?wait, "cannot follow the program's accounts");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RESUBSCRIBE_MOST);
+            }
+        }
+    }
+}
+
+/// One subscription: subscribe, backfill, then apply the stream (and
+/// backfill again every `reconcile`) until it ends or falls silent.
+async fn follow_once<S: IndexSource>(
+    source: &S,
+    state: &RwLock<IndexState>,
+    reconcile: Duration,
+) -> Result<(), ChainError> {
+    let mut updates = source.subscribe().await?;
+    let result = async {
+        loop {
+            // Subscribed first, so that nothing changed during the backfill
+            // is missed: it waits in the stream and is applied after.
+            backfill(source, state).await?;
+            let until = tokio::time::Instant::now() + reconcile;
+            // The latest slot the stream has told of: the floor of an
+            // update's slot, since some nodes (surfpool) give every update
+            // of a subscription the slot it was made at.
+            let mut clock = 0u64;
+            loop {
+                tokio::select! {
+                    event = tokio::time::timeout(SILENT_AFTER, updates.next()) => match event {
+                        Ok(Some(Event::Account(u))) => {
+                            let mut s = state.write().expect("program index");
+                            if s.apply(u.key, u.slot.max(clock), u.data.as_deref()) {
+                                s.updates += 1;
+                            }
+                        }
+                        Ok(Some(Event::Slot(slot))) => {
+                            clock = clock.max(slot);
+                            let mut s = state.write().expect("program index");
+                            s.slot = s.slot.max(slot);
+                        }
+                        Ok(None) => return Ok(()),
+                        Err(_) => {
+                            tracing::warn!(
+                                silent = ?SILENT_AFTER,
+                                "the program subscription fell silent (no new slot); resyncing"
+                            );
+                            return Ok(());
+                        }
+                    },
+                    _ = tokio::time::sleep_until(until) => break,
+                }
+            }
+        }
+    }
+    .await;
+    state.write().expect("program index").live = false;
+    result
+}
+
+async fn backfill<S: IndexSource>(
+    source: &S,
+    state: &RwLock<IndexState>,
+) -> Result<(), ChainError> {
+    for kind in KINDS {
+        let (slot, accounts) = source.backfill(kind).await?;
+        state
+            .write()
+            .expect("program index")
+            .backfill(kind, slot, &accounts);
+    }
+    let mut s = state.write().expect("program index");
+    s.backfills += 1;
+    s.live = true;
+    Ok(())
+}
+
+impl ChainClient {
+    /// Every account of `kind` the program owns, with the slot the node
+    /// read them at.
+    pub(super) async fn program_accounts_at(
+        &self,
+        kind: AccountKind,
+    ) -> Result<(u64, Vec<(Pubkey, Vec<u8>)>), ChainError> {
+        let (slot, accounts) = self.program_accounts_in_context(kind, vec![]).await?;
+        match slot {
+            Some(slot) => Ok((slot, accounts)),
+            // A node that gives no context: the slot before the read is a
+            // lower bound, which only lets queued updates win more often.
+            None => Ok((
+                self.rpc
+                    .get_slot_with_commitment(self.commitment)
+                    .await
+                    .map_err(|e| self.rpc_error(e))?,
+                accounts,
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anchor_lang::AccountSerialize;
+
+    /// A Segment account's data, told apart by its generation.
+    fn segment(generation: u32) -> Vec<u8> {
+        let segment = Segment {
+            job: Pubkey::new_unique(),
+            provider: Pubkey::new_unique(),
+            provider_payout: Pubkey::new_unique(),
+            node: Pubkey::new_unique(),
+            generation,
+            commission_bps: 0,
+            gross: 0,
+            fees_paid: 0,
+            state: mcjs::state::SegmentState::OnNode,
+            open_verifications: 0,
+            rent_payer: Pubkey::new_unique(),
+            bump: 0,
+            start: None,
+            verified_to: None,
+        };
+        let mut out = Vec::new();
+        segment.try_serialize(&mut out).unwrap();
+        out
+    }
+
+    fn generation(index: &IndexState, key: &Pubkey) -> Option<u32> {
+        match index.get(key)? {
+            Indexed::Segment(s) => Some(s.generation),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn an_update_never_replaces_a_newer_one_and_a_closed_account_stays_closed() {
+        let key = Pubkey::new_unique();
+        let mut index = IndexState::default();
+        assert!(index.apply(key, 10, Some(&segment(1))));
+        assert!(!index.apply(key, 9, Some(&segment(2))), "older");
+        assert_eq!(generation(&index, &key), Some(1));
+        assert!(index.apply(key, 12, None));
+        assert!(index.get(&key).is_none());
+        assert!(
+            !index.apply(key, 11, Some(&segment(3))),
+            "an update queued before the close does not bring it back"
+        );
+        assert!(index.get(&key).is_none());
+        assert_eq!(index.slot(), 12);
+    }
+
+    #[test]
+    fn a_backfill_drops_what_it_does_not_list_and_keeps_what_is_newer() {
+        let (a, b, c) = (
+            Pubkey::new_unique(),
+            Pubkey::new_unique(),
+            Pubkey::new_unique(),
+        );
+        let mut index = IndexState::default();
+        index.apply(a, 5, Some(&segment(1)));
+        index.apply(b, 5, Some(&segment(2)));
+        // Seen by the stream after the backfill's read.
+        index.apply(c, 30, Some(&segment(3)));
+        index.backfill(AccountKind::Segment, 20, &[(a, segment(10))]);
+        assert_eq!(generation(&index, &a), Some(10));
+        assert!(index.get(&b).is_none(), "closed while unwatched");
+        assert_eq!(generation(&index, &c), Some(3), "newer than the backfill");
+        // A backfill of another kind leaves segments alone.
+        index.backfill(AccountKind::Node, 25, &[]);
+        assert_eq!(index.segments().len(), 2);
+        // Undecodable data is held (for the slot order) but is no segment.
+        index.apply(b, 40, Some(&[1, 2, 3]));
+        assert!(matches!(index.get(&b), Some(Indexed::Other)));
+        assert_eq!(index.segments().len(), 2);
+    }
+}
