@@ -1,24 +1,25 @@
-//! The program index at fleet scale, on the local chain: fills it with
-//! `MCJS_BENCH_NODES` nodes (default 10,000) and `MCJS_BENCH_JOBS` jobs
-//! (default 100,000; nine in ten of them finished) through
-//! `surfnet_setAccount`, then measures what a scheduler pays to read them:
-//! a scan of the program (what every round did before the index), the
-//! index's backfill, the memory it holds, and the round's snapshot read
-//! from memory.
+//! The program index at fleet scale. On the local chain, preloaded
+//! (`LocalnetConfig::preload`) with `MCJS_BENCH_CHAIN_NODES` nodes (default
+//! 1,000) and `MCJS_BENCH_CHAIN_JOBS` jobs (default 10,000; nine in ten
+//! finished): a scan of the program (what every round did before the
+//! index) against the index's backfill over RPC. From memory, with
+//! `MCJS_BENCH_NODES` (10,000) and `MCJS_BENCH_JOBS` (100,000): the
+//! index's own backfill, its memory, and a round's snapshot read from it;
+//! the local chain cannot hold that many (see `main`).
 //!
 //!   cargo bench -p mcjs-localnet --bench index_scale
 //!
 //! The accounts are copies of one node and one job created by ordinary
-//! transactions, at fresh addresses, so every one decodes as the program
-//! wrote it.
+//! transactions on a first chain, at fresh addresses, so every one decodes
+//! as the program wrote it.
 
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt as _;
 use mcjs::instructions::{RegisterNodeArgs, SubmitJobArgs};
 use mcjs::state::{HardwareProfile, Job, JobRequirements, JobTerms};
-use mcjs_client::rpc::ProgramIndex;
-use mcjs_client::{JobFilter, Keypair, PROGRAM_ID, Pubkey, Signer, ix, pda};
+use mcjs_client::decode::AccountKind;
+use mcjs_client::rpc::{Event, IndexSource, ProgramIndex};
+use mcjs_client::{JobFilter, Keypair, Pubkey, Signer, ix, pda};
 use mcjs_localnet::{Localnet, LocalnetConfig, USDC, free_port_pair, read_keypair};
 
 fn count(var: &str, default: usize) -> usize {
@@ -65,6 +66,10 @@ async fn main() {
     let (nodes, jobs) = (
         count("MCJS_BENCH_NODES", 10_000),
         count("MCJS_BENCH_JOBS", 100_000),
+    );
+    let (chain_nodes, chain_jobs) = (
+        count("MCJS_BENCH_CHAIN_NODES", 1_000),
+        count("MCJS_BENCH_CHAIN_JOBS", 10_000),
     );
     let dir = tempfile::tempdir().unwrap();
     let localnet = Localnet::start(LocalnetConfig {
@@ -154,42 +159,31 @@ async fn main() {
     let node_account = client.rpc().get_account(&node_key).await.unwrap();
     let job_account = client.rpc().get_account(&job_key).await.unwrap();
 
-    // Copies at fresh addresses; nine jobs in ten finished (Completed has
-    // Pending's layout: the tag, then a timestamp).
-    let started = Instant::now();
-    let finished = {
-        let mut data = job_account.data.clone();
-        data[Job::STATE_OFFSET] = 5;
-        data
-    };
-    let writes = (0..nodes)
-        .map(|_| (node_account.lamports, node_account.data.clone()))
-        .chain((0..jobs).map(|i| {
-            let data = if i % 10 == 0 {
-                job_account.data.clone()
-            } else {
-                finished.clone()
-            };
-            (job_account.lamports, data)
-        }));
-    let set = futures_util::stream::iter(writes)
-        .map(|(lamports, data)| {
-            let client = client.clone();
-            async move {
-                client
-                    .surfnet_set_account(&Pubkey::new_unique(), lamports, &PROGRAM_ID, &data)
-                    .await
-                    .unwrap()
-            }
-        })
-        .buffer_unordered(32)
-        .count()
-        .await;
+    drop(localnet);
     println!(
-        "created {set} accounts ({nodes} nodes, {jobs} jobs) in {:.1} s",
-        started.elapsed().as_secs_f64()
+        "a job is {} B, a node {} B",
+        job_account.data.len(),
+        node_account.data.len()
     );
 
+    // Over the chain, at the size surfpool holds: scans against the index.
+    let preload = fleet(chain_nodes, chain_jobs, &node_account, &job_account);
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let localnet = Localnet::start(LocalnetConfig {
+        rpc_port: free_port_pair(),
+        dir: dir.path().to_path_buf(),
+        slot_time_ms: 400,
+        preload,
+        ..LocalnetConfig::default()
+    })
+    .await
+    .expect("the local chain starts with the fleet");
+    let client = localnet.client();
+    println!(
+        "chain: {chain_nodes} nodes and {chain_jobs} jobs, started in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     // What every scheduler round cost before the index: scans of the jobs
     // and the nodes.
     let mut scans = Vec::new();
@@ -199,49 +193,118 @@ async fn main() {
             client.jobs(JobFilter::All).await.unwrap(),
             client.nodes().await.unwrap(),
         );
-        assert_eq!((j.len(), n.len()), (jobs + 1, nodes + 1));
+        assert_eq!((j.len(), n.len()), (chain_jobs, chain_nodes));
         scans.push(t.elapsed());
     }
-    let account_bytes = (nodes + 1) * node_account.data.len() + (jobs + 1) * job_account.data.len();
+    let bytes = chain_nodes * node_account.data.len() + chain_jobs * job_account.data.len();
+    println!(
+        "chain: a scan of jobs and nodes (each round before the index) {:.1} MB of account data, {:.1} MB as base64; median {:.0} ms of 3",
+        bytes as f64 / 1e6,
+        bytes as f64 * 4.0 / 3.0 / 1e6,
+        median(scans).as_secs_f64() * 1e3
+    );
+    let follow = || ProgramIndex::follow(client.clone());
+    measure("chain", follow, chain_nodes, chain_jobs).await;
+    drop(localnet);
 
+    // The index's own costs at fleet size, from a source in memory:
+    // surfpool 1.6.1 keeps one list of accounts per owner and copies it on
+    // every insert, so a chain of 110,000 program accounts takes hours to
+    // fill.
+    let accounts: Vec<(Pubkey, Vec<u8>)> = fleet(nodes, jobs, &node_account, &job_account)
+        .into_iter()
+        .map(|(k, a)| (k, a.data))
+        .collect();
+    let source = Fleet(std::sync::Arc::new(accounts));
+    measure("memory", || ProgramIndex::follow(source), nodes, jobs).await;
+}
+
+/// `nodes` copies of the node and `jobs` of the job at fresh addresses;
+/// nine jobs in ten finished (Completed has Pending's layout: the tag,
+/// then a timestamp).
+fn fleet(
+    nodes: usize,
+    jobs: usize,
+    node: &solana_account::Account,
+    job: &solana_account::Account,
+) -> Vec<(Pubkey, solana_account::Account)> {
+    let finished = {
+        let mut account = job.clone();
+        account.data[Job::STATE_OFFSET] = 5;
+        account
+    };
+    (0..nodes)
+        .map(|_| (Pubkey::new_unique(), node.clone()))
+        .chain((0..jobs).map(|i| {
+            let account = if i % 10 == 0 {
+                job.clone()
+            } else {
+                finished.clone()
+            };
+            (Pubkey::new_unique(), account)
+        }))
+        .collect()
+}
+
+/// The index until it is live (its backfill), the memory it then holds,
+/// and a round's snapshot read from it.
+async fn measure(source: &str, follow: impl FnOnce() -> ProgramIndex, nodes: usize, jobs: usize) {
     let before = in_use();
     let t = Instant::now();
-    let index = ProgramIndex::follow(client.clone());
+    let index = follow();
     while !index.is_live() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let backfill = t.elapsed();
-    // Let the chain's answers be dropped before counting.
+    // Let the backfill's answers be dropped before counting.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let held = in_use().saturating_sub(before);
-    assert_eq!(index.read(|s| s.jobs().len()), jobs + 1);
-
     let mut reads = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
-        let (j, n, p) = index.read(|s| (s.jobs(), s.nodes(), s.providers()));
-        assert_eq!((j.len(), n.len(), p.len()), (jobs + 1, nodes + 1, 1));
+        let (j, n, _) = index.read(|s| (s.jobs(), s.nodes(), s.providers()));
+        assert_eq!((j.len(), n.len()), (jobs, nodes));
         reads.push(t.elapsed());
     }
     println!(
-        "account data: {:.1} MB ({} B a job, {} B a node); base64 on the wire about {:.1} MB a scan",
-        account_bytes as f64 / 1e6,
-        job_account.data.len(),
-        node_account.data.len(),
-        account_bytes as f64 * 4.0 / 3.0 / 1e6
-    );
-    println!(
-        "scan of jobs and nodes (a round before the index): median {:.0} ms of 3",
-        median(scans).as_secs_f64() * 1e3
-    );
-    println!(
-        "index backfill (subscribe, six scans, decode): {:.0} ms; memory in use grew {:.1} MiB ({} B an account)",
+        "{source}: {nodes} nodes, {jobs} jobs: index backfill {:.0} ms; memory in use grew {:.1} MiB ({} B an account); a round's snapshot from it (jobs, nodes, providers cloned and sorted) median {:.1} ms of 20",
         backfill.as_secs_f64() * 1e3,
         held as f64 / (1024.0 * 1024.0),
-        held / (nodes + jobs + 2)
-    );
-    println!(
-        "a round's snapshot from the index (jobs, nodes, providers cloned and sorted): median {:.1} ms of 20",
+        held / (nodes + jobs).max(1),
         median(reads).as_secs_f64() * 1e3
     );
+}
+
+/// Accounts served from memory as a node would: every account of a kind
+/// at slot 1, and a stream that tells a new slot every second and nothing
+/// else.
+struct Fleet(std::sync::Arc<Vec<(Pubkey, Vec<u8>)>>);
+
+impl IndexSource for Fleet {
+    async fn subscribe(
+        &self,
+    ) -> Result<futures_util::stream::BoxStream<'static, Event>, mcjs_client::ChainError> {
+        Ok(Box::pin(futures_util::stream::unfold(
+            1u64,
+            |slot| async move {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Some((Event::Slot(slot), slot + 1))
+            },
+        )))
+    }
+
+    async fn backfill(
+        &self,
+        kind: AccountKind,
+    ) -> Result<(u64, Vec<(Pubkey, Vec<u8>)>), mcjs_client::ChainError> {
+        let discriminator = mcjs_client::decode::discriminator_of(kind);
+        Ok((
+            1,
+            self.0
+                .iter()
+                .filter(|(_, data)| data.starts_with(discriminator))
+                .cloned()
+                .collect(),
+        ))
+    }
 }

@@ -19,27 +19,6 @@ impl ChainClient {
         .await
     }
 
-    /// Creates or overwrites an account whole (lamports, owner, data)
-    /// through `surfnet_setAccount`: how a bench fills a local chain with
-    /// accounts in minutes instead of sending a transaction for each.
-    pub async fn surfnet_set_account(
-        &self,
-        key: &Pubkey,
-        lamports: u64,
-        owner: &Pubkey,
-        data: &[u8],
-    ) -> Result<(), ChainError> {
-        self.cheat(
-            "surfnet_setAccount",
-            json!([key.to_string(), {
-                "lamports": lamports,
-                "owner": owner.to_string(),
-                "data": hex::encode(data),
-            }]),
-        )
-        .await
-    }
-
     /// Moves a local chain's clock forward through surfpool's
     /// `surfnet_timeTravel` cheatcode.
     pub async fn surfnet_time_travel_to(&self, unix_timestamp_ms: u64) -> Result<(), ChainError> {
