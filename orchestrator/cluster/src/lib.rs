@@ -653,26 +653,6 @@ impl Cluster {
         self.run_mcjs(&self.info.wallets.user, &all)
     }
 
-    /// Holds every byte of the scheduler's websocket (its index's stream)
-    /// until [`Self::heal_scheduler_stream`]; its HTTP calls still pass.
-    /// Only under an endpoint profile (`ClusterConfig::endpoint`), where the
-    /// scheduler's websocket runs through a link; panics otherwise.
-    pub fn cut_scheduler_stream(&self) {
-        self.scheduler_ws_link().cut();
-    }
-
-    pub fn heal_scheduler_stream(&self) {
-        self.scheduler_ws_link().heal();
-    }
-
-    fn scheduler_ws_link(&self) -> &Link {
-        &self
-            .scheduler_endpoint
-            .as_ref()
-            .expect("the scheduler's websocket runs through a link only under an endpoint profile")
-            .1
-    }
-
     /// Every line of every process's log that contains `needle`, prefixed
     /// with the log's name: what a failed assertion prints, since the
     /// cluster's directory is gone when the test ends.
@@ -698,37 +678,6 @@ impl Cluster {
             );
         }
         out
-    }
-
-    /// What each process's endpoint did with its calls (`scheduler`,
-    /// `agent-1`, …); empty without a profile.
-    pub fn endpoint_stats(&self) -> Vec<(String, EndpointStats)> {
-        let scheduler = self
-            .scheduler_endpoint
-            .iter()
-            .map(|(endpoint, _)| ("scheduler".to_string(), endpoint.stats()));
-        let agents = self.agents.iter().filter_map(|agent| {
-            let endpoint = agent.endpoint.as_ref()?;
-            Some((format!("agent-{}", agent.index + 1), endpoint.stats()))
-        });
-        scheduler.chain(agents).collect()
-    }
-
-    /// Calls by method at each process's endpoint, most first (as
-    /// [`Self::endpoint_stats`] names them).
-    pub fn endpoint_methods(&self) -> Vec<(String, Vec<(String, u64)>)> {
-        let scheduler = self
-            .scheduler_endpoint
-            .iter()
-            .map(|(endpoint, _)| ("scheduler".to_string(), endpoint.calls_by_method()));
-        let agents = self.agents.iter().filter_map(|agent| {
-            let endpoint = agent.endpoint.as_ref()?;
-            Some((
-                format!("agent-{}", agent.index + 1),
-                endpoint.calls_by_method(),
-            ))
-        });
-        scheduler.chain(agents).collect()
     }
 
     /// Stops everything: agents (and their containers), scheduler, chain.

@@ -325,23 +325,10 @@ impl IndexSource for ChainClient {
         let ws_url = self.ws_url.clone();
         let commitment = self.commitment;
         tokio::spawn(async move {
-            let pubsub = match tokio::time::timeout(
-                Duration::from_secs(5),
-                PubsubClient::new(ws_url.as_str()),
-            )
-            .await
-            {
-                Ok(Ok(pubsub)) => pubsub,
-                Ok(Err(e)) => {
-                    let _ = ready_tx.send(Err(ChainError::Rpc(format!(
-                        "cannot open the websocket {ws_url}: {e}"
-                    ))));
-                    return;
-                }
-                Err(_) => {
-                    let _ = ready_tx.send(Err(ChainError::Rpc(format!(
-                        "the websocket {ws_url} did not answer within 5 s"
-                    ))));
+            let pubsub = match super::watch::open_pubsub(&ws_url).await {
+                Ok(pubsub) => pubsub,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
                     return;
                 }
             };

@@ -12,12 +12,7 @@ impl ChainClient {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let client = self.clone();
         tokio::spawn(async move {
-            let subscribed = tokio::time::timeout(
-                Duration::from_secs(5),
-                PubsubClient::new(client.ws_url.as_str()),
-            )
-            .await;
-            if let Ok(Ok(pubsub)) = subscribed {
+            if let Ok(pubsub) = open_pubsub(&client.ws_url).await {
                 let config = RpcAccountInfoConfig {
                     encoding: Some(UiAccountEncoding::Base64),
                     commitment: Some(client.commitment),
@@ -62,6 +57,19 @@ impl ChainClient {
     }
 }
 
+/// A websocket client of `ws_url`, or why none could be had within 5 s.
+pub(super) async fn open_pubsub(ws_url: &str) -> Result<PubsubClient, ChainError> {
+    match tokio::time::timeout(Duration::from_secs(5), PubsubClient::new(ws_url)).await {
+        Ok(Ok(pubsub)) => Ok(pubsub),
+        Ok(Err(e)) => Err(ChainError::Rpc(format!(
+            "cannot open the websocket {ws_url}: {e}"
+        ))),
+        Err(_) => Err(ChainError::Rpc(format!(
+            "the websocket {ws_url} did not answer within 5 s"
+        ))),
+    }
+}
+
 /// How long a refused or dropped subscription waits before it is tried
 /// again: doubling from the first to the last.
 pub const RESUBSCRIBE_FIRST: Duration = Duration::from_millis(500);
@@ -84,12 +92,7 @@ impl ChainClient {
         tokio::spawn(async move {
             let mut wait = RESUBSCRIBE_FIRST;
             loop {
-                let subscribed = tokio::time::timeout(
-                    Duration::from_secs(5),
-                    PubsubClient::new(client.ws_url.as_str()),
-                )
-                .await;
-                if let Ok(Ok(pubsub)) = subscribed {
+                if let Ok(pubsub) = open_pubsub(&client.ws_url).await {
                     let config = RpcAccountInfoConfig {
                         encoding: Some(UiAccountEncoding::Base64),
                         commitment: Some(client.commitment),
