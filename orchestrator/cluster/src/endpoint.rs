@@ -92,6 +92,9 @@ struct Counters {
     dropped_sends: AtomicU64,
     sends: AtomicU64,
     program_scans: AtomicU64,
+    /// Request bodies received and answer bodies sent, bytes.
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
     /// Calls received, by method.
     by_method: Mutex<HashMap<String, u64>>,
 }
@@ -162,6 +165,16 @@ impl Endpoint {
         let mut out: Vec<(String, u64)> = by_method.iter().map(|(m, n)| (m.clone(), *n)).collect();
         out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         out
+    }
+
+    /// Bytes of the request bodies received and of the answers sent (HTTP
+    /// bodies: what the calls and their answers weigh, headers aside).
+    pub fn bytes(&self) -> (u64, u64) {
+        let c = &self.shared.counters;
+        (
+            c.bytes_in.load(Ordering::Relaxed),
+            c.bytes_out.load(Ordering::Relaxed),
+        )
     }
 
     pub fn stats(&self) -> EndpointStats {
@@ -260,6 +273,10 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let methods = methods(&call);
     shared
         .counters
+        .bytes_in
+        .fetch_add(body.len() as u64, Ordering::Relaxed);
+    shared
+        .counters
         .calls
         .fetch_add(methods.len() as u64, Ordering::Relaxed);
     let scans = methods
@@ -303,7 +320,13 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         Ok(reply) => {
             let status = reply.status();
             match reply.bytes().await {
-                Ok(bytes) => json_response(status, bytes.to_vec()),
+                Ok(bytes) => {
+                    shared
+                        .counters
+                        .bytes_out
+                        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                    json_response(status, bytes.to_vec())
+                }
                 Err(_) => StatusCode::BAD_GATEWAY.into_response(),
             }
         }

@@ -9,6 +9,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -19,6 +20,8 @@ pub struct Link {
     pub listen: SocketAddr,
     pub target: SocketAddr,
     cut: watch::Sender<bool>,
+    /// Bytes carried, both ways.
+    carried: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -28,6 +31,7 @@ async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut cut: watch::Receiver<bool>,
+    carried: Arc<AtomicU64>,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -45,6 +49,7 @@ async fn pump(
         if to.write_all(&buf[..n]).await.is_err() {
             return;
         }
+        carried.fetch_add(n as u64, Ordering::Relaxed);
     }
 }
 
@@ -53,12 +58,15 @@ impl Link {
         let listen = listener.local_addr()?;
         let (cut, watch_cut) = watch::channel(false);
         let watch_cut = Arc::new(watch_cut);
+        let carried = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&carried);
         let task = tokio::spawn(async move {
             loop {
                 let Ok((inbound, _)) = listener.accept().await else {
                     continue;
                 };
                 let mut cut_rx = (*watch_cut).clone();
+                let counter = Arc::clone(&counter);
                 tokio::spawn(async move {
                     // A connection opened during a partition waits for it to end.
                     if cut_rx.wait_for(|cut| !*cut).await.is_err() {
@@ -72,8 +80,8 @@ impl Link {
                     let (in_read, in_write) = inbound.into_split();
                     let (out_read, out_write) = outbound.into_split();
                     tokio::join!(
-                        pump(in_read, out_write, cut_rx.clone()),
-                        pump(out_read, in_write, cut_rx),
+                        pump(in_read, out_write, cut_rx.clone(), Arc::clone(&counter)),
+                        pump(out_read, in_write, cut_rx, counter),
                     );
                 });
             }
@@ -82,6 +90,7 @@ impl Link {
             listen,
             target,
             cut,
+            carried,
             task,
         })
     }
@@ -96,6 +105,11 @@ impl Link {
 
     pub fn is_cut(&self) -> bool {
         *self.cut.borrow()
+    }
+
+    /// Bytes the link has carried, both ways together, since it opened.
+    pub fn bytes(&self) -> u64 {
+        self.carried.load(Ordering::Relaxed)
     }
 }
 

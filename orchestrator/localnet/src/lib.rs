@@ -299,6 +299,8 @@ impl LocalnetInfo {
 
 /// Keypair files, as every MCJS command reads and writes them.
 pub use mcjs_client::keyfile::{KeyfileError, read_keypair, write_keypair};
+/// The account type [`LocalnetConfig::preload`] takes.
+pub use solana_account::Account;
 
 /// The keypair at `path`, created there first when absent, so that a
 /// restarted local chain keeps its addresses.

@@ -13,6 +13,8 @@ use mcjs_client::{ChainClient, ChainError, Instruction, Keypair, Pubkey, Signer,
 /// The accounts one round plans from, read in one go at its start.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
+    /// The jobs the round's `keep` kept (its working set), in submission
+    /// order.
     pub jobs: Vec<(Pubkey, Job)>,
     pub nodes: Vec<(Pubkey, Node)>,
     pub params: ConfigParams,
@@ -30,6 +32,18 @@ pub struct VerifySnapshot {
     pub now: i64,
 }
 
+/// Whether a round has anything to decide about `job`: it can still be
+/// placed, run or fail, or its pay is still held (a live segment or an open
+/// verification: the verification duties draw, resolve and release it).
+/// A finished job with neither is history: no round reads it again, so the
+/// round's cost follows what is live, not what ever ran.
+pub fn in_working_set(job: &Job) -> bool {
+    !job.state.is_terminal() || job.live_segments > 0 || job.open_verifications > 0
+}
+
+/// Which jobs a [`DaemonChain::snapshot`] returns.
+pub type Keep<'a> = &'a (dyn Fn(&Pubkey, &Job) -> bool + Sync);
+
 /// The scheduler's view of the chain.
 pub trait DaemonChain: Send + Sync + 'static {
     /// The scheduler authority: signer and fee payer of what [`send`](Self::send) sends.
@@ -37,7 +51,9 @@ pub trait DaemonChain: Send + Sync + 'static {
 
     fn deployment(&self) -> impl Future<Output = Result<ix::Deployment, ChainError>> + Send;
 
-    fn snapshot(&self) -> impl Future<Output = Result<Snapshot, ChainError>> + Send;
+    /// The jobs `keep` keeps, every node and provider, and the parameters.
+    fn snapshot(&self, keep: Keep<'_>)
+    -> impl Future<Output = Result<Snapshot, ChainError>> + Send;
 
     fn verify_snapshot(&self) -> impl Future<Output = Result<VerifySnapshot, ChainError>> + Send;
 
@@ -71,11 +87,11 @@ impl DaemonChain for LiveChain {
         self.client.deployment().await
     }
 
-    async fn snapshot(&self) -> Result<Snapshot, ChainError> {
+    async fn snapshot(&self, keep: Keep<'_>) -> Result<Snapshot, ChainError> {
         let indexed = self.index.as_ref().and_then(|index| {
             index.live(|s| {
                 Some(Snapshot {
-                    jobs: s.jobs(),
+                    jobs: s.jobs_keyed_where(keep),
                     nodes: s.nodes(),
                     params: s.config()?.params,
                     providers: s.providers().into_iter().collect(),
@@ -85,8 +101,10 @@ impl DaemonChain for LiveChain {
         if let Some(Some(snapshot)) = indexed {
             return Ok(snapshot);
         }
+        let mut jobs = self.client.jobs(JobFilter::All).await?;
+        jobs.retain(|(key, job)| keep(key, job));
         Ok(Snapshot {
-            jobs: self.client.jobs(JobFilter::All).await?,
+            jobs,
             nodes: self.client.nodes().await?,
             params: self.client.config().await?.1.params,
             providers: self.client.providers().await?.into_iter().collect(),

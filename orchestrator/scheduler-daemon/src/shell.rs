@@ -307,7 +307,13 @@ impl<C: DaemonChain> Daemon<C> {
         deployment: &ix::Deployment,
         memory: &mut Memory,
     ) -> Result<RoundReport, ChainError> {
-        let snapshot = match self.chain.snapshot().await {
+        // The working set, and the finished jobs this process has not yet
+        // seen finished (counted once by `observe_metrics`, then left out).
+        let seen_finished = &memory.seen_finished;
+        let keep = |key: &Pubkey, job: &Job| {
+            crate::chain::in_working_set(job) || !seen_finished.contains(key)
+        };
+        let snapshot = match self.chain.snapshot(&keep).await {
             Ok(snapshot) => snapshot,
             Err(err) => {
                 memory.chain_unreadable();

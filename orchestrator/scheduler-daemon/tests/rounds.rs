@@ -15,7 +15,7 @@ use mcjs::state::*;
 use mcjs_client::{ChainError, Instruction, Pubkey, ix, pda};
 use mcjs_protocol::store::StoreUrl;
 use mcjs_scheduler_daemon::auth::Directory;
-use mcjs_scheduler_daemon::chain::{DaemonChain, Snapshot, VerifySnapshot};
+use mcjs_scheduler_daemon::chain::{DaemonChain, Keep, Snapshot, VerifySnapshot};
 use mcjs_scheduler_daemon::metrics::Metrics;
 use mcjs_scheduler_daemon::shell::{Daemon, DaemonConfig, Memory, RoundReport};
 use mcjs_scheduler_daemon::{Action, DetectorConfig, Liveness};
@@ -32,6 +32,8 @@ enum Refuse {
 
 struct FakeChain {
     snapshot: Snapshot,
+    /// The jobs the last snapshot returned.
+    returned: Mutex<Vec<Pubkey>>,
     refuse: Refuse,
     /// Every transaction sent, and whether it landed.
     sent: Mutex<Vec<(Vec<Instruction>, bool)>>,
@@ -51,8 +53,11 @@ impl DaemonChain for FakeChain {
         Ok(deployment())
     }
 
-    async fn snapshot(&self) -> Result<Snapshot, ChainError> {
-        Ok(self.snapshot.clone())
+    async fn snapshot(&self, keep: Keep<'_>) -> Result<Snapshot, ChainError> {
+        let mut snapshot = self.snapshot.clone();
+        snapshot.jobs.retain(|(key, job)| keep(key, job));
+        *self.returned.lock().unwrap() = snapshot.jobs.iter().map(|(k, _)| *k).collect();
+        Ok(snapshot)
     }
 
     async fn verify_snapshot(&self) -> Result<VerifySnapshot, ChainError> {
@@ -150,6 +155,7 @@ fn daemon(snapshot: Snapshot, refuse: Refuse) -> Daemon<FakeChain> {
     Daemon {
         chain: FakeChain {
             snapshot,
+            returned: Mutex::default(),
             refuse,
             sent: Mutex::default(),
             confirm: Duration::ZERO,
@@ -359,4 +365,40 @@ async fn a_rounds_placements_are_in_flight_together() {
     let most = d.chain.most_in_flight.load(Ordering::SeqCst);
     assert!(most > 1, "one transaction at a time");
     assert!(most <= 16, "{most} in flight");
+}
+
+/// A finished job is read by one round of a process (which counts it), and
+/// by none after: the round's cost follows what is live. One whose pay is
+/// still held (a live segment) stays in every round until it is released.
+#[tokio::test]
+async fn a_finished_job_is_counted_once_and_left_out_of_later_rounds_unless_its_pay_is_held() {
+    const DONE: u8 = 40;
+    const HELD: u8 = 41;
+    let mut snapshot = lost_node(false);
+    let mut done = JobBuilder::pending().0;
+    done.state = JobState::Completed { at: T0 };
+    let mut held = done.clone();
+    held.verification_ppm = 100_000;
+    held.live_segments = 1;
+    snapshot.jobs.push((key(DONE), done));
+    snapshot.jobs.push((key(HELD), held));
+    let d = daemon(snapshot, Refuse::Nothing);
+    let mut memory = Memory::default();
+    let mut rounds = Vec::new();
+    for _ in 0..3 {
+        d.round(&deployment(), &mut memory).await.unwrap();
+        let mut returned = d.chain.returned.lock().unwrap().clone();
+        returned.sort();
+        rounds.push(returned);
+    }
+    let mut first = vec![key(JOB), key(DONE), key(HELD)];
+    first.sort();
+    let mut later = vec![key(JOB), key(HELD)];
+    later.sort();
+    assert_eq!(rounds, vec![first, later.clone(), later]);
+    assert_eq!(
+        d.metrics.completed.get(),
+        2,
+        "each finished job counted once"
+    );
 }
