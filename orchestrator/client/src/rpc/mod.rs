@@ -49,6 +49,7 @@ use crate::history::{HistoryEntry, McjsEvent};
 use crate::{errors, ix, pda};
 
 mod accounts;
+mod blockhash;
 mod deploy;
 mod error;
 mod history;
@@ -62,6 +63,7 @@ mod statuses;
 mod watch;
 
 pub use accounts::{DueCheck, JobFilter, MAX_NAMED_CHECKS, due_roles};
+pub use blockhash::BLOCKHASH_REUSE;
 pub use deploy::{Deployed, Progress, WRITE_ROUNDS, chunk_len};
 pub use error::{ChainError, classify};
 pub use index::{
@@ -87,6 +89,8 @@ pub struct ChainClient {
     statuses: Arc<statuses::StatusPolls>,
     /// Shared by clones: one websocket for their confirmations.
     push: Arc<tokio::sync::Mutex<notices::Push>>,
+    /// Shared by clones: the blockhash their transactions are signed with.
+    blockhash: Arc<std::sync::Mutex<blockhash::Recent>>,
 }
 
 /// The websocket URL a Solana node serves beside `rpc_url`: same host,
@@ -156,6 +160,7 @@ impl ChainClient {
             },
             statuses: Default::default(),
             push: Default::default(),
+            blockhash: Default::default(),
         }
     }
 

@@ -5,6 +5,8 @@
 //! `maxRetries: 0` and sent again by the client every [`REBROADCAST`] until
 //! it lands or its blockhash expires (an RPC node's own rebroadcast queue is
 //! what public endpoints drop first), then re-signed with a fresh blockhash.
+//! It is signed with the client's recent blockhash, fetched at most every
+//! [`super::BLOCKHASH_REUSE`] ([`super::blockhash`]).
 //! Its confirmation is pushed over the websocket where one can be had
 //! ([`super::notices`]), and polled otherwise.
 
@@ -39,7 +41,12 @@ impl ChainClient {
         const ATTEMPTS: usize = 3;
         for attempt in 1..=ATTEMPTS {
             let price = self.unit_price(ixs, &payer, attempt as u32).await;
-            match self.send_once(ixs, payer_and_signers, payer, price).await? {
+            // A re-signing takes a blockhash fetched now, never the held one.
+            let fresh = attempt > 1;
+            match self
+                .send_once(ixs, payer_and_signers, payer, price, fresh)
+                .await?
+            {
                 Attempt::Done(signature) => return Ok(signature),
                 Attempt::BlockhashExpired if attempt < ATTEMPTS => {
                     tracing::debug!(attempt, "blockhash expired before confirmation; re-signing");
@@ -83,16 +90,10 @@ impl ChainClient {
         signers: &[&Keypair],
         payer: Pubkey,
         micro_lamports: u64,
+        fresh: bool,
     ) -> Result<Attempt, ChainError> {
-        let blockhash = self
-            .rpc
-            .get_latest_blockhash()
-            .await
-            .map_err(|e| self.rpc_error(e))?;
         let ixs = crate::compute::with_budget(ixs, micro_lamports);
-        let mut tx = Transaction::new_with_payer(&ixs, Some(&payer));
-        tx.try_sign(&signers.to_vec(), blockhash)
-            .map_err(|e| ChainError::Signing(e.to_string()))?;
+        let (tx, blockhash) = self.signed(&ixs, signers, payer, fresh).await?;
         // Subscribed before it is sent: its confirmation is pushed, not polled.
         let mut notice = self.notice_of(&tx.signatures[0]).await;
         let config = solana_rpc_client_api::config::RpcSendTransactionConfig {
@@ -117,7 +118,10 @@ impl ChainClient {
                 {
                     let logs = sim.logs.clone().unwrap_or_default();
                     return match sim.err.clone().map(TransactionError::from) {
-                        Some(TransactionError::BlockhashNotFound) => Ok(Attempt::BlockhashExpired),
+                        Some(TransactionError::BlockhashNotFound) => {
+                            self.recent().drop_held();
+                            Ok(Attempt::BlockhashExpired)
+                        }
                         Some(tx_err) => Err(classify(tx_err, logs, payer)),
                         None => Err(ChainError::Transaction {
                             message: message.clone(),
@@ -168,6 +172,7 @@ impl ChainClient {
             if status.is_none() && last_blockhash_check.elapsed() > Duration::from_secs(2) {
                 last_blockhash_check = Instant::now();
                 if self.blockhash_expired(&blockhash).await? {
+                    self.recent().drop_held();
                     return Ok(Attempt::BlockhashExpired);
                 }
             }
@@ -178,6 +183,59 @@ impl ChainClient {
                 });
             }
         }
+    }
+
+    /// `ixs` signed with the client's recent blockhash
+    /// ([`super::blockhash`]): the one held if it is recent enough and
+    /// `fresh` is not asked, else one fetched now. A transaction already
+    /// signed with the held one (the same signature) is signed again with
+    /// a newer one.
+    async fn signed(
+        &self,
+        ixs: &[Instruction],
+        signers: &[&Keypair],
+        payer: Pubkey,
+        mut fresh: bool,
+    ) -> Result<(Transaction, solana_hash::Hash), ChainError> {
+        const TRIES: usize = 5;
+        for _ in 0..TRIES {
+            let held = if fresh {
+                None
+            } else {
+                self.recent().reusable(Instant::now())
+            };
+            let blockhash = match held {
+                Some(hash) => hash,
+                None => {
+                    let hash = self
+                        .rpc
+                        .get_latest_blockhash()
+                        .await
+                        .map_err(|e| self.rpc_error(e))?;
+                    self.recent().hold(hash, Instant::now());
+                    hash
+                }
+            };
+            let mut tx = Transaction::new_with_payer(ixs, Some(&payer));
+            tx.try_sign(&signers.to_vec(), blockhash)
+                .map_err(|e| ChainError::Signing(e.to_string()))?;
+            if self.recent().first_use(blockhash, tx.signatures[0]) {
+                return Ok((tx, blockhash));
+            }
+            // Signed before with this blockhash: wait for a newer one (a
+            // slot is 400 ms) when the chain gave this one just now.
+            if held.is_none() {
+                tokio::time::sleep(Duration::from_millis(400)).await;
+            }
+            fresh = true;
+        }
+        Err(ChainError::Signing(format!(
+            "the same transaction was signed {TRIES} times and the chain gave no newer blockhash to tell it apart"
+        )))
+    }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, super::blockhash::Recent> {
+        self.blockhash.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether `blockhash` has expired: nothing signed with it can land any more.
