@@ -270,12 +270,7 @@ async fn in_memory(nodes: usize, jobs: usize) {
     let (mut reads, mut decisions) = (Vec::new(), Vec::new());
     for _ in 0..20 {
         let t = Instant::now();
-        let (jobs, nodes) = index.read(|s| {
-            (
-                s.jobs_keyed_where(|_, j| mcjs_scheduler_daemon::chain::in_working_set(j)),
-                s.nodes(),
-            )
-        });
+        let (jobs, nodes) = index.read(|s| (s.unsettled_jobs(), s.nodes()));
         reads.push(t.elapsed());
         let liveness = daemon.liveness.lock().unwrap();
         let t = Instant::now();
@@ -303,7 +298,7 @@ async fn in_memory(nodes: usize, jobs: usize) {
         ms(median(decisions))
     );
     println!(
-        "memory: a scheduler round (Daemon::round over the index; {} running, {} waiting, {} finished) first {first_ms:.1} ms (counts the finished once), then median {:.1} ms of 20",
+        "memory: a scheduler round (Daemon::round over the index; {} running, {} waiting, {} finished) first {first_ms:.1} ms, then median {:.1} ms of 20",
         fleet.busy.len(),
         jobs / 100,
         jobs - fleet.busy.len() - jobs / 100,

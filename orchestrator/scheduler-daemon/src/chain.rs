@@ -13,8 +13,8 @@ use mcjs_client::{ChainClient, ChainError, Instruction, Keypair, Pubkey, Signer,
 /// The accounts one round plans from, read in one go at its start.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
-    /// The jobs the round's `keep` kept (its working set), in submission
-    /// order.
+    /// The jobs of the round's working set ([`in_working_set`]), in
+    /// submission order.
     pub jobs: Vec<(Pubkey, Job)>,
     pub nodes: Vec<(Pubkey, Node)>,
     pub params: ConfigParams,
@@ -35,14 +35,11 @@ pub struct VerifySnapshot {
 /// Whether a round has anything to decide about `job`: it can still be
 /// placed, run or fail, or its pay is still held (a live segment or an open
 /// verification: the verification duties draw, resolve and release it).
-/// A finished job with neither is history: no round reads it again, so the
-/// round's cost follows what is live, not what ever ran.
+/// A settled job ([`mcjs_client::rpc::settled`]) is history: no round
+/// reads it, so the round's cost follows what is live, not what ever ran.
 pub fn in_working_set(job: &Job) -> bool {
-    !job.state.is_terminal() || job.live_segments > 0 || job.open_verifications > 0
+    !mcjs_client::rpc::settled(job)
 }
-
-/// Which jobs a [`DaemonChain::snapshot`] returns.
-pub type Keep<'a> = &'a (dyn Fn(&Pubkey, &Job) -> bool + Sync);
 
 /// The scheduler's view of the chain.
 pub trait DaemonChain: Send + Sync + 'static {
@@ -51,9 +48,16 @@ pub trait DaemonChain: Send + Sync + 'static {
 
     fn deployment(&self) -> impl Future<Output = Result<ix::Deployment, ChainError>> + Send;
 
-    /// The jobs `keep` keeps, every node and provider, and the parameters.
-    fn snapshot(&self, keep: Keep<'_>)
-    -> impl Future<Output = Result<Snapshot, ChainError>> + Send;
+    /// The working set's jobs ([`in_working_set`]), every node and
+    /// provider, and the parameters.
+    fn snapshot(&self) -> impl Future<Output = Result<Snapshot, ChainError>> + Send;
+
+    /// The jobs at `keys`, as they are now (closed ones left out): what a
+    /// round reads of the jobs that left its working set since the last.
+    fn jobs_at(
+        &self,
+        keys: &[Pubkey],
+    ) -> impl Future<Output = Result<Vec<(Pubkey, Job)>, ChainError>> + Send;
 
     fn verify_snapshot(&self) -> impl Future<Output = Result<VerifySnapshot, ChainError>> + Send;
 
@@ -87,11 +91,11 @@ impl DaemonChain for LiveChain {
         self.client.deployment().await
     }
 
-    async fn snapshot(&self, keep: Keep<'_>) -> Result<Snapshot, ChainError> {
+    async fn snapshot(&self) -> Result<Snapshot, ChainError> {
         let indexed = self.index.as_ref().and_then(|index| {
             index.live(|s| {
                 Some(Snapshot {
-                    jobs: s.jobs_keyed_where(keep),
+                    jobs: s.unsettled_jobs(),
                     nodes: s.nodes(),
                     params: s.config()?.params,
                     providers: s.providers().into_iter().collect(),
@@ -102,13 +106,24 @@ impl DaemonChain for LiveChain {
             return Ok(snapshot);
         }
         let mut jobs = self.client.jobs(JobFilter::All).await?;
-        jobs.retain(|(key, job)| keep(key, job));
+        jobs.retain(|(_, job)| in_working_set(job));
         Ok(Snapshot {
             jobs,
             nodes: self.client.nodes().await?,
             params: self.client.config().await?.1.params,
             providers: self.client.providers().await?.into_iter().collect(),
         })
+    }
+
+    async fn jobs_at(&self, keys: &[Pubkey]) -> Result<Vec<(Pubkey, Job)>, ChainError> {
+        if let Some(jobs) = self
+            .index
+            .as_ref()
+            .and_then(|index| index.live(|s| s.jobs_at(keys)))
+        {
+            return Ok(jobs);
+        }
+        self.client.jobs_at(keys).await
     }
 
     async fn verify_snapshot(&self) -> Result<VerifySnapshot, ChainError> {

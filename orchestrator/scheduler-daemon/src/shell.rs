@@ -15,7 +15,7 @@ use mcjs::state::{Job, JobState};
 use mcjs_client::rpc::ProgramIndex;
 use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer, ix};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, instrument, warn};
+use tracing::{debug, info, instrument, warn};
 
 use crate::auth::Directory;
 pub use crate::chain::{DaemonChain, LiveChain, Snapshot};
@@ -26,7 +26,9 @@ use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::server::{Clock, ServerState, router};
 use crate::transactions::{self, Unplanned};
-use crate::verify::{VerifyAction, VerifyObservation, verify_duties};
+use crate::verify::{
+    VerifyAction, VerifyObservation, needs_chain_read, passed_over, verify_duties,
+};
 use mcjs_protocol::peer::{PeerLimit, PerPeer};
 use mcjs_protocol::store::StoreUrl;
 
@@ -102,8 +104,16 @@ pub struct Memory {
     /// Recent outages (from the last read before to the first read after),
     /// oldest first; at most [`OUTAGES_KEPT`].
     outages: std::collections::VecDeque<(i64, i64)>,
+    /// The last round's working set: a job gone from it since has settled
+    /// (or closed), and is read once by address to count how it ended.
+    working: HashSet<Pubkey>,
+    /// Of the working set, the jobs already seen running and seen ended
+    /// (each counted once in the metrics).
     seen_running: HashSet<Pubkey>,
     seen_finished: HashSet<Pubkey>,
+    /// Attested intervals (job, interval) whose draw is settled and opened
+    /// nothing (`verify::passed_over`): no round reads the chain for them.
+    passed_over: HashSet<(Pubkey, u32)>,
     /// job → (when its failure was reported, ms; the generation that
     /// fenced the failed node: a new assignment runs above it).
     recovering_since: HashMap<Pubkey, (i64, u32)>,
@@ -307,13 +317,7 @@ impl<C: DaemonChain> Daemon<C> {
         deployment: &ix::Deployment,
         memory: &mut Memory,
     ) -> Result<RoundReport, ChainError> {
-        // The working set, and the finished jobs this process has not yet
-        // seen finished (counted once by `observe_metrics`, then left out).
-        let seen_finished = &memory.seen_finished;
-        let keep = |key: &Pubkey, job: &Job| {
-            crate::chain::in_working_set(job) || !seen_finished.contains(key)
-        };
-        let snapshot = match self.chain.snapshot(&keep).await {
+        let snapshot = match self.chain.snapshot().await {
             Ok(snapshot) => snapshot,
             Err(err) => {
                 memory.chain_unreadable();
@@ -335,6 +339,7 @@ impl<C: DaemonChain> Daemon<C> {
             .collect();
         let now = (self.clock)();
         self.observe_metrics(jobs, now, memory);
+        self.observe_departures(jobs, memory).await;
         let decision = {
             let liveness = self.liveness.lock().expect("liveness table");
             reconcile(
@@ -414,7 +419,7 @@ impl<C: DaemonChain> Daemon<C> {
                 report.done.push(action);
             }
         }
-        if let Err(err) = self.verification_round(&snapshot, deployment).await {
+        if let Err(err) = self.verification_round(&snapshot, deployment, memory).await {
             warn!(error = %err, "verification duties failed; retrying next round");
         }
         Ok(report)
@@ -494,6 +499,7 @@ impl<C: DaemonChain> Daemon<C> {
         &self,
         snapshot: &Snapshot,
         deployment: &ix::Deployment,
+        memory: &mut Memory,
     ) -> Result<(), ChainError> {
         let Snapshot {
             jobs,
@@ -502,11 +508,16 @@ impl<C: DaemonChain> Daemon<C> {
             providers,
         } = snapshot;
         // Segments and verifications exist only for verified jobs, each
-        // counted on its job until released or resolved: with none, there
-        // is nothing to draw, apply or release (and a finished job costs
-        // no round a read).
-        if !jobs.iter().any(|(_, j)| {
-            j.verification_ppm > 0 && (j.live_segments > 0 || j.open_verifications > 0)
+        // counted on its job until released or resolved. Without an open
+        // verification, a segment off its node, or an interval still to
+        // draw, there is nothing to draw, apply, release or serve, and the
+        // round reads nothing for the duties (`verify::needs_chain_read`).
+        if !jobs.iter().any(|(key, j)| {
+            needs_chain_read(
+                j,
+                params,
+                memory.passed_over.contains(&(*key, j.checkpoint_count)),
+            )
         }) {
             *self.duties.write().expect("duties lock") = CheckDuties::default();
             return Ok(());
@@ -530,7 +541,7 @@ impl<C: DaemonChain> Daemon<C> {
                 })
                 .collect()
         };
-        let duties = verify_duties(&VerifyObservation {
+        let observation = VerifyObservation {
             alive: &alive,
             now: v.now,
             params,
@@ -540,7 +551,13 @@ impl<C: DaemonChain> Daemon<C> {
             verifications: &v.verifications,
             segments: &v.segments,
             slot_hashes: &v.slot_hashes,
-        });
+        };
+        let duties = verify_duties(&observation);
+        for (key, job) in jobs {
+            if passed_over(&observation, key, job) {
+                memory.passed_over.insert((*key, job.checkpoint_count));
+            }
+        }
         let me = self.chain.scheduler();
         for duty in duties {
             let ix = match &duty {
@@ -608,14 +625,54 @@ impl<C: DaemonChain> Daemon<C> {
                     .recovery_seconds
                     .observe((now - reported_ms).max(0) as f64 / 1_000.0);
             }
-            if job.state.is_terminal() && memory.seen_finished.insert(*key) {
-                if matches!(job.state, JobState::Completed { .. }) {
-                    self.metrics.completed.inc();
-                } else {
-                    self.metrics.ended_unsuccessfully.inc();
+            self.count_finished(key, job, memory);
+        }
+    }
+
+    /// Counts `job` in the metrics the first time it is seen ended.
+    fn count_finished(&self, key: &Pubkey, job: &Job, memory: &mut Memory) {
+        if job.state.is_terminal() && memory.seen_finished.insert(*key) {
+            if matches!(job.state, JobState::Completed { .. }) {
+                self.metrics.completed.inc();
+            } else {
+                self.metrics.ended_unsuccessfully.inc();
+            }
+        }
+    }
+
+    /// The jobs that left the working set since the last round settled (or
+    /// were closed): each is read once by address and counted by how it
+    /// ended, unless it was already counted; then forgotten, so that what
+    /// the shell remembers is bounded by the working set too. Jobs settled
+    /// before this process started are never read: the counters count what
+    /// ended while it ran.
+    async fn observe_departures(&self, jobs: &[(Pubkey, Job)], memory: &mut Memory) {
+        let now: HashSet<Pubkey> = jobs.iter().map(|(key, _)| *key).collect();
+        let left: Vec<Pubkey> = memory
+            .working
+            .iter()
+            .filter(|key| !now.contains(key))
+            .copied()
+            .collect();
+        let mut keep = now;
+        if !left.is_empty() {
+            match self.chain.jobs_at(&left).await {
+                Ok(gone) => {
+                    for (key, job) in &gone {
+                        self.count_finished(key, job, memory);
+                    }
+                }
+                Err(error) => {
+                    // Read again next round.
+                    debug!(%error, jobs = left.len(), "could not read the jobs that left the working set");
+                    keep.extend(left);
                 }
             }
         }
+        memory.seen_running.retain(|key| keep.contains(key));
+        memory.seen_finished.retain(|key| keep.contains(key));
+        memory.passed_over.retain(|(key, _)| keep.contains(key));
+        memory.working = keep;
     }
 }
 

@@ -9,8 +9,8 @@ use mcjs_client::Pubkey;
 use mcjs_client::ix::{Checkers, CurrentAssignment};
 use mcjs_client::pda;
 use mcjs_client::program::state::{
-    ConfigParams, Job, NO_OPEN_INTERVAL, Node, NodeStatus, Provider, Segment, SegmentState,
-    Verification, VerificationOutcome, VerificationState, sampled, slot_hash_after,
+    ConfigParams, Job, JobState, NO_OPEN_INTERVAL, Node, NodeStatus, Provider, Segment,
+    SegmentState, Verification, VerificationOutcome, VerificationState, sampled, slot_hash_after,
 };
 
 /// What the chain says, as the verification duties need it.
@@ -69,6 +69,71 @@ impl VerifyAction {
             | VerifyAction::Resolve { job, .. }
             | VerifyAction::Release { job, .. } => *job,
         }
+    }
+}
+
+/// Whether `job` has an attested interval the draw has not opened: the
+/// draw may still select it (until [`passed_over`] says it cannot).
+fn undrawn(job: &Job, params: &ConfigParams) -> bool {
+    job.verification_ppm > 0
+        && params.challenge_window_secs > 0
+        && job.last_attest_slot != NO_OPEN_INTERVAL
+        && job.checkpoint_count > job.last_opened_interval
+}
+
+/// Whether the duties may have something to do for `job` that only the
+/// chain's clock and slot hashes can tell: an open verification (resolve
+/// it, serve its checkers their duties), a segment other than the one on
+/// its node (release it when due), or an attested interval not yet drawn
+/// and not `passed_over`. With none of these for any job a round reads
+/// nothing for the duties: a verified job between its draws costs no call.
+pub fn needs_chain_read(job: &Job, params: &ConfigParams, passed_over: bool) -> bool {
+    if job.verification_ppm == 0 {
+        return false;
+    }
+    if job.open_verifications > 0 {
+        return true;
+    }
+    // The segment of the assignment on a node is paid out only when it
+    // leaves the node; any other is held until its release.
+    let on_node = u32::from(matches!(
+        job.state,
+        JobState::Assigned { .. } | JobState::Running { .. }
+    ));
+    if job.live_segments > on_node {
+        return true;
+    }
+    undrawn(job, params) && !passed_over
+}
+
+/// Whether the draw of `job`'s latest attested interval is settled and
+/// opened nothing, for good: the challenge window has passed, the sysvar
+/// no longer reaches back to the attestation, or the slot hash after it
+/// did not sample it. (A draw that found no checkers, or no slot after the
+/// attestation yet, may still open it later: not passed over.)
+pub fn passed_over(o: &VerifyObservation<'_>, key: &Pubkey, job: &Job) -> bool {
+    if !undrawn(job, o.params) {
+        return false;
+    }
+    let Some(last) = job.last_checkpoint else {
+        return false;
+    };
+    if o.now
+        > last
+            .time
+            .saturating_add(i64::from(o.params.challenge_window_secs))
+    {
+        return true;
+    }
+    let newest = o
+        .slot_hashes
+        .get(8..16)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes);
+    match slot_hash_after(o.slot_hashes, job.last_attest_slot) {
+        Some((_, hash)) => !sampled(&hash, key, job.checkpoint_count, job.verification_ppm),
+        // The slots after it are known, yet none is listed: too old.
+        None => newest.is_some_and(|newest| newest > job.last_attest_slot),
     }
 }
 

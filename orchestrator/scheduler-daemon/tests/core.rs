@@ -721,7 +721,8 @@ mod verify {
     use super::*;
     use mcjs_client::pda;
     use mcjs_scheduler_daemon::verify::{
-        VerifyAction, VerifyObservation, choose_checkers, verify_duties,
+        VerifyAction, VerifyObservation, choose_checkers, needs_chain_read, passed_over,
+        verify_duties,
     };
     use std::collections::{HashMap, HashSet};
 
@@ -1104,6 +1105,90 @@ mod verify {
         assert!(matches!(&w.duties()[..], [VerifyAction::Release { .. }]));
         w.segments[0].1.open_verifications = 1;
         assert!(w.duties().is_empty(), "not while a check is open");
+    }
+
+    /// A round reads the clock and slot hashes for the duties only while
+    /// one may be due: an interval still to draw, an open verification, a
+    /// segment off its node.
+    #[test]
+    fn the_duties_read_the_chain_only_while_one_may_be_due() {
+        let w = World::new(PPM);
+        let p = params();
+        let mut job = w.jobs[0].1.clone();
+        job.live_segments = 1;
+        assert!(needs_chain_read(&job, &p, false), "an interval to draw");
+        assert!(!needs_chain_read(&job, &p, true), "its draw passed it over");
+        job.last_opened_interval = job.checkpoint_count;
+        assert!(!needs_chain_read(&job, &p, false), "drawn, on its node");
+        let mut open = job.clone();
+        open.open_verifications = 1;
+        assert!(needs_chain_read(&open, &p, true), "a check is open");
+        let mut two = job.clone();
+        two.live_segments = 2;
+        assert!(
+            needs_chain_read(&two, &p, false),
+            "an earlier segment is held"
+        );
+        let mut ended = job.clone();
+        ended.state = JobState::Completed { at: T0 + 20 };
+        assert!(
+            needs_chain_read(&ended, &p, false),
+            "its segment left the node"
+        );
+        let mut unverified = ended.clone();
+        unverified.verification_ppm = 0;
+        assert!(!needs_chain_read(&unverified, &p, false));
+    }
+
+    /// An interval is passed over (no round reads the chain for it again)
+    /// only once its draw cannot open it any more.
+    #[test]
+    fn an_interval_is_passed_over_only_once_its_draw_is_final() {
+        let passed = |w: &World| {
+            let (key, job) = &w.jobs[0];
+            passed_over(
+                &VerifyObservation {
+                    now: w.now,
+                    params: &params(),
+                    jobs: &w.jobs,
+                    nodes: &w.nodes,
+                    providers: &w.providers,
+                    verifications: &w.verifications,
+                    segments: &w.segments,
+                    slot_hashes: &w.slot_hashes,
+                    alive: &w.alive,
+                },
+                key,
+                job,
+            )
+        };
+        // Sampled (every interval is, at the full rate): it will be opened.
+        let mut w = World::new(PPM);
+        assert!(!passed(&w));
+        // One in a million: this slot hash does not sample it.
+        w.jobs[0].1.verification_ppm = 1;
+        assert!(passed(&w));
+        // No slot after the attestation yet: the draw waits.
+        let mut only_attest = 1u64.to_le_bytes().to_vec();
+        only_attest.extend(ATTEST_SLOT.to_le_bytes());
+        only_attest.extend([0u8; 32]);
+        w.slot_hashes = only_attest;
+        assert!(!passed(&w));
+        // The sysvar no longer reaches back to it.
+        let mut later = 1u64.to_le_bytes().to_vec();
+        later.extend((ATTEST_SLOT + 600).to_le_bytes());
+        later.extend([7u8; 32]);
+        w.slot_hashes = later;
+        assert!(passed(&w));
+        // Its challenge window passed.
+        let mut w = World::new(PPM);
+        w.now = T0 + 10 + i64::from(params().challenge_window_secs) + 1;
+        assert!(passed(&w));
+        // Already drawn: nothing to pass over.
+        let mut w = World::new(PPM);
+        w.jobs[0].1.verification_ppm = 1;
+        w.jobs[0].1.last_opened_interval = w.jobs[0].1.checkpoint_count;
+        assert!(!passed(&w));
     }
 }
 

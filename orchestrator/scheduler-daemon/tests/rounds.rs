@@ -15,7 +15,7 @@ use mcjs::state::*;
 use mcjs_client::{ChainError, Instruction, Pubkey, ix, pda};
 use mcjs_protocol::store::StoreUrl;
 use mcjs_scheduler_daemon::auth::Directory;
-use mcjs_scheduler_daemon::chain::{DaemonChain, Keep, Snapshot, VerifySnapshot};
+use mcjs_scheduler_daemon::chain::{DaemonChain, Snapshot, VerifySnapshot, in_working_set};
 use mcjs_scheduler_daemon::metrics::Metrics;
 use mcjs_scheduler_daemon::shell::{Daemon, DaemonConfig, Memory, RoundReport};
 use mcjs_scheduler_daemon::{Action, DetectorConfig, Liveness};
@@ -31,9 +31,12 @@ enum Refuse {
 }
 
 struct FakeChain {
-    snapshot: Snapshot,
+    /// Every job on the chain, settled ones included.
+    snapshot: Mutex<Snapshot>,
     /// The jobs the last snapshot returned.
     returned: Mutex<Vec<Pubkey>>,
+    /// The keys each `jobs_at` was asked for.
+    asked: Mutex<Vec<Vec<Pubkey>>>,
     refuse: Refuse,
     /// Every transaction sent, and whether it landed.
     sent: Mutex<Vec<(Vec<Instruction>, bool)>>,
@@ -53,11 +56,22 @@ impl DaemonChain for FakeChain {
         Ok(deployment())
     }
 
-    async fn snapshot(&self, keep: Keep<'_>) -> Result<Snapshot, ChainError> {
-        let mut snapshot = self.snapshot.clone();
-        snapshot.jobs.retain(|(key, job)| keep(key, job));
+    async fn snapshot(&self) -> Result<Snapshot, ChainError> {
+        let mut snapshot = self.snapshot.lock().unwrap().clone();
+        snapshot.jobs.retain(|(_, job)| in_working_set(job));
         *self.returned.lock().unwrap() = snapshot.jobs.iter().map(|(k, _)| *k).collect();
         Ok(snapshot)
+    }
+
+    async fn jobs_at(&self, keys: &[Pubkey]) -> Result<Vec<(Pubkey, Job)>, ChainError> {
+        self.asked.lock().unwrap().push(keys.to_vec());
+        let snapshot = self.snapshot.lock().unwrap();
+        Ok(snapshot
+            .jobs
+            .iter()
+            .filter(|(key, _)| keys.contains(key))
+            .cloned()
+            .collect())
     }
 
     async fn verify_snapshot(&self) -> Result<VerifySnapshot, ChainError> {
@@ -154,8 +168,9 @@ fn daemon(snapshot: Snapshot, refuse: Refuse) -> Daemon<FakeChain> {
         .unwrap();
     Daemon {
         chain: FakeChain {
-            snapshot,
+            snapshot: Mutex::new(snapshot),
             returned: Mutex::default(),
+            asked: Mutex::default(),
             refuse,
             sent: Mutex::default(),
             confirm: Duration::ZERO,
@@ -367,38 +382,134 @@ async fn a_rounds_placements_are_in_flight_together() {
     assert!(most <= 16, "{most} in flight");
 }
 
-/// A finished job is read by one round of a process (which counts it), and
-/// by none after: the round's cost follows what is live. One whose pay is
-/// still held (a live segment) stays in every round until it is released.
+/// One round over a chain holding `jobs`: the jobs its snapshot returned.
+async fn round_over(
+    d: &Daemon<FakeChain>,
+    memory: &mut Memory,
+    jobs: Vec<(Pubkey, Job)>,
+) -> Vec<Pubkey> {
+    d.chain.snapshot.lock().unwrap().jobs = jobs;
+    d.round(&deployment(), memory).await.unwrap();
+    let mut returned = d.chain.returned.lock().unwrap().clone();
+    returned.sort();
+    returned
+}
+
+/// A round reads only its working set: a job that settles leaves it, is
+/// read once by address to be counted by how it ended, and is never read
+/// again; one whose pay is still held stays until it is released; one
+/// settled before the process started is never read nor counted.
 #[tokio::test]
-async fn a_finished_job_is_counted_once_and_left_out_of_later_rounds_unless_its_pay_is_held() {
-    const DONE: u8 = 40;
+async fn a_settled_job_leaves_the_working_set_and_is_counted_once() {
+    const ENDS: u8 = 40;
     const HELD: u8 = 41;
+    const OLD: u8 = 42;
+    let running = |generation| {
+        JobBuilder::pending()
+            .running_on(key(SPARE), key(SPARE_PROVIDER), generation, T0)
+            .0
+    };
+    let completed = |mut job: Job, live_segments| {
+        job.state = JobState::Completed { at: T0 };
+        job.live_segments = live_segments;
+        job
+    };
+    let mut verified = running(1);
+    verified.verification_ppm = 100_000;
+    verified.live_segments = 1;
     let mut snapshot = lost_node(false);
-    let mut done = JobBuilder::pending().0;
-    done.state = JobState::Completed { at: T0 };
-    let mut held = done.clone();
-    held.verification_ppm = 100_000;
-    held.live_segments = 1;
-    snapshot.jobs.push((key(DONE), done));
-    snapshot.jobs.push((key(HELD), held));
+    snapshot.jobs = vec![
+        (key(ENDS), running(1)),
+        (key(HELD), verified.clone()),
+        (key(OLD), completed(running(1), 0)),
+    ];
     let d = daemon(snapshot, Refuse::Nothing);
     let mut memory = Memory::default();
-    let mut rounds = Vec::new();
-    for _ in 0..3 {
-        d.round(&deployment(), &mut memory).await.unwrap();
-        let mut returned = d.chain.returned.lock().unwrap().clone();
-        returned.sort();
-        rounds.push(returned);
-    }
-    let mut first = vec![key(JOB), key(DONE), key(HELD)];
-    first.sort();
-    let mut later = vec![key(JOB), key(HELD)];
-    later.sort();
-    assert_eq!(rounds, vec![first, later.clone(), later]);
+    let mut both = vec![key(ENDS), key(HELD)];
+    both.sort();
+    let jobs = d.chain.snapshot.lock().unwrap().jobs.clone();
+    let first = round_over(&d, &mut memory, jobs).await;
+    assert_eq!(first, both, "the old settled job is not read");
+    // ENDS completes and settles; HELD completes with its pay held.
+    let second = round_over(
+        &d,
+        &mut memory,
+        vec![
+            (key(ENDS), completed(running(1), 0)),
+            (key(HELD), completed(verified.clone(), 1)),
+            (key(OLD), completed(running(1), 0)),
+        ],
+    )
+    .await;
+    assert_eq!(second, vec![key(HELD)]);
+    assert_eq!(d.metrics.completed.get(), 2, "both counted as they ended");
+    // HELD's segment is released: it settles too.
+    let third = round_over(
+        &d,
+        &mut memory,
+        vec![
+            (key(ENDS), completed(running(1), 0)),
+            (key(HELD), completed(verified, 0)),
+            (key(OLD), completed(running(1), 0)),
+        ],
+    )
+    .await;
+    assert_eq!(third, Vec::<Pubkey>::new());
+    assert_eq!(d.metrics.completed.get(), 2, "none counted twice");
     assert_eq!(
-        d.metrics.completed.get(),
-        2,
-        "each finished job counted once"
+        *d.chain.asked.lock().unwrap(),
+        vec![vec![key(ENDS)], vec![key(HELD)]],
+        "each read once by address, as it left"
     );
+}
+
+/// The index keeps the unsettled jobs apart through every change it hears
+/// of: what the round reads is exactly the jobs not settled.
+#[test]
+fn the_index_keeps_the_unsettled_jobs_apart_as_they_change() {
+    use anchor_lang::AccountSerialize;
+    use mcjs_client::rpc::IndexState;
+    let data = |job: &Job| {
+        let mut out = Vec::new();
+        job.try_serialize(&mut out).unwrap();
+        out
+    };
+    let unsettled = |index: &IndexState| {
+        let mut keys: Vec<Pubkey> = index.unsettled_jobs().iter().map(|(k, _)| *k).collect();
+        keys.sort();
+        keys
+    };
+    let (a, b) = (key(50), key(51));
+    let mut job = JobBuilder::pending().0;
+    let mut index = IndexState::default();
+    index.apply(a, 1, Some(&data(&job)));
+    job.state = JobState::Completed { at: T0 };
+    index.apply(b, 1, Some(&data(&job)));
+    assert_eq!(unsettled(&index), vec![a]);
+    // Ended with its pay held: still unsettled.
+    job.live_segments = 1;
+    index.apply(a, 2, Some(&data(&job)));
+    assert_eq!(unsettled(&index), vec![a]);
+    // An older update is refused and changes nothing.
+    job.live_segments = 0;
+    index.apply(a, 1, Some(&data(&job)));
+    assert_eq!(unsettled(&index), vec![a]);
+    // Released: settled.
+    index.apply(a, 3, Some(&data(&job)));
+    assert_eq!(unsettled(&index), Vec::<Pubkey>::new());
+    // A settled job is still held for whoever reads every job.
+    assert_eq!(index.jobs().len(), 2);
+    // A backfill that lists b running again (a reorg, say) and not a.
+    let mut running = JobBuilder::pending().0;
+    running.state = JobState::Running { since: T0 };
+    index.backfill(
+        mcjs_client::decode::AccountKind::Job,
+        4,
+        &[(b, data(&running))],
+    );
+    assert_eq!(unsettled(&index), vec![b]);
+    assert_eq!(index.jobs().len(), 1);
+    // Closed: gone.
+    index.apply(b, 5, None);
+    assert_eq!(unsettled(&index), Vec::<Pubkey>::new());
 }

@@ -481,6 +481,17 @@ impl ChainClient {
         Ok((if out.is_empty() { 0 } else { slot }, out))
     }
 
+    /// The jobs at `keys`, read by address (`getMultipleAccounts`, 100 a
+    /// call); closed accounts and what is not a job are left out.
+    pub async fn jobs_at(&self, keys: &[Pubkey]) -> Result<Vec<(Pubkey, Job)>, ChainError> {
+        Ok(self
+            .program_owned(keys)
+            .await?
+            .into_iter()
+            .filter_map(|(key, data)| Some((key, decode::job(&data?).ok()?)))
+            .collect())
+    }
+
     /// Every segment payment still held (or refunded and not yet closed).
     pub async fn segments(&self) -> Result<Vec<(Pubkey, Segment)>, ChainError> {
         Ok(self

@@ -18,7 +18,7 @@
 //! The stream is one source; [`IndexSource`] names what any other must
 //! give (a Geyser gRPC stream is the production one).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
 
 use super::*;
@@ -121,6 +121,14 @@ impl Indexed {
     }
 }
 
+/// Whether nothing more can happen to `job` but its closing: it ended
+/// (completed, failed, cancelled, expired) and none of its pay is still
+/// held (no live segment, no open verification). A scheduler's round has
+/// nothing to decide about it.
+pub fn settled(job: &Job) -> bool {
+    job.state.is_terminal() && job.live_segments == 0 && job.open_verifications == 0
+}
+
 /// The index's accounts and what it knows of its own freshness. Pure: the
 /// follower feeds it, tests drive it directly.
 #[derive(Default, Debug)]
@@ -131,6 +139,9 @@ pub struct IndexState {
     /// still queued cannot bring it back. Cleared of entries the next
     /// backfill covers.
     gone: HashMap<Pubkey, u64>,
+    /// The jobs not [`settled`]: what a scheduler's round reads, kept apart
+    /// so that reading them costs what is live, not what ever ran.
+    unsettled: HashSet<Pubkey>,
     /// The highest slot applied.
     slot: u64,
     live: bool,
@@ -156,10 +167,16 @@ impl IndexState {
         match data {
             Some(data) => {
                 self.gone.remove(&key);
-                self.accounts.insert(key, (slot, Indexed::decode(data)));
+                let account = Indexed::decode(data);
+                match &account {
+                    Indexed::Job(job) if !settled(job) => self.unsettled.insert(key),
+                    _ => self.unsettled.remove(&key),
+                };
+                self.accounts.insert(key, (slot, account));
             }
             None => {
                 self.accounts.remove(&key);
+                self.unsettled.remove(&key);
                 self.gone.insert(key, slot);
             }
         }
@@ -170,7 +187,7 @@ impl IndexState {
     /// index holds unless that is newer, and an account of `kind` held
     /// from before `slot` that the read does not list is gone.
     pub fn backfill(&mut self, kind: AccountKind, slot: u64, accounts: &[(Pubkey, Vec<u8>)]) {
-        let listed: std::collections::HashSet<Pubkey> = accounts.iter().map(|(k, _)| *k).collect();
+        let listed: HashSet<Pubkey> = accounts.iter().map(|(k, _)| *k).collect();
         let missing: Vec<Pubkey> = self
             .accounts
             .iter()
@@ -234,12 +251,31 @@ impl IndexState {
 
     /// The jobs `keep` keeps, in submission order.
     pub fn jobs_where(&self, keep: impl Fn(&Job) -> bool) -> Vec<(Pubkey, Job)> {
-        self.jobs_keyed_where(|_, j| keep(j))
+        self.collect(
+            Indexed::job,
+            |_, j| keep(j),
+            |_, j| (j.submitted_at, j.job_id),
+        )
     }
 
-    /// The jobs `keep` keeps by address and state, in submission order.
-    pub fn jobs_keyed_where(&self, keep: impl Fn(&Pubkey, &Job) -> bool) -> Vec<(Pubkey, Job)> {
-        self.collect(Indexed::job, keep, |_, j| (j.submitted_at, j.job_id))
+    /// The jobs not [`settled`], in submission order: read without looking
+    /// at the settled ones at all.
+    pub fn unsettled_jobs(&self) -> Vec<(Pubkey, Job)> {
+        let mut out: Vec<(Pubkey, Job)> = self
+            .unsettled
+            .iter()
+            .filter_map(|key| Some((*key, self.get(key)?.job()?.clone())))
+            .collect();
+        out.sort_by_cached_key(|(_, j)| (j.submitted_at, j.job_id));
+        out
+    }
+
+    /// The jobs held at `keys` (those the index does not hold as jobs
+    /// are left out).
+    pub fn jobs_at(&self, keys: &[Pubkey]) -> Vec<(Pubkey, Job)> {
+        keys.iter()
+            .filter_map(|key| Some((*key, self.get(key)?.job()?.clone())))
+            .collect()
     }
 
     /// Every node, by provider and index (as [`ChainClient::nodes`]).

@@ -68,7 +68,7 @@ pub use deploy::{Deployed, Progress, WRITE_ROUNDS, chunk_len};
 pub use error::{ChainError, classify};
 pub use index::{
     Event, IndexSource, IndexState, Indexed, ProgramIndex,
-    RECONCILE_EVERY as INDEX_RECONCILE_EVERY, SILENT_AFTER as INDEX_SILENT_AFTER, Update,
+    RECONCILE_EVERY as INDEX_RECONCILE_EVERY, SILENT_AFTER as INDEX_SILENT_AFTER, Update, settled,
 };
 pub use notices::{NOTICE_WAIT, PUSH_RETRY};
 pub use send::FEE_READ_TIMEOUT;
