@@ -285,7 +285,10 @@ fn indexed_view(index: &IndexState, node: &Pubkey) -> Option<NodeView> {
     let Some(Indexed::Node(account)) = index.get(node) else {
         return None;
     };
-    let jobs = index.jobs_where(|job| job.node == Some(*node));
+    // A node is granted only what its assigned or running jobs allow
+    // (`store_gate::active_on`): never a settled job's, so those are not
+    // even looked at.
+    let jobs = index.unsettled_jobs_where(|job| job.node == Some(*node));
     let checking = index
         .verifications_where(|v| {
             v.state == VerificationState::Open && !mcjs_client::rpc::due_roles(v, node).is_empty()

@@ -261,10 +261,18 @@ impl IndexState {
     /// The jobs not [`settled`], in submission order: read without looking
     /// at the settled ones at all.
     pub fn unsettled_jobs(&self) -> Vec<(Pubkey, Job)> {
+        self.unsettled_jobs_where(|_| true)
+    }
+
+    /// The jobs not [`settled`] that `keep` keeps, in submission order.
+    pub fn unsettled_jobs_where(&self, keep: impl Fn(&Job) -> bool) -> Vec<(Pubkey, Job)> {
         let mut out: Vec<(Pubkey, Job)> = self
             .unsettled
             .iter()
-            .filter_map(|key| Some((*key, self.get(key)?.job()?.clone())))
+            .filter_map(|key| {
+                let job = self.get(key)?.job().filter(|j| keep(j))?;
+                Some((*key, job.clone()))
+            })
             .collect();
         out.sort_by_cached_key(|(_, j)| (j.submitted_at, j.job_id));
         out
