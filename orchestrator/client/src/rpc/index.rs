@@ -232,13 +232,13 @@ impl IndexState {
     fn collect<T: Clone, K: Ord>(
         &self,
         pick: fn(&Indexed) -> Option<&T>,
-        keep: impl Fn(&Pubkey, &T) -> bool,
+        keep: impl Fn(&T) -> bool,
         order: impl Fn(&Pubkey, &T) -> K,
     ) -> Vec<(Pubkey, T)> {
         // Filtered before anything is cloned: what is left out costs a look.
         let mut out: Vec<(Pubkey, T)> = self
             .accounts()
-            .filter_map(|(k, a)| pick(a).filter(|t| keep(k, t)).map(|t| (*k, t.clone())))
+            .filter_map(|(k, a)| pick(a).filter(|t| keep(t)).map(|t| (*k, t.clone())))
             .collect();
         out.sort_by_cached_key(|(k, t)| order(k, t));
         out
@@ -251,11 +251,7 @@ impl IndexState {
 
     /// The jobs `keep` keeps, in submission order.
     pub fn jobs_where(&self, keep: impl Fn(&Job) -> bool) -> Vec<(Pubkey, Job)> {
-        self.collect(
-            Indexed::job,
-            |_, j| keep(j),
-            |_, j| (j.submitted_at, j.job_id),
-        )
+        self.collect(Indexed::job, keep, |_, j| (j.submitted_at, j.job_id))
     }
 
     /// The jobs not [`settled`], in submission order: read without looking
@@ -288,11 +284,11 @@ impl IndexState {
 
     /// Every node, by provider and index (as [`ChainClient::nodes`]).
     pub fn nodes(&self) -> Vec<(Pubkey, Node)> {
-        self.collect(Indexed::node, |_, _| true, |_, n| (n.provider, n.index))
+        self.collect(Indexed::node, |_| true, |_, n| (n.provider, n.index))
     }
 
     pub fn providers(&self) -> Vec<(Pubkey, Provider)> {
-        self.collect(Indexed::provider, |_, _| true, |k, _| *k)
+        self.collect(Indexed::provider, |_| true, |k, _| *k)
     }
 
     /// Every verification, by job and interval (as
@@ -306,15 +302,11 @@ impl IndexState {
         &self,
         keep: impl Fn(&Verification) -> bool,
     ) -> Vec<(Pubkey, Verification)> {
-        self.collect(
-            Indexed::verification,
-            |_, v| keep(v),
-            |_, v| (v.job, v.interval),
-        )
+        self.collect(Indexed::verification, keep, |_, v| (v.job, v.interval))
     }
 
     pub fn segments(&self) -> Vec<(Pubkey, Segment)> {
-        self.collect(Indexed::segment, |_, _| true, |k, _| *k)
+        self.collect(Indexed::segment, |_| true, |k, _| *k)
     }
 
     /// The deployment's Config.
