@@ -3,7 +3,11 @@
 # cluster charges), over every transaction of the program suite: builds the
 # ELF (scripts/build-sbf.sh), runs tests/program against it with
 # MCJS_CU_LOG, and prints per instruction how many succeeded with their
-# median and largest compute units (CPIs included), and the ELF's size.
+# median and largest compute units (CPIs included), the largest that one
+# the program refused consumed, and the ELF's size. While measuring, the
+# suite grants every transaction the most a transaction may have, so the
+# figures are not capped by the client's limits they are the source of
+# (orchestrator/client/src/compute.rs).
 # Writes the same to bench/results/program-cu.txt.
 #
 #   bench/program_cu.sh              (about 2 minutes once both builds are warm)
@@ -28,8 +32,9 @@ MCJS_PROGRAM_SO="$elf" MCJS_CU_LOG="$log" PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED
 
 mkdir -p "$(dirname "$out")"
 {
-    echo "# Compute units per MCJS instruction: SBF build, successful top-level"
-    echo "# instructions of tests/program (bench/program_cu.sh, $(date -u +%Y-%m-%d))"
+    echo "# Compute units per MCJS instruction: SBF build, top-level instructions"
+    echo "# of tests/program (bench/program_cu.sh, $(date -u +%Y-%m-%d)): count, median"
+    echo "# and max of the successful ones; max of the ones the program refused"
     echo "# ELF: $(stat -c %s "$elf") bytes (profile ${MCJS_SBF_PROFILE:-sbf})"
     bench/program_cu.py "$log"
 } | tee "$out"

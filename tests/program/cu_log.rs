@@ -17,9 +17,14 @@ fn log_path() -> Option<&'static str> {
         .as_deref()
 }
 
+/// Whether this run measures (`MCJS_CU_LOG` is set).
+pub fn measuring() -> bool {
+    log_path().is_some()
+}
+
 /// The compute units of each top-level MCJS invocation, in order, from the
 /// runtime's "Program <id> consumed <n> of <m> compute units" log lines.
-fn units_from_logs(logs: &[String]) -> Vec<u64> {
+pub fn units_from_logs(logs: &[String]) -> Vec<u64> {
     let program = mcjs::ID.to_string();
     let mut depth = 0usize;
     let mut units = Vec::new();

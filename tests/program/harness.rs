@@ -231,6 +231,10 @@ pub struct Env {
     /// `VerificationResolved` events of every transaction sent report them
     /// (a resolved Verification account closes).
     pub slash_fees: u64,
+    /// Whether [`Env::send`] records compute units for bench/program_cu.sh
+    /// (a test of a deliberately rare case turns it off: the bench's figures
+    /// are what the suite's ordinary sequences take).
+    pub record_cu: bool,
 }
 
 impl Env {
@@ -294,6 +298,7 @@ impl Env {
             strays: BTreeMap::new(),
             compensated: 0,
             slash_fees: 0,
+            record_cu: true,
         };
         env.set_time(START_TIME);
         env.mint = env.create_mint(6);
@@ -318,6 +323,7 @@ impl Env {
             strays: self.strays.clone(),
             compensated: self.compensated,
             slash_fees: self.slash_fees,
+            record_cu: self.record_cu,
         }
     }
 
@@ -376,7 +382,20 @@ impl Env {
     /// for them (`mcjs_client::compute`). On the SBF build an instruction
     /// that takes more than its measured maximum plus the margin fails here.
     pub fn send(&mut self, ixs: &[Instruction], signers: &[&Keypair]) -> Outcome {
-        let ixs = &mcjs_client::compute::with_unit_limit(ixs);
+        // The client's limits, as every MCJS process sends; while measuring
+        // them (bench/program_cu.sh), the most a transaction may have.
+        let budgeted = ixs
+            .iter()
+            .any(|ix| ix.program_id == mcjs_client::compute::COMPUTE_BUDGET_PROGRAM);
+        let ixs = &if cu_log::measuring() && !budgeted {
+            let mut limited = vec![mcjs_client::compute::set_unit_limit(
+                mcjs_client::compute::MAX_LIMIT,
+            )];
+            limited.extend_from_slice(ixs);
+            limited
+        } else {
+            mcjs_client::compute::with_unit_limit(ixs)
+        };
         let payer = signers[0].pubkey();
         let tx = Transaction::new_signed_with_payer(
             ixs,
@@ -387,6 +406,7 @@ impl Env {
         let result = self.svm.send_transaction(tx);
         self.svm.expire_blockhash();
         match &result {
+            _ if !self.record_cu => {}
             Ok(meta) => cu_log::record(ixs, &meta.logs, meta.compute_units_consumed, true),
             Err(failed) => cu_log::record(
                 ixs,
@@ -509,7 +529,11 @@ impl Env {
 
     /// A funded wallet (SOL for fees and rent) with `usdc` base units.
     pub fn wallet(&mut self, usdc: u64) -> Wallet {
-        let kp = Keypair::new();
+        self.wallet_of(Keypair::new(), usdc)
+    }
+
+    /// [`Env::wallet`] with a chosen key.
+    pub fn wallet_of(&mut self, kp: Keypair, usdc: u64) -> Wallet {
         self.svm.airdrop(&kp.pubkey(), 10_000_000_000).unwrap();
         let mint = self.mint;
         let token = self.token_account(&mint, &kp.pubkey());

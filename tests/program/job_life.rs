@@ -745,3 +745,61 @@ fn a_finished_job_is_closed_and_its_rent_returned() {
     expect_failure(env.send(&[close], &[&owner.kp]));
     env.assert_invariants();
 }
+
+/// How many bumps `find_program_address` tries for `seeds` (from 255 down):
+/// the program pays `compute::BUMP_TRY` for each.
+fn bump_tries(seeds: &[&[u8]]) -> u32 {
+    let (_, bump) = mcjs_client::Pubkey::find_program_address(seeds, &mcjs::ID);
+    256 - u32::from(bump)
+}
+
+/// An owner key whose first job's three searched addresses (its job
+/// counter, the job, the job's vault) take at least `extra` more bump tries
+/// than one each.
+fn owner_with_slow_addresses(extra: u32) -> solana_keypair::Keypair {
+    use mcjs::state::seeds::{SEED_JOB, SEED_JOBS, SEED_PREFIX, SEED_VAULT};
+    loop {
+        let kp = solana_keypair::Keypair::new();
+        let owner = kp.pubkey();
+        let job = mcjs_client::pda::job(&owner, 0);
+        let tries = bump_tries(&[SEED_PREFIX, owner.as_ref(), SEED_JOBS])
+            + bump_tries(&[SEED_PREFIX, owner.as_ref(), SEED_JOB, &0u64.to_le_bytes()])
+            + bump_tries(&[SEED_PREFIX, job.as_ref(), SEED_VAULT]);
+        if tries >= 3 + extra {
+            return kp;
+        }
+    }
+}
+
+#[test]
+fn a_job_whose_addresses_take_many_bump_tries_is_submitted_within_its_limit() {
+    // A job's addresses are fixed by its owner's key and its id, and so is
+    // the number of bumps the program tries to find them: an owner whose
+    // first job's addresses take 22 more tries than one each (about one key in
+    // 120,000) is still granted enough compute units by the client's limit.
+    let mut env = Env::new();
+    env.record_cu = false;
+    let kp = owner_with_slow_addresses(22);
+    let owner = env.wallet_of(kp, 1_000 * USDC);
+    let args = job_args(0, 100 * USDC);
+    let ix = ix::submit_job(&owner.key(), &owner.token, &env.mint, args.clone());
+    let limit = mcjs_client::compute::instruction_limit(&ix);
+    let logs = env
+        .send(&[ix], &[&owner.kp])
+        .unwrap_or_else(|failed| panic!("submit within a limit of {limit}: {failed:?}"));
+    let job = env.job(&mcjs_client::pda::job(&owner.key(), 0));
+    assert!(
+        matches!(job.state, JobState::Pending { .. }),
+        "{:?}",
+        job.state
+    );
+    if mcjs_svm::program_elf_from_env().is_some() {
+        // As bytecode (the native builtin logs no units): within the limit,
+        // and beyond what the measured maximum and its margin alone grant.
+        let used = crate::cu_log::units_from_logs(&logs);
+        assert_eq!(used.len(), 1, "{logs:?}");
+        assert!(u64::from(limit) > used[0], "{} of {limit}", used[0]);
+        let max = mcjs_client::compute::measured_max("submit_job").unwrap();
+        assert!(used[0] > u64::from(max + max / 4), "{} vs {max}", used[0]);
+    }
+}

@@ -17,7 +17,8 @@ pass pipeline "default<Os>", which LLVM 23 no longer has (rustc has already
 marked every function optsize/minsize for opt-level s/z).
 
 Environment: SBPF_LINKER (the sbpf-linker binary), LLVM_OPT (`opt` of the
-same LLVM as rustc, from the toolchain's llvm-tools).
+same LLVM as rustc, from the toolchain's llvm-tools), MCJS_SBF_KEEP_BC (a
+path: keep a copy of the lowered module there, for bench/program_size.sh).
 """
 import os
 import shutil
@@ -72,6 +73,9 @@ def main() -> int:
             sys.stderr.write(first.stdout + first.stderr)
             return first.returncode or 1
         subprocess.run([OPT, "-passes=lower-atomic", linked, "-o", lowered], check=True)
+        keep = os.environ.get("MCJS_SBF_KEEP_BC")
+        if keep:
+            shutil.copy(lowered, keep)
         return subprocess.run([LINKER, *flags, lowered, "-o", output]).returncode
     finally:
         shutil.rmtree(work, ignore_errors=True)
