@@ -649,6 +649,83 @@ async fn the_schedulers_stream_held_for_10_s_mid_job_misses_nothing() {
     s.assert_tokens_conserved().await;
 }
 
+/// Every process's RPC provider down for 60 s mid-job (each call answered
+/// 503, each websocket to the chain held): the job runs on in its
+/// container, what it checkpointed and finished meanwhile is attested and
+/// completed once the chain answers again, and the time the chain could not
+/// be read is nobody's fault: the job completes on its first node,
+/// byte-identical, nothing reported, nobody slashed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_60_s_rpc_outage_mid_job_fails_nothing() {
+    let _one = serial();
+    let s = scenario_of(
+        Setup {
+            args: workload::trainer_args(12),
+            restart_budget: 3,
+            endpoint: Some(EndpointProfile::METERED),
+            ..Setup::default()
+        },
+        async |_| {},
+    )
+    .await;
+    s.running_with_checkpoints(1).await;
+    s.cluster.rpc_outage(true);
+    // What landed before the outage took hold (a send already past the
+    // endpoint may still land).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let at_start = s.wait("the job", 5, |_| true).await;
+    tokio::time::sleep(Duration::from_secs(58)).await;
+    let at_end = s.wait("the job", 5, |_| true).await;
+    s.cluster.rpc_outage(false);
+    let refused: u64 = s
+        .cluster
+        .endpoint_stats()
+        .iter()
+        .map(|(_, st)| st.refused)
+        .sum();
+    eprintln!(
+        "outage: {refused} calls refused; the job had {} checkpoints attested 2 s in, {} at its end",
+        at_start.checkpoint_count, at_end.checkpoint_count
+    );
+    assert!(refused > 0, "the outage refused calls");
+    assert_eq!(
+        at_start.checkpoint_count, at_end.checkpoint_count,
+        "nothing reached the chain during the outage"
+    );
+    assert!(!at_end.state.is_terminal(), "the job was still on chain");
+    let done = s.assert_completed_and_verified().await;
+    assert!(done.checkpoint_count > at_end.checkpoint_count);
+    assert_never_failed(&s).await;
+}
+
+/// The store (the S3 server) down for 60 s mid-job, every connection
+/// refused: the job runs on in its container (the checkpoints it takes
+/// meanwhile cannot be stored), its output is stored again until the
+/// store is back, and nobody is failed for the time it could not store:
+/// the job completes on its first node, byte-identical, nothing reported,
+/// nobody slashed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_60_s_store_outage_mid_job_fails_nothing() {
+    let _one = serial();
+    let mut s = scenario(12, 3).await;
+    s.running_with_checkpoints(1).await;
+    s.cluster.store_outage(true).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let at_end = s.wait("the job", 5, |_| true).await;
+    s.cluster.store_outage(false).await.unwrap();
+    eprintln!(
+        "store outage: the job had {} checkpoints attested at its end",
+        at_end.checkpoint_count
+    );
+    assert!(!at_end.state.is_terminal(), "the job was still on chain");
+    s.assert_completed_and_verified().await;
+    assert_never_failed(&s).await;
+    eprintln!(
+        "store outage: the output was stored again {} times",
+        s.cluster.log_lines("cannot store the output").len()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_restarted_on_purpose_keeps_its_job() {
     let _one = serial();

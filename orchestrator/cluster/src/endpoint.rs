@@ -106,6 +106,8 @@ struct Shared {
     /// When each answered call was let through, over all methods and by method.
     recent: Mutex<(VecDeque<Instant>, HashMap<String, VecDeque<Instant>>)>,
     counters: Counters,
+    /// Down: every call answered 503, as a provider in an outage does.
+    down: std::sync::atomic::AtomicBool,
 }
 
 /// A running endpoint: `listen` → the JSON-RPC server at `target`.
@@ -136,6 +138,7 @@ impl Endpoint {
             http: reqwest::Client::new(),
             recent: Mutex::default(),
             counters: Counters::default(),
+            down: Default::default(),
         });
         let app = axum::Router::new()
             .fallback(answer)
@@ -152,6 +155,12 @@ impl Endpoint {
 
     pub fn url(&self) -> String {
         format!("http://{}", self.listen)
+    }
+
+    /// Takes the endpoint down (every call answered 503 Service
+    /// Unavailable, counted as refused) or brings it back.
+    pub fn set_down(&self, down: bool) {
+        self.shared.down.store(down, Ordering::Relaxed);
     }
 
     /// Calls received by method, most first.
@@ -298,6 +307,13 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         }
     }
     tokio::time::sleep(shared.profile.latency).await;
+    if shared.down.load(Ordering::Relaxed) {
+        shared
+            .counters
+            .refused
+            .fetch_add(methods.len() as u64, Ordering::Relaxed);
+        return (StatusCode::SERVICE_UNAVAILABLE, "Service unavailable\n").into_response();
+    }
     if !shared.admit(&methods) {
         shared
             .counters
@@ -338,9 +354,8 @@ async fn answer(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn calls_beyond_the_limits_are_refused_and_one_send_in_ten_dropped() {
-        // A target that answers every call with its method.
+    /// A target that answers every call with its method; its URL.
+    async fn echo_target() -> String {
         let target = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let target_url = format!("http://{}", target.local_addr().unwrap());
         let echo = axum::Router::new().fallback(|body: Bytes| async move {
@@ -349,6 +364,41 @@ mod tests {
                 .to_string()
         });
         tokio::spawn(async move { axum::serve(target, echo).await });
+        target_url
+    }
+
+    #[tokio::test]
+    async fn a_down_endpoint_answers_every_call_503_until_it_is_back() {
+        let endpoint = Endpoint::open(
+            TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            echo_target().await,
+            EndpointProfile::METERED,
+        )
+        .await
+        .unwrap();
+        let http = reqwest::Client::new();
+        let status = || async {
+            http.post(endpoint.url())
+                .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "getSlot"}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        };
+        assert_eq!(status().await, 200);
+        endpoint.set_down(true);
+        assert_eq!(status().await, 503);
+        assert_eq!(status().await, 503);
+        endpoint.set_down(false);
+        assert_eq!(status().await, 200);
+        let stats = endpoint.stats();
+        assert_eq!((stats.calls, stats.refused), (4, 2));
+    }
+
+    #[tokio::test]
+    async fn calls_beyond_the_limits_are_refused_and_one_send_in_ten_dropped() {
+        let target_url = echo_target().await;
 
         let profile = EndpointProfile {
             latency: Duration::from_millis(20),
@@ -426,8 +476,8 @@ mod tests {
     }
 }
 
-/// What the cluster's endpoints did, and the scheduler's websocket link
-/// behind its endpoint.
+/// Outages of the chain's endpoints and the store; what the cluster's
+/// endpoints did, and the scheduler's websocket link behind its endpoint.
 impl crate::Cluster {
     /// Holds every byte of the scheduler's websocket (its index's stream)
     /// until [`Self::heal_scheduler_stream`]; its HTTP calls still pass.
@@ -441,12 +491,49 @@ impl crate::Cluster {
         self.scheduler_ws_link().heal();
     }
 
+    /// An outage of every process's RPC provider, or its end: each
+    /// endpoint answers every call 503 and every websocket to the chain
+    /// (the scheduler's and each agent's) is held. Only under an endpoint
+    /// profile (`ClusterConfig::endpoint`); panics otherwise.
+    pub fn rpc_outage(&self, down: bool) {
+        let (endpoint, ws) = self
+            .scheduler_endpoint
+            .as_ref()
+            .expect("an RPC outage needs the endpoints of an endpoint profile");
+        let hold = |link: &crate::Link| if down { link.cut() } else { link.heal() };
+        endpoint.set_down(down);
+        hold(ws);
+        for agent in &self.agents {
+            if let Some(endpoint) = &agent.endpoint {
+                endpoint.set_down(down);
+            }
+            // Its links: RPC (behind the endpoint), websocket, scheduler.
+            hold(&agent.links[1]);
+        }
+    }
+
     fn scheduler_ws_link(&self) -> &crate::Link {
         &self
             .scheduler_endpoint
             .as_ref()
             .expect("the scheduler's websocket runs through a link only under an endpoint profile")
             .1
+    }
+
+    /// An outage of the store (the S3 server stopped: every connection
+    /// refused), or its end (started again over what it held). Only with
+    /// an S3 store (`StoreKind::S3`); panics otherwise.
+    pub async fn store_outage(&mut self, down: bool) -> anyhow::Result<()> {
+        let s3 = self
+            .s3
+            .as_mut()
+            .expect("a store outage needs the cluster's S3 server");
+        if down {
+            s3.stop();
+            Ok(())
+        } else {
+            s3.start_again().await
+        }
     }
 
     /// What each process's endpoint did with its calls (`scheduler`,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use crate::{free_port, log_file};
+use crate::free_port;
 
 /// The access key of the cluster's S3 server (held by the scheduler only).
 pub const S3_ACCESS_KEY: &str = "mcjs-operator";
@@ -44,7 +44,10 @@ pub struct S3Server {
     pub endpoint: String,
     /// Where it keeps its buckets (`<root>/<bucket>/<key>`).
     pub root: PathBuf,
-    child: Child,
+    port: u16,
+    logs: PathBuf,
+    /// None while stopped ([`S3Server::stop`]).
+    child: Option<Child>,
 }
 
 impl S3Server {
@@ -55,14 +58,40 @@ impl S3Server {
             std::fs::create_dir_all(root.join(b))?;
         }
         let port = free_port(false).await?;
-        let bin = s3s_fs_bin();
+        let mut server = Self {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            root: root.to_path_buf(),
+            port,
+            logs: logs.to_path_buf(),
+            child: None,
+        };
+        server.start_again().await?;
+        Ok(server)
+    }
+
+    /// Stops the server (a store outage: connections refused); what it
+    /// holds stays on disk.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on its port, over what it held; waits until
+    /// it listens. Nothing to do while it runs.
+    pub async fn start_again(&mut self) -> anyhow::Result<()> {
+        if self.child.is_some() {
+            return Ok(());
+        }
+        let (port, bin) = (self.port, s3s_fs_bin());
         let child = Command::new(&bin)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--access-key", S3_ACCESS_KEY, "--secret-key", S3_SECRET_KEY])
-            .arg(root)
+            .arg(&self.root)
             .stdin(Stdio::null())
-            .stdout(log_file(logs, "s3")?)
-            .stderr(log_file(logs, "s3.err")?)
+            .stdout(append_log(&self.logs, "s3")?)
+            .stderr(append_log(&self.logs, "s3.err")?)
             .spawn()
             .with_context(|| {
                 format!(
@@ -70,11 +99,7 @@ impl S3Server {
                     bin.display()
                 )
             })?;
-        let server = Self {
-            endpoint: format!("http://127.0.0.1:{port}"),
-            root: root.to_path_buf(),
-            child,
-        };
+        self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         while tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
@@ -85,13 +110,21 @@ impl S3Server {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Ok(server)
+        Ok(())
     }
+}
+
+/// The log `name` in `dir`, appended to (a restart keeps what came before).
+fn append_log(dir: &Path, name: &str) -> anyhow::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{name}.log")))
+        .with_context(|| format!("cannot open the log of {name}"))
 }
 
 impl Drop for S3Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }

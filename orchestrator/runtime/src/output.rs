@@ -28,6 +28,21 @@ pub enum OutputError {
     },
 }
 
+impl OutputError {
+    /// Whether the store failed (unreachable, or it refused or failed a
+    /// request), as opposed to what the job left: storing the output again
+    /// once the store answers is safe (nothing is visible before
+    /// `output.json`, written last) and may succeed.
+    pub fn is_store_failure(&self) -> bool {
+        match self {
+            Self::Missing(_) => false,
+            Self::Store { .. } => true,
+            Self::Upload(StoreError::Upload(_)) => true,
+            Self::Upload(e) => e.is_unavailable(),
+        }
+    }
+}
+
 /// `output.json`: what `complete_job` attests.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredOutput {
@@ -82,4 +97,45 @@ pub async fn store_output(
             source,
         })?;
     Ok(digest.hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{UploadError, UploadStage};
+
+    fn refused() -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: "connection refused".into(),
+        }
+    }
+
+    #[test]
+    fn a_failing_store_is_told_apart_from_what_the_job_left() {
+        // The store's failures: worth storing the output again.
+        let upload = OutputError::Upload(StoreError::Upload(UploadError {
+            path: "jobs/j/output/g1/files/model.bin".into(),
+            stage: UploadStage::Put,
+            source: refused(),
+        }));
+        assert!(upload.is_store_failure());
+        let descriptor = OutputError::Store {
+            path: "jobs/j/output/g1/output.json".into(),
+            source: refused(),
+        };
+        assert!(descriptor.is_store_failure());
+        // What the job left, or an answer about what the store holds: no.
+        assert!(!OutputError::Missing("model.bin".into()).is_store_failure());
+        assert!(!OutputError::Upload(StoreError::BadJobId("../x".into())).is_store_failure());
+        let not_found = OutputError::Upload(StoreError::Object {
+            action: "read",
+            path: "jobs/j/output/g1/output.json".into(),
+            source: object_store::Error::NotFound {
+                path: "jobs/j/output/g1/output.json".into(),
+                source: "absent".into(),
+            },
+        });
+        assert!(!not_found.is_store_failure());
+    }
 }

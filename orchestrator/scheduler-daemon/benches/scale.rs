@@ -23,33 +23,27 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use anchor_lang::{AccountSerialize, Space};
 use common::{JobBuilder, busy, heartbeat, node, params, provider};
 use mcjs::state::{Config, JobState};
 use mcjs_client::decode::AccountKind;
 use mcjs_client::rpc::{Event, IndexSource, ProgramIndex};
-use mcjs_client::{ChainClient, JobFilter, Keypair, PROGRAM_ID, Pubkey, ix};
-use mcjs_cluster::{Endpoint, EndpointProfile, Link};
-use mcjs_localnet::{Localnet, LocalnetConfig, free_port_pair, read_keypair};
+use mcjs_client::{ChainClient, JobFilter, Keypair, Pubkey, ix};
+use mcjs_cluster::{Endpoint, EndpointProfile};
+use mcjs_localnet::{free_port_pair, read_keypair};
 use mcjs_protocol::store::StoreUrl;
 use mcjs_scheduler_daemon::Liveness;
 use mcjs_scheduler_daemon::auth::Directory;
 use mcjs_scheduler_daemon::chain::LiveChain;
 use mcjs_scheduler_daemon::metrics::Metrics;
 use mcjs_scheduler_daemon::shell::{Daemon, DaemonConfig, Memory};
+use support::{count, data, endpoint_to, now_ms, program_account, start_chain};
 use tokio_util::sync::CancellationToken;
-
-fn count(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// The system allocator, counting the bytes in use: what the index holds
 /// is what is in use once it is live less what was before.
@@ -85,10 +79,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn now_ms() -> i64 {
-    (mcjs_scheduler_daemon::server::system_clock())()
-}
-
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let (nodes, jobs) = (
@@ -116,13 +106,6 @@ struct Fleet {
     config: (Pubkey, Vec<u8>),
     /// The nodes running a job.
     busy: Vec<Pubkey>,
-}
-
-fn data<T: AccountSerialize + Space>(account: &T) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + T::INIT_SPACE);
-    account.try_serialize(&mut out).expect("serializes");
-    out.resize(out.len().max(8 + T::INIT_SPACE), 0);
-    out
 }
 
 /// `nodes` nodes of one provider and `jobs` jobs: 1 in 100 waiting for
@@ -232,6 +215,7 @@ async fn in_memory(nodes: usize, jobs: usize) {
             tick: Duration::from_millis(500),
             detector: Default::default(),
             store: StoreUrl::Dir("/nonexistent".into()),
+            sends_in_flight: mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT,
         },
         liveness: Arc::new(Mutex::new(liveness)),
         directory: Arc::new(RwLock::new(Directory::from_chain(&[]))),
@@ -312,35 +296,8 @@ fn preload(fleet: &Fleet) -> Vec<(Pubkey, mcjs_localnet::Account)> {
     fleet
         .accounts
         .iter()
-        .map(|(key, data)| {
-            (
-                *key,
-                mcjs_localnet::Account {
-                    lamports: 10_000_000,
-                    data: data.clone(),
-                    owner: PROGRAM_ID,
-                    executable: false,
-                    rent_epoch: 0,
-                },
-            )
-        })
+        .map(|(key, data)| (*key, program_account(data.clone())))
         .collect()
-}
-
-async fn start_chain(
-    preload: Vec<(Pubkey, mcjs_localnet::Account)>,
-) -> (Localnet, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let localnet = Localnet::start(LocalnetConfig {
-        rpc_port: free_port_pair(),
-        dir: dir.path().to_path_buf(),
-        slot_time_ms: 400,
-        preload,
-        ..LocalnetConfig::default()
-    })
-    .await
-    .expect("the local chain starts with the fleet");
-    (localnet, dir)
 }
 
 /// Part 2: scans of the program against the index's backfill, over RPC.
@@ -433,31 +390,9 @@ async fn scheduler_traffic(nodes: usize, finished: usize, window: Duration) {
         .count();
     let (localnet, dir) = start_chain(accounts).await;
     let info = localnet.info().clone();
-    let ws: std::net::SocketAddr = info
-        .ws_url
-        .trim_start_matches("ws://")
-        .parse()
-        .expect("the chain's websocket address");
     // The daemon finds its websocket at the endpoint's port + 1: a link
     // there to the chain's, counting its bytes.
-    let port = free_port_pair();
-    let endpoint = Endpoint::open(
-        tokio::net::TcpListener::bind(("127.0.0.1", port))
-            .await
-            .unwrap(),
-        info.rpc_url.clone(),
-        EndpointProfile::METERED,
-    )
-    .await
-    .unwrap();
-    let link = Link::open(
-        tokio::net::TcpListener::bind(("127.0.0.1", port + 1))
-            .await
-            .unwrap(),
-        ws,
-    )
-    .await
-    .unwrap();
+    let (endpoint, link) = endpoint_to(&info, EndpointProfile::METERED).await;
     let config = DaemonConfig {
         rpc_url: endpoint.url(),
         fees: None,
@@ -465,6 +400,7 @@ async fn scheduler_traffic(nodes: usize, finished: usize, window: Duration) {
         tick: Duration::from_millis(500),
         detector: Default::default(),
         store: StoreUrl::Dir(dir.path().join("store")),
+        sends_in_flight: mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT,
     };
     let scheduler = read_keypair(&info.wallets.scheduler).unwrap();
     let daemon = Daemon::connect(

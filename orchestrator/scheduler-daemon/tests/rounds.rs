@@ -184,6 +184,7 @@ fn daemon(snapshot: Snapshot, refuse: Refuse) -> Daemon<FakeChain> {
             tick: Duration::from_millis(100),
             detector: DetectorConfig::default(),
             store: StoreUrl::Dir("/nonexistent".into()),
+            sends_in_flight: mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT,
         },
         liveness: Arc::new(Mutex::new(liveness)),
         directory: Arc::new(RwLock::new(Directory::from_chain(&[]))),
@@ -379,7 +380,10 @@ async fn a_rounds_placements_are_in_flight_together() {
     assert_eq!(report.done.len(), usize::from(N));
     let most = d.chain.most_in_flight.load(Ordering::SeqCst);
     assert!(most > 1, "one transaction at a time");
-    assert!(most <= 16, "{most} in flight");
+    assert!(
+        most <= mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT,
+        "{most} in flight"
+    );
 }
 
 /// One round over a chain holding `jobs`: the jobs its snapshot returned.

@@ -42,6 +42,9 @@ pub struct SchedulerArgs {
     /// How often the reconcile loop runs.
     #[arg(long, default_value_t = 500)]
     pub tick_ms: u64,
+    /// Transactions of one round (placements, reports) in flight at once.
+    #[arg(long, default_value_t = mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT)]
+    pub sends_in_flight: usize,
 }
 
 pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
@@ -53,6 +56,7 @@ pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
         listen: args.listen,
         tick: Duration::from_millis(args.tick_ms.max(50)),
         store: absolute(args.store)?,
+        sends_in_flight: args.sends_in_flight.max(1),
         detector: DetectorConfig {
             heartbeat_timeout_ms: args.heartbeat_timeout_ms as i64,
             disconnect_grace_ms: args.disconnect_grace_ms as i64,

@@ -215,6 +215,7 @@ impl World {
             tick: Duration::from_millis(300),
             detector: Default::default(),
             store: mcjs_protocol::store::StoreUrl::Dir(self.dir.path().join("store")),
+            sends_in_flight: mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT,
         };
         let daemon = Daemon::connect(
             config,

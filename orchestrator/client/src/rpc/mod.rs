@@ -91,6 +91,9 @@ pub struct ChainClient {
     push: Arc<tokio::sync::Mutex<notices::Push>>,
     /// Shared by clones: the blockhash their transactions are signed with.
     blockhash: Arc<std::sync::Mutex<blockhash::Recent>>,
+    /// Held while a shared blockhash is fetched: transactions signed at
+    /// once (a round's placements) wait for one fetch, not one each.
+    fetching: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The websocket URL a Solana node serves beside `rpc_url`: same host,
@@ -161,6 +164,7 @@ impl ChainClient {
             statuses: Default::default(),
             push: Default::default(),
             blockhash: Default::default(),
+            fetching: Default::default(),
         }
     }
 

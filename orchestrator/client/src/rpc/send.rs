@@ -207,13 +207,28 @@ impl ChainClient {
             let blockhash = match held {
                 Some(hash) => hash,
                 None => {
-                    let hash = self
-                        .rpc
-                        .get_latest_blockhash()
-                        .await
-                        .map_err(|e| self.rpc_error(e))?;
-                    self.recent().hold(hash, Instant::now());
-                    hash
+                    // One fetch for every transaction signed meanwhile: a
+                    // sender that waited finds the blockhash just fetched.
+                    let _one = if fresh {
+                        None
+                    } else {
+                        Some(self.fetching.lock().await)
+                    };
+                    match (!fresh)
+                        .then(|| self.recent().reusable(Instant::now()))
+                        .flatten()
+                    {
+                        Some(hash) => hash,
+                        None => {
+                            let hash = self
+                                .rpc
+                                .get_latest_blockhash()
+                                .await
+                                .map_err(|e| self.rpc_error(e))?;
+                            self.recent().hold(hash, Instant::now());
+                            hash
+                        }
+                    }
                 }
             };
             let mut tx = Transaction::new_with_payer(ixs, Some(&payer));
