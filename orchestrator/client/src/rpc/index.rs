@@ -144,6 +144,9 @@ pub struct IndexState {
     unsettled: HashSet<Pubkey>,
     /// The highest slot applied.
     slot: u64,
+    /// The latest slot the stream has told of since the last backfill: the
+    /// least slot the stream gives its next update (see `follow_once`).
+    stream_slot: u64,
     live: bool,
     /// Updates applied from the stream, and backfills done.
     pub updates: u64,
@@ -220,6 +223,36 @@ impl IndexState {
 
     pub fn is_empty(&self) -> bool {
         self.accounts.is_empty()
+    }
+
+    /// Accounts read by address at `slot` (`None`: not the program's).
+    /// While the stream is live, what was read is held as of the stream's
+    /// clock, not `slot`: a node may stamp every update with its
+    /// subscription's slot, so the stream's next update of an account,
+    /// though newer than the read, can carry a slot below the read's and
+    /// would be refused, leaving the index on the read until the next
+    /// backfill. The stream delivers an account's updates in order, so one
+    /// older than the read is followed by the newer ones. A close is held
+    /// at `slot`: no update follows a close, so none older may undo it.
+    pub fn apply_read(&mut self, slot: u64, read: Vec<(Pubkey, Option<Vec<u8>>)>) {
+        let held_at = if self.live {
+            slot.min(self.stream_slot)
+        } else {
+            slot
+        };
+        for (key, data) in read {
+            // An account that is not the program's and never was (a token
+            // account a transaction wrote) leaves no trace.
+            match data {
+                Some(data) => {
+                    self.apply(key, held_at, Some(&data));
+                }
+                None if self.accounts.contains_key(&key) => {
+                    self.apply(key, slot, None);
+                }
+                None => {}
+            }
+        }
     }
 
     /// The highest slot applied.
@@ -511,13 +544,7 @@ impl ProgramIndex {
     pub async fn refresh(&self, client: &ChainClient, keys: &[Pubkey]) -> Result<(), ChainError> {
         let (slot, read) = client.program_owned_at(keys).await?;
         let mut state = self.state.write().expect("program index");
-        for (key, data) in read {
-            // An account that is not the program's and never was (a token
-            // account a transaction wrote) leaves no trace.
-            if data.is_some() || state.accounts.contains_key(&key) {
-                state.apply(key, slot, data.as_deref());
-            }
-        }
+        state.apply_read(slot, read);
         Ok(())
     }
 }
@@ -570,6 +597,7 @@ async fn follow_once<S: IndexSource>(
                             clock = clock.max(slot);
                             let mut s = state.write().expect("program index");
                             s.slot = s.slot.max(slot);
+                            s.stream_slot = clock;
                         }
                         Ok(None) => return Ok(()),
                         Err(_) => {
@@ -603,6 +631,7 @@ async fn backfill<S: IndexSource>(
     }
     let mut s = state.write().expect("program index");
     s.backfills += 1;
+    s.stream_slot = 0;
     s.live = true;
     Ok(())
 }
@@ -680,6 +709,34 @@ mod tests {
         );
         assert!(index.get(&key).is_none());
         assert_eq!(index.slot(), 12);
+    }
+
+    #[test]
+    fn a_read_by_address_ahead_of_the_streams_clock_does_not_hide_the_next_update() {
+        let (key, closed) = (Pubkey::new_unique(), Pubkey::new_unique());
+        let mut index = IndexState::default();
+        index.backfill(AccountKind::Segment, 5, &[(closed, segment(7))]);
+        index.live = true;
+        // The stream has told of slot 8; a read by address answers at 10.
+        index.stream_slot = 8;
+        index.apply_read(10, vec![(key, Some(segment(1))), (closed, None)]);
+        assert_eq!(generation(&index, &key), Some(1));
+        // The next change, at slot 11, comes stamped with the subscription's
+        // slot: its effective slot is the stream's clock, 8.
+        assert!(
+            index.apply(key, 8, Some(&segment(2))),
+            "newer than the read"
+        );
+        assert_eq!(generation(&index, &key), Some(2));
+        // A close read at 10 is not undone by an update the stream sent
+        // before it.
+        assert!(!index.apply(closed, 8, Some(&segment(7))));
+        assert!(index.get(&closed).is_none());
+        // Not live (no stream to follow): a read is held at its own slot.
+        index.live = false;
+        index.apply_read(20, vec![(key, Some(segment(3)))]);
+        assert!(!index.apply(key, 19, Some(&segment(4))));
+        assert_eq!(generation(&index, &key), Some(3));
     }
 
     #[test]
