@@ -81,6 +81,8 @@ struct Setup {
     image: Option<&'static str>,
     /// The manners of every process's JSON-RPC endpoint.
     endpoint: Option<EndpointProfile>,
+    /// Agents in the cluster, when not three.
+    agents: Option<usize>,
 }
 
 /// A cluster of three agents, `prepare`d, then one submitted training job.
@@ -102,7 +104,7 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
     let cluster = Cluster::start(ClusterConfig {
         dir: dir.path().join("cluster"),
         mcjs_bin: PathBuf::from(env!("CARGO_BIN_EXE_mcjs")),
-        agents: 3,
+        agents: setup.agents.unwrap_or(3),
         slot_time_ms: 50,
         heartbeat_timeout_ms: 3_000,
         // A verified job is checked only on its attester's GPU model: three
@@ -123,7 +125,15 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
         data_roots: Vec::new(),
         store: StoreKind::S3,
         agent_env: setup.agent_env,
-        endpoint: setup.endpoint,
+        // MCJS_FAULT_ENDPOINT=public runs every scenario that names no
+        // endpoint behind that profile (the suite under public endpoints).
+        endpoint: setup.endpoint.or_else(|| {
+            let name = std::env::var("MCJS_FAULT_ENDPOINT").ok();
+            name.filter(|n| !n.is_empty()).map(|name| {
+                EndpointProfile::named(&name)
+                    .unwrap_or_else(|| panic!("MCJS_FAULT_ENDPOINT={name}: only `public` is known"))
+            })
+        }),
     })
     .await
     .expect("the cluster starts");
@@ -509,6 +519,34 @@ async fn the_scheduler_killed_and_restarted_mid_job() {
     assert_eq!(assignments, 1, "nothing is placed twice");
 }
 
+/// The scheduler (and with it the store's gateway) down for 150 s while the
+/// job runs: no checkpoint can be stored or attested meanwhile, and when it
+/// starts again the job's last attestation is older than the 120 s the
+/// detector allows. A scheduler judges lateness only from its own start,
+/// so its first rounds report nothing; the agent stores and attests again,
+/// and the job completes on its first node, nobody failed or slashed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scheduler_down_longer_than_the_overdue_allowance_fails_nothing() {
+    let _one = serial();
+    let mut s = scenario(12, 3).await;
+    s.running_with_checkpoints(1).await;
+    s.cluster.kill_scheduler();
+    // What was stored before the kill is attested within moments.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let client = s.cluster.client();
+    let at_kill = client.job(&s.job).await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_secs(145)).await;
+    let stalled = client.job(&s.job).await.unwrap().unwrap();
+    assert_eq!(
+        stalled.progress_mark, at_kill.progress_mark,
+        "nothing was attested while the gateway was down"
+    );
+    assert!(!stalled.state.is_terminal(), "the job waits for the store");
+    s.cluster.start_scheduler().unwrap();
+    s.assert_completed_and_verified().await;
+    assert_never_failed(&s).await;
+}
+
 /// No failure of any kind is reported for the job, and it was placed once.
 /// Every process reaches the chain through a public endpoint of its own
 /// (100 ms of latency, 429 beyond 100 calls per 10 s or 40 of one method,
@@ -698,19 +736,21 @@ async fn a_60_s_rpc_outage_mid_job_fails_nothing() {
     assert_never_failed(&s).await;
 }
 
-/// The store (the S3 server) down for 60 s mid-job, every connection
-/// refused: the job runs on in its container (the checkpoints it takes
-/// meanwhile cannot be stored), its output is stored again until the
-/// store is back, and nobody is failed for the time it could not store:
-/// the job completes on its first node, byte-identical, nothing reported,
-/// nobody slashed.
+/// The store (the S3 server) down for 150 s mid-job, every connection
+/// refused: longer than the detector allows a job without an attested
+/// checkpoint (two intervals of 1 min), so only its probes of the store keep
+/// it from blaming the node. The job runs on in its container (the
+/// checkpoints it takes meanwhile cannot be stored) and ends; its output is
+/// stored again until the store is back, and nobody is failed for the time
+/// it could not store: the job completes on its first node, byte-identical,
+/// nothing reported, nobody slashed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_60_s_store_outage_mid_job_fails_nothing() {
+async fn a_150_s_store_outage_mid_job_fails_nothing() {
     let _one = serial();
     let mut s = scenario(12, 3).await;
     s.running_with_checkpoints(1).await;
     s.cluster.store_outage(true).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(150)).await;
     let at_end = s.wait("the job", 5, |_| true).await;
     s.cluster.store_outage(false).await.unwrap();
     eprintln!(
@@ -718,12 +758,123 @@ async fn a_60_s_store_outage_mid_job_fails_nothing() {
         at_end.checkpoint_count
     );
     assert!(!at_end.state.is_terminal(), "the job was still on chain");
+    assert!(
+        !s.cluster.log_lines("the store does not answer").is_empty(),
+        "the scheduler saw the outage"
+    );
     s.assert_completed_and_verified().await;
     assert_never_failed(&s).await;
     eprintln!(
         "store outage: the output was stored again {} times",
         s.cluster.log_lines("cannot store the output").len()
     );
+}
+
+/// Six agents and three jobs; the three nodes running them are cut off
+/// from the scheduler (not from the chain, nor from each other) for 20 s.
+/// To the scheduler all of them look dead at once, which is far likelier its
+/// own side of the network than three machines failing together: the brake
+/// on mass failure holds the reports, the partition heals, and every job
+/// completes on its first node with nothing reported and nobody slashed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_between_the_scheduler_and_half_the_fleet_reports_nobody() {
+    let _one = serial();
+    let s = scenario_of(
+        Setup {
+            // Long enough that the first job still runs when the third starts.
+            args: workload::trainer_args(40),
+            restart_budget: 3,
+            agents: Some(6),
+            ..Setup::default()
+        },
+        async |_| {},
+    )
+    .await;
+    let spec = s.dir.path().join("job.json");
+    let mut jobs = vec![s.job];
+    for id in [2, 3] {
+        jobs.push(s.cluster.submit_job(&spec, "20", id).expect("submit"));
+    }
+    let mut busy = Vec::new();
+    for job in &jobs {
+        let running = s
+            .cluster
+            .wait_for_job(job, Duration::from_secs(120), |j| {
+                is_running(j) && j.checkpoint_count >= 1
+            })
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "job {job} did not run: {e}; logs in {}",
+                    s.dir.path().display()
+                )
+            });
+        busy.push(s.cluster.agent_of_node(&running.node.unwrap()).unwrap());
+    }
+    busy.sort_unstable();
+    busy.dedup();
+    assert_eq!(busy.len(), 3, "one job per node");
+    for job in &jobs {
+        let now = s.cluster.client().job(job).await.unwrap().unwrap();
+        assert!(
+            is_running(&now),
+            "job {job} still runs when the partition starts"
+        );
+    }
+    for &i in &busy {
+        s.cluster.cut_from_scheduler(i, true);
+    }
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    for &i in &busy {
+        s.cluster.cut_from_scheduler(i, false);
+    }
+    assert!(
+        !s.cluster.log_lines("mass failure brake").is_empty(),
+        "the brake held the reports; logs in {}",
+        s.dir.path().display()
+    );
+    let metrics = reqwest::get(format!("{}/metrics", s.cluster.scheduler_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let metric = |name: &str| -> i64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in\n{metrics}"))
+    };
+    assert!(metric("mcjs_mass_failure_brake_rounds_total") > 0);
+    assert_eq!(metric("mcjs_store_up"), 1, "the store answers its probes");
+    assert!(
+        metric("mcjs_scheduler_lamports") > 0,
+        "the scheduler's balance is read"
+    );
+    for job in &jobs[1..] {
+        let done = s
+            .cluster
+            .wait_for_job(job, Duration::from_secs(300), |j| j.state.is_terminal())
+            .await
+            .unwrap();
+        assert!(
+            matches!(done.state, JobState::Completed { .. }),
+            "job {job} ended {}",
+            done.state.name()
+        );
+        let failures: Vec<_> = s
+            .cluster
+            .client()
+            .job_history(job)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| matches!(e.event, McjsEvent::FailureReported(_)))
+            .collect();
+        assert!(failures.is_empty(), "job {job} was failed: {failures:?}");
+    }
+    s.assert_completed_and_verified().await;
+    assert_never_failed(&s).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1292,6 +1443,7 @@ async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_s
             agent_env,
             image: None,
             endpoint: None,
+            agents: None,
         },
         async |_| {},
     )
@@ -1378,6 +1530,7 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
             image: None,
             // Every call counted, none delayed or refused.
             endpoint: Some(EndpointProfile::METERED),
+            agents: None,
         },
         async |_| {},
     )
@@ -1492,6 +1645,7 @@ async fn verification_cost_at_sample_rate_one_tenth() {
             agent_env: Vec::new(),
             image: None,
             endpoint: None,
+            agents: None,
         },
         async |_| {},
     )
@@ -1645,6 +1799,7 @@ async fn an_image_built_to_frame_its_provider_under_check_cannot_tell_a_check_ru
             agent_env: Vec::new(),
             image: Some(hostile),
             endpoint: None,
+            agents: None,
         },
         async |_| {},
     )

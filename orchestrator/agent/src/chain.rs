@@ -58,6 +58,10 @@ pub trait AgentChain: Send + Sync + 'static {
     /// Signs with the authority, sends and waits for confirmation.
     fn send(&self, ix: Instruction) -> impl Future<Output = Result<(), ChainFailure>> + Send;
 
+    /// A transaction is coming: prepares what sending needs (a blockhash)
+    /// in the background. By default nothing.
+    fn warm(&self) {}
+
     /// The verifications `node` must answer now: named verifier of an open
     /// one, or referee of a disputed one. By default none.
     fn checks(

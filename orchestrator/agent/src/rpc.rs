@@ -13,8 +13,9 @@ use std::sync::Arc;
 pub struct RpcChain {
     pub client: ChainClient,
     pub wallet: Arc<Keypair>,
-    /// The job the node held at the last read: read with the node in one call.
-    held: std::sync::Mutex<Option<Pubkey>>,
+    /// The job the node held at the last read, or that its last pushed
+    /// change named: read with the node in one call.
+    held: Arc<std::sync::Mutex<Option<Pubkey>>>,
 }
 
 impl RpcChain {
@@ -22,7 +23,7 @@ impl RpcChain {
         Self {
             client,
             wallet: Arc::new(wallet),
-            held: std::sync::Mutex::new(None),
+            held: Arc::default(),
         }
     }
 }
@@ -48,9 +49,22 @@ impl AgentChain for RpcChain {
 
     /// `accountSubscribe` on the account, made again whenever it drops
     /// ([`ChainClient::follow_account`]): never polled.
+    /// A change of the node names the job it now holds: that becomes the
+    /// hint, so the read that follows a new assignment fetches the node and
+    /// its job in one call instead of two.
     fn changes(&self, key: Pubkey) -> Option<futures_util::stream::BoxStream<'static, ()>> {
         use futures_util::StreamExt;
-        Some(Box::pin(self.client.follow_account(key).map(|_| ())))
+        let held = Arc::clone(&self.held);
+        Some(Box::pin(self.client.follow_account(key).map(
+            move |update| {
+                if let Ok(Some(account)) = update
+                    && account.owner == mcjs_client::PROGRAM_ID
+                    && let Ok(node) = mcjs_client::decode::node(&account.data)
+                {
+                    *held.lock().expect("held lock") = node.current_job;
+                }
+            },
+        )))
     }
 
     fn sign(&self, message: &[u8]) -> [u8; 64] {
@@ -112,6 +126,10 @@ impl AgentChain for RpcChain {
 
     async fn deployment(&self) -> Result<Deployment, ChainFailure> {
         self.client.deployment().await.map_err(failure)
+    }
+
+    fn warm(&self) {
+        self.client.warm();
     }
 
     async fn send(&self, ix: Instruction) -> Result<(), ChainFailure> {

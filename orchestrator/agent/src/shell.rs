@@ -10,7 +10,6 @@ use crate::core::{
 use crate::fault::{Found, classify};
 use crate::gpus::GpuLedger;
 use crate::metrics::AgentMetrics;
-use crate::output::store_output;
 use crate::spec_store::{SpecStoreError, get_spec};
 use futures_util::FutureExt;
 use mcjs_client::Pubkey;
@@ -45,6 +44,7 @@ mod check_finder;
 mod checks;
 mod heartbeat;
 mod launch;
+mod output;
 mod transactions;
 
 pub use api::{router, serve};
@@ -491,7 +491,11 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 job,
                 generation,
                 restore,
-            } => Some((job, generation, self.launch(job, generation, restore).await)),
+            } => {
+                // `start_job` follows the launch: its blockhash is fetched meanwhile.
+                s.chain.warm();
+                Some((job, generation, self.launch(job, generation, restore).await))
+            }
             Action::Collect { job, generation } => {
                 // Whatever happens, the core hears back: a look that never
                 // reported would stop every later one for the job.
@@ -540,44 +544,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 None
             }
             Action::CollectOutput { job, generation } => {
-                let event = match self.ctx(job, generation).await {
-                    Ok(ctx) => {
-                        // A store that fails is not the job's fault: the
-                        // output is stored again, with backoff, until the
-                        // store answers or OUTPUT_RETRY_FOR has passed.
-                        let started = Instant::now();
-                        let mut wait = Duration::from_secs(1);
-                        loop {
-                            match store_output(
-                                &s.store_root,
-                                &job.to_string(),
-                                generation,
-                                &ctx.output_dir,
-                                &ctx.spec,
-                                crate::fault::output_limits(&ctx.spec),
-                            )
-                            .await
-                            {
-                                Ok(hash) => break Event::OutputStored { hash },
-                                Err(e)
-                                    if e.is_store_failure()
-                                        && started.elapsed() + wait < OUTPUT_RETRY_FOR =>
-                                {
-                                    tracing::warn!(%job, generation, error = %e, retry_in_s = wait.as_secs(), "cannot store the output; trying again");
-                                    tokio::time::sleep(wait).await;
-                                    wait = (wait * 2).min(Duration::from_secs(30));
-                                }
-                                Err(e) => {
-                                    break Event::OutputMissing {
-                                        reason: e.to_string(),
-                                    };
-                                }
-                            }
-                        }
-                    }
-                    Err(reason) => Event::OutputMissing { reason },
-                };
-                Some((job, generation, event))
+                Some((job, generation, self.store_output(job, generation).await))
             }
             Action::Send {
                 job,
@@ -750,10 +717,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 /// change that was missed.
 const NODE_STATUS_EVERY: Duration = Duration::from_secs(60);
 
-/// How long a finished job's output is stored again while the store fails
-/// (unreachable, or refusing): after that the job stops as `output_missing`
-/// (docs/job-contract.md) and resumes elsewhere from its last checkpoint.
-pub const OUTPUT_RETRY_FOR: Duration = Duration::from_secs(600);
+pub use output::OUTPUT_RETRY_FOR;
 
 /// How often an agent whose chain tells it of changes reads its node and job
 /// anyway: a change missed while a subscription was down is seen by then.

@@ -212,8 +212,9 @@ impl Cluster {
         Ok(cluster)
     }
 
-    /// Registers `n` more providers, each with a node and its agent, after
-    /// the cluster started (the chain funds three provider wallets).
+    /// Registers `n` more agents, each with a node (of a provider of its
+    /// own while the chain's provider wallets last), after the cluster
+    /// started.
     pub async fn add_agents(&mut self, n: usize) -> anyhow::Result<()> {
         let first = self.agents.len();
         for i in first..first + n {
@@ -272,16 +273,28 @@ impl Cluster {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
+    /// The wallet of the provider that owns agent `i`'s node: the chain
+    /// funds a few provider wallets, and agents beyond them are further
+    /// nodes of the same providers, in turn.
     fn provider_wallet(&self, i: usize) -> anyhow::Result<PathBuf> {
-        self.info
-            .wallets
-            .providers
-            .get(i)
-            .cloned()
-            .with_context(|| format!("the local chain has no wallet for provider {}", i + 1))
+        let wallets = &self.info.wallets.providers;
+        anyhow::ensure!(
+            !wallets.is_empty(),
+            "the local chain has no provider wallet"
+        );
+        Ok(wallets[i % wallets.len()].clone())
     }
 
+    /// Agent `i`'s node index under its provider.
+    fn node_index(&self, i: usize) -> u32 {
+        (i / self.info.wallets.providers.len().max(1)) as u32
+    }
+
+    /// Registers agent `i`'s provider, where it is the provider's first node.
     fn register_provider(&self, i: usize) -> anyhow::Result<()> {
+        if self.node_index(i) > 0 {
+            return Ok(());
+        }
         let wallet = self.provider_wallet(i)?;
         self.run_mcjs(
             &wallet,
@@ -339,7 +352,8 @@ impl Cluster {
         let wallet = self.provider_wallet(i)?;
         let owner = mcjs_localnet::read_keypair(&wallet)?.pubkey();
         let provider = pda::provider(&owner);
-        let node = pda::node(&provider, 0);
+        let index = self.node_index(i);
+        let node = pda::node(&provider, index);
         let keys = self.config.dir.join("keys");
         std::fs::create_dir_all(&keys)?;
         let node_key = keys.join(format!("node-{}.json", i + 1));
@@ -357,7 +371,7 @@ impl Cluster {
                 "node",
                 "register",
                 "--index",
-                "0",
+                &index.to_string(),
                 "--operator",
                 &node_key.to_string_lossy(),
                 "--profile",
@@ -506,6 +520,14 @@ impl Cluster {
         for link in &self.agents[i].links {
             link.heal();
         }
+    }
+
+    /// Cuts the agent off from the scheduler only (heartbeats and the store
+    /// gateway), or heals that; its links to the chain stay up, so it can
+    /// still attest.
+    pub fn cut_from_scheduler(&self, i: usize, cut: bool) {
+        let link = &self.agents[i].links[2];
+        if cut { link.cut() } else { link.heal() }
     }
 
     /// The agent whose node a job is on.

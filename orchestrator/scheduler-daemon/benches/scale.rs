@@ -223,6 +223,7 @@ async fn in_memory(nodes: usize, jobs: usize) {
         clock: Arc::new(move || now),
         s3: None,
         duties: Default::default(),
+        store_sight: Default::default(),
     };
     let deployment = ix::Deployment {
         usdc_mint: Pubkey::new_unique(),

@@ -48,6 +48,10 @@ pub trait DaemonChain: Send + Sync + 'static {
 
     fn deployment(&self) -> impl Future<Output = Result<ix::Deployment, ChainError>> + Send;
 
+    /// A transaction is coming: prepares what sending needs (a blockhash)
+    /// in the background. By default nothing.
+    fn warm(&self) {}
+
     /// The working set's jobs ([`in_working_set`]), every node and
     /// provider, and the parameters.
     fn snapshot(&self) -> impl Future<Output = Result<Snapshot, ChainError>> + Send;
@@ -89,6 +93,10 @@ impl DaemonChain for LiveChain {
 
     async fn deployment(&self) -> Result<ix::Deployment, ChainError> {
         self.client.deployment().await
+    }
+
+    fn warm(&self) {
+        self.client.warm();
     }
 
     async fn snapshot(&self) -> Result<Snapshot, ChainError> {

@@ -33,6 +33,12 @@ pub struct DetectorConfig {
     /// An assigned job whose container has not started after this long
     /// (staging included) is reported.
     pub start_timeout_ms: i64,
+    /// The brake on mass failure: a round in which at least
+    /// `brake_min_nodes` of the nodes holding a job, and at least
+    /// `brake_percent` of them, look dead by their heartbeats reports none
+    /// of them lost (see [`Brake`]).
+    pub brake_percent: u32,
+    pub brake_min_nodes: usize,
     pub placement: PlacementConfig,
 }
 
@@ -44,6 +50,8 @@ impl Default for DetectorConfig {
             restart_grace_ms: mcjs_protocol::DEFAULT_RESTART_GRACE_MS as i64,
             overdue_percent: 200,
             start_timeout_ms: 10 * 60 * 1_000,
+            brake_percent: BRAKE_PERCENT,
+            brake_min_nodes: BRAKE_MIN_NODES,
             placement: PlacementConfig::default(),
         }
     }
@@ -60,20 +68,35 @@ pub struct Observation<'a> {
     /// there would hold it in the queue round after round.
     pub understaked: &'a HashSet<Pubkey>,
     /// Periods (start, end; ms) in which the detector could not read the
-    /// chain: from the last round that read it to the next one that did. No
+    /// chain (from the last round that read it to the next one that did), or
+    /// the store did not answer (`crate::sight`); they may overlap. No
     /// job is judged late for time inside them: the outage may have kept its
     /// node from attesting or starting, and kept the detector from seeing
-    /// that it did. Only the time the chain was unreadable is excused, so an
-    /// endpoint that fails now and then does not keep a late job alive.
+    /// that it did. Only the time of an outage is excused, so an endpoint
+    /// that fails now and then does not keep a late job alive.
     pub outages: &'a [(i64, i64)],
 }
 
-/// The time between `from` and `to` (ms) that falls inside `outages`.
+/// The time between `from` and `to` (ms) that falls inside `outages`, each
+/// instant counted once where outages overlap (the chain and the store down
+/// at once).
 pub fn excused_ms(outages: &[(i64, i64)], from: i64, to: i64) -> i64 {
-    outages
+    let mut clipped: Vec<(i64, i64)> = outages
         .iter()
-        .map(|&(start, end)| end.min(to).saturating_sub(start.max(from)).max(0))
-        .fold(0i64, i64::saturating_add)
+        .map(|&(start, end)| (start.max(from), end.min(to)))
+        .filter(|(start, end)| start < end)
+        .collect();
+    clipped.sort_unstable();
+    let mut excused = 0i64;
+    let mut counted_to = i64::MIN;
+    for (start, end) in clipped {
+        let start = start.max(counted_to);
+        if end > start {
+            excused = excused.saturating_add(end.saturating_sub(start));
+            counted_to = end;
+        }
+    }
+    excused
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -161,11 +184,39 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// The brake's default share: when 40% or more of the nodes holding a job
+/// look dead at once, the cause is more likely the scheduler's side of the
+/// network (a partition, a restart, an overloaded host) than that many
+/// machines failing together (Kubernetes' node controller stops evicting a
+/// zone on the same reasoning).
+pub const BRAKE_PERCENT: u32 = 40;
+/// The brake never holds fewer than this many nodes: in a small fleet one
+/// or two lost nodes are common, and their jobs are moved at once.
+pub const BRAKE_MIN_NODES: usize = 3;
+
+/// A round that held back its reports of lost nodes: `silent` of the
+/// `holding` nodes that hold a job looked dead by their heartbeats. The
+/// jobs stay where they are; the evidence that is per node (a checkpoint
+/// not attested on chain within twice its interval, a container that did
+/// not start in time) still reports each of them, and a node heard from
+/// again was never lost.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Brake {
+    pub silent: usize,
+    pub holding: usize,
+    /// The jobs whose reports were held.
+    #[serde(with = "b58_vec")]
+    pub held: Vec<Pubkey>,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Decision {
     pub actions: Vec<Action>,
     pub waiting: Vec<Waiting>,
     pub skipped: Vec<Skipped>,
+    /// Set when the brake on mass failure held this round's reports of lost
+    /// nodes.
+    pub brake: Option<Brake>,
 }
 
 /// One round: report the assignments that failed, then place the queue on
@@ -179,23 +230,100 @@ pub fn reconcile(obs: &Observation<'_>, config: &DetectorConfig) -> Decision {
     let mut decision = Decision::default();
     let mut failing_nodes = HashSet::new();
     let mut requeued: Vec<(Pubkey, Job)> = Vec::new();
-    for (job_key, job) in obs.jobs {
-        if let Some(action) = detect_failure(obs, config, job_key, job) {
-            if let Action::ReportFailure { node, cause, .. } = &action {
-                failing_nodes.insert(*node);
-                // The report settles what the node accrued, then fails it.
-                let mut after = job.clone();
-                after.paid = after.paid.saturating_add(after.accrued);
-                after.accrued = 0;
-                if after.fail(*cause, obs.now_ms / 1_000).is_ok() && after.state.can_assign() {
-                    requeued.push((*job_key, after));
+    let mut reports: Vec<(&Pubkey, &Job, Action)> = obs
+        .jobs
+        .iter()
+        .filter_map(|(key, job)| Some((key, job, detect_failure(obs, config, key, job, true)?)))
+        .collect();
+    decision.brake = mass_failure(obs, config, &reports);
+    if let Some(brake) = &decision.brake {
+        // A held job is judged again on what is not heartbeats.
+        reports = reports
+            .into_iter()
+            .filter_map(|(key, job, action)| {
+                if !brake.held.contains(key) {
+                    return Some((key, job, action));
                 }
+                Some((key, job, detect_failure(obs, config, key, job, false)?))
+            })
+            .collect();
+    }
+    for (job_key, job, action) in reports {
+        if let Action::ReportFailure { node, cause, .. } = &action {
+            failing_nodes.insert(*node);
+            // The report settles what the node accrued, then fails it.
+            let mut after = job.clone();
+            after.paid = after.paid.saturating_add(after.accrued);
+            after.accrued = 0;
+            if after.fail(*cause, obs.now_ms / 1_000).is_ok() && after.state.can_assign() {
+                requeued.push((*job_key, after));
             }
-            decision.actions.push(action);
         }
+        decision.actions.push(action);
     }
     place(obs, config, &failing_nodes, &requeued, &mut decision);
     decision
+}
+
+/// The brake on mass failure: when at least `brake_min_nodes` and
+/// `brake_percent` of the nodes holding a job look dead by their heartbeats
+/// (silent for half the timeout or more, or their stream dropped), the
+/// round's reports of lost nodes are held ([`Brake`]). Other reports (an
+/// exit, a checkpoint overdue on chain, a container that never started)
+/// are each per-node evidence and go ahead.
+fn mass_failure(
+    obs: &Observation<'_>,
+    config: &DetectorConfig,
+    reports: &[(&Pubkey, &Job, Action)],
+) -> Option<Brake> {
+    let holding: HashSet<Pubkey> = obs
+        .jobs
+        .iter()
+        .filter(|(_, job)| {
+            matches!(
+                job.state,
+                JobState::Assigned { .. } | JobState::Running { .. }
+            )
+        })
+        .filter_map(|(_, job)| job.node)
+        .collect();
+    // Nodes cut off together go past the timeout up to a heartbeat apart,
+    // and would be judged a round or two apart, a few at a time: a node
+    // silent for half the timeout, or whose stream dropped, already counts
+    // toward the share (it is reported only past the timeout).
+    let silent = holding
+        .iter()
+        .filter(|node| {
+            obs.liveness.vanished(node, obs.now_ms, 0)
+                || obs
+                    .now_ms
+                    .saturating_sub(obs.liveness.last_sign_of_life_ms(node))
+                    > config.heartbeat_timeout_ms / 2
+        })
+        .count();
+    let share_reached =
+        (silent as u128) * 100 >= u128::from(config.brake_percent) * holding.len() as u128;
+    if silent < config.brake_min_nodes.max(1) || !share_reached {
+        return None;
+    }
+    let held: Vec<Pubkey> = reports
+        .iter()
+        .filter(|(_, _, action)| {
+            matches!(
+                action,
+                Action::ReportFailure {
+                    stop: StopReason::NodeLost,
+                    ..
+                }
+            )
+        })
+        .map(|(key, _, _)| **key)
+        .collect();
+    Some(Brake {
+        silent,
+        holding: holding.len(),
+        held,
+    })
 }
 
 /// Whether the job's assignment has failed and why. Who pays is the failure
@@ -205,6 +333,7 @@ fn detect_failure(
     config: &DetectorConfig,
     job_key: &Pubkey,
     job: &Job,
+    by_heartbeat: bool,
 ) -> Option<Action> {
     let (node, provider) = (job.node?, job.provider?);
     let report = |stop: StopReason, detail: String| {
@@ -244,6 +373,7 @@ fn detect_failure(
 
     if let Some(at) = obs.liveness.dropped_at(&node)
         && at >= on_node_since_ms
+        && by_heartbeat
     {
         let gone_ms = obs.now_ms.saturating_sub(at);
         if gone_ms >= config.disconnect_grace_ms {
@@ -264,7 +394,7 @@ fn detect_failure(
     } else {
         config.heartbeat_timeout_ms
     };
-    if silent_ms > timeout_ms {
+    if silent_ms > timeout_ms && by_heartbeat {
         return report(
             StopReason::NodeLost,
             format!("no heartbeat for {silent_ms} ms"),
@@ -507,6 +637,20 @@ mod b58 {
 
     pub fn serialize<S: Serializer>(key: &Pubkey, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&key.to_string())
+    }
+}
+
+mod b58_vec {
+    use mcjs_client::Pubkey;
+    use serde::Serializer;
+    use serde::ser::SerializeSeq as _;
+
+    pub fn serialize<S: Serializer>(keys: &[Pubkey], s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(keys.len()))?;
+        for key in keys {
+            seq.serialize_element(&key.to_string())?;
+        }
+        seq.end()
     }
 }
 

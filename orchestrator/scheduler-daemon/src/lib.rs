@@ -13,6 +13,7 @@ pub mod auth;
 pub mod chain;
 pub mod core;
 pub mod duties;
+pub mod funds;
 pub mod gateway;
 pub mod liveness;
 pub mod metrics;
@@ -21,9 +22,11 @@ pub mod quota;
 pub mod s3;
 pub mod server;
 pub mod shell;
+pub mod sight;
 pub mod store_gate;
 pub mod transactions;
 pub mod verify;
+pub mod watch;
 
 pub use crate::core::{
     AccountKind, Action, Decision, DetectorConfig, Observation, Skipped, reconcile,

@@ -27,6 +27,17 @@ pub struct Metrics {
     /// Accounts the last round left out of placement because they cannot be scheduled, by
     /// kind ("node", "job"): anything above zero is a malformed account to look at.
     pub skipped_accounts: IntGaugeVec,
+    /// 1 while the store answers the scheduler's probes, 0 while it does
+    /// not (and no job is judged late).
+    pub store_up: IntGauge,
+    /// Reports of lost nodes the brake on mass failure held in the last
+    /// round (0 when it did not hold), and rounds it held.
+    pub brake_held: IntGauge,
+    pub brake_rounds: IntCounter,
+    /// The scheduler's SOL balance, and its net spending over the last hour
+    /// (`crate::funds`).
+    pub scheduler_lamports: IntGauge,
+    pub scheduler_spend_per_hour: IntGauge,
 }
 
 impl Metrics {
@@ -98,6 +109,31 @@ impl Metrics {
                 &["kind"],
             )
             .unwrap(),
+            store_up: IntGauge::new(
+                "mcjs_store_up",
+                "1 while the store answers the scheduler's probes (an s3:// store), 0 while it does not",
+            )
+            .unwrap(),
+            brake_held: IntGauge::new(
+                "mcjs_mass_failure_brake_held",
+                "Reports of lost nodes held by the brake on mass failure in the last round",
+            )
+            .unwrap(),
+            brake_rounds: IntCounter::new(
+                "mcjs_mass_failure_brake_rounds_total",
+                "Rounds in which the brake on mass failure held reports of lost nodes",
+            )
+            .unwrap(),
+            scheduler_lamports: IntGauge::new(
+                "mcjs_scheduler_lamports",
+                "The scheduler's SOL balance, in lamports",
+            )
+            .unwrap(),
+            scheduler_spend_per_hour: IntGauge::new(
+                "mcjs_scheduler_spent_lamports_per_hour",
+                "The scheduler's net SOL spending (fees and rent, less rent returned) over the last hour",
+            )
+            .unwrap(),
             registry,
         };
         for c in [
@@ -114,6 +150,11 @@ impl Metrics {
             Box::new(m.skipped_accounts.clone()),
             Box::new(m.store_refused.clone()),
             Box::new(m.store_grants.clone()),
+            Box::new(m.store_up.clone()),
+            Box::new(m.brake_held.clone()),
+            Box::new(m.brake_rounds.clone()),
+            Box::new(m.scheduler_lamports.clone()),
+            Box::new(m.scheduler_spend_per_hour.clone()),
         ] {
             m.registry.register(c).expect("metric names are unique");
         }

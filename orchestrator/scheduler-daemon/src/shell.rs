@@ -25,10 +25,12 @@ use crate::gateway::{self, GatewayState, S3Error, S3Store};
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::server::{Clock, ServerState, router};
+use crate::sight::Sight;
 use crate::transactions::{self, Unplanned};
 use crate::verify::{
     VerifyAction, VerifyObservation, needs_chain_read, passed_over, verify_duties,
 };
+pub use crate::watch::{STORE_PROBE_EVERY, STORE_PROBE_TIMEOUT, probe_store, watch_funds};
 use mcjs_protocol::peer::{PeerLimit, PerPeer};
 use mcjs_protocol::store::StoreUrl;
 
@@ -97,16 +99,12 @@ pub enum DaemonError {
 
 /// What the shell remembers between rounds, for metrics and logs, and the
 /// periods in which it could not read the chain (which the failure detector
-/// excuses): the chain holds everything else that decides anything.
+/// excuses, as it does the store's outages: [`Daemon::store_sight`]): the
+/// chain holds everything else that decides anything.
 #[derive(Default)]
 pub struct Memory {
-    /// When a round last read the chain, ms.
-    last_read_ms: Option<i64>,
-    /// A round has failed to read the chain since then.
-    unreadable: bool,
-    /// Recent outages (from the last read before to the first read after),
-    /// oldest first; at most [`OUTAGES_KEPT`].
-    outages: std::collections::VecDeque<(i64, i64)>,
+    /// When rounds read the chain, and when they could not.
+    chain: Sight,
     /// The last round's working set: a job gone from it since has settled
     /// (or closed), and is read once by address to count how it ended.
     working: HashSet<Pubkey>,
@@ -122,6 +120,8 @@ pub struct Memory {
     recovering_since: HashMap<Pubkey, (i64, u32)>,
     last_waiting: HashMap<Pubkey, String>,
     last_skipped: HashMap<Pubkey, String>,
+    /// The last round's decision was braked (logged once per episode).
+    braking: bool,
 }
 
 /// Transactions of one round in flight at once, by default. With 400 ms
@@ -131,36 +131,37 @@ pub struct Memory {
 /// endpoint allows more calls than a public one does.
 pub const SENDS_IN_FLIGHT: usize = 16;
 
-/// Outages remembered: the detector's allowances are hours at most, so
-/// older ones no longer excuse anything.
-const OUTAGES_KEPT: usize = 64;
-
 impl Memory {
+    /// What a scheduler started at `now` knows: nothing before it. A job is
+    /// judged late only for time after the start (the grace after a restart
+    /// or a takeover: every node has the chance to attest again first);
+    /// heartbeats are judged from the start by the liveness table.
+    pub fn started_at(now: i64) -> Self {
+        Self {
+            chain: Sight::blind_before(now),
+            ..Self::default()
+        }
+    }
+
     /// A round read the chain at `now`: a failed read since the last one
     /// makes the time between them an outage.
     pub fn read_chain(&mut self, now: i64) {
-        if std::mem::take(&mut self.unreadable)
-            && let Some(last) = self.last_read_ms
-        {
+        if let Some((from, to)) = self.chain.answered(now) {
             tracing::info!(
-                outage_ms = now.saturating_sub(last),
+                outage_ms = to.saturating_sub(from),
                 "the chain is readable again; no job is judged late for the time it was not"
             );
-            if self.outages.len() == OUTAGES_KEPT {
-                self.outages.pop_front();
-            }
-            self.outages.push_back((last, now));
         }
-        self.last_read_ms = Some(now);
     }
 
     /// A round could not read the chain.
     pub fn chain_unreadable(&mut self) {
-        self.unreadable = true;
+        self.chain.failed();
     }
 
+    /// The chain's closed outages.
     pub fn outages(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
-        self.outages.iter().copied()
+        self.chain.outages()
     }
 }
 
@@ -191,6 +192,10 @@ pub struct Daemon<C = LiveChain> {
     /// What each node owes as a checker, from the last verification read:
     /// served to agents so that none scans the program for its checks.
     pub duties: Arc<RwLock<CheckDuties>>,
+    /// Whether the store answers the scheduler's probes ([`probe_store`]),
+    /// and its outages: the failure detector excuses them as it does the
+    /// chain's.
+    pub store_sight: Arc<Mutex<Sight>>,
 }
 
 impl Daemon {
@@ -229,6 +234,7 @@ impl Daemon {
             clock,
             s3,
             duties: Arc::default(),
+            store_sight: Arc::default(),
         })
     }
 
@@ -263,6 +269,22 @@ impl Daemon {
             views: Default::default(),
             index: self.chain.index.clone(),
         };
+        if let Some(s3) = &self.s3 {
+            tokio::spawn(probe_store(
+                Arc::clone(s3),
+                Arc::clone(&self.store_sight),
+                self.metrics.clone(),
+                self.clock.clone(),
+                cancel.clone(),
+            ));
+        }
+        tokio::spawn(watch_funds(
+            self.chain.client.clone(),
+            self.chain.scheduler.pubkey(),
+            self.metrics.clone(),
+            self.clock.clone(),
+            cancel.clone(),
+        ));
         let per_peer = PerPeer::new(PER_PEER);
         let app = public_app(state, gateway, &per_peer);
         tokio::spawn(
@@ -279,7 +301,7 @@ impl Daemon {
         });
         info!(listen = %self.config.listen, rpc = %self.config.rpc_url, "scheduler started");
 
-        let mut memory = Memory::default();
+        let mut memory = Memory::started_at((self.clock)());
         let deployment = self.chain.deployment().await?;
         let mut again = false;
         loop {
@@ -292,8 +314,10 @@ impl Daemon {
             tokio::select! {
                 _ = cancel.cancelled() => break,
                 _ = tokio::time::sleep(pause) => {}
-                // An agent's stream dropped: judge it as soon as its grace is over.
+                // An agent's stream dropped: judge it as soon as its grace
+                // is over, with a blockhash fetched meanwhile for the report.
                 _ = wake.notified() => {
+                    self.chain.warm();
                     let grace = self.config.detector.disconnect_grace_ms.max(0) as u64;
                     tokio::time::sleep(Duration::from_millis(grace + 20)).await;
                 }
@@ -347,6 +371,16 @@ impl<C: DaemonChain> Daemon<C> {
         let now = (self.clock)();
         self.observe_metrics(jobs, now, memory);
         self.observe_departures(jobs, memory).await;
+        let outages: Vec<(i64, i64)> = memory
+            .chain
+            .outages_until(now)
+            .chain(
+                self.store_sight
+                    .lock()
+                    .expect("store sight")
+                    .outages_until(now),
+            )
+            .collect();
         let decision = {
             let liveness = self.liveness.lock().expect("liveness table");
             reconcile(
@@ -356,7 +390,7 @@ impl<C: DaemonChain> Daemon<C> {
                     nodes,
                     liveness: &liveness,
                     understaked: &understaked,
-                    outages: memory.outages.make_contiguous(),
+                    outages: &outages,
                 },
                 &self.config.detector,
             )
@@ -487,6 +521,28 @@ impl<C: DaemonChain> Daemon<C> {
                 memory
                     .last_skipped
                     .insert(skipped.account, skipped.reason.clone());
+            }
+        }
+        match &decision.brake {
+            Some(brake) => {
+                self.metrics.brake_held.set(brake.held.len() as i64);
+                self.metrics.brake_rounds.inc();
+                if !std::mem::replace(&mut memory.braking, true) {
+                    warn!(
+                        silent = brake.silent,
+                        holding = brake.holding,
+                        held = brake.held.len(),
+                        "mass failure brake: {} of the {} nodes holding a job look dead at once; no node is reported lost until the evidence is per node (a checkpoint overdue on chain) or the share falls",
+                        brake.silent,
+                        brake.holding
+                    );
+                }
+            }
+            None => {
+                self.metrics.brake_held.set(0);
+                if std::mem::take(&mut memory.braking) {
+                    info!("mass failure brake released");
+                }
             }
         }
         for waiting in &decision.waiting {
@@ -680,39 +736,5 @@ impl<C: DaemonChain> Daemon<C> {
         memory.seen_finished.retain(|key| keep.contains(key));
         memory.passed_over.retain(|(key, _)| keep.contains(key));
         memory.working = keep;
-    }
-}
-
-#[cfg(test)]
-mod outage_tests {
-    use super::Memory;
-
-    #[test]
-    fn an_outage_runs_from_the_last_read_before_to_the_first_after_and_old_ones_are_dropped() {
-        let mut m = Memory::default();
-        m.read_chain(1_000);
-        m.read_chain(2_000);
-        assert_eq!(
-            m.outages().count(),
-            0,
-            "reads without a failure are no outage"
-        );
-        m.chain_unreadable();
-        m.chain_unreadable();
-        m.read_chain(9_000);
-        assert_eq!(m.outages().collect::<Vec<_>>(), vec![(2_000, 9_000)]);
-        m.read_chain(10_000);
-        assert_eq!(m.outages().count(), 1);
-        // A failure before the first read ever is no outage of a known length.
-        let mut fresh = Memory::default();
-        fresh.chain_unreadable();
-        fresh.read_chain(5_000);
-        assert_eq!(fresh.outages().count(), 0);
-        for i in 0..100 {
-            m.chain_unreadable();
-            m.read_chain(20_000 + i * 10);
-        }
-        assert_eq!(m.outages().count(), super::OUTAGES_KEPT);
-        assert_eq!(m.outages().last(), Some((20_980, 20_990)));
     }
 }

@@ -1218,3 +1218,133 @@ fn a_job_is_never_placed_on_the_provider_proven_wrong_on_it() {
         }]
     );
 }
+
+/// `holding` nodes, each running a job that attested at T0 + 60 s (on time
+/// at T0 + 65 s), the first `silent` of them heard from last at T0 and the
+/// rest just now. The last silent node's job is also overdue on chain when
+/// `one_overdue`. Returns the jobs reported and whether the brake held.
+fn fleet_round(holding: u8, silent: u8, one_overdue: bool) -> (Vec<(Pubkey, StopReason)>, bool) {
+    fleet_round_with(holding, silent, 0, one_overdue)
+}
+
+/// As [`fleet_round`], with the `going` nodes after the silent ones heard
+/// from last 2 s ago: past half the heartbeat timeout, not past it.
+fn fleet_round_with(
+    holding: u8,
+    silent: u8,
+    going: u8,
+    one_overdue: bool,
+) -> (Vec<(Pubkey, StopReason)>, bool) {
+    let now = (T0 + 65) * MS;
+    let mut live = Liveness::new(T0 * MS);
+    let (mut jobs, mut nodes) = (Vec::new(), Vec::new());
+    for i in 0..holding {
+        let (job, n, p) = (key(100 + i), key(150 + i), key(200 + i));
+        let mut running = JobBuilder::pending().running_on(n, p, 1, T0).0;
+        running.progress_mark = T0 + 60;
+        if one_overdue && i + 1 == silent {
+            // Nothing attested for 150 s of an interval of 60.
+            running.progress_mark = T0 - 85;
+            running.state = JobState::Running { since: T0 - 100 };
+        }
+        jobs.push((job, running));
+        nodes.push((n, busy(node(p, 81_920), job)));
+        let heard = if i < silent {
+            T0 * MS
+        } else if i < silent + going {
+            now - 2_000
+        } else {
+            now - 100
+        };
+        live.record(heartbeat(n, vec![]), heard).unwrap();
+    }
+    let decision = reconcile(
+        &Observation {
+            now_ms: now,
+            jobs: &jobs,
+            nodes: &nodes,
+            liveness: &live,
+            understaked: &HashSet::new(),
+            outages: &[],
+        },
+        &DetectorConfig::default(),
+    );
+    let reported = decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::ReportFailure { job, stop, .. } => Some((*job, *stop)),
+            Action::Assign { .. } => None,
+        })
+        .collect();
+    if let Some(brake) = &decision.brake {
+        assert_eq!(usize::from(silent + going), brake.silent);
+        assert_eq!(usize::from(holding), brake.holding);
+    }
+    (reported, decision.brake.is_some())
+}
+
+#[test]
+fn many_nodes_silent_at_once_are_not_reported_lost_but_per_node_evidence_still_counts() {
+    let lost = |n: u8| -> Vec<(Pubkey, StopReason)> {
+        (0..n)
+            .map(|i| (key(100 + i), StopReason::NodeLost))
+            .collect()
+    };
+    // (holding a job, silent, the last silent one also overdue on chain, reported, braked)
+    let table: Vec<(u8, u8, bool, Vec<(Pubkey, StopReason)>, bool)> = vec![
+        // One or two nodes lost: below the brake's smallest count.
+        (5, 1, false, lost(1), false),
+        (5, 2, false, lost(2), false),
+        (3, 2, false, lost(2), false),
+        // Three of five (60%): held.
+        (5, 3, false, vec![], true),
+        (3, 3, false, vec![], true),
+        // Three of ten (30%): below the share, reported.
+        (10, 3, false, lost(3), false),
+        // Four of ten (40%): held.
+        (10, 4, false, vec![], true),
+        // Held, but one job has not attested on chain for 2.5 intervals:
+        // that is evidence of its own node, and it is reported for it.
+        (
+            5,
+            3,
+            true,
+            vec![(key(102), StopReason::AttestationOverdue)],
+            true,
+        ),
+    ];
+    for (holding, silent, overdue, reported, braked) in table {
+        assert_eq!(
+            fleet_round(holding, silent, overdue),
+            (reported, braked),
+            "{silent} of {holding} silent, overdue {overdue}"
+        );
+    }
+}
+
+#[test]
+fn nodes_cut_off_together_but_timed_out_a_heartbeat_apart_are_held_together() {
+    // Two of five past the timeout, a third going silent with them (2 s of
+    // a 3 s timeout): the share is reached in the round the first two time
+    // out, so none is reported one round at a time.
+    assert_eq!(fleet_round_with(5, 2, 1, false), (vec![], true));
+    // One past the timeout and one going: below the brake's count, and only
+    // the one past the timeout is reported.
+    assert_eq!(
+        fleet_round_with(5, 1, 1, false),
+        (vec![(key(100), StopReason::NodeLost)], false)
+    );
+}
+
+#[test]
+fn outages_that_overlap_are_excused_once() {
+    use mcjs_scheduler_daemon::core::excused_ms;
+    // The chain down 10..30, the store 20..50: 40 ms, not 50.
+    assert_eq!(excused_ms(&[(10, 30), (20, 50)], 0, 100), 40);
+    assert_eq!(excused_ms(&[(20, 50), (10, 30)], 0, 100), 40);
+    // One inside another.
+    assert_eq!(excused_ms(&[(10, 60), (20, 30)], 0, 100), 50);
+    // Clipped to the window first.
+    assert_eq!(excused_ms(&[(i64::MIN, 25), (20, 40)], 15, 35), 20);
+}

@@ -192,6 +192,7 @@ fn daemon(snapshot: Snapshot, refuse: Refuse) -> Daemon<FakeChain> {
         clock: Arc::new(|| NOW),
         s3: None,
         duties: Default::default(),
+        store_sight: Default::default(),
     }
 }
 
@@ -516,4 +517,89 @@ fn the_index_keeps_the_unsettled_jobs_apart_as_they_change() {
     // Closed: gone.
     index.apply(b, 5, None);
     assert_eq!(unsettled(&index), Vec::<Pubkey>::new());
+}
+
+/// A job on a live node whose last checkpoint was attested 203 s before the
+/// round, at an interval of 60 s (allowed 120 s): late, unless the store did
+/// not answer for most of that time.
+fn late_on_a_live_node() -> Daemon<FakeChain> {
+    let (job, spare) = (key(JOB), key(SPARE));
+    let running = JobBuilder::pending()
+        .running_on(spare, key(SPARE_PROVIDER), 4, T0 - 200)
+        .0;
+    let mut spare_node = busy(node(key(SPARE_PROVIDER), 81_920), job);
+    spare_node.index = 0;
+    daemon(
+        Snapshot {
+            jobs: vec![(job, running)],
+            nodes: vec![(spare, spare_node)],
+            params: params(),
+            providers: HashMap::from([(key(SPARE_PROVIDER), provider(200_000_000))]),
+        },
+        Refuse::Nothing,
+    )
+}
+
+#[tokio::test]
+async fn no_job_is_judged_late_for_the_time_the_store_did_not_answer() {
+    // What the store's probes saw, and what the round reports.
+    let table: Vec<(&str, Vec<Option<i64>>, Vec<&'static str>)> = vec![
+        (
+            "the store always answered",
+            vec![Some(T0 - 300)],
+            vec!["report"],
+        ),
+        // Down since before the last attestation, still down now.
+        ("down now", vec![Some(T0 - 300), None], vec![]),
+        // Down for 150 s of the 203: 53 s late, inside the allowance.
+        (
+            "down 150 s, back",
+            vec![Some(T0 - 190), None, Some(T0 - 40)],
+            vec![],
+        ),
+        // Down for 60 s of the 203: 143 s late, past it.
+        (
+            "down 60 s, back",
+            vec![Some(T0 - 190), None, Some(T0 - 130)],
+            vec!["report"],
+        ),
+        // Never answered since the scheduler started: nothing is judged late.
+        ("never answered", vec![None], vec![]),
+    ];
+    for (case, probes, expected) in table {
+        let d = late_on_a_live_node();
+        {
+            let mut sight = d.store_sight.lock().unwrap();
+            for probe in probes {
+                match probe {
+                    Some(secs) => {
+                        sight.answered(secs * MS);
+                    }
+                    None => {
+                        sight.failed();
+                    }
+                }
+            }
+        }
+        let (report, _) = one_round(&d).await;
+        assert_eq!(kinds(&report.done), expected, "{case}");
+    }
+}
+
+#[tokio::test]
+async fn a_restarted_scheduler_judges_lateness_only_from_its_start() {
+    // (started, seconds before the round; reported)
+    for (started_secs_ago, expected) in [(10, vec![]), (119, vec![]), (125, vec!["report"])] {
+        let d = late_on_a_live_node();
+        let mut memory = Memory::started_at(NOW - started_secs_ago * MS);
+        let report = d
+            .round(&deployment(), &mut memory)
+            .await
+            .expect("the round reads the chain");
+        assert_eq!(
+            kinds(&report.done),
+            expected,
+            "started {started_secs_ago} s before the round"
+        );
+    }
 }

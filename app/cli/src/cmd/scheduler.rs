@@ -31,6 +31,16 @@ pub struct SchedulerArgs {
     /// checkpoint interval is reported overdue.
     #[arg(long, default_value_t = 200)]
     pub overdue_percent: u32,
+    /// The brake on mass failure: when this percentage or more of the nodes
+    /// holding a job look dead by their heartbeats in one round (and at
+    /// least --brake-min-nodes of them), none is reported lost; their jobs
+    /// are reported only on per-node evidence (a checkpoint overdue on
+    /// chain). 100 or more turns the brake off for all but a whole fleet.
+    #[arg(long, default_value_t = mcjs_scheduler_daemon::core::BRAKE_PERCENT)]
+    pub brake_percent: u32,
+    /// The fewest nodes the brake holds: fewer lost at once are reported.
+    #[arg(long, default_value_t = mcjs_scheduler_daemon::core::BRAKE_MIN_NODES)]
+    pub brake_min_nodes: usize,
     /// The deployment's store of specs, checkpoints and outputs: a
     /// directory (`file:///dir` or a path) every process on this machine
     /// opens, or `s3://bucket/prefix?endpoint=URL&region=R` behind this
@@ -62,6 +72,8 @@ pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
             disconnect_grace_ms: args.disconnect_grace_ms as i64,
             restart_grace_ms: args.restart_grace_ms as i64,
             overdue_percent: args.overdue_percent.max(100),
+            brake_percent: args.brake_percent,
+            brake_min_nodes: args.brake_min_nodes,
             ..DetectorConfig::default()
         },
     };

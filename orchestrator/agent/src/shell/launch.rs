@@ -100,38 +100,53 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let restore_dir = match restore {
             None => None,
             Some(last) => {
+                let (job_id, restore_root) = (job.to_string(), dir.join("restore"));
+                let restore_from = async |expected: &[ExpectedCheckpoint]| {
+                    patiently(
+                        "restore the last checkpoint",
+                        || {
+                            ctx.pipeline.store.restore(
+                                &job_id,
+                                expected,
+                                ctx.pipeline.limits,
+                                &restore_root,
+                            )
+                        },
+                        StoreError::is_unavailable,
+                    )
+                    .await
+                };
+                // The last attested checkpoint, named by the job's account,
+                // is what a restore almost always uses: the job's history
+                // (a transaction read per attestation, growing with the job)
+                // is read only when it cannot be fetched or verified.
                 let mut expected = vec![ExpectedCheckpoint {
                     step: last.step,
                     hash: last.hash,
                 }];
-                match s.chain.attested(job).await {
-                    Ok(history) => expected.extend(
-                        history
-                            .into_iter()
-                            .filter(|a| (a.epoch, a.step) < (last.epoch, last.step))
-                            .map(|a| ExpectedCheckpoint {
-                                step: a.step,
-                                hash: a.hash,
-                            }),
-                    ),
-                    Err(e) => {
-                        tracing::warn!(%job, error = %e, "cannot read the job's attestation history; only the last checkpoint can be restored")
+                let mut restored = restore_from(&expected).await;
+                if matches!(&restored, Err(e) if !e.is_unavailable()) {
+                    match s.chain.attested(job).await {
+                        Ok(history) => {
+                            let before = expected.len();
+                            expected.extend(
+                                history
+                                    .into_iter()
+                                    .filter(|a| (a.epoch, a.step) < (last.epoch, last.step))
+                                    .map(|a| ExpectedCheckpoint {
+                                        step: a.step,
+                                        hash: a.hash,
+                                    }),
+                            );
+                            if expected.len() > before {
+                                restored = restore_from(&expected).await;
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(%job, error = %e, "cannot read the job's attestation history; only the last checkpoint could be restored")
+                        }
                     }
                 }
-                let (job_id, restore_root) = (job.to_string(), dir.join("restore"));
-                let restored = patiently(
-                    "restore the last checkpoint",
-                    || {
-                        ctx.pipeline.store.restore(
-                            &job_id,
-                            &expected,
-                            ctx.pipeline.limits,
-                            &restore_root,
-                        )
-                    },
-                    StoreError::is_unavailable,
-                )
-                .await;
                 match restored {
                     Ok(r) => {
                         for skipped in &r.skipped {

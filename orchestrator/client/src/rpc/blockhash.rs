@@ -19,6 +19,10 @@ use solana_signature::Signature;
 /// How long a fetched blockhash is signed with.
 pub const BLOCKHASH_REUSE: Duration = Duration::from_secs(20);
 
+/// A blockhash fetched ahead of a send ([`crate::ChainClient::warm`]) is
+/// fetched when the held one has less than this left to be signed with.
+pub const WARM_FOR: Duration = Duration::from_secs(10);
+
 /// The blockhash held, when it was fetched, and what was signed with it.
 #[derive(Debug, Default)]
 pub(super) struct Recent {
@@ -32,6 +36,13 @@ impl Recent {
         self.held
             .filter(|(_, at)| now.saturating_duration_since(*at) < BLOCKHASH_REUSE)
             .map(|(hash, _)| hash)
+    }
+
+    /// Whether a send expected soon would find no held blockhash, or one
+    /// with less than [`WARM_FOR`] of its reuse left.
+    pub fn needs_warming(&self, now: Instant) -> bool {
+        self.held
+            .is_none_or(|(_, at)| now.saturating_duration_since(at) + WARM_FOR >= BLOCKHASH_REUSE)
     }
 
     /// `hash` was fetched at `now`.
@@ -70,6 +81,7 @@ mod tests {
         let (s1, s2) = (Signature::from([1; 64]), Signature::from([2; 64]));
         let mut recent = Recent::default();
         assert_eq!(recent.reusable(t0), None, "nothing fetched yet");
+        assert!(recent.needs_warming(t0), "nothing to sign with");
         recent.hold(a, t0);
         assert_eq!(recent.reusable(t0 + Duration::from_secs(19)), Some(a));
         assert_eq!(
@@ -77,6 +89,8 @@ mod tests {
             None,
             "too old to sign with"
         );
+        assert!(recent.needs_warming(t0 + Duration::from_secs(10)));
+        assert!(!recent.needs_warming(t0 + Duration::from_secs(9)));
         assert!(recent.first_use(a, s1));
         assert!(recent.first_use(a, s2));
         assert!(

@@ -249,6 +249,28 @@ impl ChainClient {
         )))
     }
 
+    /// A transaction is coming: fetches a blockhash in the background when
+    /// the held one would not last [`super::blockhash::WARM_FOR`] more, so
+    /// the send that follows (an agent's `start_job` once its container
+    /// runs, the scheduler's report when a node's grace ends) signs at once
+    /// instead of waiting a round trip for one. One fetch at a time, shared
+    /// with the senders'.
+    pub fn warm(&self) {
+        if !self.recent().needs_warming(Instant::now()) {
+            return;
+        }
+        let client = self.clone();
+        tokio::spawn(async move {
+            let Ok(_one) = client.fetching.try_lock() else {
+                return; // a fetch is under way
+            };
+            match client.rpc.get_latest_blockhash().await {
+                Ok(hash) => client.recent().hold(hash, Instant::now()),
+                Err(e) => tracing::debug!(error = %e, "no blockhash fetched ahead of a send"),
+            }
+        });
+    }
+
     fn recent(&self) -> std::sync::MutexGuard<'_, super::blockhash::Recent> {
         self.blockhash.lock().unwrap_or_else(|e| e.into_inner())
     }
