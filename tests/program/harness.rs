@@ -372,6 +372,14 @@ impl Env {
         self.svm.get_sysvar::<Clock>().slot
     }
 
+    /// Moves the clock `slots` slots on (time as well, 400 ms a slot).
+    pub fn advance_slots(&mut self, slots: u64) {
+        let mut clock = self.svm.get_sysvar::<Clock>();
+        clock.slot += slots - 1;
+        self.svm.set_sysvar(&clock);
+        self.warp((slots as i64 * 2 + 4) / 5);
+    }
+
     pub fn warp(&mut self, secs: i64) {
         self.set_time(self.now() + secs);
     }
@@ -558,6 +566,10 @@ impl Env {
 
     pub fn account(&self, key: &Pubkey) -> Option<Account> {
         self.svm.get_account(key).filter(|a| a.lamports > 0)
+    }
+
+    pub fn lease(&self) -> SchedulerLease {
+        decode::lease(&self.account(&pda::lease()).unwrap().data).unwrap()
     }
 
     pub fn config(&self) -> Config {
@@ -849,7 +861,7 @@ impl Env {
             .iter()
             .chain(self.providers.iter())
             .copied()
-            .chain(std::iter::once(pda::config()));
+            .chain([pda::config(), pda::lease()]);
         for key in keys {
             if let Some(account) = self.account(&key) {
                 program_accounts.insert(key, account.data);

@@ -15,4 +15,5 @@ mod job_life;
 mod node_profiles;
 mod operator_keys;
 mod properties;
+mod scheduler_lease;
 mod verification;

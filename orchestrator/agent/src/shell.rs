@@ -76,8 +76,13 @@ pub struct AgentConfig {
     pub max_checkpoint_interval: Option<Duration>,
     /// Hashing threads per checkpoint (0: one per core).
     pub hash_threads: usize,
-    /// Heartbeats go here (`http://host:port`), when set.
+    /// Heartbeats go here (`http://host:port`), when set; the store
+    /// gateway and check duties are asked here.
     pub scheduler: Option<String>,
+    /// Other schedulers of the deployment (standbys of the lease): the
+    /// heartbeats go to each as well, so that whichever takes the lease
+    /// over knows from its first round who is alive.
+    pub standby_schedulers: Vec<String>,
     /// The agent's own API, announced in heartbeats.
     pub agent_url: String,
     /// Where job inputs may come from (data roots, internal networks).
@@ -272,8 +277,17 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             max_checkpoint_interval: s.config.max_checkpoint_interval,
         });
         core.found_containers(self.find_containers().await?);
-        if let Some(url) = s.config.scheduler.clone() {
-            tracker.spawn(heartbeat::heartbeats(Arc::clone(s), url, cancel.clone()));
+        for url in s
+            .config
+            .scheduler
+            .iter()
+            .chain(&s.config.standby_schedulers)
+        {
+            tracker.spawn(heartbeat::heartbeats(
+                Arc::clone(s),
+                url.clone(),
+                cancel.clone(),
+            ));
         }
         // An assignment changes the node's account, an attestation or a
         // fencing the job's: the chain is read when either changes (and

@@ -435,6 +435,7 @@ async fn the_agent_runs_only_with_its_nodes_operator_key_never_a_wallet_that_can
         max_checkpoint_interval: None,
         hash_threads: 1,
         scheduler: None,
+        standby_schedulers: Vec::new(),
         agent_url: "http://127.0.0.1:0".into(),
         staging: Default::default(),
         disk: mcjs_agent::DiskBound::Auto,

@@ -228,6 +228,7 @@ async fn setup(uri: impl FnOnce(&Path) -> (String, String)) -> Setup {
         max_checkpoint_interval: None,
         hash_threads: 1,
         scheduler: None,
+        standby_schedulers: Vec::new(),
         agent_url: "http://127.0.0.1:0".into(),
         staging: StagingPolicy {
             data_roots: vec![datasets],

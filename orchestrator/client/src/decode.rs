@@ -1,7 +1,7 @@
 //! Decoding the program's accounts from raw account data.
 
 use anchor_lang::{AccountDeserialize, Discriminator};
-use mcjs::state::{Config, Job, Node, Provider, Segment, Verification};
+use mcjs::state::{Config, Job, Node, Provider, SchedulerLease, Segment, Verification};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
@@ -27,6 +27,10 @@ fn decode<T: AccountDeserialize + Discriminator>(
 
 pub fn config(data: &[u8]) -> Result<Config, DecodeError> {
     decode("Config", data)
+}
+
+pub fn lease(data: &[u8]) -> Result<SchedulerLease, DecodeError> {
+    decode("SchedulerLease", data)
 }
 
 pub fn provider(data: &[u8]) -> Result<Provider, DecodeError> {

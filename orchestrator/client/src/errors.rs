@@ -201,6 +201,9 @@ all_errors![
     CheckerHardwareClass,
     UnexpectedAccounts,
     SettlementAccountsRequired,
+    NotLeaseHolder,
+    LeaseHeld,
+    InvalidLease,
 ];
 
 #[cfg(test)]

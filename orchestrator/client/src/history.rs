@@ -51,6 +51,8 @@ macro_rules! program_events {
 program_events![
     ConfigInitialized,
     ConfigUpdated,
+    SchedulersSet,
+    LeaseTaken,
     ProviderRegistered,
     StakeAdded,
     WithdrawalRequested,
@@ -198,6 +200,16 @@ impl McjsEvent {
                 e.admin, e.scheduler, e.usdc_mint, e.treasury, e.insurance_pool
             ),
             ConfigUpdated(e) => format!("config updated: {:?} -> {:?}", e.old, e.new),
+            SchedulersSet(e) => format!(
+                "schedulers set: {} with standbys {:?}, lease {} slots",
+                e.scheduler,
+                e.standbys.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+                e.lease_slots
+            ),
+            LeaseTaken(e) => format!(
+                "scheduler {} took the lease from {} (term {} ended, term {} began at slot {})",
+                e.holder, e.previous, e.ended_term, e.term, e.slot
+            ),
             ProviderRegistered(e) => format!(
                 "provider {} registered by {} with stake {} USDC",
                 e.provider,

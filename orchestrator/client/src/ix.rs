@@ -41,6 +41,7 @@ pub fn initialize(
         acc::Initialize {
             admin: *admin,
             config: pda::config(),
+            lease: pda::lease(),
             usdc_mint: *usdc_mint,
             treasury: *treasury,
             insurance_pool: pda::insurance_pool(),
@@ -71,6 +72,30 @@ pub fn update_config(
             new_treasury,
         },
         data::UpdateConfig { args },
+    )
+}
+
+/// Names the standby schedulers and the lease's length (admin only).
+pub fn set_schedulers(admin: &Pubkey, args: args::SetSchedulersArgs) -> Instruction {
+    build(
+        acc::SetSchedulers {
+            admin: *admin,
+            config: pda::config(),
+            lease: pda::lease(),
+        },
+        data::SetSchedulers { args },
+    )
+}
+
+/// Renews the scheduler lease, or takes it once it expired.
+pub fn hold_lease(scheduler: &Pubkey) -> Instruction {
+    build(
+        acc::HoldLease {
+            scheduler: *scheduler,
+            config: pda::config(),
+            lease: pda::lease(),
+        },
+        data::HoldLease {},
     )
 }
 
@@ -270,6 +295,7 @@ pub fn assign_job(
         acc::AssignJob {
             scheduler: *scheduler,
             config: pda::config(),
+            lease: pda::lease(),
             job: *job,
             node: *node,
             provider: *provider,
@@ -646,6 +672,7 @@ pub fn open_verification(
         acc::OpenVerification {
             scheduler: *scheduler,
             config: pda::config(),
+            lease: pda::lease(),
             job: *job,
             segment: pda::segment(job, segment_generation),
             verification: pda::verification(job, interval),

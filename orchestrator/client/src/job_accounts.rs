@@ -53,6 +53,7 @@ impl JobAccounts {
             acc::ReportFailure {
                 reporter: *reporter,
                 config: pda::config(),
+                lease: pda::lease(),
                 job: self.job,
                 node: self.node,
                 provider: self.provider,

@@ -224,6 +224,7 @@ async fn in_memory(nodes: usize, jobs: usize) {
         s3: None,
         duties: Default::default(),
         store_sight: Default::default(),
+        leading: Default::default(),
     };
     let deployment = ix::Deployment {
         usdc_mint: Pubkey::new_unique(),

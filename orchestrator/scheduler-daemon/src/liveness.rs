@@ -52,6 +52,14 @@ impl Liveness {
         }
     }
 
+    /// Every node's timer starts again at `now_ms`, as if this scheduler
+    /// had just begun listening: what a scheduler that takes the lease over
+    /// does, so that nobody is judged silent for the time before it led
+    /// (streams and heartbeats already received are kept).
+    pub fn restart_timers(&mut self, now_ms: i64) {
+        self.listening_since_ms = self.listening_since_ms.max(now_ms);
+    }
+
     pub fn record(&mut self, heartbeat: Heartbeat, received_ms: i64) -> Result<(), HeartbeatError> {
         let node: Pubkey = heartbeat
             .node

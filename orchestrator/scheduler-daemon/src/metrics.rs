@@ -30,6 +30,8 @@ pub struct Metrics {
     /// 1 while the store answers the scheduler's probes, 0 while it does
     /// not (and no job is judged late).
     pub store_up: IntGauge,
+    pub leader: IntGauge,
+    pub lease_term: IntGauge,
     /// Reports of lost nodes the brake on mass failure held in the last
     /// round (0 when it did not hold), and rounds it held.
     pub brake_held: IntGauge,
@@ -114,6 +116,16 @@ impl Metrics {
                 "1 while the store answers the scheduler's probes (an s3:// store), 0 while it does not",
             )
             .unwrap(),
+            leader: IntGauge::new(
+                "mcjs_scheduler_leader",
+                "1 while this scheduler holds the lease and acts, 0 while it follows another",
+            )
+            .unwrap(),
+            lease_term: IntGauge::new(
+                "mcjs_scheduler_lease_term",
+                "The scheduler lease's term as this scheduler last read it",
+            )
+            .unwrap(),
             brake_held: IntGauge::new(
                 "mcjs_mass_failure_brake_held",
                 "Reports of lost nodes held by the brake on mass failure in the last round",
@@ -151,6 +163,8 @@ impl Metrics {
             Box::new(m.store_refused.clone()),
             Box::new(m.store_grants.clone()),
             Box::new(m.store_up.clone()),
+            Box::new(m.leader.clone()),
+            Box::new(m.lease_term.clone()),
             Box::new(m.brake_held.clone()),
             Box::new(m.brake_rounds.clone()),
             Box::new(m.scheduler_lamports.clone()),

@@ -22,6 +22,7 @@ pub use crate::chain::{DaemonChain, LiveChain, Snapshot};
 use crate::core::{AccountKind, Action, DetectorConfig, Observation, cause_name, reconcile};
 use crate::duties::CheckDuties;
 use crate::gateway::{self, GatewayState, S3Error, S3Store};
+use crate::lease::{Leading, LeaseStep, Role, lease_step};
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::server::{Clock, ServerState, router};
@@ -30,7 +31,9 @@ use crate::transactions::{self, Unplanned};
 use crate::verify::{
     VerifyAction, VerifyObservation, needs_chain_read, passed_over, verify_duties,
 };
-pub use crate::watch::{STORE_PROBE_EVERY, STORE_PROBE_TIMEOUT, probe_store, watch_funds};
+pub use crate::watch::{
+    STORE_PROBE_EVERY, STORE_PROBE_TIMEOUT, hold_lease, probe_store, watch_funds,
+};
 use mcjs_protocol::peer::{PeerLimit, PerPeer};
 use mcjs_protocol::store::StoreUrl;
 
@@ -85,7 +88,7 @@ pub enum DaemonError {
     #[error(transparent)]
     Chain(#[from] ChainError),
     #[error(
-        "{key} is not the scheduler authority of this deployment ({expected}); pass the scheduler's keypair"
+        "{key} is neither this deployment's scheduler ({expected}) nor one of its standbys; pass the scheduler's keypair, or name this key a standby with `mcjs admin set-schedulers --standby {key}`"
     )]
     NotScheduler { key: Pubkey, expected: Pubkey },
     #[error(transparent)]
@@ -122,6 +125,8 @@ pub struct Memory {
     last_skipped: HashMap<Pubkey, String>,
     /// The last round's decision was braked (logged once per episode).
     braking: bool,
+    /// The last round followed another scheduler's lead.
+    following: bool,
 }
 
 /// Transactions of one round in flight at once, by default. With 400 ms
@@ -196,21 +201,27 @@ pub struct Daemon<C = LiveChain> {
     /// and its outages: the failure detector excuses them as it does the
     /// chain's.
     pub store_sight: Arc<Mutex<Sight>>,
+    /// Whether this scheduler holds the lease and acts, or follows
+    /// ([`hold_lease`] keeps it to the chain).
+    pub leading: Arc<Leading>,
 }
 
 impl Daemon {
-    /// Checks that `scheduler` is the deployment's scheduler authority.
+    /// Checks that `scheduler` is a member of the deployment's scheduler
+    /// lease (the Config's scheduler or a standby).
     pub async fn connect(
         config: DaemonConfig,
         scheduler: Keypair,
         clock: Clock,
     ) -> Result<Self, DaemonError> {
         let client = config.client();
-        let (_, chain_config) = client.config().await?;
-        if chain_config.scheduler != scheduler.pubkey() {
+        client.config().await?;
+        let view = client.lease_view().await?;
+        let step = lease_step(&view, &scheduler.pubkey());
+        if step == LeaseStep::Outsider {
             return Err(DaemonError::NotScheduler {
                 key: scheduler.pubkey(),
-                expected: chain_config.scheduler,
+                expected: view.config.scheduler,
             });
         }
         let s3 = match &config.store {
@@ -235,6 +246,7 @@ impl Daemon {
             s3,
             duties: Arc::default(),
             store_sight: Arc::default(),
+            leading: Arc::new(Leading::new(Role::after(step, false))),
         })
     }
 
@@ -278,6 +290,13 @@ impl Daemon {
                 cancel.clone(),
             ));
         }
+        tokio::spawn(hold_lease(
+            self.chain.client.clone(),
+            self.chain.scheduler.insecure_clone(),
+            Arc::clone(&self.leading),
+            self.metrics.clone(),
+            cancel.clone(),
+        ));
         tokio::spawn(watch_funds(
             self.chain.client.clone(),
             self.chain.scheduler.pubkey(),
@@ -299,7 +318,7 @@ impl Daemon {
             .with_graceful_shutdown(server_cancel.cancelled_owned())
             .await;
         });
-        info!(listen = %self.config.listen, rpc = %self.config.rpc_url, "scheduler started");
+        info!(listen = %self.config.listen, rpc = %self.config.rpc_url, role = ?self.leading.role(), "scheduler started");
 
         let mut memory = Memory::started_at((self.clock)());
         let deployment = self.chain.deployment().await?;
@@ -363,6 +382,9 @@ impl<C: DaemonChain> Daemon<C> {
             providers,
         } = &snapshot;
         *self.directory.write().expect("node directory") = Directory::from_chain(nodes);
+        if !self.lead_or_follow(memory) {
+            return Ok(RoundReport::default());
+        }
         let understaked: HashSet<Pubkey> = providers
             .iter()
             .filter(|(_, p)| p.committed_stake() < params.min_provider_stake)
@@ -464,6 +486,32 @@ impl<C: DaemonChain> Daemon<C> {
             warn!(error = %err, "verification duties failed; retrying next round");
         }
         Ok(report)
+    }
+
+    /// Whether this round acts: only while this scheduler holds the lease.
+    /// A follower keeps a memory that knows nothing before now, so that
+    /// when it takes over it judges no job late, and no node silent, for
+    /// the time before it led (the grace after a takeover).
+    fn lead_or_follow(&self, memory: &mut Memory) -> bool {
+        let now = (self.clock)();
+        let role = self.leading.role();
+        if !role.leads() {
+            *memory = Memory::started_at(now);
+            memory.following = true;
+            return false;
+        }
+        if memory.following {
+            *memory = Memory::started_at(now);
+            self.liveness
+                .lock()
+                .expect("liveness table")
+                .restart_timers(now);
+            info!(
+                ?role,
+                "took over as the acting scheduler: nobody is judged late or silent for the time before"
+            );
+        }
+        true
     }
 
     /// Sends one planned transaction, and its fallback when it is refused.

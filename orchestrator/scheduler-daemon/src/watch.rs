@@ -1,16 +1,18 @@
 //! What the scheduler watches beside its rounds: whether the store answers
-//! (the failure detector excuses its outages, `crate::sight`) and its own
-//! SOL (`crate::funds`). Each is a loop of its own until the daemon stops.
+//! (the failure detector excuses its outages, `crate::sight`), its own SOL
+//! (`crate::funds`) and the scheduler lease (`crate::lease`). Each is a
+//! loop of its own until the daemon stops.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcjs_client::{ChainClient, Pubkey};
+use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, ix};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::funds::{FUNDS_EVERY, Funds};
 use crate::gateway::S3Store;
+use crate::lease::{LEASE_CHECK_EVERY, Leading, LeaseStep, Role, lease_step};
 use crate::metrics::Metrics;
 use crate::server::Clock;
 use crate::sight::Sight;
@@ -112,6 +114,69 @@ pub async fn watch_funds(
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(FUNDS_EVERY) => {}
+        }
+    }
+}
+
+/// Reads the scheduler lease every [`LEASE_CHECK_EVERY`] until `cancel`,
+/// renews it while this scheduler holds it, takes it once another member's
+/// expires, and keeps `leading` (what the rounds act on) and the
+/// `mcjs_scheduler_leader` and `mcjs_scheduler_lease_term` gauges to what
+/// it read. A read that fails changes nothing: a leader stays one until
+/// the chain shows another holder (its transactions are refused then).
+pub async fn hold_lease(
+    client: ChainClient,
+    scheduler: Keypair,
+    leading: Arc<Leading>,
+    metrics: Arc<Metrics>,
+    cancel: CancellationToken,
+) {
+    let me = scheduler.pubkey();
+    loop {
+        match client.lease_view().await {
+            Ok(view) => {
+                let step = lease_step(&view, &me);
+                let landed = match step {
+                    LeaseStep::Renew { .. } | LeaseStep::Take { .. } => {
+                        let sent = client.send(&[ix::hold_lease(&me)], &[&scheduler]).await;
+                        if let Err(err) = &sent {
+                            warn!(error = %err, ?step, "could not hold the scheduler lease; trying again");
+                        }
+                        sent.is_ok()
+                    }
+                    _ => false,
+                };
+                let role = Role::after(step, landed);
+                let was = leading.set(role);
+                if was != role {
+                    match role {
+                        Role::Leader { term } => info!(
+                            term,
+                            "this scheduler holds the lease: it places, reports and checks"
+                        ),
+                        Role::Standby { holder, term } => info!(
+                            %holder,
+                            term,
+                            "another scheduler holds the lease: this one follows, serving heartbeats and the store"
+                        ),
+                        Role::Outsider => warn!(
+                            scheduler = %me,
+                            "this key is neither the Config's scheduler nor a standby: it will never act (mcjs admin set-schedulers names standbys)"
+                        ),
+                    }
+                }
+                metrics.leader.set(i64::from(role.leads()));
+                if let Role::Leader { term } | Role::Standby { term, .. } = role {
+                    metrics
+                        .lease_term
+                        .set(i64::try_from(term).unwrap_or(i64::MAX));
+                }
+            }
+            Err(err) => debug!(error = %err, "cannot read the scheduler lease"),
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(LEASE_CHECK_EVERY) => {}
         }
     }
 }

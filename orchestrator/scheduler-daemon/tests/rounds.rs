@@ -193,6 +193,7 @@ fn daemon(snapshot: Snapshot, refuse: Refuse) -> Daemon<FakeChain> {
         s3: None,
         duties: Default::default(),
         store_sight: Default::default(),
+        leading: Default::default(),
     }
 }
 
@@ -602,4 +603,50 @@ async fn a_restarted_scheduler_judges_lateness_only_from_its_start() {
             "started {started_secs_ago} s before the round"
         );
     }
+}
+
+/// A scheduler that follows another's lead sends nothing, however dead a
+/// node looks to it; when it takes the lease over, its first round judges
+/// nobody silent for the time before it led (the lost node last heard
+/// from at T0 has a full heartbeat timeout from the takeover), where a
+/// scheduler that led all along reports it.
+#[tokio::test]
+async fn a_follower_sends_nothing_and_a_new_leader_restarts_every_nodes_timer() {
+    use mcjs_scheduler_daemon::lease::Role;
+    let d = daemon(lost_node(false), Refuse::Nothing);
+    d.leading.set(Role::Standby {
+        holder: key(251),
+        term: 3,
+    });
+    let mut memory = Memory::default();
+    let report = d.round(&deployment(), &mut memory).await.unwrap();
+    assert_eq!(report, RoundReport::default());
+    assert!(
+        d.chain.sent.lock().unwrap().is_empty(),
+        "a follower sends nothing"
+    );
+
+    d.leading.set(Role::Leader { term: 4 });
+    let report = d.round(&deployment(), &mut memory).await.unwrap();
+    assert!(
+        report
+            .done
+            .iter()
+            .all(|a| !matches!(a, Action::ReportFailure { .. })),
+        "no report in the first round after a takeover: {:?}",
+        report.done
+    );
+    assert!(
+        d.chain
+            .sent
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(ixs, _)| ixs.iter().all(|ix| name(ix) != "report_failure"))
+    );
+
+    // The same daemon, had it led all along, reports the lost node at once.
+    let leader = daemon(lost_node(false), Refuse::Nothing);
+    let (report, _) = one_round(&leader).await;
+    assert!(kinds(&report.done).contains(&"report"));
 }

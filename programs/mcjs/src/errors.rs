@@ -167,4 +167,10 @@ pub enum McjsError {
     UnexpectedAccounts,
     #[msg("this attestation exhausts the bond and pauses the job: it must name the settlement accounts (provider, job vault, mint, payout, treasury, token program, a writable node)")]
     SettlementAccountsRequired,
+    #[msg("another scheduler holds the lease: only its holder assigns, reports and opens verifications (a standby takes over once the lease expires)")]
+    NotLeaseHolder,
+    #[msg("the scheduler lease is held and has not expired: it cannot be taken yet")]
+    LeaseHeld,
+    #[msg("a lease lasts at least one slot, names at most four standbys, none twice, and starts at term 1")]
+    InvalidLease,
 }

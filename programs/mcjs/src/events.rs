@@ -19,6 +19,26 @@ pub struct ConfigInitialized {
     pub params: ConfigParams,
 }
 
+/// A scheduler took the lease: from now on only it assigns, reports and
+/// opens verifications.
+#[event]
+pub struct LeaseTaken {
+    pub holder: Pubkey,
+    pub previous: Pubkey,
+    pub term: u64,
+    pub ended_term: u64,
+    pub slot: u64,
+    pub at: i64,
+}
+
+/// The admin named the standby schedulers and the lease's length.
+#[event]
+pub struct SchedulersSet {
+    pub scheduler: Pubkey,
+    pub standbys: Vec<Pubkey>,
+    pub lease_slots: u64,
+}
+
 #[event]
 pub struct ConfigUpdated {
     pub old: ConfigSnapshot,

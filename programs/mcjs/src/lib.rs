@@ -46,6 +46,18 @@ pub mod mcjs {
         UpdateConfig::update_config(ctx, args)
     }
 
+    /// Names the standby schedulers and the lease's length; admin only.
+    pub fn set_schedulers(ctx: Context<SetSchedulers>, args: SetSchedulersArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
+        SetSchedulers::set_schedulers(ctx, args)
+    }
+
+    /// Renews the scheduler lease, or takes it once it expired.
+    pub fn hold_lease(ctx: Context<HoldLease>) -> Result<()> {
+        no_extra_accounts(&ctx)?;
+        HoldLease::hold_lease(ctx)
+    }
+
     /// Registers a provider and locks its first stake.
     pub fn register_provider(
         ctx: Context<RegisterProvider>,

@@ -3,8 +3,8 @@
 use std::fmt;
 
 use anyhow::bail;
-use mcjs::instructions::{InitializeArgs, UpdateConfigArgs};
-use mcjs::state::{Config, ConfigParams};
+use mcjs::instructions::{InitializeArgs, SetSchedulersArgs, UpdateConfigArgs};
+use mcjs::state::{Config, ConfigParams, SchedulerLease};
 use mcjs_client::{ChainClient, ChainError, Signer, ix};
 use serde::Serialize;
 
@@ -116,6 +116,19 @@ pub enum AdminCommand {
         #[command(flatten)]
         params: ParamArgs,
     },
+    /// Name the standby schedulers (admin only): up to four keys besides
+    /// the Config's scheduler that may take the scheduler lease when its
+    /// holder stops renewing it. Each runs `mcjs scheduler` with its own
+    /// keypair; the one holding the lease acts, the others follow.
+    SetSchedulers {
+        /// A standby's key; repeat for several; none clears the list.
+        #[arg(long = "standby", value_name = "PUBKEY")]
+        standbys: Vec<String>,
+        /// How many slots a renewal of the lease lasts (a standby takes
+        /// over this long after the holder's last renewal).
+        #[arg(long, default_value_t = mcjs::state::DEFAULT_LEASE_SLOTS)]
+        lease_slots: u64,
+    },
     /// Deploy the program's SBF ELF (scripts/build-sbf.sh) by loader
     /// transactions: write a buffer, deploy at the program keypair's
     /// address, hand the upgrade authority on. The wallet pays; `initialize`
@@ -225,6 +238,33 @@ pub fn run(cmd: AdminCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
                     .await?;
                 show(&client, global, "updated", Some(sig)).await
             }
+            AdminCommand::SetSchedulers { standbys, lease_slots } => {
+                let wallet = ctx.wallet()?;
+                let (_, config) = client.config().await?;
+                if config.admin != wallet.pubkey() {
+                    bail!("the wallet {} is not the admin ({}): sign with the admin's keypair (-k)", wallet.pubkey(), config.admin);
+                }
+                let standbys = standbys
+                    .iter()
+                    .map(|s| parse_pubkey(s, "--standby"))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                if standbys.len() > mcjs::state::MAX_STANDBYS {
+                    bail!("at most {} standbys (got {})", mcjs::state::MAX_STANDBYS, standbys.len());
+                }
+                if standbys.contains(&config.scheduler) {
+                    bail!("{} is the Config's scheduler, a member already: name only the other schedulers", config.scheduler);
+                }
+                if lease_slots == 0 {
+                    bail!("--lease-slots must be at least 1");
+                }
+                let sig = client
+                    .send(
+                        &[ix::set_schedulers(&wallet.pubkey(), SetSchedulersArgs { standbys, lease_slots })],
+                        &[&wallet],
+                    )
+                    .await?;
+                show(&client, global, "schedulers set", Some(sig)).await
+            }
             AdminCommand::Deploy { so, program_keypair, upgrade_authority, upgrade } => {
                 let wallet = ctx.wallet()?;
                 let view = crate::cmd::deploy::deploy(
@@ -274,9 +314,10 @@ async fn show(
 ) -> anyhow::Result<u8> {
     let (key, config) = client.config().await?;
     let pool = client.token_balance(&config.insurance_pool).await?;
-    global
-        .output
-        .print(&ConfigView::new(action, signature, key, &config, pool))?;
+    let lease = client.lease_view().await.ok();
+    let mut view = ConfigView::new(action, signature, key, &config, pool);
+    view.lease = lease.map(|l| LeaseShown::new(&l.lease, l.slot));
+    global.output.print(&view)?;
     Ok(EXIT_OK)
 }
 
@@ -303,6 +344,38 @@ struct ConfigView {
     verification_fee_bps: u16,
     draw_secs: u32,
     paused: bool,
+    /// The scheduler lease: who acts now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease: Option<LeaseShown>,
+}
+
+#[derive(Serialize)]
+struct LeaseShown {
+    holder: String,
+    term: u64,
+    expires_slot: u64,
+    /// The chain's slot when it was read.
+    slot: u64,
+    lease_slots: u64,
+    standbys: Vec<String>,
+}
+
+impl LeaseShown {
+    fn new(lease: &SchedulerLease, slot: u64) -> Self {
+        Self {
+            holder: lease.holder.to_string(),
+            term: lease.term,
+            expires_slot: lease.expires_slot,
+            slot,
+            lease_slots: lease.lease_slots,
+            standbys: lease
+                .standbys
+                .iter()
+                .filter(|k| **k != mcjs_client::Pubkey::default())
+                .map(|k| k.to_string())
+                .collect(),
+        }
+    }
 }
 
 impl ConfigView {
@@ -333,6 +406,7 @@ impl ConfigView {
             verification_fee_bps: c.params.verification_fee_bps,
             draw_secs: c.params.draw_secs,
             paused: c.paused,
+            lease: None,
         }
     }
 }
@@ -385,6 +459,19 @@ impl fmt::Display for ConfigView {
             "  draw gap     {} s between a verified job's attestations",
             self.draw_secs
         )?;
-        write!(f, "  paused       {}", self.paused)
+        write!(f, "  paused       {}", self.paused)?;
+        if let Some(l) = &self.lease {
+            let standbys = if l.standbys.is_empty() {
+                "no standbys".to_string()
+            } else {
+                format!("standbys {}", l.standbys.join(", "))
+            };
+            write!(
+                f,
+                "\n  lease        held by {} in term {}, to slot {} (now {}; {} slots a renewal; {standbys})",
+                l.holder, l.term, l.expires_slot, l.slot, l.lease_slots
+            )?;
+        }
+        Ok(())
     }
 }

@@ -46,6 +46,10 @@ pub struct RunArgs {
     /// The scheduler's base URL; heartbeats go there every second.
     #[arg(long)]
     pub scheduler: Option<String>,
+    /// Another scheduler of the deployment (a standby of the lease);
+    /// heartbeats go there too. Repeat for several.
+    #[arg(long = "standby-scheduler", value_name = "URL")]
+    pub standby_schedulers: Vec<String>,
     /// Address of the agent's HTTP API (the HAL API plus /v1/agent/metrics and /v1/agent/jobs).
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
@@ -127,6 +131,7 @@ fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
             max_checkpoint_interval: args.max_checkpoint_interval_secs.map(Duration::from_secs),
             hash_threads: args.hash_threads,
             scheduler: args.scheduler.clone(),
+            standby_schedulers: args.standby_schedulers.clone(),
             agent_url: format!("http://{}", args.listen),
             staging: mcjs_agent::StagingPolicy {
                 data_roots,

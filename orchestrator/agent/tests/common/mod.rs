@@ -276,6 +276,7 @@ impl World {
             max_checkpoint_interval: max_interval,
             hash_threads: 2,
             scheduler,
+            standby_schedulers: Vec::new(),
             agent_url: "http://127.0.0.1:0".into(),
             staging: mcjs_runtime::staging::StagingPolicy {
                 data_roots: vec![self.dir.path().to_path_buf()],

@@ -23,6 +23,16 @@ pub struct DueCheck {
     pub job: Job,
 }
 
+/// The scheduler lease as one read saw it, with the Config (whose
+/// scheduler is a member) and the chain's slot, by which the program judges
+/// the lease's expiry.
+#[derive(Debug, Clone)]
+pub struct LeaseView {
+    pub lease: mcjs::state::SchedulerLease,
+    pub config: Config,
+    pub slot: u64,
+}
+
 /// The most Verification keys [`ChainClient::checks_named`] reads at once.
 pub const MAX_NAMED_CHECKS: usize = 256;
 
@@ -549,6 +559,57 @@ impl ChainClient {
             url: self.url.clone(),
         })?;
         clock_time(&account.data)
+    }
+
+    /// The scheduler lease, the Config and the Clock sysvar's slot, in one
+    /// `getMultipleAccounts`.
+    pub async fn lease_view(&self) -> Result<LeaseView, ChainError> {
+        let (lease_key, config_key) = (pda::lease(), pda::config());
+        let read = self
+            .rpc
+            .get_multiple_accounts_with_commitment(&[lease_key, config_key, CLOCK], self.commitment)
+            .await
+            .map_err(|e| self.rpc_error(e))?
+            .value;
+        let mut read = read.into_iter();
+        let mut program = |key: Pubkey, what| match read.next().flatten() {
+            Some(account) if account.owner == crate::PROGRAM_ID => Ok(account.data),
+            _ => Err(ChainError::NotFound {
+                what,
+                key,
+                url: self.url.clone(),
+            }),
+        };
+        let lease = program(lease_key, "the scheduler lease")?;
+        let config = program(config_key, "the Config")?;
+        let lease = decode::lease(&lease).map_err(|source| ChainError::Decode {
+            key: lease_key,
+            source,
+        })?;
+        let config = decode::config(&config).map_err(|source| ChainError::Decode {
+            key: config_key,
+            source,
+        })?;
+        let clock = read.next().flatten().ok_or(ChainError::NotFound {
+            what: "the Clock sysvar",
+            key: CLOCK,
+            url: self.url.clone(),
+        })?;
+        let slot = clock
+            .data
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+            .ok_or(ChainError::NotFound {
+                what: "the Clock sysvar's slot",
+                key: CLOCK,
+                url: self.url.clone(),
+            })?;
+        Ok(LeaseView {
+            lease,
+            config,
+            slot,
+        })
     }
 
     /// The SlotHashes sysvar's raw data and the chain's clock, in one

@@ -62,7 +62,7 @@ mod sender;
 mod statuses;
 mod watch;
 
-pub use accounts::{DueCheck, JobFilter, MAX_NAMED_CHECKS, due_roles};
+pub use accounts::{DueCheck, JobFilter, LeaseView, MAX_NAMED_CHECKS, due_roles};
 pub use blockhash::BLOCKHASH_REUSE;
 pub use deploy::{Deployed, Progress, WRITE_ROUNDS, chunk_len};
 pub use error::{ChainError, classify};

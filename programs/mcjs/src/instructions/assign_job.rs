@@ -2,21 +2,20 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, JobAssigned};
-use crate::state::{seeds::*, Config, Job, Node, Provider, Segment, SegmentState};
+use crate::state::{seeds::*, Config, Job, Node, Provider, SchedulerLease, Segment, SegmentState};
 
-/// No seeds are checked on the Config, job, node or provider (state/seeds.rs,
+/// No seeds are checked on the Config, lease, job, node or provider (state/seeds.rs,
 /// "Where a program account's seeds are not checked again"): the Config is
 /// the only one, the scheduler may place any queued job on any available
 /// node that fits, and the node names its provider (`has_one`). The new
 /// Segment is created at its PDA (`init`).
 #[derive(Accounts)]
 pub struct AssignJob<'info> {
+    /// The scheduler that holds the lease.
     #[account(mut)]
     pub scheduler: Signer<'info>,
-    #[account(
-        has_one = scheduler @ McjsError::NotScheduler,
-    )]
     pub config: Account<'info, Config>,
+    pub lease: Account<'info, SchedulerLease>,
     #[account(mut)]
     pub job: Box<Account<'info, Job>>,
     #[account(
@@ -41,6 +40,8 @@ pub struct AssignJob<'info> {
 
 impl AssignJob<'_> {
     fn validate(&self) -> Result<()> {
+        self.lease
+            .require_holder(&self.config, &self.scheduler.key())?;
         require!(!self.config.paused, McjsError::ProgramPaused);
         require!(self.job.state.can_assign(), McjsError::JobNotQueued);
         require!(self.node.status.can_take_job(), McjsError::NodeNotAvailable);

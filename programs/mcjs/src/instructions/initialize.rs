@@ -4,7 +4,7 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, ConfigInitialized};
-use crate::state::{seeds::*, Config, ConfigParams};
+use crate::state::{seeds::*, Config, ConfigParams, SchedulerLease};
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct InitializeArgs {
@@ -24,6 +24,15 @@ pub struct Initialize<'info> {
         bump,
     )]
     pub config: Account<'info, Config>,
+    /// Held by the Config's scheduler from the start (state/lease.rs).
+    #[account(
+        init,
+        payer = admin,
+        space = 8 + SchedulerLease::INIT_SPACE,
+        seeds = [SEED_PREFIX, SEED_LEASE],
+        bump,
+    )]
+    pub lease: Account<'info, SchedulerLease>,
     pub usdc_mint: Account<'info, Mint>,
     #[account(constraint = treasury.mint == usdc_mint.key() @ McjsError::WrongMint)]
     pub treasury: Account<'info, TokenAccount>,
@@ -87,7 +96,7 @@ impl Initialize<'_> {
         Ok(())
     }
 
-    /// Creates the Config and the insurance pool. Re-initialisation fails:
+    /// Creates the Config, the scheduler lease and the insurance pool. Re-initialisation fails:
     /// the accounts already exist.
     #[access_control(ctx.accounts.validate(&args))]
     pub fn initialize(ctx: Context<Self>, args: InitializeArgs) -> Result<()> {
@@ -105,6 +114,13 @@ impl Initialize<'_> {
             pool_bump: ctx.bumps.insurance_pool,
         });
         config.invariant()?;
+        let lease = &mut ctx.accounts.lease;
+        lease.set_inner(SchedulerLease::new(
+            args.scheduler,
+            Clock::get()?.slot,
+            ctx.bumps.lease,
+        ));
+        lease.invariant()?;
         emit_event(ConfigInitialized {
             admin: config.admin,
             scheduler: config.scheduler,

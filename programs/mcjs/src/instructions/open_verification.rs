@@ -5,10 +5,10 @@ use crate::errors::McjsError;
 use crate::events::{emit_event, VerificationOpened};
 use crate::state::{
     possession_key, sampled, seeds::*, slot_hash_after, Config, Job, Node, NodeStatus, Provider,
-    Segment, SegmentState, Verification, VerificationState, NO_OPEN_INTERVAL,
+    SchedulerLease, Segment, SegmentState, Verification, VerificationState, NO_OPEN_INTERVAL,
 };
 
-/// No seeds are checked on the Config, job, segment, checkers' nodes or
+/// No seeds are checked on the Config, lease, job, segment, checkers' nodes or
 /// providers (state/seeds.rs, "Where a program account's seeds are not
 /// checked again"): the segment names its job (`has_one`), each checker's
 /// node its provider, the attester's node is the segment's, and the
@@ -16,12 +16,11 @@ use crate::state::{
 /// Verification is created at its PDA (`init`).
 #[derive(Accounts)]
 pub struct OpenVerification<'info> {
+    /// The scheduler that holds the lease.
     #[account(mut)]
     pub scheduler: Signer<'info>,
-    #[account(
-        has_one = scheduler @ McjsError::NotScheduler,
-    )]
     pub config: Box<Account<'info, Config>>,
+    pub lease: Box<Account<'info, SchedulerLease>>,
     #[account(mut)]
     pub job: Box<Account<'info, Job>>,
     /// The segment of the assignment that attested the interval's end.
@@ -62,6 +61,8 @@ pub struct OpenVerification<'info> {
 
 impl OpenVerification<'_> {
     fn validate(&self, now: i64) -> Result<()> {
+        self.lease
+            .require_holder(&self.config, &self.scheduler.key())?;
         let job = &self.job;
         require!(
             job.holds_payment_under(&self.config.params),

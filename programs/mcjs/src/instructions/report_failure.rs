@@ -6,7 +6,9 @@ use crate::events::{emit_event, FailureReported};
 use crate::instructions::settlement::take_off_node;
 use crate::off_node;
 use crate::provider_signer_seeds;
-use crate::state::{seeds::*, Config, FailureCause, Job, JobState, Node, Provider, Segment};
+use crate::state::{
+    seeds::*, Config, FailureCause, Job, JobState, Node, Provider, SchedulerLease, Segment,
+};
 use crate::token::pay_out;
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
@@ -17,15 +19,17 @@ pub struct ReportFailureArgs {
     pub cause: FailureCause,
 }
 
-/// No seeds are checked on the Config, job, node or provider (state/seeds.rs,
+/// No seeds are checked on the Config, lease, job, node or provider (state/seeds.rs,
 /// "Where a program account's seeds are not checked again"): the job names
 /// its node and provider, the node its provider (`has_one`). The token
 /// accounts are checked by address or seeds.
 #[derive(Accounts)]
 pub struct ReportFailure<'info> {
-    /// The scheduler authority, or anyone once the job has stalled.
+    /// The scheduler that holds the lease, or anyone once the job has
+    /// stalled (a scheduler that lost the lease included).
     pub reporter: Signer<'info>,
     pub config: Box<Account<'info, Config>>,
+    pub lease: Box<Account<'info, SchedulerLease>>,
     #[account(
         mut,
         constraint = job.provider == Some(provider.key()) @ McjsError::NotAssignedProvider,
@@ -88,7 +92,7 @@ impl ReportFailure<'_> {
                 McjsError::VerificationOpen
             );
         }
-        if self.reporter.key() != self.config.scheduler {
+        if !self.lease.is_held_by(&self.config, &self.reporter.key()) {
             require!(
                 self.job.open_verifications == 0,
                 McjsError::VerificationOpen

@@ -12,12 +12,13 @@
 //! | Job            | `mcjs`, owner, `job`, job id (u64 LE)                    |
 //! | job vault      | `mcjs`, job, `vault`                                     |
 //! | insurance pool | `mcjs`, `insurance`                                      |
+//! | SchedulerLease | `mcjs`, `lease`                                          |
 //! | Segment        | `mcjs`, job, `segment`, generation (u32 LE)              |
 //! | Verification   | `mcjs`, job, `verification`, interval (u32 LE)           |
 //!
 //! ## Where a program account's seeds are not checked again
 //!
-//! Every Config, Provider, Node, JobCounter, Job, Segment and Verification
+//! Every Config, SchedulerLease, Provider, Node, JobCounter, Job, Segment and Verification
 //! account is created only by this program's own `init` at the PDA of the
 //! very fields it stores (owner, job id, provider, index, job, generation,
 //! interval), and those fields never change afterwards; no instruction
@@ -29,7 +30,7 @@
 //! checks are left out where an instruction pins the account by a stored key
 //! relation instead (`job.node == Some(node.key())`, `node.provider ==
 //! provider.key()`, `job.owner == owner.key()`), or where any genuine
-//! account of the type will do (Config is the only one there is; a Job
+//! account of the type will do (Config and SchedulerLease are the only ones there are; a Job
 //! named by nothing else is whichever job the signer is allowed to act
 //! on). Token accounts are owned by the token program, where anyone can
 //! create one with any authority: a vault's seeds stay checked.
@@ -44,6 +45,7 @@ pub const SEED_VAULT: &[u8] = b"vault";
 pub const SEED_INSURANCE: &[u8] = b"insurance";
 pub const SEED_SEGMENT: &[u8] = b"segment";
 pub const SEED_VERIFICATION: &[u8] = b"verification";
+pub const SEED_LEASE: &[u8] = b"lease";
 
 /// PDA derivations for clients (off chain only).
 #[cfg(not(target_os = "solana"))]
@@ -53,6 +55,11 @@ pub mod pda {
 
     pub fn config() -> Pubkey {
         Pubkey::find_program_address(&[SEED_PREFIX, SEED_CONFIG], &crate::ID).0
+    }
+
+    /// The scheduler lease (state/lease.rs).
+    pub fn lease() -> Pubkey {
+        Pubkey::find_program_address(&[SEED_PREFIX, SEED_LEASE], &crate::ID).0
     }
 
     /// The insurance pool's token account (authority: the Config).
