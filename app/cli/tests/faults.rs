@@ -83,6 +83,8 @@ struct Setup {
     endpoint: Option<EndpointProfile>,
     /// Agents in the cluster, when not three.
     agents: Option<usize>,
+    /// Standby schedulers beside the Config's.
+    standbys: usize,
 }
 
 /// A cluster of three agents, `prepare`d, then one submitted training job.
@@ -105,6 +107,7 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
         dir: dir.path().join("cluster"),
         mcjs_bin: PathBuf::from(env!("CARGO_BIN_EXE_mcjs")),
         agents: setup.agents.unwrap_or(3),
+        standbys: setup.standbys,
         slot_time_ms: 50,
         heartbeat_timeout_ms: 3_000,
         // A verified job is checked only on its attester's GPU model: three
@@ -262,7 +265,7 @@ impl Scenario {
             .into_iter()
             .chain(wallets.providers.iter())
         {
-            let key = mcjs_localnet::read_keypair(w).unwrap().pubkey();
+            let key = mcjs_client::keyfile::read_keypair(w).unwrap().pubkey();
             accounts.push(ix::usdc_account(&key, &d.usdc_mint));
             accounts.push(pda::vault(&pda::provider(&key)));
         }
@@ -545,6 +548,100 @@ async fn the_scheduler_down_longer_than_the_overdue_allowance_fails_nothing() {
     s.cluster.start_scheduler().unwrap();
     s.assert_completed_and_verified().await;
     assert_never_failed(&s).await;
+}
+
+/// Two schedulers: the Config's leads, a standby follows. The leader is
+/// SIGKILLed mid-job: the standby takes the lease within 5 s of its expiry
+/// (100 slots of 50 ms), nobody is reported or slashed (the agents kept
+/// heartbeating to the standby and storing through its gateway), and the
+/// job completes on its first node, byte-identical. The old leader,
+/// restarted, follows; a transaction it signs as the scheduler is refused
+/// on chain as not the lease's holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_killed_mid_job_the_standby_leads_and_nobody_is_failed() {
+    let _one = serial();
+    let mut s = scenario_of(
+        Setup {
+            args: workload::trainer_args(40),
+            restart_budget: 3,
+            standbys: 1,
+            ..Setup::default()
+        },
+        async |_| {},
+    )
+    .await;
+    let client = s.cluster.client();
+    let leader = mcjs_client::keyfile::read_keypair(&s.cluster.info.wallets.scheduler).unwrap();
+    let standby = mcjs_client::keyfile::read_keypair(&s.cluster.standbys[0].key)
+        .unwrap()
+        .pubkey();
+    let running = s.running_with_checkpoints(1).await;
+    let view = client.lease_view().await.unwrap();
+    assert_eq!((view.lease.holder, view.lease.term), (leader.pubkey(), 1));
+
+    s.cluster.kill_scheduler();
+    // The leader's last renewal, once any in flight has landed.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let last = client.lease_view().await.unwrap().lease;
+    assert_eq!(last.holder, leader.pubkey());
+    let taken = loop {
+        let view = client.lease_view().await.unwrap();
+        if view.lease.holder == standby {
+            break view;
+        }
+        assert!(
+            view.slot < last.expires_slot + 400,
+            "no takeover 20 s after the lease expired; logs in {}",
+            s.dir.path().display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(taken.lease.term, 2);
+    let at_takeover = client.job(&s.job).await.unwrap().unwrap();
+    assert!(
+        is_running(&at_takeover),
+        "the job runs on under the new leader (it is {})",
+        at_takeover.state.name()
+    );
+    let taken_at = taken.lease.expires_slot - taken.lease.lease_slots;
+    eprintln!(
+        "the lease expired at slot {}, the standby took it at slot {taken_at} (lease {} slots)",
+        last.expires_slot, last.lease_slots
+    );
+    assert!(
+        taken_at <= last.expires_slot + 100,
+        "the standby took the lease {} slots after it expired",
+        taken_at - last.expires_slot
+    );
+
+    // The old leader comes back and follows; as the scheduler it is fenced.
+    s.cluster.start_scheduler().unwrap();
+    let done = s.assert_completed_and_verified().await;
+    let node = running.node.expect("the job ran on a node");
+    let provider = running.provider.expect("the job ran for a provider");
+    let stale = client
+        .send(
+            &[ix::assign_job(&leader.pubkey(), &s.job, &node, &provider)],
+            &[&leader],
+        )
+        .await
+        .expect_err("a deposed scheduler's assignment");
+    assert_eq!(
+        stale.program_error_name(),
+        Some("NotLeaseHolder"),
+        "{stale}"
+    );
+    assert_eq!(client.lease_view().await.unwrap().lease.holder, standby);
+    assert!(
+        !s.cluster
+            .log_lines("took over as the acting scheduler")
+            .iter()
+            .any(|l| l.starts_with("scheduler")),
+        "the restarted leader took nothing over"
+    );
+    assert!(matches!(done.state, JobState::Completed { .. }));
+    assert_never_failed(&s).await;
+    s.assert_tokens_conserved().await;
 }
 
 /// No failure of any kind is reported for the job, and it was placed once.
@@ -1125,7 +1222,8 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
     let node = before.node.unwrap();
     let mine = s.cluster.agent_of_node(&node).unwrap();
     let other = (mine + 1) % s.cluster.agents.len();
-    let read_key = |i: usize| mcjs_localnet::read_keypair(&s.cluster.agents[i].node_key).unwrap();
+    let read_key =
+        |i: usize| mcjs_client::keyfile::read_keypair(&s.cluster.agents[i].node_key).unwrap();
     let keys = stored_checkpoint_keys(&s);
     // The newest: the agent's own pruning leaves it alone for a while.
     let existing = keys.last().expect("a stored checkpoint").clone();
@@ -1444,6 +1542,7 @@ async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_s
             image: None,
             endpoint: None,
             agents: None,
+            standbys: 0,
         },
         async |_| {},
     )
@@ -1531,6 +1630,7 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
             // Every call counted, none delayed or refused.
             endpoint: Some(EndpointProfile::METERED),
             agents: None,
+            standbys: 0,
         },
         async |_| {},
     )
@@ -1646,6 +1746,7 @@ async fn verification_cost_at_sample_rate_one_tenth() {
             image: None,
             endpoint: None,
             agents: None,
+            standbys: 0,
         },
         async |_| {},
     )
@@ -1800,6 +1901,7 @@ async fn an_image_built_to_frame_its_provider_under_check_cannot_tell_a_check_ru
             image: Some(hostile),
             endpoint: None,
             agents: None,
+            standbys: 0,
         },
         async |_| {},
     )

@@ -13,7 +13,10 @@
 //!
 //! cargo build -p mcjs-cli && cargo run -p mcjs-cluster --example recovery_bench -- \
 //!     [--runs 50] [--partitions 10] [--slot-time-ms 400] [--store s3|dir] [--json FILE] \
-//!     [--endpoint public] [--mcjs $CARGO_TARGET_DIR/debug/mcjs]
+//!     [--endpoint public] [--standbys N] [--mcjs $CARGO_TARGET_DIR/debug/mcjs]
+//!
+//! `--standbys N` runs N standby schedulers beside the leader (each named
+//! in the scheduler lease; the agents heartbeat to all of them).
 //!
 //! `--endpoint public` puts a public endpoint's manners (latency, 429s,
 //! dropped sends: `mcjs_cluster::EndpointProfile::PUBLIC`) between each
@@ -58,6 +61,7 @@ async fn main() -> anyhow::Result<()> {
         Some(other) => anyhow::bail!("--store {other}: s3 or dir"),
     };
     let slot: u64 = arg("--slot-time-ms").map_or(400, |v| v.parse().unwrap());
+    let standbys: usize = arg("--standbys").map_or(0, |v| v.parse().unwrap());
     let endpoint = match arg("--endpoint") {
         None => None,
         Some(name) => Some(
@@ -95,6 +99,7 @@ async fn main() -> anyhow::Result<()> {
         store,
         agent_env: Vec::new(),
         endpoint,
+        standbys,
     })
     .await?;
     let spec = dir.path().join("job.json");

@@ -150,6 +150,7 @@ async fn main() -> anyhow::Result<()> {
         store: StoreKind::S3,
         agent_env: Vec::new(),
         endpoint: None,
+        standbys: 0,
     })
     .await?;
     let data = dir.path().join("train.csv");

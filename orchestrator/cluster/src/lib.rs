@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use mcjs::state::{Job, JobState};
-use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, pda};
+use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, ix, pda};
 use mcjs_localnet::LocalnetInfo;
 use tokio::net::TcpListener;
 
@@ -59,6 +59,23 @@ pub struct ClusterConfig {
     /// through an [`Endpoint`] of their own with these manners (latency,
     /// 429s, dropped sends), as they would a public endpoint.
     pub endpoint: Option<EndpointProfile>,
+    /// Standby schedulers besides the Config's, each with its own key,
+    /// named in the scheduler lease ([`STANDBY_LEASE_SLOTS`] slots a
+    /// renewal); agents heartbeat to each and use their gateways when the
+    /// leader's is down. They reach the chain directly, under no profile.
+    pub standbys: usize,
+}
+
+/// The lease's length in a cluster with standbys: 100 slots (5 s at the
+/// fault suite's 50 ms slots), so that a holder reading the lease every
+/// second renews it well before it runs out.
+pub const STANDBY_LEASE_SLOTS: u64 = 100;
+
+/// A standby scheduler: its key, where it listens, its process.
+pub struct StandbyScheduler {
+    pub key: PathBuf,
+    pub listen: String,
+    child: Option<Child>,
 }
 
 /// Where the cluster keeps specs, checkpoints and outputs.
@@ -89,6 +106,8 @@ pub struct AgentProcess {
     pub endpoint: Option<Endpoint>,
     rpc_url: String,
     scheduler_url: String,
+    /// The standby schedulers, through links of their own.
+    standby_urls: Vec<String>,
 }
 
 pub struct Cluster {
@@ -108,6 +127,7 @@ pub struct Cluster {
     scheduler: Option<Child>,
     /// The scheduler's own endpoint (and its websocket link), under a profile.
     scheduler_endpoint: Option<(Endpoint, Link)>,
+    pub standbys: Vec<StandbyScheduler>,
     pub agents: Vec<AgentProcess>,
 }
 
@@ -198,13 +218,18 @@ impl Cluster {
             chain,
             scheduler: None,
             scheduler_endpoint,
+            standbys: Vec::new(),
             agents: Vec::new(),
             config,
         };
         for i in 0..cluster.config.agents {
             cluster.register_provider(i)?;
         }
+        cluster.name_standbys().await?;
         cluster.start_scheduler()?;
+        for i in 0..cluster.standbys.len() {
+            cluster.start_standby(i)?;
+        }
         for i in 0..cluster.config.agents {
             cluster.add_agent(i).await?;
         }
@@ -309,33 +334,109 @@ impl Cluster {
     }
 
     pub fn start_scheduler(&mut self) -> anyhow::Result<()> {
-        let logs = self.config.dir.join("logs");
-        let scheduler_dir = self.config.dir.join("scheduler");
-        std::fs::create_dir_all(&scheduler_dir)?;
         let rpc_url = match &self.scheduler_endpoint {
             Some((endpoint, _)) => endpoint.url(),
             None => self.info.rpc_url.clone(),
         };
-        let mut command = self.mcjs_at(&rpc_url, &self.info.wallets.scheduler.clone());
+        let child = self.spawn_scheduler(
+            "scheduler",
+            &rpc_url,
+            &self.info.wallets.scheduler,
+            &self.scheduler_listen,
+        )?;
+        self.scheduler = Some(child);
+        Ok(())
+    }
+
+    /// `mcjs scheduler` as `name`, signing with `wallet`, listening on `listen`.
+    fn spawn_scheduler(
+        &self,
+        name: &str,
+        rpc_url: &str,
+        wallet: &Path,
+        listen: &str,
+    ) -> anyhow::Result<Child> {
+        let logs = self.config.dir.join("logs");
+        let dir = self.config.dir.join(name);
+        std::fs::create_dir_all(&dir)?;
+        let mut command = self.mcjs_at(rpc_url, wallet);
         if self.s3.is_some() {
             command
                 .env("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY)
                 .env("AWS_SECRET_ACCESS_KEY", S3_SECRET_KEY);
         }
-        let child = command
-            .current_dir(&scheduler_dir)
-            .args(["scheduler", "--listen", &self.scheduler_listen])
+        command
+            .current_dir(&dir)
+            .args(["scheduler", "--listen", listen])
             .args(["--store", &self.store_url])
             .args([
                 "--heartbeat-timeout-ms",
                 &self.config.heartbeat_timeout_ms.to_string(),
             ])
-            .stdout(log_file(&logs, "scheduler")?)
-            .stderr(log_file(&logs, "scheduler.err")?)
+            .stdout(log_file(&logs, name)?)
+            .stderr(log_file(&logs, &format!("{name}.err"))?)
             .spawn()
-            .context("cannot start the scheduler")?;
-        self.scheduler = Some(child);
+            .with_context(|| format!("cannot start {name}"))
+    }
+
+    /// Makes a key for each standby the config asks for, funds it from the
+    /// admin's wallet and names them in the scheduler lease
+    /// (`mcjs admin set-schedulers`), as an operator adding standbys would.
+    async fn name_standbys(&mut self) -> anyhow::Result<()> {
+        if self.config.standbys == 0 {
+            return Ok(());
+        }
+        let keys = self.config.dir.join("keys");
+        std::fs::create_dir_all(&keys)?;
+        let admin = mcjs_localnet::read_keypair(&self.info.wallets.admin)?;
+        let client = self.client();
+        let mut args = vec!["admin".to_string(), "set-schedulers".to_string()];
+        for i in 0..self.config.standbys {
+            let key = keys.join(format!("standby-{}.json", i + 1));
+            let keypair = Keypair::new();
+            mcjs_localnet::write_keypair(&key, &keypair)?;
+            client
+                .send(
+                    &[ix::fund_operator(
+                        &admin.pubkey(),
+                        &keypair.pubkey(),
+                        10_000_000_000,
+                    )],
+                    &[&admin],
+                )
+                .await
+                .context("funding a standby scheduler")?;
+            args.extend(["--standby".to_string(), keypair.pubkey().to_string()]);
+            self.standbys.push(StandbyScheduler {
+                key,
+                listen: format!("127.0.0.1:{}", free_port(false).await?),
+                child: None,
+            });
+        }
+        args.extend(["--lease-slots".to_string(), STANDBY_LEASE_SLOTS.to_string()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.run_mcjs(&self.info.wallets.admin, &args)?;
         Ok(())
+    }
+
+    /// Starts standby scheduler `i` (again, after a kill).
+    pub fn start_standby(&mut self, i: usize) -> anyhow::Result<()> {
+        let child = self.spawn_scheduler(
+            &format!("standby-{}", i + 1),
+            &self.info.rpc_url,
+            &self.standbys[i].key,
+            &self.standbys[i].listen,
+        )?;
+        self.standbys[i].child = Some(child);
+        Ok(())
+    }
+
+    /// SIGKILLs standby scheduler `i`.
+    pub fn kill_standby(&mut self, i: usize) {
+        if let Some(mut child) = self.standbys[i].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// SIGKILL: no chance to clean up, as in a crash.
@@ -419,6 +520,17 @@ impl Cluster {
         };
         let ws_link = Link::open(TcpListener::bind(("127.0.0.1", rpc_port + 1)).await?, ws).await?;
         let sched_link = Link::open(TcpListener::bind("127.0.0.1:0").await?, scheduler).await?;
+        let mut links = vec![rpc_link, ws_link, sched_link];
+        let mut standby_urls = Vec::new();
+        for standby in &self.standbys {
+            let link = Link::open(
+                TcpListener::bind("127.0.0.1:0").await?,
+                standby.listen.parse()?,
+            )
+            .await?;
+            standby_urls.push(format!("http://{}", link.listen));
+            links.push(link);
+        }
         let mut agent = AgentProcess {
             index: i,
             node_key,
@@ -428,8 +540,9 @@ impl Cluster {
             listen,
             child: None,
             rpc_url,
-            scheduler_url: format!("http://{}", sched_link.listen),
-            links: vec![rpc_link, ws_link, sched_link],
+            scheduler_url: format!("http://{}", links[2].listen),
+            standby_urls,
+            links,
             endpoint,
         };
         self.spawn_agent(&mut agent)?;
@@ -459,6 +572,12 @@ impl Cluster {
             .current_dir(&agent.work_dir)
             // The store: whatever the scheduler publishes.
             .args(["--scheduler", &agent.scheduler_url])
+            .args(
+                agent
+                    .standby_urls
+                    .iter()
+                    .flat_map(|url| ["--standby-scheduler", url.as_str()]),
+            )
             .args(["--listen", &agent.listen])
             .arg("--profile")
             .arg(profile)
@@ -522,12 +641,13 @@ impl Cluster {
         }
     }
 
-    /// Cuts the agent off from the scheduler only (heartbeats and the store
-    /// gateway), or heals that; its links to the chain stay up, so it can
-    /// still attest.
+    /// Cuts the agent off from the schedulers only, standbys included
+    /// (heartbeats and the store gateway), or heals that; its links to the
+    /// chain stay up, so it can still attest.
     pub fn cut_from_scheduler(&self, i: usize, cut: bool) {
-        let link = &self.agents[i].links[2];
-        if cut { link.cut() } else { link.heal() }
+        for link in &self.agents[i].links[2..] {
+            if cut { link.cut() } else { link.heal() }
+        }
     }
 
     /// The agent whose node a job is on.
@@ -708,6 +828,9 @@ impl Cluster {
             self.kill_agent(i);
         }
         self.kill_scheduler();
+        for i in 0..self.standbys.len() {
+            self.kill_standby(i);
+        }
         let _ = self.chain.kill();
         let _ = self.chain.wait();
     }
@@ -737,6 +860,7 @@ fn placeholder() -> AgentProcess {
         endpoint: None,
         rpc_url: String::new(),
         scheduler_url: String::new(),
+        standby_urls: Vec::new(),
     }
 }
 

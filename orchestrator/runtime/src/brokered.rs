@@ -49,8 +49,11 @@ pub struct Identity {
 
 struct Broker {
     http: reqwest::Client,
-    /// The scheduler's base URL.
-    gateway: String,
+    /// The base URLs of the schedulers whose gateways serve this store
+    /// (the lease's holder and its standbys: any one will do).
+    gateways: Vec<String>,
+    /// The gateway that answered last: asked first.
+    current: std::sync::atomic::AtomicUsize,
     identity: Identity,
 }
 
@@ -69,6 +72,49 @@ fn generic(message: impl Into<String>) -> object_store::Error {
 }
 
 impl Broker {
+    /// The gateway that answered last.
+    fn gateway(&self) -> &str {
+        let at = self.current.load(std::sync::atomic::Ordering::Relaxed);
+        &self.gateways[at % self.gateways.len()]
+    }
+
+    /// Sends `sealed` to the gateway that answered last, and to the next
+    /// one while a gateway cannot be reached (its scheduler is down); the
+    /// first that answers is asked first from then on.
+    async fn send_anywhere(
+        &self,
+        path: &str,
+        sealed: &SignedRequest,
+    ) -> object_store::Result<reqwest::Response> {
+        use std::sync::atomic::Ordering;
+        let first = self.current.load(Ordering::Relaxed);
+        let mut unreachable = Vec::new();
+        for i in 0..self.gateways.len() {
+            let at = (first + i) % self.gateways.len();
+            let gateway = &self.gateways[at];
+            match self
+                .http
+                .post(format!("{gateway}{path}"))
+                .json(sealed)
+                .send()
+                .await
+            {
+                Ok(response) => {
+                    if at != first {
+                        tracing::info!(gateway, "the store gateway answers here now");
+                        self.current.store(at, Ordering::Relaxed);
+                    }
+                    return Ok(response);
+                }
+                Err(e) => unreachable.push(format!("{gateway}: {e}")),
+            }
+        }
+        Err(generic(format!(
+            "cannot reach the store gateway ({})",
+            unreachable.join("; ")
+        )))
+    }
+
     async fn post(
         &self,
         path: &str,
@@ -79,18 +125,7 @@ impl Broker {
         // is asked again after a pause that doubles, up to BUSY_TRIES.
         let mut tries = 0;
         let response = loop {
-            let response = self
-                .http
-                .post(format!("{}{path}", self.gateway))
-                .json(sealed)
-                .send()
-                .await
-                .map_err(|e| {
-                    generic(format!(
-                        "cannot reach the store gateway at {}: {e}",
-                        self.gateway
-                    ))
-                })?;
+            let response = self.send_anywhere(path, sealed).await?;
             tries += 1;
             if response.status() != reqwest::StatusCode::TOO_MANY_REQUESTS || tries >= BUSY_TRIES {
                 break response;
@@ -238,13 +273,13 @@ pub struct BrokeredStore {
 
 impl fmt::Debug for BrokeredStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "BrokeredStore({})", self.broker.gateway)
+        write!(f, "BrokeredStore({})", self.broker.gateway())
     }
 }
 
 impl fmt::Display for BrokeredStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the store behind {}", self.broker.gateway)
+        write!(f, "the store behind {}", self.broker.gateway())
     }
 }
 
@@ -252,6 +287,14 @@ impl BrokeredStore {
     /// A store behind the gateway of the scheduler at `gateway`
     /// (`http://host:port`), speaking as `identity`.
     pub fn new(gateway: &str, identity: Identity) -> Self {
+        Self::with_gateways(&[gateway.to_string()], identity)
+    }
+
+    /// A store behind the gateways of several schedulers of one deployment
+    /// (the first asked first; another when one cannot be reached).
+    /// `gateways` must not be empty.
+    pub fn with_gateways(gateways: &[String], identity: Identity) -> Self {
+        assert!(!gateways.is_empty(), "a brokered store needs a gateway");
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .build()
@@ -259,7 +302,11 @@ impl BrokeredStore {
         Self {
             broker: Arc::new(Broker {
                 http,
-                gateway: gateway.trim_end_matches('/').to_string(),
+                gateways: gateways
+                    .iter()
+                    .map(|g| g.trim_end_matches('/').to_string())
+                    .collect(),
+                current: Default::default(),
                 identity,
             }),
         }
@@ -575,6 +622,16 @@ pub fn open(
     scheduler: &str,
     identity: Identity,
 ) -> Result<Arc<dyn ObjectStore>, String> {
+    open_any(url, &[scheduler.to_string()], identity)
+}
+
+/// [`open`] with the gateways of several schedulers, for a deployment that
+/// runs standbys: an `s3://` store is reached through whichever answers.
+pub fn open_any(
+    url: &mcjs_protocol::store::StoreUrl,
+    schedulers: &[String],
+    identity: Identity,
+) -> Result<Arc<dyn ObjectStore>, String> {
     use mcjs_protocol::store::StoreUrl;
     match url {
         StoreUrl::Dir(dir) => {
@@ -584,6 +641,9 @@ pub fn open(
                 .map_err(|e| format!("cannot open the store {}: {e}", dir.display()))?;
             Ok(Arc::new(fs))
         }
-        StoreUrl::S3(_) => Ok(Arc::new(BrokeredStore::new(scheduler, identity))),
+        StoreUrl::S3(_) if schedulers.is_empty() => {
+            Err("an s3:// store is reached through a scheduler's gateway: none was given".into())
+        }
+        StoreUrl::S3(_) => Ok(Arc::new(BrokeredStore::with_gateways(schedulers, identity))),
     }
 }

@@ -213,4 +213,38 @@ async fn a_wallet_stores_at_most_its_quota_and_a_transfer_no_more_than_it_declar
         .publish_spec(spec(5))
         .await
         .expect("another wallet's first spec");
+
+    // A deployment with standbys: the first gateway named is down (its
+    // scheduler died), the store is reached through the next, which is
+    // asked first from then on.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let signer = Arc::clone(&other);
+    let failover = BrokeredStore::with_gateways(
+        &[dead.clone(), base.clone()],
+        Identity {
+            role: Role::Owner,
+            key: other.pubkey().to_bytes(),
+            sign: Arc::new(move |m| signer.sign_message(m).into()),
+        },
+    );
+    let path = ObjectPath::from(format!("users/{}/data/a", other.pubkey()));
+    let read = failover
+        .get(&path)
+        .await
+        .expect("read through the live gateway");
+    assert_eq!(read.bytes().await.unwrap().len(), 60 * 1024);
+    assert_eq!(failover.to_string(), format!("the store behind {base}"));
+    let only_dead = BrokeredStore::with_gateways(
+        &[dead],
+        Identity {
+            role: Role::Owner,
+            key: other.pubkey().to_bytes(),
+            sign: Arc::new(|_| [0; 64]),
+        },
+    );
+    let e = only_dead.head(&path).await.unwrap_err().to_string();
+    assert!(e.contains("cannot reach the store gateway"), "{e}");
 }

@@ -201,11 +201,18 @@ async fn open_store(
         },
         key,
     );
-    let scheduler = args
-        .scheduler
-        .as_deref()
-        .unwrap_or(crate::store::DEFAULT_SCHEDULER_URL);
+    // The gateway of any scheduler of the deployment will do: the standbys'
+    // serve the store while the lease's holder is down.
+    let gateways: Vec<String> = std::iter::once(
+        args.scheduler
+            .as_deref()
+            .unwrap_or(crate::store::DEFAULT_SCHEDULER_URL)
+            .to_string(),
+    )
+    .chain(args.standby_schedulers.iter().cloned())
+    .collect();
     eprintln!("store: {url}");
-    let store = crate::store::open(&url, scheduler, identity)?;
+    let store =
+        mcjs_runtime::brokered::open_any(&url, &gateways, identity).map_err(anyhow::Error::msg)?;
     Ok((url, store))
 }

@@ -141,6 +141,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         store: StoreKind::S3,
         agent_env: Vec::new(),
         endpoint: args.endpoint,
+        standbys: 0,
     })
     .await
     .context("cannot start the demo cluster")?;
