@@ -522,23 +522,38 @@ async fn the_scheduler_killed_and_restarted_mid_job() {
     assert_eq!(assignments, 1, "nothing is placed twice");
 }
 
-/// The scheduler (and with it the store's gateway) down for 150 s while the
-/// job runs: no checkpoint can be stored or attested meanwhile, and when it
-/// starts again the job's last attestation is older than the 120 s the
-/// detector allows. A scheduler judges lateness only from its own start,
-/// so its first rounds report nothing; the agent stores and attests again,
-/// and the job completes on its first node, nobody failed or slashed.
+/// The scheduler (and with it the store's gateway) down for three times
+/// the liveness window while the job runs (liveness factor 1 here, so one
+/// 60 s interval: down 190 s): no checkpoint can be stored or attested
+/// meanwhile, and when it starts again the job's last attestation is older
+/// than the detector's allowance and than the window after which anyone
+/// may report the job. A scheduler judges lateness only from its own
+/// start, so its first rounds report nothing; the agent stores and attests
+/// again, and the job completes on its first node, nobody failed or
+/// slashed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_scheduler_down_longer_than_the_overdue_allowance_fails_nothing() {
+async fn the_scheduler_down_three_liveness_windows_fails_nothing() {
     let _one = serial();
-    let mut s = scenario(12, 3).await;
+    let mut s = scenario_with(12, 3, async |c| {
+        c.run_mcjs(
+            &c.info.wallets.admin,
+            &["admin", "set", "--liveness-factor", "1"],
+        )
+        .expect("liveness factor 1");
+    })
+    .await;
     s.running_with_checkpoints(1).await;
     s.cluster.kill_scheduler();
     // What was stored before the kill is attested within moments.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let client = s.cluster.client();
     let at_kill = client.job(&s.job).await.unwrap().unwrap();
-    tokio::time::sleep(Duration::from_secs(145)).await;
+    let window = at_kill
+        .terms
+        .billing_window_secs(client.config().await.unwrap().1.params.liveness_factor)
+        .unwrap();
+    assert_eq!(window, 60, "one checkpoint interval");
+    tokio::time::sleep(Duration::from_secs(3 * window + 5)).await;
     let stalled = client.job(&s.job).await.unwrap().unwrap();
     assert_eq!(
         stalled.progress_mark, at_kill.progress_mark,
@@ -548,6 +563,7 @@ async fn the_scheduler_down_longer_than_the_overdue_allowance_fails_nothing() {
     s.cluster.start_scheduler().unwrap();
     s.assert_completed_and_verified().await;
     assert_never_failed(&s).await;
+    s.assert_tokens_conserved().await;
 }
 
 /// Two schedulers: the Config's leads, a standby follows. The leader is
