@@ -104,12 +104,13 @@ enum Command {
         #[command(subcommand)]
         cmd: cmd::agent::AgentCommand,
     },
-    /// The program's Config: initialise, change, show.
+    /// The program's Config and scheduler lease: initialise, change, show.
     Admin {
         #[command(subcommand)]
         cmd: cmd::admin::AdminCommand,
     },
-    /// The scheduler daemon: places jobs, detects failed nodes, reports them.
+    /// The scheduler daemon: places jobs, detects failed nodes, reports them
+    /// (while it holds the scheduler lease; a standby follows until it does).
     Scheduler(cmd::scheduler::SchedulerArgs),
     /// Run the whole story locally: chain, scheduler, three agents, a job, a node killed, recovery, payout, audit.
     #[cfg(feature = "demo")]

@@ -699,6 +699,42 @@ fn the_config_file_supplies_url_and_wallet_and_flags_override_it() {
     assert_eq!(set["commission_bps"], 600);
     let set = ok_json(run(&["admin", "set", "--commission-bps", "500"]));
     assert_eq!(set["commission_bps"], 500);
+
+    // The scheduler lease: standbys named and shown; a stranger's call and
+    // the Config's own scheduler as a standby refused.
+    let scheduler = read_keypair(&chain.info.wallets.scheduler)
+        .unwrap()
+        .pubkey()
+        .to_string();
+    let standby = Keypair::new().pubkey().to_string();
+    let set = ok_json(run(&[
+        "admin",
+        "set-schedulers",
+        "--standby",
+        &standby,
+        "--lease-slots",
+        "40",
+    ]));
+    assert_eq!(set["lease"]["holder"], scheduler);
+    assert_eq!(set["lease"]["standbys"][0], standby);
+    assert_eq!(set["lease"]["lease_slots"], 40);
+    let out = run(&["-k", &user, "admin", "set-schedulers"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not the admin"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&["admin", "set-schedulers", "--standby", &scheduler]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("a member already"),
+        "{}",
+        text(&out)
+    );
+    let set = ok_json(run(&["admin", "set-schedulers"]));
+    assert_eq!(set["lease"]["standbys"], serde_json::json!([]));
+    assert_eq!(set["lease"]["lease_slots"], 25);
 }
 
 #[test]

@@ -6,8 +6,10 @@
 //! Every request is authenticated (signature, clock) and then authorised
 //! op by op ([`crate::store_gate::authorize`]) against the chain: for an
 //! owner as read for this request, for a node as read at most two seconds
-//! ago ([`crate::node_views`]), and read again at once when that refuses
-//! (a job or a check given to the node a moment ago); one refused op
+//! ago ([`crate::node_views`]) or as the index holds it, and read again at
+//! once when that refuses (a job or a check given to the node a moment
+//! ago: with the index, the node and its job are read by address into it,
+//! `refresh_indexed`); one refused op
 //! refuses the whole request before anything is signed or performed.
 
 use std::net::IpAddr;
@@ -279,6 +281,37 @@ async fn node_view(
     Ok(state.views.put(node, view, now))
 }
 
+/// The index may lag the chain by a moment: the agent of a node given a
+/// job just now hears of it over its own subscription, possibly before the
+/// index's stream, and asks for the job's checkpoint at once. After a
+/// refusal, reads the node and then the job it names by address into the
+/// index (at most once per [`VIEW_RECHECK`] per node); returns whether it
+/// read.
+async fn refresh_indexed(state: &GatewayState, node: Pubkey) -> bool {
+    let Some(index) = &state.index else {
+        return false;
+    };
+    if !state.views.may_refresh(&node, std::time::Instant::now()) {
+        return false;
+    }
+    if let Err(error) = index.refresh(&state.client, &[node]).await {
+        tracing::debug!(%node, %error, "cannot read a refused node's account");
+        return false;
+    }
+    let job = index
+        .live(|s| match s.get(&node) {
+            Some(Indexed::Node(account)) => account.current_job,
+            _ => None,
+        })
+        .flatten();
+    if let Some(job) = job
+        && let Err(error) = index.refresh(&state.client, &[job]).await
+    {
+        tracing::debug!(%node, %job, %error, "cannot read a refused node's job");
+    }
+    true
+}
+
 /// `node`'s view from the index: what [`node_view`] reads of the chain
 /// otherwise (`None`: no such node).
 fn indexed_view(index: &IndexState, node: &Pubkey) -> Option<NodeView> {
@@ -401,9 +434,10 @@ pub async fn sign(
                 }
                 Some(_) => {}
             }
-            // A view up to two seconds old; when it refuses, one read now
-            // (unless the view is already that fresh): the chain may have
-            // given the node a job or a check a moment ago.
+            // A view up to two seconds old (or the index's); when it
+            // refuses, one read now (unless the view is already that fresh,
+            // or the index read the node's accounts a moment ago): the
+            // chain may have given the node a job or a check a moment ago.
             let mut view = match node_view(&state, node_key, VIEW_FRESH).await {
                 Ok(view) => view,
                 Err(response) => return response,
@@ -413,7 +447,14 @@ pub async fn sign(
                 let now = std::time::Instant::now();
                 state.views.read_within(&node_key, now, VIEW_RECHECK).is_none()
             };
-            if matches!(granted, Ok(Err(_))) && stale() {
+            let refused = matches!(granted, Ok(Err(_)));
+            let indexed = state.index.as_ref().is_some_and(|i| i.live(|_| ()).is_some());
+            let recheck = refused
+                && match indexed {
+                    true => refresh_indexed(&state, node_key).await,
+                    false => stale(),
+                };
+            if recheck {
                 view = match node_view(&state, node_key, Duration::ZERO).await {
                     Ok(view) => view,
                     Err(response) => return response,

@@ -53,6 +53,9 @@ pub struct NodeView {
 #[derive(Default)]
 pub struct NodeViews {
     views: Mutex<HashMap<Pubkey, (Instant, Arc<NodeView>)>>,
+    /// When each node's accounts were last read into the index after a
+    /// refusal ([`NodeViews::may_refresh`]).
+    refreshed: Mutex<HashMap<Pubkey, Instant>>,
 }
 
 impl NodeViews {
@@ -85,6 +88,22 @@ impl NodeViews {
         views.retain(|_, (at, _)| now.saturating_duration_since(*at) <= VIEW_STALE_ON_ERROR);
         views.insert(node, (now, Arc::clone(&view)));
         view
+    }
+
+    /// Whether a refusal of `node` may read its accounts from the chain
+    /// into the index now: at most once per [`VIEW_RECHECK`], as a view
+    /// read from the chain is. Records `now` when it may.
+    pub fn may_refresh(&self, node: &Pubkey, now: Instant) -> bool {
+        let mut refreshed = self.refreshed.lock().expect("node refreshes");
+        if refreshed
+            .get(node)
+            .is_some_and(|at| now.saturating_duration_since(*at) < VIEW_RECHECK)
+        {
+            return false;
+        }
+        refreshed.retain(|_, at| now.saturating_duration_since(*at) < VIEW_RECHECK);
+        refreshed.insert(*node, now);
+        true
     }
 
     /// How many nodes have a view kept.
@@ -126,6 +145,20 @@ mod tests {
         assert!(views.stale(&node, too_old).is_none(), "not past 30 s");
         // Another node's view is its own.
         assert!(views.fresh(&Pubkey::new_unique(), t0).is_none());
+    }
+
+    #[test]
+    fn a_node_is_refreshed_at_most_once_per_recheck_interval() {
+        let views = NodeViews::default();
+        let (a, b) = (Pubkey::new_unique(), Pubkey::new_unique());
+        let t0 = Instant::now();
+        assert!(views.may_refresh(&a, t0));
+        assert!(!views.may_refresh(&a, t0 + VIEW_RECHECK / 2));
+        assert!(
+            views.may_refresh(&b, t0 + VIEW_RECHECK / 2),
+            "each node its own"
+        );
+        assert!(views.may_refresh(&a, t0 + VIEW_RECHECK));
     }
 
     #[test]

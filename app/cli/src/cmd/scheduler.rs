@@ -1,4 +1,5 @@
-//! `mcjs scheduler`: the MCJS scheduler daemon (holds the scheduler authority key).
+//! `mcjs scheduler`: the MCJS scheduler daemon, with the key of the Config's scheduler or of a
+//! standby named in the scheduler lease (the holder of the lease acts, the others follow).
 
 use std::net::SocketAddr;
 use std::time::Duration;
