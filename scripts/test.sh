@@ -35,6 +35,14 @@ cargo test --workspace --locked --features mcjs-cli/demo "$@"
 # panic's backtrace and a debugger reach into it, and coverage counts it.
 env -u MCJS_PROGRAM_SO cargo test --locked -p mcjs-tests --test program
 
+# The program index's Yellowstone gRPC source (feature `yellowstone`, off by
+# default): its unit tests, its test against the real plugin compiled (run
+# by hand: it needs the plugin, scripts/yellowstone-plugin.sh, a large
+# build), and the scheduler built with it.
+cargo test --locked -p mcjs-client --features yellowstone --lib rpc::yellowstone
+cargo test --locked -p mcjs-localnet --features yellowstone --test yellowstone --no-run
+cargo build --locked -q -p mcjs-cli --features yellowstone
+
 # The `mcjs` users and providers build has neither the local chain nor the
 # cluster harness (app/cli/tests/linking.rs checks what it links); it must
 # still build, and say how to get `mcjs demo`.

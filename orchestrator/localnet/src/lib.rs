@@ -92,6 +92,11 @@ pub struct LocalnetConfig {
     /// initialised (a bench's fleet: 100,000 accounts this way take
     /// seconds, where `surfnet_setAccount` slows as accounts grow).
     pub preload: Vec<(Pubkey, solana_account::Account)>,
+    /// Geyser plugin configs (JSON with a `libpath`) the chain loads at
+    /// start, as a validator's `--geyser-plugin-config`: a Yellowstone gRPC
+    /// plugin serves the chain's updates over gRPC. The plugin must be
+    /// built against the chain's `agave-geyser-plugin-interface` and rustc.
+    pub geyser_plugins: Vec<PathBuf>,
 }
 
 impl Default for LocalnetConfig {
@@ -103,6 +108,7 @@ impl Default for LocalnetConfig {
             params: default_params(),
             program: ProgramBuild::from_env(),
             preload: Vec::new(),
+            geyser_plugins: Vec::new(),
         }
     }
 }
@@ -376,6 +382,7 @@ impl Localnet {
                 ws_port,
                 ..RpcConfig::default()
             },
+            plugin_config_path: config.geyser_plugins.clone(),
             ..SurfpoolConfig::default()
         };
         let (mut svm, events, geyser) = SurfnetSvm::new(SurfnetSvmConfig {

@@ -131,6 +131,7 @@ async fn place(nodes: usize, latency: Duration, sends: usize) {
         detector: Default::default(),
         store: StoreUrl::Dir(dir.path().join("store")),
         sends_in_flight: sends,
+        index_stream: Default::default(),
     };
     let scheduler = read_keypair(&info.wallets.scheduler).unwrap();
     let daemon = Daemon::connect(

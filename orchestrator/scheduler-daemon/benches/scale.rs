@@ -216,6 +216,7 @@ async fn in_memory(nodes: usize, jobs: usize) {
             detector: Default::default(),
             store: StoreUrl::Dir("/nonexistent".into()),
             sends_in_flight: mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT,
+            index_stream: Default::default(),
         },
         liveness: Arc::new(Mutex::new(liveness)),
         directory: Arc::new(RwLock::new(Directory::from_chain(&[]))),
@@ -403,6 +404,7 @@ async fn scheduler_traffic(nodes: usize, finished: usize, window: Duration) {
         detector: Default::default(),
         store: StoreUrl::Dir(dir.path().join("store")),
         sends_in_flight: mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT,
+        index_stream: Default::default(),
     };
     let scheduler = read_keypair(&info.wallets.scheduler).unwrap();
     let daemon = Daemon::connect(

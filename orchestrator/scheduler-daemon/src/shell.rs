@@ -71,6 +71,41 @@ pub struct DaemonConfig {
     /// Transactions of one round in flight at once (at least 1);
     /// [`SENDS_IN_FLIGHT`] by default.
     pub sends_in_flight: usize,
+    /// Where the program index hears of changes.
+    pub index_stream: IndexStream,
+}
+
+/// The stream the scheduler's program index follows (backfills are always
+/// JSON-RPC `getProgramAccounts` at `rpc_url`).
+#[derive(Clone, Debug, Default)]
+pub enum IndexStream {
+    /// `programSubscribe` on the RPC node's websocket.
+    #[default]
+    Websocket,
+    /// A Yellowstone gRPC endpoint (`http://host:10000`; the provider's
+    /// token, if any, as `x_token`). Needs the `yellowstone` feature.
+    Yellowstone {
+        endpoint: String,
+        x_token: Option<String>,
+    },
+}
+
+impl IndexStream {
+    fn follow(&self, client: &ChainClient) -> Result<ProgramIndex, DaemonError> {
+        match self {
+            IndexStream::Websocket => Ok(ProgramIndex::follow(client.clone())),
+            #[cfg(feature = "yellowstone")]
+            IndexStream::Yellowstone { endpoint, x_token } => Ok(ProgramIndex::follow(
+                mcjs_client::rpc::yellowstone::YellowstoneSource::new(
+                    endpoint,
+                    x_token.clone(),
+                    client.clone(),
+                ),
+            )),
+            #[cfg(not(feature = "yellowstone"))]
+            IndexStream::Yellowstone { .. } => Err(DaemonError::NoYellowstone),
+        }
+    }
 }
 
 impl DaemonConfig {
@@ -91,6 +126,10 @@ pub enum DaemonError {
         "{key} is neither this deployment's scheduler ({expected}) nor one of its standbys; pass the scheduler's keypair, or name this key a standby with `mcjs admin set-schedulers --standby {key}`"
     )]
     NotScheduler { key: Pubkey, expected: Pubkey },
+    #[error(
+        "this build has no Yellowstone gRPC source; build with `--features yellowstone`, or follow the RPC node's websocket (leave out --yellowstone)"
+    )]
+    NoYellowstone,
     #[error(transparent)]
     Store(#[from] S3Error),
     #[error("cannot listen on {addr}: {source}")]
@@ -230,11 +269,12 @@ impl Daemon {
             })?)),
             StoreUrl::Dir(_) => None,
         };
+        let index = config.index_stream.follow(&client)?;
         let directory = Directory::from_chain(&client.nodes().await?);
         let now = clock();
         Ok(Self {
             chain: LiveChain {
-                index: Some(ProgramIndex::follow(client.clone())),
+                index: Some(index),
                 client,
                 scheduler,
             },

@@ -185,6 +185,7 @@ fn daemon(snapshot: Snapshot, refuse: Refuse) -> Daemon<FakeChain> {
             detector: DetectorConfig::default(),
             store: StoreUrl::Dir("/nonexistent".into()),
             sends_in_flight: mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT,
+            index_stream: Default::default(),
         },
         liveness: Arc::new(Mutex::new(liveness)),
         directory: Arc::new(RwLock::new(Directory::from_chain(&[]))),

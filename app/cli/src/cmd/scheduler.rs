@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use mcjs_scheduler_daemon::DetectorConfig;
-use mcjs_scheduler_daemon::shell::{Daemon, DaemonConfig};
+use mcjs_scheduler_daemon::shell::{Daemon, DaemonConfig, IndexStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::chain::Ctx;
@@ -56,6 +56,13 @@ pub struct SchedulerArgs {
     /// Transactions of one round (placements, reports) in flight at once.
     #[arg(long, default_value_t = mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT)]
     pub sends_in_flight: usize,
+    /// Follow the program's accounts over a Yellowstone gRPC endpoint
+    /// (`http://host:10000`, `https://` for a provider) instead of the RPC
+    /// node's websocket; backfills still read --url. The provider's token,
+    /// if any, comes from MCJS_YELLOWSTONE_X_TOKEN. Needs a build with the
+    /// `yellowstone` feature.
+    #[arg(long, value_name = "URL")]
+    pub yellowstone: Option<String>,
 }
 
 pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
@@ -68,6 +75,13 @@ pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
         tick: Duration::from_millis(args.tick_ms.max(50)),
         store: absolute(args.store)?,
         sends_in_flight: args.sends_in_flight.max(1),
+        index_stream: match args.yellowstone {
+            Some(endpoint) => IndexStream::Yellowstone {
+                endpoint,
+                x_token: std::env::var("MCJS_YELLOWSTONE_X_TOKEN").ok(),
+            },
+            None => IndexStream::Websocket,
+        },
         detector: DetectorConfig {
             heartbeat_timeout_ms: args.heartbeat_timeout_ms as i64,
             disconnect_grace_ms: args.disconnect_grace_ms as i64,

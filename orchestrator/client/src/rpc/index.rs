@@ -136,15 +136,15 @@ pub struct IndexState {
     /// account → (the slot its state is from, the state).
     accounts: HashMap<Pubkey, (u64, Indexed)>,
     /// account → the slot it was seen gone at, so that an older update
-    /// still queued cannot bring it back. Cleared of entries the next
-    /// backfill covers.
+    /// still queued cannot bring it back. Cleared of entries from before
+    /// the next backfill (its own closes stay until the one after).
     gone: HashMap<Pubkey, u64>,
     /// The jobs not [`settled`]: what a scheduler's round reads, kept apart
     /// so that reading them costs what is live, not what ever ran.
     unsettled: HashSet<Pubkey>,
     /// The highest slot applied.
     slot: u64,
-    /// The latest slot the stream has told of since the last backfill: the
+    /// The latest slot the stream has told of since it was subscribed: the
     /// least slot the stream gives its next update (see `follow_once`).
     stream_slot: u64,
     live: bool,
@@ -158,14 +158,15 @@ impl IndexState {
     /// closed). Applied unless the index holds a newer state of it;
     /// returns whether it was.
     pub fn apply(&mut self, key: Pubkey, slot: u64, data: Option<&[u8]>) -> bool {
-        let held = self
-            .accounts
-            .get(&key)
-            .map(|(s, _)| *s)
-            .or_else(|| self.gone.get(&key).copied());
-        if held.is_some_and(|held| held > slot) {
+        if self.is_newer_than(&key, slot) {
             return false;
         }
+        self.put(key, slot, data);
+        true
+    }
+
+    /// Holds `data` (`None`: gone) for `key` as of `slot`, whatever it held.
+    fn put(&mut self, key: Pubkey, slot: u64, data: Option<&[u8]>) {
         self.slot = self.slot.max(slot);
         match data {
             Some(data) => {
@@ -183,13 +184,18 @@ impl IndexState {
                 self.gone.insert(key, slot);
             }
         }
-        true
     }
 
     /// Every account of `kind` as read at `slot`: each replaces what the
     /// index holds unless that is newer, and an account of `kind` held
-    /// from before `slot` that the read does not list is gone.
+    /// from before `slot` that the read does not list is gone. While the
+    /// stream is live (a reconcile), what was read is held as of the
+    /// stream's clock, as a read by address is ([`Self::apply_read`]): the
+    /// stream's next update of an account may carry its subscription's
+    /// slot, below `slot`, and must still replace the read. What the read
+    /// does not list is gone as of `slot`: no update follows a close.
     pub fn backfill(&mut self, kind: AccountKind, slot: u64, accounts: &[(Pubkey, Vec<u8>)]) {
+        let held_at = self.held_at(slot);
         let listed: HashSet<Pubkey> = accounts.iter().map(|(k, _)| *k).collect();
         let missing: Vec<Pubkey> = self
             .accounts
@@ -203,9 +209,31 @@ impl IndexState {
             self.apply(key, slot, None);
         }
         for (key, data) in accounts {
-            self.apply(*key, slot, Some(data));
+            if !self.is_newer_than(key, slot) {
+                self.put(*key, held_at, Some(data));
+            }
         }
-        self.gone.retain(|_, at| *at > slot);
+        self.slot = self.slot.max(slot);
+        self.gone.retain(|_, at| *at >= slot);
+    }
+
+    /// Whether the index holds `key` (or its close) from after `slot`.
+    fn is_newer_than(&self, key: &Pubkey, slot: u64) -> bool {
+        self.accounts
+            .get(key)
+            .map(|(s, _)| *s)
+            .or_else(|| self.gone.get(key).copied())
+            .is_some_and(|held| held > slot)
+    }
+
+    /// The slot an account read at `slot` is held as of: the read's own
+    /// while no stream is followed, else no later than the stream's clock.
+    fn held_at(&self, slot: u64) -> u64 {
+        if self.live {
+            slot.min(self.stream_slot)
+        } else {
+            slot
+        }
     }
 
     pub fn get(&self, key: &Pubkey) -> Option<&Indexed> {
@@ -235,17 +263,15 @@ impl IndexState {
     /// older than the read is followed by the newer ones. A close is held
     /// at `slot`: no update follows a close, so none older may undo it.
     pub fn apply_read(&mut self, slot: u64, read: Vec<(Pubkey, Option<Vec<u8>>)>) {
-        let held_at = if self.live {
-            slot.min(self.stream_slot)
-        } else {
-            slot
-        };
+        let held_at = self.held_at(slot);
         for (key, data) in read {
             // An account that is not the program's and never was (a token
             // account a transaction wrote) leaves no trace.
             match data {
                 Some(data) => {
-                    self.apply(key, held_at, Some(&data));
+                    if !self.is_newer_than(&key, slot) {
+                        self.put(key, held_at, Some(&data));
+                    }
                 }
                 None if self.accounts.contains_key(&key) => {
                     self.apply(key, slot, None);
@@ -374,10 +400,15 @@ pub enum Event {
     Account(Update),
     /// The chain reached this slot.
     Slot(u64),
+    /// The stream answered a keep-alive: it is connected, though it may
+    /// tell no slot (a gRPC server whose node sends no slot statuses it
+    /// can pass on).
+    Alive,
 }
 
-/// A stream that tells nothing for this long, not even a new slot, is
-/// behind or dead: the index stops serving and subscribes again.
+/// A stream that tells nothing for this long, not even a new slot or an
+/// answer to a keep-alive, is behind or dead: the index stops serving and
+/// subscribes again.
 pub const SILENT_AFTER: Duration = Duration::from_secs(3);
 
 /// One account's state at a slot; `data: None` when it left the program.
@@ -574,16 +605,18 @@ async fn follow_once<S: IndexSource>(
     reconcile: Duration,
 ) -> Result<(), ChainError> {
     let mut updates = source.subscribe().await?;
+    state.write().expect("program index").stream_slot = 0;
+    // The latest slot this subscription has told of: the floor of an
+    // update's slot, since some nodes (surfpool) give every update of a
+    // subscription the slot it was made at. Kept across reconciles, which
+    // hold what they read no later than it (`IndexState::backfill`).
+    let mut clock = 0u64;
     let result = async {
         loop {
             // Subscribed first, so that nothing changed during the backfill
             // is missed: it waits in the stream and is applied after.
             backfill(source, state).await?;
             let until = tokio::time::Instant::now() + reconcile;
-            // The latest slot the stream has told of: the floor of an
-            // update's slot, since some nodes (surfpool) give every update
-            // of a subscription the slot it was made at.
-            let mut clock = 0u64;
             loop {
                 tokio::select! {
                     event = tokio::time::timeout(SILENT_AFTER, updates.next()) => match event {
@@ -599,6 +632,7 @@ async fn follow_once<S: IndexSource>(
                             s.slot = s.slot.max(slot);
                             s.stream_slot = clock;
                         }
+                        Ok(Some(Event::Alive)) => {}
                         Ok(None) => return Ok(()),
                         Err(_) => {
                             tracing::warn!(
@@ -631,7 +665,6 @@ async fn backfill<S: IndexSource>(
     }
     let mut s = state.write().expect("program index");
     s.backfills += 1;
-    s.stream_slot = 0;
     s.live = true;
     Ok(())
 }
@@ -737,6 +770,46 @@ mod tests {
         index.apply_read(20, vec![(key, Some(segment(3)))]);
         assert!(!index.apply(key, 19, Some(&segment(4))));
         assert_eq!(generation(&index, &key), Some(3));
+    }
+
+    #[test]
+    fn a_reconcile_ahead_of_the_streams_clock_does_not_hide_the_next_update() {
+        let (key, gone, newer) = (
+            Pubkey::new_unique(),
+            Pubkey::new_unique(),
+            Pubkey::new_unique(),
+        );
+        let mut index = IndexState::default();
+        index.backfill(
+            AccountKind::Segment,
+            5,
+            &[(key, segment(1)), (gone, segment(4))],
+        );
+        index.live = true;
+        index.stream_slot = 8;
+        // Seen by the stream (a node that stamps real slots) after the
+        // reconcile's read.
+        index.apply(newer, 12, Some(&segment(5)));
+        // The reconcile reads at 10: the account changed, one closed.
+        index.backfill(
+            AccountKind::Segment,
+            10,
+            &[(key, segment(2)), (newer, segment(0))],
+        );
+        assert_eq!(generation(&index, &key), Some(2));
+        assert_eq!(generation(&index, &newer), Some(5), "newer than the read");
+        assert!(index.get(&gone).is_none());
+        assert_eq!(index.slot(), 12);
+        // The next change comes stamped with the subscription's slot: its
+        // effective slot is the stream's clock, 8, below the read's.
+        assert!(
+            index.apply(key, 8, Some(&segment(3))),
+            "newer than the read"
+        );
+        assert_eq!(generation(&index, &key), Some(3));
+        // A close is held at the read's slot: an older update cannot undo it.
+        assert!(!index.apply(gone, 8, Some(&segment(4))));
+        assert!(index.get(&gone).is_none());
     }
 
     #[test]

@@ -61,6 +61,8 @@ mod send;
 mod sender;
 mod statuses;
 mod watch;
+#[cfg(feature = "yellowstone")]
+pub mod yellowstone;
 
 pub use accounts::{DueCheck, JobFilter, LeaseView, MAX_NAMED_CHECKS, due_roles};
 pub use blockhash::BLOCKHASH_REUSE;
