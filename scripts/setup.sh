@@ -44,6 +44,12 @@ if ! need chromium || ! need chromedriver; then
     say "installing Debian's chromium and chromium-driver (the dashboard's browser test, over WebDriver)"
     apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
+# Network UPS Tools: the HAL's UPS test drives a real upsd from its
+# dummy-ups driver (on line, on battery, low battery).
+if [ ! -x /lib/nut/upsd ] || [ ! -x /lib/nut/dummy-ups ]; then
+    say "installing Network UPS Tools (nut-server: upsd and the dummy-ups driver, for the UPS test)"
+    apt-get update -qq && apt-get install -y -qq nut-server >/dev/null
+fi
 # The S3-compatible server the demo and the fault suite store into (a real
 # S3 endpoint, not a mock): s3s-fs, built once into cargo's bin dir. 0.14.1
 # is the last release that builds with Rust 1.95.

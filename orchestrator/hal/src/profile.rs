@@ -136,6 +136,9 @@ pub struct Measurements {
     pub gpus: Vec<GpuHealth>,
     pub storage: Option<StorageMeasurement>,
     pub network: Vec<NetworkMeasurement>,
+    /// The node's UPS, when one was named (`--ups`).
+    #[serde(default)]
+    pub power: Option<crate::probe::ups::PowerReading>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -516,6 +519,24 @@ impl fmt::Display for NodeProfile {
                 )?;
             }
             None => writeln!(f, "storage      not measured")?,
+        }
+        if let Some(power) = &self.measurements.power {
+            match &power.error {
+                Some(e) => writeln!(f, "power        UPS {}: {e}", power.ups)?,
+                None => {
+                    write!(f, "power        UPS {} {}", power.ups, power.state)?;
+                    if let Some(status) = &power.status {
+                        write!(f, " ({status})")?;
+                    }
+                    if let Some(charge) = power.charge_percent {
+                        write!(f, ", battery {charge:.0}%")?;
+                    }
+                    if let Some(runtime) = power.runtime_secs {
+                        write!(f, ", {runtime} s left")?;
+                    }
+                    writeln!(f)?;
+                }
+            }
         }
         for n in &self.measurements.network {
             match &n.error {

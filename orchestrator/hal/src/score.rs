@@ -10,6 +10,7 @@
 //! | write stability | 10 | 1 at CoV <= 0.05, falling linearly to 0 at CoV >= 0.25 | an erratic disk makes checkpoint timing unpredictable (same limit as the capability rule) |
 //! | container runtime | 20 | 1 when Docker answered, else 0 | the agent cannot start any job without it |
 //! | network | 10 | fraction of the given targets that answered; not counted when none was given | a node that cannot reach the checkpoint store or the RPC cannot upload or attest |
+//! | power | 10 | 1 on line, 0.5 on battery, 0 at low battery or when the UPS cannot be read; not counted when no UPS was given (`--ups`) | a node on battery goes down unless mains power returns; one whose UPS says nothing gives no warning |
 //!
 //! Per GPU: `ecc` is 0 with any uncorrected error since the driver loaded (the board is
 //! producing bad data now), 0.5 with only lifetime uncorrected errors (retired pages, a board
@@ -133,6 +134,23 @@ pub fn readiness(profile: &NodeProfile) -> Readiness {
             ok as f64 / network.len() as f64,
             format!("{ok} of {} targets answered", network.len()),
         ));
+    }
+
+    if let Some(power) = &profile.measurements.power {
+        use crate::probe::ups::PowerState;
+        let value = match power.state {
+            PowerState::OnLine => 1.0,
+            PowerState::OnBattery => 0.5,
+            PowerState::LowBattery | PowerState::Unknown => 0.0,
+        };
+        let detail = match (&power.error, power.charge_percent) {
+            (Some(error), _) => format!("UPS {}: {error}", power.ups),
+            (None, Some(charge)) => {
+                format!("UPS {} {}, battery {charge:.0}%", power.ups, power.state)
+            }
+            (None, None) => format!("UPS {} {}", power.ups, power.state),
+        };
+        components.push(component("power", 10, value, detail));
     }
 
     let total_weight: u32 = components.iter().map(|c| c.weight).sum();

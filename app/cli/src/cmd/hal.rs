@@ -53,6 +53,10 @@ pub struct ProbeArgs {
     /// RPC endpoint URL whose latency is measured (http or https).
     #[arg(long)]
     pub rpc_url: Option<String>,
+    /// The node's UPS, read over Network UPS Tools (`upsd`): NAME@HOST[:PORT],
+    /// as `upsc` names it (port 3493 by default).
+    #[arg(long, env = "MCJS_UPS", value_name = "NAME@HOST[:PORT]")]
+    pub ups: Option<mcjs_hal::probe::ups::UpsTarget>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -160,6 +164,7 @@ pub(crate) fn probe(args: &ProbeArgs) -> anyhow::Result<NodeProfile> {
             .as_deref()
             .map_or_else(DockerEndpoint::from_env, DockerEndpoint::parse),
         network_targets,
+        ups: args.ups.clone(),
     };
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)

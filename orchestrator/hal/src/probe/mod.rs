@@ -6,6 +6,7 @@ pub mod host;
 pub mod network;
 pub mod nvml;
 pub mod storage;
+pub mod ups;
 
 use std::path::PathBuf;
 
@@ -159,6 +160,7 @@ pub fn assemble(
             gpus: health,
             storage,
             network,
+            power: None,
         },
         notes,
     )
@@ -175,6 +177,8 @@ pub struct ProbeConfig {
     pub docker_endpoint: docker::DockerEndpoint,
     /// Network targets as (name, url), e.g. ("checkpoint_store", "https://..."), ("rpc", "...").
     pub network_targets: Vec<(String, String)>,
+    /// The node's UPS, read over NUT.
+    pub ups: Option<ups::UpsTarget>,
 }
 
 impl Default for ProbeConfig {
@@ -185,6 +189,7 @@ impl Default for ProbeConfig {
             nvml_lib: None,
             docker_endpoint: docker::DockerEndpoint::from_env(),
             network_targets: Vec::new(),
+            ups: None,
         }
     }
 }
@@ -211,6 +216,10 @@ pub async fn probe_node(
         (host, gpu_reports, runtime, storage)
     });
     let network = network::measure_all(&config.network_targets).await;
+    let power = match &config.ups {
+        Some(target) => Some(ups::read(target).await),
+        None => None,
+    };
     let (host, gpu_reports, runtime, storage) =
         blocking.await.map_err(|e| storage::StorageProbeError::Io {
             action: "run the probe",
@@ -222,7 +231,7 @@ pub async fn probe_node(
     if storage.is_none() {
         notes.push("storage: no checkpoint directory given, bandwidth not measured".to_string());
     }
-    Ok(assemble(
+    let mut profile = assemble(
         host,
         gpu_reports,
         runtime,
@@ -230,5 +239,7 @@ pub async fn probe_node(
         network,
         taken_at_unix,
         notes,
-    ))
+    );
+    profile.measurements.power = power;
+    Ok(profile)
 }
