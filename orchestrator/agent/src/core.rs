@@ -6,6 +6,7 @@
 //! tests drive it with a fake one.
 
 use mcjs_client::Pubkey;
+use mcjs_hal::probe::ups::PowerState;
 use mcjs_protocol::{ExitReport as WireExit, JobPhase, JobReport, StopReason};
 use mcjs_runtime::checkpoint::Sha256Digest;
 use mcjs_runtime::deadline::{CheckpointPolicy, DeadlineStatus, checkpoint_status};
@@ -177,6 +178,8 @@ pub struct Core {
     pub jobs: BTreeMap<Pubkey, Assignment>,
     /// Containers found at start, waiting for the first chain snapshot.
     found: Vec<FoundContainer>,
+    /// What the node's UPS last said (`Unknown`: no UPS, or unread).
+    pub power: PowerState,
 }
 
 impl Core {
@@ -185,7 +188,38 @@ impl Core {
             policy,
             jobs: BTreeMap::new(),
             found: Vec::new(),
+            power: PowerState::Unknown,
         }
+    }
+
+    /// The node's UPS read `state`. When the node loses mains power (on
+    /// battery, or straight to a low battery), every running job is told
+    /// to checkpoint now, whatever its interval, so that what it has done
+    /// is collected and attested while the battery lasts; the job runs on.
+    /// A job whose spec fixes its steps checkpoints on its own schedule and
+    /// is not told. Any other change only records the state.
+    pub fn on_power(&mut self, state: PowerState, now: SystemTime) -> Vec<Action> {
+        let on_mains = |s: PowerState| !matches!(s, PowerState::OnBattery | PowerState::LowBattery);
+        let was = std::mem::replace(&mut self.power, state);
+        if on_mains(state) || !on_mains(was) {
+            return Vec::new();
+        }
+        let mut actions = Vec::new();
+        for a in self.jobs.values_mut() {
+            if let Phase::Running { container } = &a.phase
+                && !a.fixed_steps
+            {
+                a.last_signal_at = Some(now);
+                // Collected at the next tick, not after a failed one's backoff.
+                a.collect_after = None;
+                actions.push(Action::SignalCheckpoint {
+                    job: a.job,
+                    generation: a.generation,
+                    container: container.clone(),
+                });
+            }
+        }
+        actions
     }
 
     /// Containers left by an earlier run of the agent; decided on at the next

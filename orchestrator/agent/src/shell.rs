@@ -90,7 +90,13 @@ pub struct AgentConfig {
     /// How a job's disk is held to its declaration ([`DiskBound::Auto`]:
     /// a loop-mounted volume where this host allows it).
     pub disk: DiskBound,
+    /// The node's UPS, read every [`POWER_POLL`]: on battery, every running
+    /// job is asked for a checkpoint at once.
+    pub ups: Option<mcjs_hal::probe::ups::UpsTarget>,
 }
+
+/// How often the agent reads the node's UPS.
+pub const POWER_POLL: Duration = Duration::from_secs(1);
 
 /// Why the agent could not run.
 #[derive(Debug, thiserror::Error)]
@@ -298,6 +304,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let mut job_watch: Option<(Pubkey, ChangeStream)> = None;
         let mut next_read = Instant::now();
         tracker.spawn(self.clone().checker(cancel.clone(), watched));
+        let (power_tx, mut power_rx) = mpsc::unbounded_channel();
+        if let Some(ups) = s.config.ups.clone() {
+            tracker.spawn(watch_power(ups, power_tx, cancel.clone()));
+        }
         let mut waiting: HashSet<String> = HashSet::new();
         let mut tick = tokio::time::interval(s.config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -320,6 +330,16 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     tick.reset();
                     job_changed = true;
                     true
+                }
+                Some(state) = power_rx.recv() => {
+                    let actions = core.on_power(state, SystemTime::now());
+                    if !actions.is_empty() {
+                        tracing::warn!(power = %state, jobs = actions.len(), "the node lost mains power: every running job is asked for a checkpoint now");
+                    }
+                    for action in actions {
+                        self.execute(action, &tx, &tracker);
+                    }
+                    false
                 }
                 Some((job, generation, event)) = rx.recv() => {
                     self.observe(&event);
@@ -777,4 +797,37 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("no message")
+}
+
+/// Reads the node's UPS every [`POWER_POLL`] and sends each change of its
+/// state (the first read included). A UPS that cannot be read is
+/// `Unknown`, which the core treats as mains power: a lost connection to
+/// `upsd` stops no work.
+async fn watch_power(
+    ups: mcjs_hal::probe::ups::UpsTarget,
+    changes: mpsc::UnboundedSender<mcjs_hal::probe::ups::PowerState>,
+    cancel: CancellationToken,
+) {
+    let mut last = None;
+    let mut every = tokio::time::interval(POWER_POLL);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = every.tick() => {}
+        }
+        let reading = mcjs_hal::probe::ups::read(&ups).await;
+        if last != Some(reading.state) {
+            match &reading.error {
+                Some(error) => tracing::warn!(%ups, %error, "cannot read the node's UPS"),
+                None => {
+                    tracing::info!(%ups, power = %reading.state, charge = ?reading.charge_percent, runtime_secs = ?reading.runtime_secs, "the node's UPS")
+                }
+            }
+            last = Some(reading.state);
+            if changes.send(reading.state).is_err() {
+                return;
+            }
+        }
+    }
 }

@@ -439,6 +439,7 @@ async fn the_agent_runs_only_with_its_nodes_operator_key_never_a_wallet_that_can
         agent_url: "http://127.0.0.1:0".into(),
         staging: Default::default(),
         disk: mcjs_agent::DiskBound::Auto,
+        ups: None,
     };
     assert!(
         Agent::new(
@@ -588,5 +589,44 @@ async fn a_job_swapping_in_symlinks_to_host_files_is_stopped_as_its_own_fault_an
     w.assert_model_of_uninterrupted_run(&good, &train_args)
         .await;
     assert!(done.output_hash.is_some());
+    remove_containers(&node).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_battery_the_running_job_is_checkpointed_and_attested_at_once() {
+    use mcjs_hal::probe::dummy_ups::DummyUps;
+    let w = World::new().await;
+    let ups = DummyUps::start();
+    let (_agent, cancel, node) = w.agent_with(0, None, None, Some(ups.target("test"))).await;
+    // A minute's checkpoint interval (the spec's), and a run far longer
+    // than the test.
+    let spec = w.spec(&["--epochs", "2000", "--step-sleep-ms", "25"], None);
+    let job = w.submit_and_assign(&spec, 1, &node).await;
+    w.wait_for("the job to start", 60, async || {
+        matches!(w.job(&job).await.state, JobState::Running { .. }).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(w.job(&job).await.checkpoint_count, 0, "nothing is due yet");
+
+    ups.set("OB DISCHRG", "90", "900");
+    let lost_power = std::time::Instant::now();
+    let attested = w
+        .wait_for("a checkpoint attested on battery", 30, async || {
+            let j = w.job(&job).await;
+            (j.checkpoint_count >= 1).then_some(j)
+        })
+        .await;
+    let took = lost_power.elapsed();
+    // The UPS is read every second, the driver sees the change within its
+    // second: what is left is the job's write, the hash, the upload and
+    // the attestation.
+    eprintln!("on battery -> checkpoint attested on chain: {took:?}");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    assert!(
+        matches!(attested.state, JobState::Running { .. }),
+        "the job runs on"
+    );
+    cancel.cancel();
     remove_containers(&node).await;
 }

@@ -918,3 +918,53 @@ fn a_failed_checkpoint_collection_is_retried_with_backoff_and_the_job_runs_on() 
         "the backoff starts over at 1 s"
     );
 }
+
+fn signals(actions: &[Action]) -> Vec<Pubkey> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SignalCheckpoint { job, .. } => Some(*job),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn losing_mains_power_asks_every_running_job_for_a_checkpoint_at_once() {
+    use mcjs_hal::probe::ups::PowerState;
+    let mut c = running();
+    // Job 2 is verified: its spec fixes its steps, it is never told.
+    let mut verified = job(2, 1, ChainState::Assigned);
+    verified.verified = true;
+    c.on_chain(&[job(1, 3, ChainState::Running), verified], at(3));
+    c.on_event(
+        key(2),
+        1,
+        Event::Launched {
+            container: "c2".into(),
+        },
+        at(3),
+    );
+    // A minute's interval: nothing is due at 10 s.
+    assert!(signals(&c.on_tick(at(10))).is_empty());
+    assert!(signals(&c.on_power(PowerState::OnLine, at(10))).is_empty());
+    let on_battery = c.on_power(PowerState::OnBattery, at(11));
+    assert_eq!(signals(&on_battery), vec![key(1)], "{on_battery:?}");
+    assert_eq!(c.power, PowerState::OnBattery);
+    // Once per loss of power, not at every read, nor at the low battery
+    // that follows it; and the interval counts from that signal.
+    assert!(signals(&c.on_power(PowerState::OnBattery, at(12))).is_empty());
+    assert!(signals(&c.on_power(PowerState::LowBattery, at(13))).is_empty());
+    assert!(signals(&c.on_tick(at(60))).is_empty());
+    assert_eq!(signals(&c.on_tick(at(72))), vec![key(1)]);
+    // Back on mains, then straight to a low battery: asked again.
+    assert!(signals(&c.on_power(PowerState::OnLine, at(80))).is_empty());
+    assert_eq!(
+        signals(&c.on_power(PowerState::LowBattery, at(81))),
+        vec![key(1)]
+    );
+    // A UPS that cannot be read is no loss of power.
+    c.on_power(PowerState::OnLine, at(82));
+    assert!(signals(&c.on_power(PowerState::Unknown, at(83))).is_empty());
+    assert!(signals(&c.on_power(PowerState::OnLine, at(84))).is_empty());
+}

@@ -236,6 +236,7 @@ async fn setup(uri: impl FnOnce(&Path) -> (String, String)) -> Setup {
         },
         // The fake engine writes nothing: its runs need no volume.
         disk: mcjs_agent::DiskBound::Watch,
+        ups: None,
     };
     let (jobs, checks, sent, node) = (
         Arc::clone(&chain.jobs),

@@ -2,111 +2,11 @@
 //! `dummy-ups` driver from on line to on battery to low battery.
 //! `scripts/setup.sh` installs nut-server when it is missing.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use mcjs_hal::probe::dummy_ups::DummyUps;
 use mcjs_hal::probe::ups::{self, PowerReading, PowerState, UpsTarget};
-
-const UPSD: &str = "/lib/nut/upsd";
-const DUMMY_UPS: &str = "/lib/nut/dummy-ups";
-
-/// A `upsd` serving one UPS, `test`, whose variables are the lines of a
-/// `.dev` file the driver reads again whenever it changes.
-struct Nut {
-    dir: tempfile::TempDir,
-    port: u16,
-    driver: Child,
-    upsd: Option<Child>,
-}
-
-impl Nut {
-    fn start() -> Self {
-        for bin in [UPSD, DUMMY_UPS] {
-            assert!(
-                Path::new(bin).exists(),
-                "{bin} is missing: install nut-server (scripts/setup.sh does)"
-            );
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let path = |name: &str| dir.path().join(name);
-        std::fs::create_dir(path("state")).unwrap();
-        std::fs::write(path("nut.conf"), "MODE=standalone\n").unwrap();
-        std::fs::write(
-            path("ups.conf"),
-            format!(
-                "[test]\n  driver = dummy-ups\n  port = {}\n  pollinterval = 1\n  desc = \"MCJS test UPS\"\n",
-                path("test.dev").display()
-            ),
-        )
-        .unwrap();
-        std::fs::write(path("upsd.conf"), format!("LISTEN 127.0.0.1 {port}\n")).unwrap();
-        std::fs::write(path("upsd.users"), "").unwrap();
-        let mut nut = Self {
-            port,
-            driver: spawn(DUMMY_UPS, &["-a", "test", "-u", "root", "-F"], dir.path()),
-            upsd: None,
-            dir,
-        };
-        nut.set("OL", "100", "1800");
-        std::thread::sleep(Duration::from_millis(500));
-        nut.upsd = Some(spawn(UPSD, &["-u", "root", "-F"], nut.dir.path()));
-        nut
-    }
-
-    /// What the UPS reports from now on (the driver sees it within its
-    /// poll interval, a second).
-    fn set(&self, status: &str, charge: &str, runtime: &str) {
-        let file = self.dir.path().join("test.dev");
-        let tmp = self.dir.path().join("test.dev.new");
-        std::fs::write(
-            &tmp,
-            format!("ups.status: {status}\nbattery.charge: {charge}\nbattery.runtime: {runtime}\n"),
-        )
-        .unwrap();
-        std::fs::rename(&tmp, &file).unwrap();
-    }
-
-    fn target(&self, name: &str) -> UpsTarget {
-        format!("{name}@127.0.0.1:{}", self.port).parse().unwrap()
-    }
-
-    fn stop_upsd(&mut self) {
-        if let Some(mut upsd) = self.upsd.take() {
-            let _ = upsd.kill();
-            let _ = upsd.wait();
-        }
-    }
-}
-
-impl Drop for Nut {
-    fn drop(&mut self) {
-        self.stop_upsd();
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
-    }
-}
-
-fn spawn(bin: &str, args: &[&str], conf: &Path) -> Child {
-    Command::new(bin)
-        .args(args)
-        .env("NUT_CONFPATH", conf)
-        .env("NUT_STATEPATH", conf.join("state"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Reads the UPS until `holds`, for at most 10 s.
 async fn until(
@@ -127,7 +27,7 @@ async fn until(
 
 #[tokio::test]
 async fn the_hal_follows_a_real_upsd_from_on_line_to_low_battery() {
-    let mut nut = Nut::start();
+    let mut nut = DummyUps::start();
     let target = nut.target("test");
 
     let on_line = until(&target, "on line", |r| r.state == PowerState::OnLine).await;
@@ -186,7 +86,7 @@ async fn the_hal_follows_a_real_upsd_from_on_line_to_low_battery() {
 
 #[tokio::test]
 async fn readiness_counts_the_ups_only_when_one_is_named() {
-    let mut nut = Nut::start();
+    let mut nut = DummyUps::start();
     let config = |ups: Option<UpsTarget>| mcjs_hal::ProbeConfig {
         ups,
         docker_endpoint: mcjs_hal::probe::docker::DockerEndpoint::parse("unix:///nonexistent"),

@@ -140,6 +140,7 @@ fn run_agent(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
                 ..Default::default()
             },
             disk: args.disk_bound,
+            ups: args.probe.ups.clone(),
         };
         let metrics = mcjs_agent::metrics::AgentMetrics::new();
         let agent = Agent::new(chain, config, store, metrics).await?;

@@ -238,6 +238,17 @@ impl World {
         max_interval: Option<Duration>,
         scheduler: Option<String>,
     ) -> (Agent<RpcChain>, CancellationToken, Pubkey) {
+        self.agent_with(index, max_interval, scheduler, None).await
+    }
+
+    /// Like [`Self::agent_of`], reading the node's UPS when given.
+    pub async fn agent_with(
+        &self,
+        index: u32,
+        max_interval: Option<Duration>,
+        scheduler: Option<String>,
+        ups: Option<mcjs_hal::probe::ups::UpsTarget>,
+    ) -> (Agent<RpcChain>, CancellationToken, Pubkey) {
         let profile: mcjs_hal::NodeProfile = serde_json::from_str(include_str!(
             "../../../../app/cli/tests/fixtures/node-a100x4.json"
         ))
@@ -284,6 +295,7 @@ impl World {
                 ..Default::default()
             },
             disk: mcjs_agent::DiskBound::Auto,
+            ups,
         };
         let agent = Agent::new(chain, config, Arc::clone(&self.store), AgentMetrics::new())
             .await

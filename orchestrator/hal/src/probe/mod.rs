@@ -2,6 +2,7 @@
 //! the observations into a [`NodeProfile`]. GPU vendors plug in through [`GpuProbe`].
 
 pub mod docker;
+pub mod dummy_ups;
 pub mod host;
 pub mod network;
 pub mod nvml;
