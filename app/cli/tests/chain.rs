@@ -436,7 +436,7 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
     assert_eq!(reliability["assignments"], 1);
     assert_eq!(reliability["completed"], 1);
     assert_eq!(reliability["completed_share"], 1.0);
-    assert_eq!(reliability["failures_per_100_hours"], 0.0);
+    assert_eq!(reliability["provider_failures"], 0);
     assert_eq!(reliability["nodes"][0]["completed"], 1);
 
     // Rewriting the on-chain commitment is caught, and named.

@@ -194,6 +194,11 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
         record["seconds_in_service"].as_u64().unwrap() >= 900,
         "the clock was moved 300 s on node 0 and 600 s on node 1: {record}"
     );
+    let seconds = record["seconds_in_service"].as_f64().unwrap();
+    assert!(
+        (record["failures_per_100_hours"].as_f64().unwrap() - 360_000.0 / seconds).abs() < 1e-9,
+        "one failure in its hours in service: {record}"
+    );
     let node_record = |node: &Pubkey| {
         page["nodes"]
             .as_array()
@@ -210,6 +215,23 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
         "the job's fatal error is not held against node 1"
     );
     assert_eq!(node_record(&story.nodes[1])["job_faults"], 1);
+    let (status, html_page) = html(&story.url(&format!("/provider/{}", story.provider))).await;
+    assert_eq!(status, StatusCode::OK);
+    let shown = &html_page[html_page.find("id=\"reliability\"").expect("the record")..];
+    assert!(
+        shown.contains("<span class=\"assignments\">3</span>"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("<dd class=\"completed-share\">50.0%"),
+        "{shown}"
+    );
+    let table = &html_page[html_page.find("id=\"nodes\"").expect("the nodes")..];
+    assert!(table.contains("share completed"), "{table}");
+    assert!(
+        table.contains("100.0%") && table.contains("0.0%"),
+        "{table}"
+    );
     let (_, by_wallet) =
         json(&story.url(&format!("/provider/{}", story.provider_owner.pubkey()))).await;
     assert_eq!(
