@@ -432,6 +432,12 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
     ));
     assert_eq!(record["jobs_completed"], 1);
     assert_eq!(record["completion_rate"], 1.0);
+    let reliability = &record["reliability"];
+    assert_eq!(reliability["assignments"], 1);
+    assert_eq!(reliability["completed"], 1);
+    assert_eq!(reliability["completed_share"], 1.0);
+    assert_eq!(reliability["provider_failures"], 0);
+    assert_eq!(reliability["nodes"][0]["completed"], 1);
 
     // Rewriting the on-chain commitment is caught, and named.
     let account = chain.block_on(client.account(&job_key)).unwrap().unwrap();
@@ -1101,11 +1107,17 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
     assert_eq!(record["slashed_total"], 5_000_000);
     assert_eq!(record["failure_reports"][0]["cause"], "node lost");
     assert_eq!(record["completion_rate"], 0.0);
+    let reliability = &record["reliability"];
+    assert_eq!(reliability["provider_failures"], 1);
+    assert_eq!(reliability["failures_by_cause"]["node_lost"], 1);
+    assert_eq!(reliability["completed_share"], 0.0);
     let nodes = ok_json(chain.mcjs(&provider_path, &["--output", "json", "node", "status"]));
     assert_eq!(
         nodes["nodes"][0]["status"], "offline",
         "a lost node goes offline"
     );
+    assert_eq!(nodes["nodes"][0]["reliability"]["provider_failures"], 1);
+    assert_eq!(nodes["nodes"][0]["reliability"]["completed_share"], 0.0);
 
     let audit = chain.mcjs(&owner_path, &["--output", "json", "audit", "job", &job]);
     let audit = ok_json(audit);

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use mcjs::state::{Job, JobState, NodeStatus};
 use mcjs_client::audit::audit_provider;
 use mcjs_client::history::{McjsEvent, failure_cause, node_status};
+use mcjs_client::reliability::{Reliability, node_reliability};
 use mcjs_client::{ChainClient, ChainError, JobFilter, PROGRAM_ID, Pubkey, pda};
 use serde::Serialize;
 
@@ -285,14 +286,28 @@ pub struct ProviderView {
     pub active_assignments: u32,
     pub jobs_completed: u64,
     pub failures: u64,
-    /// Completed over completed plus infrastructure failures; `None` before any ended.
+    /// The account's counters: completed over completed plus `failures`
+    /// (every slash); `None` before any ended.
     pub completion_rate: Option<f64>,
+    /// The provider's reliability record over all its nodes, from its
+    /// history (`mcjs_client::reliability`, as `mcjs audit provider`).
+    pub reliability: Reliability,
+    /// Verifications that proved the provider wrong and slashed it.
+    pub verification_losses: u32,
     pub failures_by_cause: Vec<Count>,
     /// Reports that slashed the stake (into the insurance pool), with who reported them.
     pub slashes: Vec<mcjs_client::audit::FailureRecord>,
     pub slashed_total: u64,
     pub failure_reports: Vec<mcjs_client::audit::FailureRecord>,
-    pub nodes: Vec<NodeRow>,
+    pub nodes: Vec<ProviderNodeRow>,
+}
+
+/// One of a provider's nodes, with its reliability record.
+#[derive(Debug, Serialize)]
+pub struct ProviderNodeRow {
+    #[serde(flatten)]
+    pub node: NodeRow,
+    pub reliability: Reliability,
 }
 
 #[derive(Debug, Serialize)]
@@ -319,7 +334,8 @@ pub async fn provider(client: &ChainClient, given: &Pubkey) -> Result<ProviderVi
     };
     let history = client.account_history_capped(&key, HISTORY_CAP).await?;
     let nodes = client.nodes_of(&key).await?;
-    let audit = audit_provider(&key, &account, &history);
+    let now = client.chain_time().await?;
+    let audit = audit_provider(&key, &account, &history, now);
     let mut by_cause: BTreeMap<&'static str, u64> = BTreeMap::new();
     for r in &audit.failure_reports {
         *by_cause.entry(r.cause).or_default() += 1;
@@ -350,7 +366,16 @@ pub async fn provider(client: &ChainClient, given: &Pubkey) -> Result<ProviderVi
             .collect(),
         slashed_total: audit.slashed_total,
         failure_reports: audit.failure_reports,
-        nodes: nodes.iter().map(|(k, n)| node_row(k, n)).collect(),
+        reliability: audit.reliability.record,
+        verification_losses: audit.reliability.verification_losses,
+        // The provider's history holds every assignment of its nodes.
+        nodes: nodes
+            .iter()
+            .map(|(k, n)| ProviderNodeRow {
+                node: node_row(k, n),
+                reliability: node_reliability(k, &history, now),
+            })
+            .collect(),
     })
 }
 
@@ -368,6 +393,8 @@ pub struct NodeView {
     pub status: &'static str,
     pub status_since: i64,
     pub current_job: Option<String>,
+    /// From the node's history (`mcjs_client::reliability`).
+    pub reliability: Reliability,
 }
 
 /// The node's HAL summary as the chain records it.
@@ -395,6 +422,8 @@ pub async fn node(client: &ChainClient, key: &Pubkey) -> Result<NodeView, DashEr
         }
         Err(e) => return Err(e.into()),
     };
+    let history = client.account_history_capped(key, HISTORY_CAP).await?;
+    let now = client.chain_time().await?;
     let h = &node.hardware;
     Ok(NodeView {
         key: key.to_string(),
@@ -416,6 +445,7 @@ pub async fn node(client: &ChainClient, key: &Pubkey) -> Result<NodeView, DashEr
         status: node_status(node.status),
         status_since: node.status_since,
         current_job: node.current_job.map(|j| j.to_string()),
+        reliability: node_reliability(key, &history, now),
     })
 }
 

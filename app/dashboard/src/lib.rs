@@ -207,6 +207,10 @@ fn templates() -> Environment<'static> {
     env.add_filter("time", |unix: i64| format_time(unix));
     env.add_filter("short", |text: String| short(&text));
     env.add_filter("percent", |rate: f64| format!("{:.1}%", rate * 100.0));
+    env.add_filter("hours", |seconds: u64| {
+        format!("{:.1}", seconds as f64 / 3_600.0)
+    });
+    env.add_filter("fixed2", |x: f64| format!("{x:.2}"));
     env
 }
 
@@ -672,6 +676,125 @@ mod tests {
         assert!(table.contains("proven wrong"), "{table}");
         assert!(table.contains("differs, differs"), "{table}");
         assert!(table.contains("step 64"), "{table}");
+    }
+
+    /// The node page shows the record computed from the node's history:
+    /// a lost job and a completed one in 4 hours holding jobs: 25 failures
+    /// per 100 hours, half of them completed.
+    #[test]
+    fn the_node_page_shows_its_reliability_record_or_no_history() {
+        use mcjs::events::{FailureReported, JobAssigned, JobCompleted};
+        use mcjs::state::FailureCause;
+        use mcjs_client::Pubkey;
+        use mcjs_client::history::{HistoryEntry, McjsEvent};
+        use mcjs_client::reliability::{Reliability, node_reliability};
+        let key = |n: u8| Pubkey::new_from_array([n; 32]);
+        let node = key(2);
+        let entry = |slot, event| HistoryEntry {
+            signature: format!("sig{slot}"),
+            slot,
+            block_time: None,
+            signers: vec![key(9)],
+            event,
+        };
+        let assigned = |job, at| JobAssigned {
+            job: key(job),
+            node,
+            provider: key(3),
+            generation: 1,
+            rate_per_hour: 1,
+            by: key(9),
+            at,
+        };
+        let history = vec![
+            entry(1, McjsEvent::JobAssigned(assigned(1, 0))),
+            entry(
+                2,
+                McjsEvent::FailureReported(FailureReported {
+                    job: key(1),
+                    node,
+                    provider: key(3),
+                    failed_generation: 1,
+                    cause: FailureCause::NodeLost,
+                    slashed: 5,
+                    slashed_to: key(6),
+                    restarts_used: 1,
+                    job_failed: false,
+                    refund: 0,
+                    by: key(9),
+                    at: 7_200,
+                }),
+            ),
+            entry(3, McjsEvent::JobAssigned(assigned(4, 7_200))),
+            entry(
+                4,
+                McjsEvent::JobCompleted(JobCompleted {
+                    job: key(4),
+                    node,
+                    generation: 1,
+                    output_hash: [1; 32],
+                    refund: 0,
+                    by: key(8),
+                    at: 14_400,
+                }),
+            ),
+        ];
+        let page = |reliability: Reliability| data::NodeView {
+            key: node.to_string(),
+            provider: key(3).to_string(),
+            index: 0,
+            operator: key(5).to_string(),
+            hardware: data::Hardware {
+                gpu_model: "a100-sxm4-80gb".into(),
+                gpu_count: 1,
+                vram_per_gpu_mib: 81_920,
+                compute_capability: 80,
+                cpu_cores: 16,
+                ram_mib: 65_536,
+                disk_gib: 500,
+                checkpoint_write_mibps: 1_000,
+            },
+            readiness: 90,
+            price_per_gpu_hour: 1,
+            status: "available",
+            status_since: 0,
+            current_job: None,
+            reliability,
+        };
+        let render = |view: data::NodeView| {
+            templates()
+                .get_template("node.html")
+                .and_then(|t| {
+                    t.render(context! {
+                        page => Value::from_serialize(&view),
+                        title => "Node",
+                        watch => None::<&str>,
+                        extra => Value::UNDEFINED,
+                    })
+                })
+                .unwrap_or_else(|e| panic!("{e:#}"))
+        };
+        let html = render(page(node_reliability(&node, &history, 20_000)));
+        let record = &html[html.find("id=\"reliability\"").expect("the record")..];
+        assert!(
+            record.contains("<span class=\"assignments\">2</span>"),
+            "{record}"
+        );
+        assert!(record.contains("node_lost 1"), "{record}");
+        assert!(
+            record.contains("<span class=\"hours\">4.0</span>"),
+            "{record}"
+        );
+        assert!(
+            record.contains("<dd class=\"failure-rate\">25.00</dd>"),
+            "{record}"
+        );
+        assert!(record.contains("50.0%"), "{record}");
+
+        let html = render(page(node_reliability(&node, &[], 20_000)));
+        let record = &html[html.find("id=\"reliability\"").expect("the record")..];
+        assert!(record.contains("No history"), "{record}");
+        assert!(!record.contains('%'), "no share without history: {record}");
     }
 
     #[test]

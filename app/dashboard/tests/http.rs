@@ -8,7 +8,7 @@ use anchor_lang::AccountSerialize;
 use common::Story;
 use mcjs::state::FailureCause;
 use mcjs_client::history::failure_cause;
-use mcjs_client::{JobFilter, Keypair, Signer, pda};
+use mcjs_client::{JobFilter, Keypair, Pubkey, Signer, pda};
 use reqwest::StatusCode;
 use reqwest::header::ACCEPT;
 use serde_json::Value;
@@ -175,6 +175,63 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
         config.insurance_pool.to_string()
     );
     assert_eq!(page["nodes"].as_array().unwrap().len(), 2);
+    // The reliability record, from the provider's history: three
+    // assignments, one lost with its node, one completed, one that failed by
+    // its own fault (not held against the provider).
+    let record = &page["reliability"];
+    assert_eq!(record["assignments"], 3);
+    assert_eq!(record["completed"], provider.jobs_completed);
+    assert_eq!(
+        record["provider_failures"], provider.failures,
+        "the story's only slash is the lost node's"
+    );
+    assert_eq!(record["job_faults"], 1);
+    assert_eq!(record["failures_by_cause"]["node_lost"], 1);
+    assert_eq!(record["failures_by_cause"]["job_fatal"], 1);
+    assert_eq!(record["open"], 0);
+    assert_eq!(record["completed_share"], 0.5);
+    assert!(
+        record["seconds_in_service"].as_u64().unwrap() >= 900,
+        "the clock was moved 300 s on node 0 and 600 s on node 1: {record}"
+    );
+    let seconds = record["seconds_in_service"].as_f64().unwrap();
+    assert!(
+        (record["failures_per_100_hours"].as_f64().unwrap() - 360_000.0 / seconds).abs() < 1e-9,
+        "one failure in its hours in service: {record}"
+    );
+    let node_record = |node: &Pubkey| {
+        page["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["key"] == node.to_string())
+            .expect("the node's row")["reliability"]
+            .clone()
+    };
+    assert_eq!(node_record(&story.nodes[0])["completed_share"], 0.0);
+    assert_eq!(
+        node_record(&story.nodes[1])["completed_share"],
+        1.0,
+        "the job's fatal error is not held against node 1"
+    );
+    assert_eq!(node_record(&story.nodes[1])["job_faults"], 1);
+    let (status, html_page) = html(&story.url(&format!("/provider/{}", story.provider))).await;
+    assert_eq!(status, StatusCode::OK);
+    let shown = &html_page[html_page.find("id=\"reliability\"").expect("the record")..];
+    assert!(
+        shown.contains("<span class=\"assignments\">3</span>"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("<dd class=\"completed-share\">50.0%"),
+        "{shown}"
+    );
+    let table = &html_page[html_page.find("id=\"nodes\"").expect("the nodes")..];
+    assert!(table.contains("share completed"), "{table}");
+    assert!(
+        table.contains("100.0%") && table.contains("0.0%"),
+        "{table}"
+    );
     let (_, by_wallet) =
         json(&story.url(&format!("/provider/{}", story.provider_owner.pubkey()))).await;
     assert_eq!(
@@ -189,6 +246,8 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
     assert_eq!(page["price_per_gpu_hour"], node.price_per_gpu_hour);
     assert_eq!(page["hardware"]["gpu_model"], "rtx-6000");
     assert_eq!(page["readiness"], 80);
+    assert_eq!(page["reliability"], node_record(&story.nodes[0]));
+    assert_eq!(page["reliability"]["provider_failures"], 1);
 
     let (_, page) = json(&story.url("/program")).await;
     assert_eq!(page["admin"], config.admin.to_string());

@@ -13,6 +13,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::history::{HistoryEntry, McjsEvent};
+use crate::reliability::{ProviderReliability, provider_reliability};
 
 /// A check's answer when its checker could not restore the interval's start.
 pub const START_UNAVAILABLE: &str = "start-unavailable";
@@ -384,10 +385,15 @@ pub struct ProviderAudit {
     pub jobs_completed: u64,
     pub failures: u64,
     pub slashed_total: u64,
-    /// Completed over completed plus infrastructure failures; `None` before any ended.
+    /// The account's counters: completed over completed plus `failures`
+    /// (every slash: infrastructure failures and verifications lost);
+    /// `None` before any ended.
     pub completion_rate: Option<f64>,
     /// The failures reported against the provider, oldest first.
     pub failure_reports: Vec<FailureRecord>,
+    /// The provider's and each of its nodes' reliability record, from the
+    /// history ([`crate::reliability`]).
+    pub reliability: ProviderReliability,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -404,11 +410,13 @@ pub struct FailureRecord {
     pub at: i64,
 }
 
-/// Summarises a provider from its account and its history (oldest first).
+/// Summarises a provider from its account and its history (oldest first);
+/// `now` is the chain's clock, up to which open assignments count.
 pub fn audit_provider(
     provider_key: &Pubkey,
     provider: &mcjs::state::Provider,
     history: &[HistoryEntry],
+    now: i64,
 ) -> ProviderAudit {
     let failure_reports = history
         .iter()
@@ -439,6 +447,7 @@ pub fn audit_provider(
         slashed_total: provider.slashed_total,
         completion_rate: (ended > 0).then(|| provider.jobs_completed as f64 / ended as f64),
         failure_reports,
+        reliability: provider_reliability(provider_key, history, now),
     }
 }
 

@@ -7,6 +7,8 @@
 //!   every event of the program and orders them into an account's history.
 //! * [`errors`] names a program error from its code.
 //! * [`audit`] rebuilds a job's history and verifies its checkpoint chain.
+//! * [`reliability`] computes a node's and a provider's reliability record
+//!   from chain history.
 //! * [`rpc`] (feature `rpc`) talks to a node: sends and confirms
 //!   transactions, finds accounts, reads histories, watches accounts.
 
@@ -20,6 +22,7 @@ pub mod ix;
 mod job_accounts;
 #[cfg(feature = "rpc")]
 pub mod keyfile;
+pub mod reliability;
 #[cfg(feature = "rpc")]
 pub mod rpc;
 

@@ -5,6 +5,7 @@ use std::fmt;
 use anyhow::anyhow;
 use mcjs_client::ChainError;
 use mcjs_client::audit::{JobAudit, ProviderAudit, audit_job, audit_provider};
+use mcjs_client::reliability::Reliability;
 use serde::Serialize;
 
 use crate::chain::{Ctx, parse_pubkey, usdc};
@@ -16,7 +17,10 @@ pub enum AuditCommand {
     /// checkpoint chain and check it against the on-chain commitment:
     /// exit 0 when it verifies, 1 when not.
     Job { job: String },
-    /// A provider's record: completion rate, failures, slashes.
+    /// A provider's record: completion rate, failures, slashes, and the
+    /// reliability of the provider and of each of its nodes from the chain's
+    /// history (assignments completed and failed by cause, time in service,
+    /// failures per 100 hours in service, share completed).
     Provider {
         /// A Provider account or its owner's wallet.
         provider: String,
@@ -58,9 +62,10 @@ pub fn run(cmd: AuditCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
                     .await?
                     .ok_or_else(|| anyhow!("no provider at {given} (nor owned by it) on {}", client.url()))?;
                 let history = client.account_history(&key).await?;
-                global
-                    .output
-                    .print(&ProviderAuditView(audit_provider(&key, &account, &history)))?;
+                let now = client.chain_time().await?;
+                global.output.print(&ProviderAuditView(audit_provider(
+                    &key, &account, &history, now,
+                )))?;
                 Ok(EXIT_OK)
             }
         }
@@ -197,6 +202,67 @@ impl fmt::Display for ProviderAuditView {
                 r.reported_by
             )?;
         }
+        let r = &a.reliability;
+        write!(
+            f,
+            "\nreliability from the chain's history (failures the provider answers for; a job's own faults are not held against it)"
+        )?;
+        write_reliability(f, "  ", &r.record)?;
+        write!(
+            f,
+            "\n  verifications lost {} (slashed for a wrong result; not an assignment's end)",
+            r.verification_losses
+        )?;
+        for node in &r.nodes {
+            write!(f, "\n  node {}", node.node)?;
+            write_reliability(f, "    ", &node.record)?;
+        }
         Ok(())
     }
+}
+
+/// A reliability record as people read it, each line after a newline and
+/// `indent`; "no history" for a record with no assignment.
+pub(crate) fn write_reliability(
+    f: &mut fmt::Formatter<'_>,
+    indent: &str,
+    r: &Reliability,
+) -> fmt::Result {
+    if !r.has_history() {
+        return write!(
+            f,
+            "\n{indent}no history: no assignment on chain to judge by"
+        );
+    }
+    write!(
+        f,
+        "\n{indent}assignments  {} since {}: {} completed, {} failed on the provider, {} by the job's own fault, {} taken off, {} open",
+        r.assignments,
+        r.since.unwrap_or_default(),
+        r.completed,
+        r.provider_failures,
+        r.job_faults,
+        r.taken_off,
+        r.open
+    )?;
+    write!(
+        f,
+        "\n{indent}in service   {:.1} hours; {} failures per 100 hours in service; {} of assignments completed",
+        r.hours_in_service(),
+        r.failures_per_100_hours
+            .map_or("n/a".to_string(), |x| format!("{x:.2}")),
+        r.completed_share.map_or(
+            "n/a (none completed or failed on the provider yet)".to_string(),
+            |x| format!("{:.1}%", x * 100.0)
+        )
+    )?;
+    if !r.failures_by_cause.is_empty() {
+        let causes: Vec<String> = r
+            .failures_by_cause
+            .iter()
+            .map(|(cause, n)| format!("{} {n}", cause.replace('_', " ")))
+            .collect();
+        write!(f, "\n{indent}failures     {}", causes.join(", "))?;
+    }
+    Ok(())
 }

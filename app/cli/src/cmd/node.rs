@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail};
 use mcjs::instructions::{RegisterNodeArgs, UpdateNodeArgs};
 use mcjs::state::{HardwareProfile, Node};
-use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, history::node_status, ix, pda};
+use mcjs_client::history::{HistoryEntry, node_status};
+use mcjs_client::reliability::{self, Reliability};
+use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, ix, pda};
 use mcjs_hal::NodeProfile;
 use serde::Serialize;
 
@@ -224,7 +226,7 @@ async fn run_async(
             )];
             ixs.extend(top_up_operator(&client, &owner, &operator, operator_lamports).await?);
             let sig = client.send(&ixs, &[&wallet]).await?;
-            print_nodes(&client, global, vec![node], "registered", Some(sig)).await
+            print_nodes(&client, global, vec![node], "registered", Some(sig), None).await
         }
         NodeCommand::Update {
             index,
@@ -270,11 +272,16 @@ async fn run_async(
                 ixs.extend(top_up_operator(&client, &owner, operator, operator_lamports).await?);
             }
             let sig = client.send(&ixs, &[&wallet]).await?;
-            print_nodes(&client, global, vec![node], "updated", Some(sig)).await
+            print_nodes(&client, global, vec![node], "updated", Some(sig), None).await
         }
         NodeCommand::Status { node, provider } => {
-            let keys = match (node, provider) {
-                (Some(node), _) => vec![parse_pubkey(&node, "node")?],
+            // Each node's record comes from one history that holds its
+            // assignments: the node's own, or its provider's for all of them.
+            let (keys, history_of) = match (node, provider) {
+                (Some(node), _) => {
+                    let node = parse_pubkey(&node, "node")?;
+                    (vec![node], node)
+                }
                 (None, provider) => {
                     let provider = match provider {
                         Some(p) => {
@@ -286,15 +293,26 @@ async fn run_async(
                         }
                         None => pda::provider(&ctx.wallet()?.pubkey()),
                     };
-                    client
+                    let keys = client
                         .nodes_of(&provider)
                         .await?
                         .into_iter()
                         .map(|(k, _)| k)
-                        .collect()
+                        .collect();
+                    (keys, provider)
                 }
             };
-            print_nodes(&client, global, keys, "node", None).await
+            let history = client.account_history(&history_of).await?;
+            let now = client.chain_time().await?;
+            print_nodes(
+                &client,
+                global,
+                keys,
+                "node",
+                None,
+                Some((history.as_slice(), now)),
+            )
+            .await
         }
     }
 }
@@ -305,6 +323,9 @@ async fn print_nodes(
     keys: Vec<Pubkey>,
     action: &'static str,
     signature: Option<mcjs_client::Signature>,
+    // A history holding the nodes' assignments and the chain's clock: show
+    // each node's reliability record.
+    reliability: Option<(&[HistoryEntry], i64)>,
 ) -> anyhow::Result<u8> {
     let mut nodes = Vec::new();
     for key in keys {
@@ -313,7 +334,10 @@ async fn print_nodes(
             .await
             .map_err(|e| anyhow!("{key}: {e}"))?
             .ok_or_else(|| anyhow!("no node at {key} on {}", client.url()))?;
-        nodes.push(NodeView::new(key, &node));
+        let mut view = NodeView::new(key, &node);
+        view.reliability =
+            reliability.map(|(history, now)| reliability::node_reliability(&key, history, now));
+        nodes.push(view);
     }
     global.output.print(&NodesView {
         action,
@@ -342,6 +366,9 @@ struct NodeView {
     status: &'static str,
     status_since: i64,
     current_job: Option<String>,
+    /// From the chain's history (`mcjs_client::reliability`); shown by `node status`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reliability: Option<Reliability>,
 }
 
 impl NodeView {
@@ -365,6 +392,7 @@ impl NodeView {
             status: node_status(node.status),
             status_since: node.status_since,
             current_job: node.current_job.map(|j| j.to_string()),
+            reliability: None,
         }
     }
 }
@@ -411,6 +439,10 @@ impl fmt::Display for NodesView {
             write!(f, "  status       {} since {}", n.status, n.status_since)?;
             if let Some(job) = &n.current_job {
                 write!(f, " (job {job})")?;
+            }
+            if let Some(r) = &n.reliability {
+                write!(f, "\n  reliability  from the chain's history")?;
+                crate::cmd::audit::write_reliability(f, "    ", r)?;
             }
             if i + 1 < self.nodes.len() {
                 writeln!(f)?;
