@@ -11,6 +11,7 @@ pub mod sim;
 pub mod types;
 
 pub use fleet::{FleetError, FleetIndex, validate_node};
+pub use plan::reliability::{FailurePrior, ServiceRecord, survival_probability};
 pub use plan::{
     Availability, BestFit, FirstFit, Placement, PlacementPolicy, Plan, PlanRequest, ScarcityAware,
     Unplaced, UnplacedJob,

@@ -1,8 +1,10 @@
 //! Plans, the reasons a job waits, and the placement policies.
 
 mod explain;
+pub mod reliability;
 
 use crate::fleet::FleetIndex;
+use crate::plan::reliability::{FailurePrior, ServiceRecord, survival_probability};
 use crate::requirements::{InvalidJob, Needs, Requirement};
 use crate::types::{ExpectedDemand, Job, JobId, NodeId, PlacementConfig};
 use serde::Serialize;
@@ -10,12 +12,18 @@ use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-/// What to plan: the queue, the time, and the demand expected soon.
+/// What to plan: the queue, the time, the demand expected soon, and what reliability-aware
+/// placement reads: each node's record and each job's expected duration.
 #[derive(Clone, Copy, Debug)]
 pub struct PlanRequest<'a> {
     pub jobs: &'a [Job],
     pub now_unix: i64,
     pub expected: &'a [ExpectedDemand],
+    /// What the chain records of the nodes; a node not listed has no history.
+    pub history: &'a [ServiceRecord],
+    /// Each job's expected remaining run time in seconds, in the order of `jobs`; empty (or of
+    /// another length) when unknown, and then no job weighs reliability.
+    pub expected_secs: &'a [i64],
 }
 
 impl<'a> PlanRequest<'a> {
@@ -24,7 +32,19 @@ impl<'a> PlanRequest<'a> {
             jobs,
             now_unix,
             expected: &[],
+            history: &[],
+            expected_secs: &[],
         }
+    }
+
+    pub fn with_history(mut self, history: &'a [ServiceRecord]) -> Self {
+        self.history = history;
+        self
+    }
+
+    pub fn with_expected_secs(mut self, expected_secs: &'a [i64]) -> Self {
+        self.expected_secs = expected_secs;
+        self
     }
 
     pub fn with_expected(mut self, expected: &'a [ExpectedDemand]) -> Self {
@@ -196,6 +216,44 @@ struct Planner<'a> {
     shapes: Vec<Shape>,
     classes: Vec<ClassState>,
     epoch: u64,
+    /// Present when this plan weighs reliability.
+    records: Option<Records>,
+}
+
+/// Each node's record by fleet slot, and the fleet prior for nodes without one.
+struct Records {
+    prior: FailurePrior,
+    by_slot: Vec<(u32, f64)>,
+}
+
+impl Records {
+    fn new(fleet: &FleetIndex, history: &[ServiceRecord], weight_hours: f64) -> Self {
+        let by_node: HashMap<_, _> = history.iter().map(|r| (r.node, r)).collect();
+        // Only the records of nodes in the fleet make the prior, each once.
+        let by_slot = fleet
+            .nodes
+            .iter()
+            .map(|n| {
+                by_node
+                    .get(&n.id)
+                    .map_or((0, 0.0), |r| (r.failures, r.hours_in_service))
+            })
+            .collect::<Vec<_>>();
+        let known: Vec<ServiceRecord> = fleet
+            .nodes
+            .iter()
+            .filter_map(|n| by_node.get(&n.id).map(|r| **r))
+            .collect();
+        Self {
+            prior: FailurePrior::from_fleet(&known, weight_hours),
+            by_slot,
+        }
+    }
+
+    fn survival(&self, slot: u32, hours: f64) -> f64 {
+        let (failures, in_service) = self.by_slot[slot as usize];
+        survival_probability(failures, in_service, self.prior, hours)
+    }
 }
 
 fn tier_of(breadth: u64) -> u32 {
@@ -232,6 +290,17 @@ impl<'a> Planner<'a> {
                 state
             })
             .collect();
+        let weighs_reliability = strategy == Strategy::ScarcityAware
+            && config.reliability.enabled
+            && !request.jobs.is_empty()
+            && request.expected_secs.len() == request.jobs.len();
+        let records = weighs_reliability.then(|| {
+            Records::new(
+                fleet,
+                request.history,
+                config.reliability.prior_weight_hours as f64,
+            )
+        });
         Self {
             strategy,
             config,
@@ -240,6 +309,7 @@ impl<'a> Planner<'a> {
             shapes: Vec::new(),
             classes,
             epoch: 0,
+            records,
         }
     }
 
@@ -337,7 +407,7 @@ impl<'a> Planner<'a> {
                     job: job.id,
                     reason: reason.clone(),
                 }),
-                Ok(s) => match self.place(job, *s) {
+                Ok(s) => match self.place(i, *s) {
                     Some(node) => plan.placements.push(Placement { job: job.id, node }),
                     None => waiting.push((i, *s)),
                 },
@@ -413,7 +483,8 @@ impl<'a> Planner<'a> {
                 >= self.config.max_hold_secs
     }
 
-    fn place(&mut self, job: &Job, s: usize) -> Option<NodeId> {
+    fn place(&mut self, i: usize, s: usize) -> Option<NodeId> {
+        let job = &self.request.jobs[i];
         let ignore_holds = self.ignores_holds(job);
         let price = job.terms.max_price_per_gpu_hour;
         let memo_slot = ignore_holds as usize;
@@ -441,6 +512,35 @@ impl<'a> Planner<'a> {
                     } else if best.is_none_or(|(b, _, _)| id < b) {
                         best = Some((id, c, pos));
                     }
+                }
+            }
+            chosen = best.map(|(_, c, pos)| (c, pos));
+        } else if self.records.is_some() {
+            // Reliability within scarcity: only classes about as lightly loaded as the first
+            // one that can take the job are searched, and among their nodes the job takes the
+            // one most likely to survive its expected duration.
+            let hours = self.request.expected_secs[i].max(0) as f64 / 3600.0;
+            let slack = 1.0 + self.config.reliability.load_slack_percent as f64 / 100.0;
+            let mut band: Option<f64> = None;
+            let mut best: Option<(f64, u32, usize)> = None;
+            for &c in &preference {
+                let free = self.classes[c as usize].free;
+                if free == 0 || (!ignore_holds && free <= self.held(c, tier)) {
+                    continue;
+                }
+                let load = self.classes[c as usize].load;
+                if band.is_some_and(|first| load > first * slack) {
+                    break;
+                }
+                match self.most_reliable_node(s, c, price, avoid, hours) {
+                    Some((pos, false, survival)) => {
+                        band.get_or_insert(load);
+                        if best.is_none_or(|(b, _, _)| self.prefers(survival, b)) {
+                            best = Some((survival, c, pos));
+                        }
+                    }
+                    Some((pos, true, _)) => fallback = fallback.or(Some((c, pos))),
+                    None => {}
                 }
             }
             chosen = best.map(|(_, c, pos)| (c, pos));
@@ -558,6 +658,63 @@ impl<'a> Planner<'a> {
             return Some((pos, false));
         }
         fallback
+    }
+
+    /// The free node of a class the job can afford that is most likely to run `hours` without
+    /// failing (or that best fits the survival target, [`Self::prefers`]), with its survival
+    /// probability; among equals the first in readiness order. The node that just failed the
+    /// job only when it is the only one (returned with `true`).
+    fn most_reliable_node(
+        &mut self,
+        s: usize,
+        class: u32,
+        price: u64,
+        avoid: Option<NodeId>,
+        hours: f64,
+    ) -> Option<(usize, bool, f64)> {
+        let len = self.fleet.classes[class as usize].available.len();
+        let check_each = self.straddles(s, class);
+        let mut cursor = self.classes[class as usize].cursor;
+        while cursor < len && !self.usable(class, cursor) {
+            cursor += 1;
+        }
+        self.classes[class as usize].cursor = cursor;
+        let records = self.records.as_ref()?;
+        let mut best: Option<(usize, f64)> = None;
+        let mut fallback = None;
+        for pos in cursor..len {
+            if !self.usable(class, pos) {
+                continue;
+            }
+            let node = self.node_at(class, pos);
+            if node.price_per_gpu_hour > price || (check_each && !self.shapes[s].needs.admits(node))
+            {
+                continue;
+            }
+            let slot = self.fleet.classes[class as usize].available[pos];
+            let survival = records.survival(slot, hours);
+            if Some(node.id) == avoid {
+                fallback = Some((pos, true, survival));
+            } else if best.is_none_or(|(_, b)| self.prefers(survival, b)) {
+                best = Some((pos, survival));
+            }
+        }
+        best.map(|(pos, p)| (pos, false, p)).or(fallback)
+    }
+
+    /// Whether a node that survives the job with probability `a` is strictly better than one
+    /// with `b`: more likely to survive, or, with a survival target, meeting it by less.
+    fn prefers(&self, a: f64, b: f64) -> bool {
+        let target = self.config.reliability.survival_target_percent as f64 / 100.0;
+        if target <= 0.0 {
+            return a > b;
+        }
+        match (a >= target, b >= target) {
+            (true, true) => a < b,
+            (true, false) => true,
+            (false, true) => false,
+            (false, false) => a > b,
+        }
     }
 
     fn lowest_id_node(

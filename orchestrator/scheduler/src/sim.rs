@@ -7,9 +7,10 @@ mod workload;
 mod world;
 
 pub use workload::{Arrivals, JobKind, NodeKind, Workload, standard_job_kinds, standard_kinds};
-pub use world::{Incident, IncidentKind, SimJobSpec, World, measure};
+pub use world::{Incident, IncidentKind, SimJobSpec, World, failure_scales, measure};
 
 use crate::fleet::FleetIndex;
+use crate::plan::reliability::ServiceRecord;
 use crate::plan::{PlacementPolicy, PlanRequest};
 use crate::types::*;
 use serde::Serialize;
@@ -46,6 +47,41 @@ pub struct SimConfig {
     /// Each node's measured values differ as a real fleet's do (see [`measure`]); off, every
     /// node of a kind reports its kind's nominal values.
     pub measured_variation: bool,
+    /// The spread of per-node failure rates: each node's rate is its kind's times a log-normal
+    /// scale of mean 1 and this sigma ([`failure_scales`]); 0 gives every node its kind's rate.
+    pub failure_spread_sigma: f64,
+    /// Site power cuts per node-day at a node of average failure scale, and their mean length.
+    pub power_cuts_per_node_day: f64,
+    pub power_cut_mean_hours: f64,
+    /// The share of nodes behind a UPS the agent reads: a power cut there costs the job one
+    /// checkpoint write, is told to the scheduler at once and uses no restart.
+    pub ups_fraction: f64,
+    /// Restarts after a failure a job may use before it fails for good (the spec's
+    /// `restart_budget`); `None`: jobs never fail.
+    pub restart_budget: Option<u8>,
+    /// A job still queued after its deadline is expired (the program's `expire_job`).
+    pub expire_at_deadline: bool,
+    /// An owner cancels a job that has not started after this long.
+    pub owner_patience_secs: Option<i64>,
+    /// Nodes had been in service up to this many days (uniformly) before the run, with the
+    /// failures their rate gives: the record the chain holds when the run starts.
+    pub history_max_days: f64,
+}
+
+impl SimConfig {
+    /// The world before per-node failure rates: every node fails at its kind's rate, no power
+    /// cuts, and jobs are never failed, expired or cancelled. Reproduces the earlier tables.
+    pub fn uniform_failures(self) -> Self {
+        Self {
+            failure_spread_sigma: 0.0,
+            power_cuts_per_node_day: 0.0,
+            restart_budget: None,
+            expire_at_deadline: false,
+            owner_patience_secs: None,
+            history_max_days: 0.0,
+            ..self
+        }
+    }
 }
 
 impl Default for SimConfig {
@@ -67,6 +103,14 @@ impl Default for SimConfig {
             scarce_fraction: 0.15,
             scarce_wait_threshold_secs: 600,
             measured_variation: true,
+            failure_spread_sigma: 1.0,
+            power_cuts_per_node_day: 1.0 / 30.0,
+            power_cut_mean_hours: 2.0,
+            ups_fraction: 0.4,
+            restart_budget: Some(3),
+            expire_at_deadline: true,
+            owner_patience_secs: Some(3 * DAY),
+            history_max_days: 120.0,
         }
     }
 }
@@ -78,7 +122,24 @@ pub struct SimReport {
     pub workload: String,
     pub submitted: usize,
     pub completed: usize,
+    /// Ran out of restarts.
+    pub failed: usize,
+    /// Still queued after their deadline.
+    pub expired: usize,
+    /// Given up by their owners before they started.
+    pub cancelled: usize,
+    /// Not ended when the run stopped: queued, and on a node (or lost with it, not yet noticed).
+    pub unfinished_queued: usize,
+    pub unfinished_running: usize,
+    /// The GPU-hours of work in the jobs that completed.
     pub completed_gpu_hours: f64,
+    /// Goodput: the GPU-hours of work done and kept for an owner by the end of the run: the
+    /// work of completed jobs and the checkpointed progress of jobs still queued or running.
+    /// Work lost at interruptions, and all the work of failed, expired and cancelled jobs,
+    /// does not count.
+    pub goodput_gpu_hours: f64,
+    /// Compute lost to interruptions (work since the last checkpoint, or a checkpoint written
+    /// on battery).
     pub wasted_gpu_hours: f64,
     pub mean_wait_secs: f64,
     pub p99_wait_secs: f64,
@@ -90,13 +151,33 @@ pub struct SimReport {
     pub scarce_mean_wait_secs: f64,
     pub node_crashes: usize,
     pub partitions: usize,
+    pub power_cuts_with_ups: usize,
+    pub power_cuts_without_ups: usize,
     pub job_interruptions: usize,
+    /// Jobs interrupted by a power cut, and the job compute each lost at most, with a UPS and
+    /// without.
+    pub power_interruptions_with_ups: usize,
+    pub power_loss_max_secs_with_ups: i64,
+    pub power_interruptions_without_ups: usize,
+    pub power_loss_max_secs_without_ups: i64,
     pub plans: usize,
 }
 
 impl SimReport {
+    /// MCJS's gauge: jobs completed over jobs that ended, completed or failed. Cancelled and
+    /// expired jobs are counted apart, and jobs still unfinished at the end of the run are not
+    /// in it.
     pub fn completion_rate(&self) -> f64 {
-        self.completed as f64 / self.submitted.max(1) as f64
+        let ended = self.completed + self.failed;
+        if ended == 0 {
+            return 1.0;
+        }
+        self.completed as f64 / ended as f64
+    }
+
+    /// Jobs that reached an end: completed, failed, expired or cancelled.
+    pub fn ended(&self) -> usize {
+        self.completed + self.failed + self.expired + self.cancelled
     }
 }
 
@@ -104,12 +185,18 @@ impl fmt::Display for SimReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} on {}: {}/{} completed, {:.0} gpu-h wasted, wait mean {:.0} s p99 {:.0} s, \
+            "{} on {}: {}/{} completed, {} failed, {} expired, {} cancelled, {} unfinished, \
+             completion rate {:.1}%, {:.0} gpu-h wasted, wait mean {:.0} s p99 {:.0} s, \
              {} deadline misses, {}/{} scarce jobs waited (mean {:.0} s)",
             self.policy,
             self.workload,
             self.completed,
             self.submitted,
+            self.failed,
+            self.expired,
+            self.cancelled,
+            self.unfinished_queued + self.unfinished_running,
+            100.0 * self.completion_rate(),
             self.wasted_gpu_hours,
             self.mean_wait_secs,
             self.p99_wait_secs,
@@ -150,6 +237,19 @@ enum JobState {
     /// Its node died; the scheduler has not noticed yet.
     Lost,
     Done,
+    Failed,
+    Expired,
+    Cancelled,
+}
+
+/// What a job loses when its node goes down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Interruption {
+    /// Everything since the last checkpoint; noticed at the heartbeat timeout; uses a restart.
+    Unannounced,
+    /// A UPS on battery: the agent checkpoints at once and tells the scheduler, so the job
+    /// loses the write and is queued again without using a restart (a yield after progress).
+    OnBattery,
 }
 
 struct Sim<'w> {
@@ -160,10 +260,16 @@ struct Sim<'w> {
     generation: Vec<u32>,
     progress: Vec<i64>,
     recovering_from: Vec<Option<NodeId>>,
+    restarts_used: Vec<u8>,
     first_start: Vec<Option<i64>>,
     completed_at: Vec<Option<i64>>,
     node_job: Vec<Option<usize>>,
     node_generation: Vec<u32>,
+    /// The chain's record of each node: failures, seconds in service, and since when it has
+    /// been online (not counted yet).
+    node_failures: Vec<u32>,
+    node_service_secs: Vec<i64>,
+    node_online_since: Vec<Option<i64>>,
     queue: Vec<usize>,
     events: BinaryHeap<Reverse<(i64, Event)>>,
     recent: VecDeque<(i64, usize)>,
@@ -187,10 +293,18 @@ pub fn simulate(
         generation: vec![0; n_jobs],
         progress: vec![0; n_jobs],
         recovering_from: vec![None; n_jobs],
+        restarts_used: vec![0; n_jobs],
         first_start: vec![None; n_jobs],
         completed_at: vec![None; n_jobs],
         node_job: vec![None; world.nodes.len()],
         node_generation: vec![0; world.nodes.len()],
+        node_failures: world.node_history.iter().map(|h| h.0).collect(),
+        node_service_secs: world
+            .node_history
+            .iter()
+            .map(|h| (h.1 * HOUR as f64) as i64)
+            .collect(),
+        node_online_since: vec![Some(T0); world.nodes.len()],
         queue: Vec::new(),
         events: BinaryHeap::new(),
         recent: VecDeque::new(),
@@ -199,7 +313,13 @@ pub fn simulate(
             workload: workload.name.to_string(),
             submitted: n_jobs,
             completed: 0,
+            failed: 0,
+            expired: 0,
+            cancelled: 0,
+            unfinished_queued: 0,
+            unfinished_running: 0,
             completed_gpu_hours: 0.0,
+            goodput_gpu_hours: 0.0,
             wasted_gpu_hours: 0.0,
             mean_wait_secs: 0.0,
             p99_wait_secs: 0.0,
@@ -211,7 +331,13 @@ pub fn simulate(
             scarce_mean_wait_secs: 0.0,
             node_crashes: 0,
             partitions: 0,
+            power_cuts_with_ups: 0,
+            power_cuts_without_ups: 0,
             job_interruptions: 0,
+            power_interruptions_with_ups: 0,
+            power_loss_max_secs_with_ups: 0,
+            power_interruptions_without_ups: 0,
+            power_loss_max_secs_without_ups: 0,
             plans: 0,
         },
         dirty: false,
@@ -249,6 +375,7 @@ impl Sim<'_> {
                 next_arrival += 1;
                 self.dirty = true;
             }
+            self.end_waiting_jobs(now);
             if self.dirty {
                 self.plan(policy, now);
                 self.dirty = false;
@@ -289,6 +416,7 @@ impl Sim<'_> {
                 if self.node_generation[node] != generation {
                     return;
                 }
+                self.node_online_since[node] = Some(at);
                 self.node_mut(node, |n| n.status = NodeStatus::Available);
             }
             Event::FailureDetected {
@@ -299,40 +427,99 @@ impl Sim<'_> {
                 if self.generation[job] != generation {
                     return;
                 }
-                self.state[job] = JobState::Queued;
-                self.recovering_from[job] = Some(NodeId(node as u64));
-                self.queue.push(job);
-                self.dirty = true;
+                // The program's rule: a failure uses a restart, and fails the job once none
+                // is left.
+                if let Some(budget) = self.config.restart_budget
+                    && self.restarts_used[job] >= budget
+                {
+                    self.state[job] = JobState::Failed;
+                    return;
+                }
+                self.restarts_used[job] = self.restarts_used[job].saturating_add(1);
+                self.requeue(job, node);
             }
         }
     }
 
-    /// The job on `node` loses everything since its last checkpoint.
-    fn interrupt(&mut self, node: usize, at: i64) {
-        let Some(job) = self.node_job[node].take() else {
-            return;
-        };
+    fn requeue(&mut self, job: usize, node: usize) {
+        self.state[job] = JobState::Queued;
+        self.recovering_from[job] = Some(NodeId(node as u64));
+        self.queue.push(job);
+        self.dirty = true;
+    }
+
+    /// The job on `node` stops. Unannounced, it loses everything since its last checkpoint
+    /// and the scheduler notices at the heartbeat timeout; on battery it checkpoints first and
+    /// loses the write. Returns the job compute lost, in seconds, when a job was running.
+    fn interrupt(&mut self, node: usize, at: i64, how: Interruption) -> Option<i64> {
+        let job = self.node_job[node].take()?;
         let JobState::Running { compute_from, .. } = self.state[job] else {
-            return;
+            return None;
         };
         let spec = &self.world.jobs[job];
-        let interval = spec.job.checkpoint.interval_secs as i64;
         let ran = (at - compute_from).max(0);
-        let saved = ran / interval * interval;
+        let (saved, lost) = match how {
+            Interruption::Unannounced => {
+                let interval = spec.job.checkpoint.interval_secs as i64;
+                let saved = ran / interval * interval;
+                (saved, ran - saved)
+            }
+            Interruption::OnBattery if ran == 0 => (0, 0),
+            Interruption::OnBattery => {
+                let bw = self.world.nodes[node].checkpoint_write_mibps.max(1) as u64;
+                let write = (spec.job.checkpoint.size_bytes >> 20).div_ceil(bw) as i64;
+                (ran, write.max(1))
+            }
+        };
         self.progress[job] = (self.progress[job] + saved).min(spec.work_secs);
-        let lost = (ran - saved) as f64 * spec.job.hardware.gpu_count as f64 / HOUR as f64;
-        self.report.wasted_gpu_hours += lost;
+        self.report.wasted_gpu_hours +=
+            lost as f64 * spec.job.hardware.gpu_count as f64 / HOUR as f64;
         self.report.job_interruptions += 1;
-        self.state[job] = JobState::Lost;
-        let generation = self.generation[job];
-        self.events.push(Reverse((
-            at + self.config.heartbeat_timeout_secs,
-            Event::FailureDetected {
-                job,
-                generation,
-                node,
-            },
-        )));
+        match how {
+            Interruption::Unannounced => {
+                self.state[job] = JobState::Lost;
+                let generation = self.generation[job];
+                self.events.push(Reverse((
+                    at + self.config.heartbeat_timeout_secs,
+                    Event::FailureDetected {
+                        job,
+                        generation,
+                        node,
+                    },
+                )));
+            }
+            Interruption::OnBattery => self.requeue(job, node),
+        }
+        Some(lost)
+    }
+
+    /// Queued jobs past their deadline expire; owners give up on jobs that never started.
+    fn end_waiting_jobs(&mut self, now: i64) {
+        let expire = self.config.expire_at_deadline;
+        let patience = self.config.owner_patience_secs;
+        if !expire && patience.is_none() {
+            return;
+        }
+        let before = self.queue.len();
+        let (world, state, first_start) = (self.world, &mut self.state, &self.first_start);
+        self.queue.retain(|&j| {
+            let terms = &world.jobs[j].job.terms;
+            if expire && terms.deadline_unix.is_some_and(|d| now > d) {
+                state[j] = JobState::Expired;
+                return false;
+            }
+            if let Some(p) = patience
+                && first_start[j].is_none()
+                && now - terms.submitted_unix > p
+            {
+                state[j] = JobState::Cancelled;
+                return false;
+            }
+            true
+        });
+        if self.queue.len() != before {
+            self.dirty = true;
+        }
     }
 
     fn incident(&mut self, incident: Incident) {
@@ -346,10 +533,11 @@ impl Sim<'_> {
         if status == NodeStatus::Offline {
             return;
         }
-        let down_for = match incident.kind {
+        let ups = self.world.node_ups[node];
+        let (down_for, how) = match incident.kind {
             IncidentKind::Crash { repair_secs } => {
                 self.report.node_crashes += 1;
-                repair_secs
+                (repair_secs, Interruption::Unannounced)
             }
             IncidentKind::Partition { secs } => {
                 // Shorter than the heartbeat timeout: nobody notices, the job goes on.
@@ -357,10 +545,33 @@ impl Sim<'_> {
                     return;
                 }
                 self.report.partitions += 1;
-                secs
+                (secs, Interruption::Unannounced)
+            }
+            IncidentKind::PowerCut { secs } if ups => {
+                self.report.power_cuts_with_ups += 1;
+                (secs, Interruption::OnBattery)
+            }
+            IncidentKind::PowerCut { secs } => {
+                self.report.power_cuts_without_ups += 1;
+                (secs, Interruption::Unannounced)
             }
         };
-        self.interrupt(node, at);
+        let lost = self.interrupt(node, at, how);
+        if let (Some(lost), IncidentKind::PowerCut { .. }) = (lost, incident.kind) {
+            let r = &mut self.report;
+            if ups {
+                r.power_interruptions_with_ups += 1;
+                r.power_loss_max_secs_with_ups = r.power_loss_max_secs_with_ups.max(lost);
+            } else {
+                r.power_interruptions_without_ups += 1;
+                r.power_loss_max_secs_without_ups = r.power_loss_max_secs_without_ups.max(lost);
+            }
+        }
+        // The chain records the node going offline: one more failure, its service paused.
+        self.node_failures[node] += 1;
+        if let Some(since) = self.node_online_since[node].take() {
+            self.node_service_secs[node] += at - since;
+        }
         self.node_generation[node] += 1;
         let generation = self.node_generation[node];
         self.node_mut(node, |n| {
@@ -412,9 +623,29 @@ impl Sim<'_> {
                 job
             })
             .collect();
+        // What the scheduler reads for reliability: the chain's record of every node, and each
+        // job's remaining work (the owner's estimate, taken here as exact).
+        let expected_secs: Vec<i64> = self
+            .queue
+            .iter()
+            .map(|&j| self.world.jobs[j].work_secs - self.progress[j])
+            .collect();
+        let history: Vec<ServiceRecord> = (0..self.world.nodes.len())
+            .map(|n| ServiceRecord {
+                node: NodeId(n as u64),
+                failures: self.node_failures[n],
+                hours_in_service: (self.node_service_secs[n]
+                    + self.node_online_since[n].map_or(0, |since| now - since))
+                    as f64
+                    / HOUR as f64,
+            })
+            .collect();
         let plan = policy.plan(
             &self.fleet,
-            &PlanRequest::new(&jobs, now).with_expected(&expected),
+            &PlanRequest::new(&jobs, now)
+                .with_expected(&expected)
+                .with_history(&history)
+                .with_expected_secs(&expected_secs),
         );
         self.report.plans += 1;
         let mut placed = Vec::with_capacity(plan.placements.len());
@@ -457,10 +688,27 @@ impl Sim<'_> {
                 self.report.never_started += 1;
             }
             waits.push(wait);
-            if self.completed_at[j].is_some() {
-                self.report.completed += 1;
-                self.report.completed_gpu_hours +=
-                    spec.work_secs as f64 * spec.job.hardware.gpu_count as f64 / HOUR as f64;
+            let gpu_hours = |secs: i64| secs as f64 * spec.job.hardware.gpu_count as f64 / 3600.0;
+            self.report.goodput_gpu_hours += gpu_hours(match self.state[j] {
+                JobState::Done => spec.work_secs,
+                JobState::Running { compute_from, .. } => {
+                    let interval = spec.job.checkpoint.interval_secs.max(1) as i64;
+                    let ran = (end - compute_from).max(0);
+                    (self.progress[j] + ran / interval * interval).min(spec.work_secs)
+                }
+                JobState::Queued | JobState::Lost => self.progress[j],
+                _ => 0,
+            });
+            match self.state[j] {
+                JobState::Done => {
+                    self.report.completed += 1;
+                    self.report.completed_gpu_hours += gpu_hours(spec.work_secs);
+                }
+                JobState::Failed => self.report.failed += 1,
+                JobState::Expired => self.report.expired += 1,
+                JobState::Cancelled => self.report.cancelled += 1,
+                JobState::Queued | JobState::NotYetSubmitted => self.report.unfinished_queued += 1,
+                JobState::Running { .. } | JobState::Lost => self.report.unfinished_running += 1,
             }
             if let Some(deadline) = spec.job.terms.deadline_unix {
                 self.report.deadline_jobs += 1;

@@ -121,6 +121,42 @@ pub struct PlacementConfig {
     /// After waiting this long a job may use hardware held for scarcer jobs, so holds never
     /// starve anyone.
     pub max_hold_secs: i64,
+    /// Whether a job prefers the nodes most likely to survive its expected duration, and how
+    /// that is weighed against scarcity. Off by default.
+    #[serde(default)]
+    pub reliability: ReliabilityWeighing,
+}
+
+/// Reliability-aware placement (docs/scheduler.md, "Reliability-aware placement"): among the
+/// capable classes as lightly loaded as the first that can take a job (within
+/// `load_slack_percent`), the job takes the node most likely to run its expected duration
+/// without failing, estimated from each node's record
+/// ([`crate::plan::reliability::survival_probability`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReliabilityWeighing {
+    pub enabled: bool,
+    /// How much more loaded (demand per node, from jobs that could use it) than the first
+    /// usable class another class may be and still be searched for a more reliable node:
+    /// reliability never moves a job onto hardware that scarcer jobs depend on markedly more.
+    pub load_slack_percent: u32,
+    /// The weight of the fleet prior, in hours of service: a node's own record outweighs it
+    /// once its hours in service pass this.
+    pub prior_weight_hours: u32,
+    /// 0: a job takes the node most likely to survive it. Otherwise a job takes the least
+    /// reliable node that still survives it with at least this probability (in percent), and
+    /// the most reliable only when none does: short jobs leave the reliable nodes to long ones.
+    pub survival_target_percent: u32,
+}
+
+impl Default for ReliabilityWeighing {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            load_slack_percent: 10,
+            prior_weight_hours: 168,
+            survival_target_percent: 0,
+        }
+    }
 }
 
 impl Default for PlacementConfig {
@@ -130,6 +166,7 @@ impl Default for PlacementConfig {
             failure_backoff_max_secs: 24 * 3600,
             urgent_within_secs: 24 * 3600,
             max_hold_secs: 2 * 3600,
+            reliability: ReliabilityWeighing::default(),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Benchmarks and fleet simulation for MCJS placement policies.
 //!
 //! `mcjs-fleet-sim --all` prints every table: planning throughput (medians), placement quality
-//! on simulated workloads side by side, and how both grow with the fleet.
+//! on simulated workloads side by side, and how both grow with the fleet. `--reliability`
+//! compares scarcity-aware placement with and without reliability weighing on one world.
 
 use anyhow::{Context, Result, bail};
 use mcjs_scheduler::sim::{SimConfig, SimReport, Workload, World, simulate, standard_job_kinds};
@@ -12,10 +13,20 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: mcjs-fleet-sim [--all] [--throughput] [--quality] [--scale] \
-[--seed N] [--nodes N] [--days D] [--max-hold-hours H] [--forecast-mins M] [--nominal] [--json]
+[--reliability] [--seed N] [--nodes N] [--days D] [--max-hold-hours H] [--forecast-mins M] \
+[--nominal] [--uniform-failures] [--failure-sigma S] [--restart-budget N] [--load-slack PCT] \
+[--prior-hours H] [--survival-target PCT] [--json]
 
 Nodes report per-node measured values (bandwidth, free disk, RAM) as on a real fleet;
---nominal gives every node of a kind its kind's exact values instead.";
+--nominal gives every node of a kind its kind's exact values instead.
+
+Each node fails at its kind's rate times a log-normal scale (mean 1, sigma --failure-sigma,
+default 1.0), sites lose power (40% behind a UPS), and a job fails for good after
+--restart-budget restarts (default 3); --uniform-failures gives every node its kind's rate, no
+power cuts and jobs that never fail, expire or are cancelled (the earlier tables).
+
+--reliability prints scarcity-aware placement with and without reliability weighing on the
+same world (--load-slack, --prior-hours, --survival-target tune the weighing).";
 
 struct Args {
     throughput: bool,
@@ -27,6 +38,13 @@ struct Args {
     max_hold_hours: f64,
     forecast_mins: i64,
     nominal: bool,
+    uniform_failures: bool,
+    reliability: bool,
+    failure_sigma: f64,
+    restart_budget: u8,
+    load_slack_percent: u32,
+    prior_hours: u32,
+    survival_target_percent: u32,
     json: bool,
 }
 
@@ -41,6 +59,15 @@ fn parse_args() -> Result<Args> {
         max_hold_hours: PlacementConfig::default().max_hold_secs as f64 / 3600.0,
         forecast_mins: SimConfig::default().forecast_horizon_secs / 60,
         nominal: false,
+        uniform_failures: false,
+        reliability: false,
+        failure_sigma: SimConfig::default().failure_spread_sigma,
+        restart_budget: SimConfig::default().restart_budget.unwrap_or(3),
+        load_slack_percent: PlacementConfig::default().reliability.load_slack_percent,
+        prior_hours: PlacementConfig::default().reliability.prior_weight_hours,
+        survival_target_percent: PlacementConfig::default()
+            .reliability
+            .survival_target_percent,
         json: false,
     };
     let mut it = std::env::args().skip(1);
@@ -56,6 +83,33 @@ fn parse_args() -> Result<Args> {
             "--scale" => args.scale = true,
             "--json" => args.json = true,
             "--nominal" => args.nominal = true,
+            "--uniform-failures" => args.uniform_failures = true,
+            "--reliability" => args.reliability = true,
+            "--failure-sigma" => {
+                args.failure_sigma = value("--failure-sigma")?
+                    .parse()
+                    .context("--failure-sigma must be a number")?
+            }
+            "--restart-budget" => {
+                args.restart_budget = value("--restart-budget")?
+                    .parse()
+                    .context("--restart-budget must be an integer 0-255")?
+            }
+            "--load-slack" => {
+                args.load_slack_percent = value("--load-slack")?
+                    .parse()
+                    .context("--load-slack must be a whole percentage")?
+            }
+            "--survival-target" => {
+                args.survival_target_percent = value("--survival-target")?
+                    .parse()
+                    .context("--survival-target must be a whole percentage")?
+            }
+            "--prior-hours" => {
+                args.prior_hours = value("--prior-hours")?
+                    .parse()
+                    .context("--prior-hours must be a whole number of hours")?
+            }
             "--seed" => {
                 args.seed = value("--seed")?
                     .parse()
@@ -88,7 +142,7 @@ fn parse_args() -> Result<Args> {
             other => bail!("unknown argument {other:?}\n{USAGE}"),
         }
     }
-    if !(args.throughput || args.quality || args.scale) {
+    if !(args.throughput || args.quality || args.scale || args.reliability) {
         bail!("choose what to run\n{USAGE}");
     }
     if args.nodes < 12 {
@@ -112,6 +166,23 @@ fn run(args: Args) -> Result<()> {
         max_hold_secs: (args.max_hold_hours * 3600.0) as i64,
         ..PlacementConfig::default()
     };
+    let sim_config = |nodes: usize, days: f64| {
+        let config = SimConfig {
+            seed: args.seed,
+            nodes,
+            days,
+            forecast_horizon_secs: args.forecast_mins * 60,
+            measured_variation: !args.nominal,
+            failure_spread_sigma: args.failure_sigma,
+            restart_budget: Some(args.restart_budget),
+            ..SimConfig::default()
+        };
+        if args.uniform_failures {
+            config.uniform_failures()
+        } else {
+            config
+        }
+    };
     if args.throughput {
         println!("## Planning throughput (one core, medians)\n");
         throughput_table(&[10_000], args.seed, !args.nominal);
@@ -121,14 +192,7 @@ fn run(args: Args) -> Result<()> {
             "\n## Placement quality: {} nodes, {} days, seed {}\n",
             args.nodes, args.days, args.seed
         );
-        let config = SimConfig {
-            seed: args.seed,
-            nodes: args.nodes,
-            days: args.days,
-            forecast_horizon_secs: args.forecast_mins * 60,
-            measured_variation: !args.nominal,
-            ..SimConfig::default()
-        };
+        let config = sim_config(args.nodes, args.days);
         quality_table(
             &[
                 Workload::balanced(),
@@ -148,15 +212,32 @@ fn run(args: Args) -> Result<()> {
             "\n## Scale: placement quality at {nodes} nodes, 2 days, seed {}\n",
             args.seed
         );
-        let config = SimConfig {
-            seed: args.seed,
-            nodes,
-            days: 2.0,
-            forecast_horizon_secs: args.forecast_mins * 60,
-            measured_variation: !args.nominal,
-            ..SimConfig::default()
-        };
+        let config = sim_config(nodes, 2.0);
         quality_table(&[Workload::scarce_heavy()], &config, placement, args.json);
+    }
+    if args.reliability {
+        println!(
+            "\n## Reliability-aware placement: {} nodes, {} days, seed {}\n",
+            args.nodes, args.days, args.seed
+        );
+        let config = sim_config(args.nodes, args.days);
+        let weighing = ReliabilityWeighing {
+            enabled: true,
+            load_slack_percent: args.load_slack_percent,
+            prior_weight_hours: args.prior_hours,
+            survival_target_percent: args.survival_target_percent,
+        };
+        reliability_table(
+            &[
+                Workload::balanced(),
+                Workload::scarce_heavy(),
+                Workload::bursty(),
+            ],
+            &config,
+            placement,
+            weighing,
+            args.json,
+        );
     }
     Ok(())
 }
@@ -314,10 +395,14 @@ fn quality_table(
     let ours = ScarcityAware { config: placement };
     let policies: [&dyn PlacementPolicy; 3] = [&ours, &FirstFit::default(), &BestFit::default()];
     println!(
-        "| workload | policy | completed | rate | wasted gpu-h | wait mean | wait p99 | \
+        "| workload | policy | completed | failed | expired | cancelled | unfinished | \
+         completion rate | goodput gpu-h | wasted gpu-h | wait mean | wait p99 | \
          deadline misses | scarce jobs waited | scarce wait mean | sim time |"
     );
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!(
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | \
+         ---: | ---: | ---: | ---: |"
+    );
     let mut reports: Vec<SimReport> = Vec::new();
     for workload in workloads {
         let world = World::draw(workload, config);
@@ -326,12 +411,18 @@ fn quality_table(
             let r = simulate(policy, workload, &world, config);
             let took = start.elapsed();
             println!(
-                "| {} | {} | {}/{} | {:.1}% | {:.0} | {} | {} | {}/{} | {}/{} | {} | {:.1} s |",
+                "| {} | {} | {}/{} | {} | {} | {} | {} | {:.2}% | {:.0} | {:.0} | {} | {} | \
+                 {}/{} | {}/{} | {} | {:.1} s |",
                 r.workload,
                 r.policy,
                 r.completed,
                 r.submitted,
+                r.failed,
+                r.expired,
+                r.cancelled,
+                r.unfinished_queued + r.unfinished_running,
                 100.0 * r.completion_rate(),
+                r.goodput_gpu_hours,
                 r.wasted_gpu_hours,
                 hours(r.mean_wait_secs),
                 hours(r.p99_wait_secs),
@@ -346,11 +437,111 @@ fn quality_table(
         }
     }
     if let Some(r) = reports.first() {
+        print_world(r);
+    }
+    if json {
         println!(
-            "\n(world: {} node crashes, {} partitions longer than the heartbeat timeout; \
-             {} job interruptions under {})",
-            r.node_crashes, r.partitions, r.job_interruptions, r.policy
+            "{}",
+            serde_json::to_string_pretty(&reports).expect("reports serialise")
         );
+    }
+}
+
+fn print_world(r: &SimReport) {
+    println!(
+        "\n(world, {}: {} node crashes, {} partitions longer than the heartbeat timeout, \
+         {} power cuts behind a UPS and {} without; {} job interruptions under {}, of them \
+         {} by a power cut behind a UPS, each losing at most {} s of compute, and {} by one \
+         without, each losing at most {} s)",
+        r.workload,
+        r.node_crashes,
+        r.partitions,
+        r.power_cuts_with_ups,
+        r.power_cuts_without_ups,
+        r.job_interruptions,
+        r.policy,
+        r.power_interruptions_with_ups,
+        r.power_loss_max_secs_with_ups,
+        r.power_interruptions_without_ups,
+        r.power_loss_max_secs_without_ups,
+    );
+}
+
+/// Scarcity-aware placement with and without reliability weighing, on one world per workload.
+fn reliability_table(
+    workloads: &[Workload],
+    config: &SimConfig,
+    placement: PlacementConfig,
+    weighing: ReliabilityWeighing,
+    json: bool,
+) {
+    let without = ScarcityAware {
+        config: PlacementConfig {
+            reliability: ReliabilityWeighing {
+                enabled: false,
+                ..weighing
+            },
+            ..placement
+        },
+    };
+    let with = ScarcityAware {
+        config: PlacementConfig {
+            reliability: weighing,
+            ..placement
+        },
+    };
+    println!(
+        "(restart budget {}, failure sigma {}, load slack {}%, prior weight {} h, \
+         survival target {}%)\n",
+        config
+            .restart_budget
+            .map_or("unlimited".to_string(), |b| b.to_string()),
+        config.failure_spread_sigma,
+        weighing.load_slack_percent,
+        weighing.prior_weight_hours,
+        weighing.survival_target_percent
+    );
+    println!(
+        "| workload | placement | completed | failed | expired | cancelled | unfinished | \
+         completion rate | goodput gpu-h | wasted gpu-h | interruptions | deadline misses | \
+         scarce jobs waited | scarce wait mean |"
+    );
+    println!(
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | \
+         ---: | ---: |"
+    );
+    let mut reports: Vec<SimReport> = Vec::new();
+    for workload in workloads {
+        let world = World::draw(workload, config);
+        for (label, policy) in [("scarcity", &without), ("scarcity + reliability", &with)] {
+            let mut r = simulate(policy, workload, &world, config);
+            r.policy = label.to_string();
+            println!(
+                "| {} | {} | {}/{} | {} | {} | {} | {} | {:.2}% | {:.0} | {:.0} | {} | {}/{} | \
+                 {}/{} | {} |",
+                r.workload,
+                r.policy,
+                r.completed,
+                r.submitted,
+                r.failed,
+                r.expired,
+                r.cancelled,
+                r.unfinished_queued + r.unfinished_running,
+                100.0 * r.completion_rate(),
+                r.goodput_gpu_hours,
+                r.wasted_gpu_hours,
+                r.job_interruptions,
+                r.deadline_misses,
+                r.deadline_jobs,
+                r.scarce_waited,
+                r.scarce_jobs,
+                hours(r.scarce_mean_wait_secs),
+            );
+            reports.push(r);
+        }
+    }
+    for r in reports.iter().step_by(2) {
+        print_world(r);
     }
     if json {
         println!(

@@ -13,7 +13,16 @@ use rand_chacha::ChaCha8Rng;
 #[derive(Clone, Debug)]
 pub struct World {
     pub nodes: Vec<Node>,
+    /// Each node's mean time between crashes: its kind's, divided by its failure scale.
     pub node_mtbf_days: Vec<f64>,
+    /// How much more often than its kind's average each node fails (crashes, partitions and
+    /// power cuts alike): log-normal with mean 1 (see [`failure_scales`]).
+    pub node_failure_scale: Vec<f64>,
+    /// Whether each node sits behind a UPS that it reads (a power cut then costs a job at most
+    /// one checkpoint write).
+    pub node_ups: Vec<bool>,
+    /// What the chain recorded of each node before the run: failures and hours in service.
+    pub node_history: Vec<(u32, f64)>,
     pub jobs: Vec<SimJobSpec>,
     pub incidents: Vec<Incident>,
     pub kinds: Vec<JobKind>,
@@ -37,8 +46,53 @@ pub struct Incident {
 
 #[derive(Clone, Copy, Debug)]
 pub enum IncidentKind {
-    Crash { repair_secs: i64 },
-    Partition { secs: i64 },
+    Crash {
+        repair_secs: i64,
+    },
+    Partition {
+        secs: i64,
+    },
+    /// The site loses power for `secs`; what the job on the node loses depends on its UPS.
+    PowerCut {
+        secs: i64,
+    },
+}
+
+/// Each node's failure scale: log-normal with mean 1, `exp(sigma * z - sigma^2 / 2)` for a
+/// standard normal `z` (Box–Muller), so that the fleet fails as often on average as its kinds'
+/// rates say while most nodes fail less and a few much more. `sigma = 0` gives every node its
+/// kind's rate.
+pub fn failure_scales(rng: &mut ChaCha8Rng, nodes: usize, sigma: f64) -> Vec<f64> {
+    (0..nodes)
+        .map(|_| {
+            if sigma <= 0.0 {
+                return 1.0;
+            }
+            let u1 = 1.0 - rng.random::<f64>();
+            let u2 = rng.random::<f64>();
+            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            (sigma * z - sigma * sigma / 2.0).exp()
+        })
+        .collect()
+}
+
+/// How often a node fails in a way the chain records (it goes offline and any job on it
+/// leaves): crashes, partitions longer than the heartbeat timeout, power cuts. Per day.
+fn recorded_failures_per_day(config: &SimConfig, mtbf_days: f64, scale: f64) -> f64 {
+    let partitions_noticed = config.partitions_per_node_day
+        * (-(config.heartbeat_timeout_secs as f64) / config.partition_mean_secs.max(1e-9)).exp();
+    scale * (1.0 / mtbf_days + partitions_noticed + config.power_cuts_per_node_day)
+}
+
+/// Draws with a given mean count of events: a Poisson draw by counting exponential gaps.
+fn poisson(rng: &mut ChaCha8Rng, mean: f64) -> u32 {
+    let mut count = 0;
+    let mut t = exp(rng, 1.0);
+    while t < mean && count < 100_000 {
+        count += 1;
+        t += exp(rng, 1.0);
+    }
+    count
 }
 
 /// Replaces each node's nominal measured values by what a HAL would report on a real fleet:
@@ -124,10 +178,53 @@ impl World {
         if config.measured_variation {
             measure(&mut nodes, config.seed);
         }
-        let node_mtbf_days: Vec<f64> = kind_of_node.iter().map(|&k| kinds[k].mtbf_days).collect();
+        // Reliability (failure scales, UPS, power cuts, history before the run) comes from a
+        // stream of its own: with the spread at 0 and no power cuts the rest of the world is
+        // the same as without it.
+        let mut site_rng = ChaCha8Rng::seed_from_u64(config.seed ^ 0x7265_6c69_6162_6c65);
+        let node_failure_scale = failure_scales(
+            &mut site_rng,
+            kind_of_node.len(),
+            config.failure_spread_sigma,
+        );
+        let node_ups: Vec<bool> = (0..kind_of_node.len())
+            .map(|_| site_rng.random::<f64>() < config.ups_fraction)
+            .collect();
+        let node_mtbf_days: Vec<f64> = kind_of_node
+            .iter()
+            .zip(&node_failure_scale)
+            .map(|(&k, scale)| kinds[k].mtbf_days / scale)
+            .collect();
+        let node_history: Vec<(u32, f64)> = kind_of_node
+            .iter()
+            .zip(&node_failure_scale)
+            .map(|(&k, &scale)| {
+                let age_days = site_rng.random::<f64>() * config.history_max_days.max(0.0);
+                let per_day = recorded_failures_per_day(config, kinds[k].mtbf_days, scale);
+                (poisson(&mut site_rng, per_day * age_days), age_days * 24.0)
+            })
+            .collect();
 
         let mut incidents = Vec::new();
         for (node, mtbf) in node_mtbf_days.iter().enumerate() {
+            if config.power_cuts_per_node_day > 0.0 {
+                let rate = config.power_cuts_per_node_day * node_failure_scale[node];
+                let mut t = T0 as f64;
+                loop {
+                    t += exp(&mut site_rng, DAY as f64 / rate);
+                    if t >= end as f64 {
+                        break;
+                    }
+                    let secs = exp(&mut site_rng, config.power_cut_mean_hours * HOUR as f64);
+                    incidents.push(Incident {
+                        at: t as i64,
+                        node,
+                        kind: IncidentKind::PowerCut {
+                            secs: (secs as i64).max(300),
+                        },
+                    });
+                }
+            }
             let mut t = T0 as f64;
             loop {
                 t += exp(&mut rng, mtbf * DAY as f64);
@@ -147,7 +244,8 @@ impl World {
             loop {
                 t += exp(
                     &mut rng,
-                    DAY as f64 / config.partitions_per_node_day.max(1e-9),
+                    DAY as f64
+                        / (config.partitions_per_node_day * node_failure_scale[node]).max(1e-9),
                 );
                 if t >= end as f64 {
                     break;
@@ -262,6 +360,9 @@ impl World {
         Self {
             nodes,
             node_mtbf_days,
+            node_failure_scale,
+            node_ups,
+            node_history,
             jobs,
             incidents,
             kinds: job_kinds,
