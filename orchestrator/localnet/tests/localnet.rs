@@ -1,12 +1,15 @@
 //! The local chain and the chain client against it.
 
+mod common;
+
 use std::time::Duration;
 
+use common::{job, state_of, until};
 use futures_util::StreamExt;
-use mcjs::instructions::{RegisterNodeArgs, SubmitJobArgs};
-use mcjs::state::{HardwareProfile, JobRequirements, JobState, JobTerms};
+use mcjs::instructions::RegisterNodeArgs;
+use mcjs::state::{HardwareProfile, JobState};
 use mcjs_client::history::McjsEvent;
-use mcjs_client::rpc::{IndexState, Indexed, ProgramIndex};
+use mcjs_client::rpc::ProgramIndex;
 use mcjs_client::{ChainClient, JobFilter, Keypair, Signer, ix, pda};
 use mcjs_localnet::{Localnet, LocalnetConfig, LocalnetInfo, USDC, free_port_pair, read_keypair};
 
@@ -99,29 +102,6 @@ fn hardware() -> HardwareProfile {
         ram_mib: 65_536,
         disk_gib: 1_000,
         checkpoint_write_mibps: 800,
-    }
-}
-
-fn job(job_id: u64) -> SubmitJobArgs {
-    SubmitJobArgs {
-        job_id,
-        spec_hash: [job_id as u8; 32],
-        requirements: JobRequirements {
-            gpu_count: 1,
-            min_vram_mib: 16_000,
-            min_compute_capability: 70,
-            gpu_models: vec![],
-            min_checkpoint_write_mibps: 100,
-        },
-        terms: JobTerms {
-            checkpoint_interval_secs: 600,
-            max_duration_secs: 7_200,
-            deadline: None,
-            max_price_per_gpu_hour: 2 * USDC,
-            restart_budget: 1,
-        },
-        bond: 10 * USDC,
-        verification_ppm: 0,
     }
 }
 
@@ -272,25 +252,6 @@ async fn jobs_are_found_by_owner_state_and_node_and_watched_with_or_without_the_
     assert_eq!(names, ["JobSubmitted", "JobAssigned"]);
     assert_eq!(history[1].signers, vec![scheduler.pubkey()]);
     assert!(history[0].slot <= history[1].slot);
-}
-
-/// Waits (10 s at most) until `index` is live and `holds` says yes.
-async fn until(index: &ProgramIndex, what: &str, holds: impl Fn(&IndexState) -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while index.live(&holds) != Some(true) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the index never showed {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn state_of(index: &IndexState, key: &mcjs_client::Pubkey) -> Option<u8> {
-    match index.get(key) {
-        Some(Indexed::Job(job)) => Some(mcjs_client::rpc::state_tag(&job.state)),
-        _ => None,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -8,61 +8,21 @@
 //! `MCJS_YELLOWSTONE_PLUGIN=/path/libyellowstone_grpc_geyser.so cargo test
 //! -p mcjs-localnet --features yellowstone --test yellowstone -- --ignored`
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mcjs::instructions::SubmitJobArgs;
-use mcjs::state::{JobRequirements, JobTerms};
+use common::{job, state_of, until_within};
 use mcjs_client::rpc::yellowstone::YellowstoneSource;
-use mcjs_client::rpc::{IndexSource, IndexState, Indexed, ProgramIndex};
+use mcjs_client::rpc::{IndexSource, ProgramIndex};
 use mcjs_client::{Signer, ix, pda};
-use mcjs_localnet::{Localnet, LocalnetConfig, USDC, free_port_pair, read_keypair};
+use mcjs_localnet::{Localnet, LocalnetConfig, free_port_pair, read_keypair};
 use solana_commitment_config::CommitmentLevel;
 
 const PLUGIN_VAR: &str = "MCJS_YELLOWSTONE_PLUGIN";
 /// The token the server asks of its clients, as a provider's does.
 const TOKEN: &str = "mcjs-test-token";
-
-fn job(job_id: u64) -> SubmitJobArgs {
-    SubmitJobArgs {
-        job_id,
-        spec_hash: [job_id as u8; 32],
-        requirements: JobRequirements {
-            gpu_count: 1,
-            min_vram_mib: 16_000,
-            min_compute_capability: 70,
-            gpu_models: vec![],
-            min_checkpoint_write_mibps: 100,
-        },
-        terms: JobTerms {
-            checkpoint_interval_secs: 600,
-            max_duration_secs: 7_200,
-            deadline: None,
-            max_price_per_gpu_hour: 2 * USDC,
-            restart_budget: 1,
-        },
-        bond: 10 * USDC,
-        verification_ppm: 0,
-    }
-}
-
-async fn until(index: &ProgramIndex, what: &str, holds: impl Fn(&IndexState) -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while index.live(&holds) != Some(true) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the index never showed {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn state_of(index: &IndexState, key: &mcjs_client::Pubkey) -> Option<u8> {
-    match index.get(key) {
-        Some(Indexed::Job(job)) => Some(mcjs_client::rpc::state_tag(&job.state)),
-        _ => None,
-    }
-}
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs the Yellowstone Geyser plugin built for the local chain: set MCJS_YELLOWSTONE_PLUGIN"]
@@ -128,14 +88,14 @@ async fn the_index_follows_the_program_over_yellowstone_grpc() {
         );
     }
     let index = ProgramIndex::follow_every(source(Some(TOKEN)), Duration::from_secs(3_600));
-    until(&index, "the backfill", |s| {
+    until_within(&index, "the backfill", 20, |s| {
         s.config().is_some() && state_of(s, &jobs[0]).is_some()
     })
     .await;
     let slot_at_backfill = index.read(|s| s.slot());
 
     client.send(&[submit(2)], &[&user]).await.unwrap();
-    until(&index, "a job submitted after it started", |s| {
+    until_within(&index, "a job submitted after it started", 20, |s| {
         state_of(s, &jobs[1]).is_some()
     })
     .await;
@@ -146,7 +106,7 @@ async fn the_index_follows_the_program_over_yellowstone_grpc() {
         )
         .await
         .unwrap();
-    until(&index, "the job cancelled", |s| {
+    until_within(&index, "the job cancelled", 20, |s| {
         state_of(s, &jobs[1]).is_some_and(|tag| tag != 0)
     })
     .await;
