@@ -45,6 +45,7 @@ mod checks;
 mod heartbeat;
 mod launch;
 mod output;
+mod power;
 mod transactions;
 
 pub use api::{router, serve};
@@ -306,7 +307,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         tracker.spawn(self.clone().checker(cancel.clone(), watched));
         let (power_tx, mut power_rx) = mpsc::unbounded_channel();
         if let Some(ups) = s.config.ups.clone() {
-            tracker.spawn(watch_power(ups, power_tx, cancel.clone()));
+            tracker.spawn(power::watch_power(ups, power_tx, cancel.clone()));
         }
         let mut waiting: HashSet<String> = HashSet::new();
         let mut tick = tokio::time::interval(s.config.tick);
@@ -797,37 +798,4 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("no message")
-}
-
-/// Reads the node's UPS every [`POWER_POLL`] and sends each change of its
-/// state (the first read included). A UPS that cannot be read is
-/// `Unknown`, which the core treats as mains power: a lost connection to
-/// `upsd` stops no work.
-async fn watch_power(
-    ups: mcjs_hal::probe::ups::UpsTarget,
-    changes: mpsc::UnboundedSender<mcjs_hal::probe::ups::PowerState>,
-    cancel: CancellationToken,
-) {
-    let mut last = None;
-    let mut every = tokio::time::interval(POWER_POLL);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = every.tick() => {}
-        }
-        let reading = mcjs_hal::probe::ups::read(&ups).await;
-        if last != Some(reading.state) {
-            match &reading.error {
-                Some(error) => tracing::warn!(%ups, %error, "cannot read the node's UPS"),
-                None => {
-                    tracing::info!(%ups, power = %reading.state, charge = ?reading.charge_percent, runtime_secs = ?reading.runtime_secs, "the node's UPS")
-                }
-            }
-            last = Some(reading.state);
-            if changes.send(reading.state).is_err() {
-                return;
-            }
-        }
-    }
 }

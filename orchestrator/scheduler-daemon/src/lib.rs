@@ -15,6 +15,7 @@ pub mod core;
 pub mod duties;
 pub mod funds;
 pub mod gateway;
+pub mod index_stream;
 pub mod lease;
 pub mod liveness;
 pub mod metrics;

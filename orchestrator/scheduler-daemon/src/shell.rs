@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use mcjs::state::{Job, JobState};
-use mcjs_client::rpc::ProgramIndex;
 use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer, ix};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, instrument, warn};
@@ -75,38 +74,7 @@ pub struct DaemonConfig {
     pub index_stream: IndexStream,
 }
 
-/// The stream the scheduler's program index follows (backfills are always
-/// JSON-RPC `getProgramAccounts` at `rpc_url`).
-#[derive(Clone, Debug, Default)]
-pub enum IndexStream {
-    /// `programSubscribe` on the RPC node's websocket.
-    #[default]
-    Websocket,
-    /// A Yellowstone gRPC endpoint (`http://host:10000`; the provider's
-    /// token, if any, as `x_token`). Needs the `yellowstone` feature.
-    Yellowstone {
-        endpoint: String,
-        x_token: Option<String>,
-    },
-}
-
-impl IndexStream {
-    fn follow(&self, client: &ChainClient) -> Result<ProgramIndex, DaemonError> {
-        match self {
-            IndexStream::Websocket => Ok(ProgramIndex::follow(client.clone())),
-            #[cfg(feature = "yellowstone")]
-            IndexStream::Yellowstone { endpoint, x_token } => Ok(ProgramIndex::follow(
-                mcjs_client::rpc::yellowstone::YellowstoneSource::new(
-                    endpoint,
-                    x_token.clone(),
-                    client.clone(),
-                ),
-            )),
-            #[cfg(not(feature = "yellowstone"))]
-            IndexStream::Yellowstone { .. } => Err(DaemonError::NoYellowstone),
-        }
-    }
-}
+pub use crate::index_stream::IndexStream;
 
 impl DaemonConfig {
     fn client(&self) -> ChainClient {
