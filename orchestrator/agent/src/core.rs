@@ -15,7 +15,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, SystemTime};
 
 mod messages;
+mod power;
 pub use messages::*;
+pub use power::{POWER_SIGNAL_FLOOR, POWER_STOP_WAIT, PowerStop};
 
 /// The first retry of a chain transaction that failed for a transient reason;
 /// doubled on every further failure up to [`MAX_RETRY`].
@@ -113,6 +115,9 @@ pub struct Assignment {
     pub collect_delay: Duration,
     pub overdue_flagged: bool,
     pub exit: Option<Exit>,
+    /// The node's battery is low: the job stops once a checkpoint taken
+    /// after the warning is attested.
+    pub power_stop: Option<PowerStop>,
 }
 
 impl Assignment {
@@ -138,6 +143,7 @@ impl Assignment {
             collect_delay: FIRST_COLLECT_RETRY,
             overdue_flagged: false,
             exit: None,
+            power_stop: None,
         }
     }
 
@@ -180,6 +186,9 @@ pub struct Core {
     found: Vec<FoundContainer>,
     /// What the node's UPS last said (`Unknown`: no UPS, or unread).
     pub power: PowerState,
+    /// When every running job was last told to checkpoint for a loss of
+    /// mains power ([`POWER_SIGNAL_FLOOR`]).
+    power_signalled_at: Option<SystemTime>,
 }
 
 impl Core {
@@ -189,37 +198,8 @@ impl Core {
             jobs: BTreeMap::new(),
             found: Vec::new(),
             power: PowerState::Unknown,
+            power_signalled_at: None,
         }
-    }
-
-    /// The node's UPS read `state`. When the node loses mains power (on
-    /// battery, or straight to a low battery), every running job is told
-    /// to checkpoint now, whatever its interval, so that what it has done
-    /// is collected and attested while the battery lasts; the job runs on.
-    /// A job whose spec fixes its steps checkpoints on its own schedule and
-    /// is not told. Any other change only records the state.
-    pub fn on_power(&mut self, state: PowerState, now: SystemTime) -> Vec<Action> {
-        let on_mains = |s: PowerState| !matches!(s, PowerState::OnBattery | PowerState::LowBattery);
-        let was = std::mem::replace(&mut self.power, state);
-        if on_mains(state) || !on_mains(was) {
-            return Vec::new();
-        }
-        let mut actions = Vec::new();
-        for a in self.jobs.values_mut() {
-            if let Phase::Running { container } = &a.phase
-                && !a.fixed_steps
-            {
-                a.last_signal_at = Some(now);
-                // Collected at the next tick, not after a failed one's backoff.
-                a.collect_after = None;
-                actions.push(Action::SignalCheckpoint {
-                    job: a.job,
-                    generation: a.generation,
-                    container: container.clone(),
-                });
-            }
-        }
-        actions
     }
 
     /// Containers left by an earlier run of the agent; decided on at the next
@@ -392,6 +372,12 @@ impl Core {
                     a.last_checkpoint_at = Some(now);
                     a.overdue_flagged = false;
                 }
+                if let (Some(stop), Some(newest)) = (
+                    a.power_stop.as_mut(),
+                    stored.iter().map(|c| (c.epoch, c.step)).max(),
+                ) {
+                    stop.checkpoint = stop.checkpoint.max(Some(newest));
+                }
                 for c in stored {
                     a.queue.push_back(Tx::Attest {
                         epoch: c.epoch,
@@ -508,6 +494,15 @@ impl Core {
                                 below,
                             });
                         }
+                        if a.power_stop
+                            .is_some_and(|p| p.checkpoint.is_some_and(|c| c <= (epoch, step)))
+                        {
+                            power::stop_for_power(
+                                a,
+                                "its checkpoint after the warning is attested",
+                                &mut actions,
+                            );
+                        }
                     }
                     Tx::Complete { .. } => {
                         if let Some(container) = a.phase.container() {
@@ -548,6 +543,11 @@ impl Core {
         let mut actions = Vec::new();
         for a in self.jobs.values_mut() {
             let (job, generation) = (a.job, a.generation);
+            if a.power_stop.is_some_and(|p| {
+                now.duration_since(p.asked_at).unwrap_or_default() >= POWER_STOP_WAIT
+            }) {
+                power::stop_for_power(a, "no checkpoint attested in time", &mut actions);
+            }
             if let Phase::Running { container, .. } = &a.phase {
                 if !a.collecting && a.collect_after.is_none_or(|t| now >= t) {
                     a.collecting = true;

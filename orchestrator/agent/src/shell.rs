@@ -158,6 +158,8 @@ struct Shared<C, E = DockerEngine> {
     /// When each checkpoint was stored, for the attestation latency.
     stored_at: Mutex<HashMap<(Pubkey, u64), Instant>>,
     reports: Mutex<Vec<JobReport>>,
+    /// The node's power for the heartbeat (`None`: no UPS, or unread).
+    power: Mutex<Option<mcjs_protocol::NodePower>>,
     /// Whether this host can give containers GPUs.
     host_gpus: bool,
     /// Which of the node's GPUs the paid job and checks hold
@@ -248,6 +250,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 runs: Mutex::default(),
                 stored_at: Mutex::default(),
                 reports: Mutex::default(),
+                power: Mutex::default(),
                 host_gpus: std::path::Path::new("/dev/nvidiactl").exists(),
                 gpus: Mutex::new(GpuLedger::new(u32::from(node_account.hardware.gpu_count))),
                 config,
@@ -333,9 +336,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     true
                 }
                 Some(state) = power_rx.recv() => {
+                    *s.power.lock().expect("power lock") = power::for_heartbeat(state);
                     let actions = core.on_power(state, SystemTime::now());
                     if !actions.is_empty() {
-                        tracing::warn!(power = %state, jobs = actions.len(), "the node lost mains power: every running job is asked for a checkpoint now");
+                        tracing::warn!(power = %state, actions = actions.len(), "the node's power changed: acting on its running jobs");
                     }
                     for action in actions {
                         self.execute(action, &tx, &tracker);

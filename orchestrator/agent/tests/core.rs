@@ -968,3 +968,146 @@ fn losing_mains_power_asks_every_running_job_for_a_checkpoint_at_once() {
     assert!(signals(&c.on_power(PowerState::Unknown, at(83))).is_empty());
     assert!(signals(&c.on_power(PowerState::OnLine, at(84))).is_empty());
 }
+
+fn removed(actions: &[Action]) -> Vec<Pubkey> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Remove { job, .. } => Some(*job),
+            _ => None,
+        })
+        .collect()
+}
+
+fn attested(step: u64) -> Event {
+    Event::TxConfirmed(Tx::Attest {
+        epoch: 1,
+        step,
+        hash: hash(step as u8),
+    })
+}
+
+#[test]
+fn a_low_battery_stops_the_job_once_a_checkpoint_taken_after_it_is_attested() {
+    use mcjs_hal::probe::ups::PowerState;
+    let mut c = running();
+    assert_eq!(
+        signals(&c.on_power(PowerState::OnBattery, at(10))),
+        vec![key(1)]
+    );
+    c.on_event(key(1), 3, checkpoints(&[5]), at(11));
+    assert!(
+        removed(&c.on_event(key(1), 3, attested(5), at(12))).is_empty(),
+        "on battery, the job runs on"
+    );
+    // The battery runs low: a fresh checkpoint is asked for, and the job
+    // stops once it is attested, not before.
+    let low = c.on_power(PowerState::LowBattery, at(20));
+    assert_eq!(signals(&low), vec![key(1)], "{low:?}");
+    assert!(removed(&low).is_empty());
+    let collected = c.on_event(key(1), 3, checkpoints(&[9]), at(21));
+    assert_eq!(sends(&collected).len(), 1, "{collected:?}");
+    assert!(removed(&collected).is_empty(), "not before the attestation");
+    let done = c.on_event(key(1), 3, attested(9), at(22));
+    assert_eq!(removed(&done), vec![key(1)], "{done:?}");
+    let report = &c.reports()[0];
+    assert_eq!(report.phase, JobPhase::Exited);
+    let stop = report.exit.as_ref().expect("an exit").stop;
+    assert_eq!(stop, StopReason::PowerLost);
+    assert_eq!(
+        stop.fault(),
+        Some(Fault::Job(JobOutcome::RetryFree)),
+        "no slash, no restart"
+    );
+    assert_eq!(report.last_checkpoint, Some((1, 9)));
+}
+
+#[test]
+fn a_low_battery_with_no_checkpoint_coming_stops_the_job_after_the_wait() {
+    use mcjs_agent::core::POWER_STOP_WAIT;
+    use mcjs_hal::probe::ups::PowerState;
+    let mut c = running();
+    // Straight to a low battery: one signal, not two.
+    let low = c.on_power(PowerState::LowBattery, at(20));
+    assert_eq!(signals(&low), vec![key(1)], "{low:?}");
+    let wait = POWER_STOP_WAIT.as_secs();
+    assert!(removed(&c.on_tick(at(20 + wait - 1))).is_empty());
+    assert_eq!(removed(&c.on_tick(at(20 + wait))), vec![key(1)]);
+    assert_eq!(
+        c.reports()[0].exit.as_ref().unwrap().stop,
+        StopReason::PowerLost
+    );
+}
+
+#[test]
+fn mains_power_back_before_the_checkpoint_calls_the_stop_off() {
+    use mcjs_hal::probe::ups::PowerState;
+    for back in [PowerState::OnLine, PowerState::Unknown] {
+        let mut c = running();
+        c.on_power(PowerState::LowBattery, at(20));
+        c.on_power(back, at(21));
+        c.on_event(key(1), 3, checkpoints(&[9]), at(22));
+        assert!(
+            removed(&c.on_event(key(1), 3, attested(9), at(23))).is_empty(),
+            "{back:?}"
+        );
+        assert!(removed(&c.on_tick(at(200))).is_empty(), "{back:?}");
+        assert!(
+            matches!(c.jobs[&key(1)].phase, Phase::Running { .. }),
+            "{back:?}"
+        );
+    }
+}
+
+#[test]
+fn a_job_whose_steps_are_fixed_stops_at_once_on_a_low_battery() {
+    use mcjs_hal::probe::ups::PowerState;
+    let mut c = core();
+    let mut verified = job(2, 1, ChainState::Assigned);
+    verified.verified = true;
+    c.on_chain(&[verified], at(0));
+    c.on_event(
+        key(2),
+        1,
+        Event::Launched {
+            container: "c2".into(),
+        },
+        at(1),
+    );
+    assert!(signals(&c.on_power(PowerState::OnBattery, at(10))).is_empty());
+    let low = c.on_power(PowerState::LowBattery, at(20));
+    assert!(
+        signals(&low).is_empty(),
+        "never told to checkpoint off its grid"
+    );
+    assert_eq!(removed(&low), vec![key(2)]);
+}
+
+#[test]
+fn a_flapping_ups_gets_one_round_of_checkpoint_signals_per_floor() {
+    use mcjs_agent::core::POWER_SIGNAL_FLOOR;
+    use mcjs_hal::probe::ups::PowerState;
+    let mut c = running();
+    let floor = POWER_SIGNAL_FLOOR.as_secs();
+    assert_eq!(
+        signals(&c.on_power(PowerState::OnBattery, at(10))),
+        vec![key(1)]
+    );
+    let mut quiet = 0;
+    let mut t = 12;
+    while t < 10 + floor {
+        c.on_power(PowerState::OnLine, at(t));
+        quiet += signals(&c.on_power(PowerState::OnBattery, at(t + 1))).len();
+        t += 2;
+    }
+    assert_eq!(
+        quiet, 0,
+        "a flip every 2 s within the floor signals nothing"
+    );
+    c.on_power(PowerState::OnLine, at(10 + floor));
+    assert_eq!(
+        signals(&c.on_power(PowerState::OnBattery, at(10 + floor))),
+        vec![key(1)],
+        "the next loss after the floor is signalled"
+    );
+}

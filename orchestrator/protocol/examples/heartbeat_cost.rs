@@ -54,6 +54,7 @@ fn heartbeat(seq: u64) -> Heartbeat {
             },
         ],
         goodbye: false,
+        power: None,
     }
 }
 

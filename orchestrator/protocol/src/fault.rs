@@ -60,6 +60,12 @@ pub enum StopReason {
     ContractBroken,
     /// Staging the job's declared inputs took longer than the start timeout.
     StagingTooSlow,
+    /// The node's UPS reported a low battery and the agent stopped the job
+    /// once a checkpoint taken after the warning was attested (or, where
+    /// none came, the wait for it ran out): the provider warned in time and
+    /// the job lost at most that checkpoint's write, so nobody pays; it is
+    /// requeued as a yield.
+    PowerLost,
     /// The agent stopped the container itself for a reason of its own (not a
     /// fencing, not a broken contract).
     StoppedByAgent,
@@ -124,7 +130,7 @@ pub const EXIT_PREEMPTED: i64 = 75;
 
 impl StopReason {
     /// Every reason, for tables and tests (`Exited` once per kind of code).
-    pub const ROWS: [StopReason; 26] = [
+    pub const ROWS: [StopReason; 27] = [
         StopReason::Exited { code: EXIT_DONE },
         StopReason::Exited {
             code: EXIT_BAD_INPUT,
@@ -149,6 +155,7 @@ impl StopReason {
         StopReason::CheckpointMissed,
         StopReason::ContractBroken,
         StopReason::StagingTooSlow,
+        StopReason::PowerLost,
         StopReason::StoppedByAgent,
         StopReason::EngineFailure,
         StopReason::NodeDiskFull,
@@ -190,6 +197,10 @@ impl StopReason {
             // budget bounds a job that breaks the contract every time.
             StopReason::ContractBroken => Fault::Job(Retry),
             StopReason::StagingTooSlow => Fault::Job(Retry),
+            // Warned in time: not a slash, and no restart used. A job
+            // with nothing attested on the assignment pays one restart
+            // all the same (the program's rule for every yield).
+            StopReason::PowerLost => Fault::Job(RetryFree),
             StopReason::StoppedByAgent
             | StopReason::EngineFailure
             | StopReason::NodeDiskFull
@@ -320,6 +331,11 @@ mod tests {
                 Some(C::JobError),
             ),
             (
+                S::PowerLost,
+                Some(Fault::Job(RetryFree)),
+                Some(C::JobYielded),
+            ),
+            (
                 S::StoppedByAgent,
                 Some(Fault::Provider),
                 Some(C::ContainerDied),
@@ -383,7 +399,9 @@ mod tests {
             let fault = stop.fault();
             match whose {
                 "nobody's" => assert_eq!(fault, None, "{line}"),
-                "the job's" | "nobody provably: as the job's" => {
+                "the job's"
+                | "nobody provably: as the job's"
+                | "nobody's: warned in time, as a yield" => {
                     assert!(matches!(fault, Some(Fault::Job(_))), "{line}")
                 }
                 "the provider's" => assert_eq!(fault, Some(Fault::Provider), "{line}"),

@@ -107,6 +107,33 @@ pub struct Heartbeat {
     /// a crash.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub goodbye: bool,
+    /// The node's mains power as its UPS reports it (`mcjs agent --ups`);
+    /// absent when no UPS is named or it cannot be read. A node on battery
+    /// is given no work ([`NodePower::takes_work`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<NodePower>,
+}
+
+/// A node's power, as its UPS says (`docs/job-contract.md`, "Power").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodePower {
+    /// On mains power.
+    OnLine,
+    /// Mains lost, running on the battery: the agent has asked every job
+    /// for a checkpoint.
+    OnBattery,
+    /// The battery is about to run out: the agent stops each job once a
+    /// checkpoint taken after the warning is attested (`power_lost`).
+    LowBattery,
+}
+
+impl NodePower {
+    /// Whether the scheduler may place work on the node: only on mains, or
+    /// when the node has no UPS to say otherwise (`None`).
+    pub fn takes_work(power: Option<Self>) -> bool {
+        matches!(power, None | Some(Self::OnLine))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -171,6 +198,9 @@ pub struct NodeLiveness {
     pub node: String,
     pub last_heartbeat_unix_ms: Option<i64>,
     pub alive: bool,
+    /// What the node's last heartbeat said of its power (absent: no UPS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<NodePower>,
 }
 
 #[cfg(test)]
@@ -198,6 +228,7 @@ mod tests {
                 }),
             }],
             goodbye: false,
+            power: None,
         };
         let text = serde_json::to_string(&hb).unwrap();
         assert!(text.contains("\"phase\":\"exited\""));

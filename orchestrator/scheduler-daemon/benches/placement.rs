@@ -178,6 +178,7 @@ async fn place(nodes: usize, latency: Duration, sends: usize) {
                             session: session.clone(),
                             jobs: Vec::new(),
                             goodbye: false,
+                            power: None,
                         };
                         let sealed = SignedRequest::seal(
                             HEARTBEAT_PATH,

@@ -507,6 +507,8 @@ fn place(
                     config.heartbeat_timeout_ms,
                     config.disconnect_grace_ms,
                 )
+                // On battery: its jobs are being checkpointed to move.
+                && obs.liveness.takes_work(key)
         })
         .map(|(key, node)| (*key, node))
         .collect();

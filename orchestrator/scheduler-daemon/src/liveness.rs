@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use mcjs_client::Pubkey;
-use mcjs_protocol::{Heartbeat, JobReport};
+use mcjs_protocol::{Heartbeat, JobReport, NodePower};
 
 #[derive(Clone, Debug)]
 pub struct NodeHeartbeat {
@@ -13,6 +13,8 @@ pub struct NodeHeartbeat {
     pub seq: u64,
     pub agent_url: String,
     pub jobs: Vec<JobReport>,
+    /// The node's power as its UPS last said (absent: no UPS named).
+    pub power: Option<NodePower>,
 }
 
 /// The latest heartbeat of every node, its agent's heartbeat stream, and
@@ -72,6 +74,7 @@ impl Liveness {
                 seq: heartbeat.seq,
                 agent_url: heartbeat.agent_url,
                 jobs: heartbeat.jobs,
+                power: heartbeat.power,
             },
         );
         Ok(())
@@ -157,6 +160,13 @@ impl Liveness {
             && !self.vanished(node, now_ms, grace_ms)
     }
 
+    /// Whether the node's last heartbeat lets it take work: not on battery
+    /// ([`NodePower::takes_work`]). A node never heard from is judged by
+    /// its liveness, not here.
+    pub fn takes_work(&self, node: &Pubkey) -> bool {
+        NodePower::takes_work(self.nodes.get(node).and_then(|h| h.power))
+    }
+
     /// The agent's report about a job, if it is about that generation.
     pub fn report(&self, node: &Pubkey, job: &Pubkey, generation: u32) -> Option<&JobReport> {
         let job = job.to_string();
@@ -186,6 +196,7 @@ mod tests {
             session: String::new(),
             jobs: Vec::new(),
             goodbye: false,
+            power: None,
         }
     }
 
@@ -207,6 +218,27 @@ mod tests {
         l.stream_opened(node, 8);
         assert_eq!(l.dropped_at(&node), None);
         assert!(l.is_alive(&node, 2_000, 3_000, 500));
+    }
+
+    #[test]
+    fn a_node_on_battery_takes_no_work_until_its_ups_is_back_on_line() {
+        let node = Pubkey::new_unique();
+        let mut l = Liveness::new(0);
+        assert!(l.takes_work(&node), "never heard from: liveness decides");
+        l.record(beat(&node, 1), 1_000).unwrap();
+        assert!(l.takes_work(&node), "no UPS named");
+        for (seq, power, takes) in [
+            (2, NodePower::OnLine, true),
+            (3, NodePower::OnBattery, false),
+            (4, NodePower::LowBattery, false),
+            (5, NodePower::OnLine, true),
+        ] {
+            let mut b = beat(&node, seq);
+            b.power = Some(power);
+            l.record(b, 1_000 + seq as i64).unwrap();
+            assert_eq!(l.takes_work(&node), takes, "{power:?}");
+            assert!(l.is_alive(&node, 1_010, 3_000, 500), "alive all along");
+        }
     }
 
     #[test]

@@ -297,6 +297,7 @@ async fn fleet(State(state): State<ServerState>) -> Response {
                 state.heartbeat_timeout_ms,
                 state.disconnect_grace_ms,
             ),
+            power: hb.power,
         })
         .collect();
     nodes.sort_by(|a, b| a.node.cmp(&b.node));

@@ -65,6 +65,42 @@ fn a_queued_job_goes_to_a_live_node_that_fits() {
 }
 
 #[test]
+fn a_node_on_battery_gets_no_job_until_it_is_back_on_line() {
+    use mcjs_protocol::NodePower;
+    let (job, n, p) = (key(10), key(20), key(30));
+    let jobs = [(job, JobBuilder::pending().0)];
+    let nodes = [(n, node(p, 81_920))];
+    for (power, placed) in [
+        (None, true),
+        (Some(NodePower::OnLine), true),
+        (Some(NodePower::OnBattery), false),
+        (Some(NodePower::LowBattery), false),
+    ] {
+        let mut live = Liveness::new(T0 * MS);
+        let mut beat = heartbeat(n, vec![]);
+        beat.power = power;
+        live.record(beat, T0 * MS).unwrap();
+        let actions = decide(T0 * MS + 500, &jobs, &nodes, &live);
+        assert_eq!(
+            actions
+                == vec![Action::Assign {
+                    job,
+                    node: n,
+                    provider: p
+                }],
+            placed,
+            "{power:?}: {actions:?}"
+        );
+        // Alive all the same: on battery is no failure.
+        assert!(
+            actions
+                .iter()
+                .all(|a| !matches!(a, Action::ReportFailure { .. }))
+        );
+    }
+}
+
+#[test]
 fn a_node_that_never_sent_a_heartbeat_gets_no_job_and_the_job_says_why() {
     let (job, n, p) = (key(10), key(20), key(30));
     let live = Liveness::new(T0 * MS);
@@ -239,6 +275,7 @@ fn the_agents_stop_report_is_judged_by_the_failure_table() {
         (S::StartRefused, Some(C::JobError)),
         (S::ContractBroken, Some(C::JobError)),
         (S::CheckpointMissed, Some(C::JobError)),
+        (S::PowerLost, Some(C::JobYielded)),
         (S::StoppedByAgent, Some(C::ContainerDied)),
         (S::EngineFailure, Some(C::ContainerDied)),
         (S::NodeDiskFull, Some(C::ContainerDied)),

@@ -64,6 +64,7 @@ fn beat(node: Pubkey, sent_at: i64, seq: u64) -> Heartbeat {
         session: SESSION.into(),
         jobs: vec![],
         goodbye: false,
+        power: None,
     }
 }
 
@@ -508,6 +509,7 @@ async fn a_heartbeat_sent_one_byte_at_a_time_is_read_once_whole() {
         &key,
         &Heartbeat {
             goodbye: true,
+            power: None,
             ..beat(node, NOW, 2)
         },
     ))

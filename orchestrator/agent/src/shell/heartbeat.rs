@@ -43,6 +43,7 @@ pub(super) async fn heartbeats<C: AgentChain, E: ContainerEngine>(
             session: sealed_for.lock().expect("session lock").clone(),
             jobs: s.reports.lock().expect("reports lock").clone(),
             goodbye,
+            power: *s.power.lock().expect("power lock"),
         };
         // Signed with the key the chain authorises for this node, so that
         // no one else can speak for it.

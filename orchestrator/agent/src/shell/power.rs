@@ -1,4 +1,4 @@
-//! The node's UPS, read for the core (`Core::on_power`).
+//! The node's UPS, read for the core (`Core::on_power`) and the heartbeat.
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -35,5 +35,20 @@ pub(super) async fn watch_power(
                 return;
             }
         }
+    }
+}
+
+/// What the heartbeat says of the node's power: nothing when the UPS
+/// cannot be read (the scheduler then judges the node as one without).
+pub(super) fn for_heartbeat(
+    state: mcjs_hal::probe::ups::PowerState,
+) -> Option<mcjs_protocol::NodePower> {
+    use mcjs_hal::probe::ups::PowerState;
+    use mcjs_protocol::NodePower;
+    match state {
+        PowerState::OnLine => Some(NodePower::OnLine),
+        PowerState::OnBattery => Some(NodePower::OnBattery),
+        PowerState::LowBattery => Some(NodePower::LowBattery),
+        PowerState::Unknown => None,
     }
 }

@@ -140,6 +140,7 @@ pub fn heartbeat(node: Pubkey, jobs: Vec<JobReport>) -> Heartbeat {
         session: String::new(),
         jobs,
         goodbye: false,
+        power: None,
     }
 }
 
