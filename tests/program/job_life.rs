@@ -436,6 +436,7 @@ fn the_scheduler_reports_a_failure_the_node_is_fenced_and_the_job_recovers_elsew
     let first = env.provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
     let second = env.provider_with_nodes(200 * USDC, &[a100_80gb()], USDC);
     let job = env.running_job(&owner, &first, 1);
+    let assigned_at = env.node(&first.nodes[0]).status_since;
     env.warp(900);
     env.attest(&job, &first, 0, 1, 0, 100).unwrap();
     env.warp(600); // ten minutes of work lost: never billed
@@ -475,6 +476,14 @@ fn the_scheduler_reports_a_failure_the_node_is_fenced_and_the_job_recovers_elsew
         (195 * USDC, 1, 5 * USDC)
     );
     assert_eq!(env.node(&first.nodes[0]).status, NodeStatus::Offline);
+    // The node's own record: one failure, and the time it held the job.
+    let record = env.node(&first.nodes[0]);
+    assert_eq!(
+        (record.failures, record.service_secs),
+        (1, (env.now() - assigned_at) as u64)
+    );
+    assert!(record.service_secs >= 1_500);
+    let first_secs = record.service_secs;
 
     // The old node is fenced: it can neither attest nor complete.
     expect_error(env.attest(&job, &first, 0, 1, 0, 200), McjsError::WrongNode);
@@ -491,7 +500,20 @@ fn the_scheduler_reports_a_failure_the_node_is_fenced_and_the_job_recovers_elsew
             (3, 0, 200, checkpoint_hash(0, 200)),
         ])
     );
+    let second_since = env.node(&second.nodes[0]).status_since;
     env.complete(&job, &owner.token, &second, 0, 3).unwrap();
+    // A completion adds service time, never a failure.
+    let record = env.node(&second.nodes[0]);
+    assert_eq!(
+        (record.failures, record.service_secs),
+        (0, (env.now() - second_since) as u64)
+    );
+    assert!(record.service_secs >= 900);
+    assert_eq!(
+        env.node(&first.nodes[0]).service_secs,
+        first_secs,
+        "nothing more for a node the job left"
+    );
     env.assert_invariants();
 }
 

@@ -82,6 +82,8 @@ impl AgentChain for FakeChain {
             status_since: 0,
             current_job: self.jobs.lock().unwrap().first().map(|(k, _)| *k),
             bump: 0,
+            failures: 0,
+            service_secs: 0,
         })
         .filter(|_| node == self.node()))
     }

@@ -8,7 +8,7 @@ use mcjs_client::Pubkey;
 use mcjs_protocol::{ChainCause, JobPhase, StopReason};
 use mcjs_scheduler::{
     CheckpointPolicy, FleetIndex, HardwareRequirements, InvalidJob, JobId, Needs, NodeId,
-    PlacementConfig, PlacementPolicy, PlanRequest, ScarcityAware, Terms,
+    PlacementConfig, PlacementPolicy, PlanRequest, ScarcityAware, ServiceRecord, Terms,
 };
 use serde::Serialize;
 
@@ -526,8 +526,21 @@ fn place(
             reason: err.to_string(),
         });
     }
+    // Each free node's record as the program keeps it on the Node account, for
+    // reliability-aware placement (`PlacementConfig::reliability`, off by default).
+    let history: Vec<ServiceRecord> = candidates
+        .iter()
+        .enumerate()
+        .map(|(i, (_, node))| ServiceRecord {
+            node: NodeId(i as u64),
+            failures: node.failures,
+            hours_in_service: node.service_secs as f64 / 3_600.0,
+        })
+        .collect();
     // Job by job, with the planner's own check.
     let mut jobs: Vec<mcjs_scheduler::Job> = Vec::with_capacity(queued.len());
+    // What each job may still run: its limit less the progress billed.
+    let mut expected_secs: Vec<i64> = Vec::with_capacity(queued.len());
     for (i, (key, job)) in queued.iter().enumerate() {
         match to_queued_job(i as u64, job) {
             Ok(mut queued_job) => {
@@ -538,7 +551,10 @@ fn place(
                         .position(|(_, n)| n.provider == barred)
                         .map(|i| NodeId(i as u64));
                 }
-                jobs.push(queued_job)
+                jobs.push(queued_job);
+                expected_secs.push(
+                    u64::from(job.terms.max_duration_secs).saturating_sub(job.billed_secs) as i64,
+                );
             }
             Err(why) => decision.skipped.push(Skipped {
                 kind: AccountKind::Job,
@@ -550,7 +566,12 @@ fn place(
     let plan = ScarcityAware {
         config: config.placement,
     }
-    .plan(&fleet, &PlanRequest::new(&jobs, now_secs));
+    .plan(
+        &fleet,
+        &PlanRequest::new(&jobs, now_secs)
+            .with_history(&history)
+            .with_expected_secs(&expected_secs),
+    );
     for placement in plan.placements {
         let (job, state) = queued[placement.job.0 as usize];
         let (node, chain_node) = candidates[placement.node.0 as usize];

@@ -34,3 +34,5 @@ pub use crate::core::{
     AccountKind, Action, Decision, DetectorConfig, Observation, Skipped, reconcile,
 };
 pub use crate::liveness::Liveness;
+/// The planner's knobs, as `DetectorConfig::placement` takes them.
+pub use mcjs_scheduler::PlacementConfig;

@@ -65,6 +65,45 @@ fn a_queued_job_goes_to_a_live_node_that_fits() {
 }
 
 #[test]
+fn with_reliability_weighed_a_job_goes_to_the_node_whose_record_is_better() {
+    let (job, p) = (key(10), key(30));
+    let jobs = [(job, JobBuilder::pending().0)];
+    for (shaky, steady) in [(key(20), key(21)), (key(21), key(20))] {
+        let mut nodes = [(shaky, node(p, 81_920)), (steady, node(p, 81_920))];
+        // Four failures in 100 hours against none in 100: as the program
+        // counts them on each Node.
+        nodes[0].1.failures = 4;
+        nodes[0].1.service_secs = 100 * 3_600;
+        nodes[1].1.service_secs = 100 * 3_600;
+        nodes.sort_by_key(|(k, _)| *k);
+        let mut live = Liveness::new(T0 * MS);
+        for (n, _) in &nodes {
+            live.record(heartbeat(*n, vec![]), T0 * MS).unwrap();
+        }
+        let placed_on = |reliability: bool| {
+            let mut config = DetectorConfig::default();
+            config.placement.reliability.enabled = reliability;
+            let obs = Observation {
+                now_ms: T0 * MS + 500,
+                jobs: &jobs,
+                nodes: &nodes,
+                liveness: &live,
+                understaked: &HashSet::new(),
+                outages: &[],
+            };
+            match reconcile(&obs, &config).actions.as_slice() {
+                [Action::Assign { node, .. }] => *node,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(placed_on(true), steady, "shaky {shaky}");
+        if shaky < steady {
+            assert_eq!(placed_on(false), shaky, "off: the record is not read");
+        }
+    }
+}
+
+#[test]
 fn a_node_on_battery_gets_no_job_until_it_is_back_on_line() {
     use mcjs_protocol::NodePower;
     let (job, n, p) = (key(10), key(20), key(30));

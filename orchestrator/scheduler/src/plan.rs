@@ -204,6 +204,9 @@ struct ClassState {
     backing_off: u32,
     next_retry: Option<i64>,
     load: f64,
+    /// The narrowest breadth (nodes it can use) of any shape with demand, queued or
+    /// expected, that can use this class: low on hardware a narrow shape depends on.
+    narrowest: u64,
     /// Expected arrivals that only narrower hardware sets serve: (tier, jobs).
     holds: Vec<(u32, f64)>,
 }
@@ -430,6 +433,10 @@ impl<'a> Planner<'a> {
                 // Demand spread over the shape's hardware in proportion to supply: load per
                 // node is high on classes that narrow shapes depend on.
                 state.load += demand / shape.breadth as f64;
+                state.narrowest = match state.narrowest {
+                    0 => shape.breadth,
+                    n => n.min(shape.breadth),
+                };
                 if shape.expected > 0.0 {
                     let share = shape.expected * online / shape.breadth as f64;
                     state.holds.push((shape.tier, share));
@@ -521,20 +528,27 @@ impl<'a> Planner<'a> {
             // one most likely to survive its expected duration.
             let hours = self.request.expected_secs[i].max(0) as f64 / 3600.0;
             let slack = 1.0 + self.config.reliability.load_slack_percent as f64 / 100.0;
-            let mut band: Option<f64> = None;
+            let mut band: Option<(f64, u64)> = None;
             let mut best: Option<(f64, u32, usize)> = None;
             for &c in &preference {
                 let free = self.classes[c as usize].free;
                 if free == 0 || (!ignore_holds && free <= self.held(c, tier)) {
                     continue;
                 }
-                let load = self.classes[c as usize].load;
-                if band.is_some_and(|first| load > first * slack) {
+                let (load, narrowest) = {
+                    let state = &self.classes[c as usize];
+                    (state.load, state.narrowest)
+                };
+                if band.is_some_and(|(first, _)| load > first * slack) {
                     break;
+                }
+                // Never onto hardware that a narrower shape than the first class's depends on.
+                if band.is_some_and(|(_, first)| narrowest < first) {
+                    continue;
                 }
                 match self.most_reliable_node(s, c, price, avoid, hours) {
                     Some((pos, false, survival)) => {
-                        band.get_or_insert(load);
+                        band.get_or_insert((load, narrowest));
                         if best.is_none_or(|(b, _, _)| self.prefers(survival, b)) {
                             best = Some((survival, c, pos));
                         }

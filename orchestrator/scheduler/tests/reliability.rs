@@ -155,7 +155,8 @@ fn a_common_job_searches_only_classes_about_as_lightly_loaded_as_its_first() {
         "the 80 GB class carries more load"
     );
     assert!(matches!(node_of(&plan, 11), Some(1 | 2)));
-    // With no limit on load the common job would take a spotless 80 GB node.
+    // With no limit on load the common job still leaves the spotless 80 GB nodes: a
+    // narrower shape (the 80 GB job) depends on them.
     let unbounded = PlacementConfig {
         reliability: ReliabilityWeighing {
             load_slack_percent: 10_000,
@@ -163,7 +164,11 @@ fn a_common_job_searches_only_classes_about_as_lightly_loaded_as_its_first() {
         },
         ..weighing()
     };
-    let plan = plan_for(unbounded, nodes, &jobs, &history, &durations);
+    let plan = plan_for(unbounded, nodes.clone(), &jobs, &history, &durations);
+    assert_eq!(node_of(&plan, 10), Some(3));
+    // Without the 80 GB job, nobody narrower depends on them, and with no limit on load
+    // the common job takes a spotless one.
+    let plan = plan_for(unbounded, nodes, &jobs[..1], &history, &durations[..1]);
     assert!(matches!(node_of(&plan, 10), Some(1 | 2)));
 }
 

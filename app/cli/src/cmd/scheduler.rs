@@ -63,6 +63,12 @@ pub struct SchedulerArgs {
     /// `yellowstone` feature.
     #[arg(long, value_name = "URL")]
     pub yellowstone: Option<String>,
+    /// Among the nodes the scarcity order allows, prefer those most likely
+    /// to run a job's remaining time without failing, from the failures and
+    /// hours in service the program keeps on each Node (docs/scheduler.md,
+    /// "Reliability-aware placement"). Off by default.
+    #[arg(long)]
+    pub reliability: bool,
 }
 
 pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
@@ -89,6 +95,11 @@ pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
             overdue_percent: args.overdue_percent.max(100),
             brake_percent: args.brake_percent,
             brake_min_nodes: args.brake_min_nodes,
+            placement: {
+                let mut placement = mcjs_scheduler_daemon::PlacementConfig::default();
+                placement.reliability.enabled = args.reliability;
+                placement
+            },
             ..DetectorConfig::default()
         },
     };

@@ -121,6 +121,8 @@ pub fn node(provider: Pubkey, vram_mib: u32) -> Node {
         status_since: T0,
         current_job: None,
         bump: 255,
+        failures: 0,
+        service_secs: 0,
     }
 }
 

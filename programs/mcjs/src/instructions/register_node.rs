@@ -74,6 +74,8 @@ impl RegisterNode<'_> {
             status_since: Clock::get()?.unix_timestamp,
             current_job: None,
             bump: ctx.bumps.node,
+            failures: 0,
+            service_secs: 0,
         });
         node.invariant()?;
         emit_event(NodeRegistered {

@@ -37,6 +37,14 @@ pub struct Node {
     pub status_since: i64,
     pub current_job: Option<Pubkey>,
     pub bump: u8,
+    /// The node's record, kept by the program as jobs leave it: how many
+    /// assignments ended in the provider's failure (an infrastructure
+    /// cause, as `Provider.failures` counts them) ...
+    pub failures: u32,
+    /// ... and the seconds it held jobs (each assignment's time from
+    /// assignment to removal; idle time is not counted). The scheduler's
+    /// reliability-aware placement reads both from the account.
+    pub service_secs: u64,
 }
 
 /// The hardware a node offers, as the HAL measured it.
@@ -145,6 +153,13 @@ impl Node {
     /// until its provider declares it available again.
     pub fn release(&mut self, job: Pubkey, healthy: bool, now: i64) -> Result<()> {
         require!(self.current_job == Some(job), McjsError::WrongNode);
+        // Counters saturate rather than fail: a full counter must never
+        // keep a job from leaving its node.
+        let served = u64::try_from(now.saturating_sub(self.status_since)).unwrap_or(0);
+        self.service_secs = self.service_secs.saturating_add(served);
+        if !healthy {
+            self.failures = self.failures.saturating_add(1);
+        }
         self.current_job = None;
         self.status = if healthy {
             NodeStatus::Available
