@@ -2,7 +2,8 @@
 //! daemon and three agents, the reference trainer in Docker. Each test ends
 //! with the job completed (or, for the restart budget, failed), the final
 //! model byte-identical to an uninterrupted run, the on-chain history
-//! verifying, and every token accounted for.
+//! verifying, and every token accounted for; the randomized soak counts its
+//! jobs' ends instead and measures the completion rate.
 //!
 //! The tests share one machine's cores, so they run one at a time.
 
