@@ -1,10 +1,12 @@
 //! Jobs by state over the last hour, replayed from the program's events,
-//! and drawn as an inline SVG on the server.
+//! and drawn as an inline SVG on the server; the completion rate against
+//! its line, drawn the same way.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use mcjs_client::Pubkey;
+use mcjs_client::completion::CompletionRate;
 use mcjs_client::history::{HistoryEntry, McjsEvent};
 use serde::Serialize;
 
@@ -177,6 +179,57 @@ pub fn svg(timeline: &Timeline) -> String {
     out
 }
 
+/// The completion rate as a bar from 0% to 100%, with the founders' line
+/// drawn across it: green at or above the line, red under it, an empty
+/// track when no job has ended. Only numbers go into it.
+pub fn completion_svg(completion: &CompletionRate) -> String {
+    const W: f64 = 720.0;
+    const H: f64 = 70.0;
+    const LEFT: f64 = 10.0;
+    const RIGHT: f64 = 10.0;
+    const TOP: f64 = 18.0;
+    const BAR: f64 = 24.0;
+    let track = W - LEFT - RIGHT;
+    let x_of = |fraction: f64| LEFT + track * fraction.clamp(0.0, 1.0);
+    let line_percent = completion.line * 100.0;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="completion rate against the {line_percent:.0}% line" class="chart completion-chart"><rect x="{LEFT}" y="{TOP}" width="{track}" height="{BAR}" fill="#eeeeee"/>"##
+    );
+    if let Some(rate) = completion.rate {
+        let fill = if completion.meets_line == Some(true) {
+            colour("completed")
+        } else {
+            colour("failed")
+        };
+        let _ = write!(
+            out,
+            r#"<rect class="rate" x="{LEFT}" y="{TOP}" width="{:.1}" height="{BAR}" fill="{fill}"><title>completion rate {:.1}%</title></rect>"#,
+            x_of(rate) - LEFT,
+            rate * 100.0
+        );
+    }
+    let x = x_of(completion.line);
+    let _ = write!(
+        out,
+        r##"<line class="line" x1="{x:.1}" x2="{x:.1}" y1="{}" y2="{}" stroke="#222222" stroke-width="2" stroke-dasharray="4 3"/><text x="{x:.1}" y="{}" font-size="11" text-anchor="middle" fill="#222222">{line_percent:.0}% line</text>"##,
+        TOP - 4.0,
+        TOP + BAR + 4.0,
+        TOP - 7.0
+    );
+    for (fraction, label, anchor) in [(0.0, "0%", "start"), (1.0, "100%", "end")] {
+        let _ = write!(
+            out,
+            r##"<text x="{:.1}" y="{}" font-size="11" text-anchor="{anchor}" fill="#555">{label}</text>"##,
+            x_of(fraction),
+            TOP + BAR + 16.0
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,5 +274,24 @@ mod tests {
         assert_eq!(timeline.samples[6].counts.get("pending"), Some(&1));
         assert_eq!(timeline.samples[12].counts.get("completed"), Some(&1));
         assert!(svg(&timeline).contains("completed: 1"));
+    }
+
+    #[test]
+    fn the_completion_bar_fills_to_the_rate_with_the_line_at_80_percent() {
+        use mcjs_client::completion::{CompletionRate, JobEnd};
+        let half = CompletionRate::over(&[(JobEnd::Completed, 0), (JobEnd::Failed, 0)], 0, 10);
+        let svg = completion_svg(&half);
+        // A 700-wide track from x=10: half of it, and the line at 80%.
+        assert!(
+            svg.contains(r#"class="rate" x="10" y="18" width="350.0""#),
+            "{svg}"
+        );
+        assert!(svg.contains(r#"x1="570.0" x2="570.0""#), "{svg}");
+        assert!(svg.contains(colour("failed")), "under the line: {svg}");
+        assert!(svg.contains("completion rate 50.0%"), "{svg}");
+
+        let none = completion_svg(&CompletionRate::over(&[(JobEnd::Expired, 0)], 0, 10));
+        assert!(!none.contains("class=\"rate\""), "{none}");
+        assert!(none.contains("80% line"), "{none}");
     }
 }

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use mcjs::state::{Job, JobState, NodeStatus};
 use mcjs_client::audit::audit_provider;
+use mcjs_client::completion::{CompletionRate, job_ends};
 use mcjs_client::history::{McjsEvent, failure_cause, node_status};
 use mcjs_client::reliability::{Reliability, node_reliability};
 use mcjs_client::{ChainClient, ChainError, JobFilter, PROGRAM_ID, Pubkey, pda};
@@ -101,6 +102,9 @@ pub struct Overview {
     pub nodes: Vec<NodeRow>,
     /// Jobs by state over the last hour, replayed from the program's history.
     pub timeline: Timeline,
+    /// The completion rate over the jobs that ended in the window
+    /// (`mcjs_client::completion`), against the founders' 80% line.
+    pub completion: CompletionRate,
 }
 
 #[derive(Debug, Serialize)]
@@ -160,7 +164,27 @@ pub const HISTORY_CAP: usize = 10_000;
 /// account, to find a closed job.
 pub const LOCATE_CAP: usize = 32;
 
-pub async fn overview(client: &ChainClient) -> Result<Overview, DashError> {
+/// The overview's completion rate is over the jobs that ended in the last
+/// 60 days of chain time, unless the request says otherwise (`?window_days=`).
+pub const COMPLETION_WINDOW_DAYS: u32 = 60;
+/// The longest window a request may ask for: ten years.
+pub const MAX_COMPLETION_WINDOW_DAYS: u32 = 3_650;
+
+/// The overview's `?window_days=`: whole days, 1 to [`MAX_COMPLETION_WINDOW_DAYS`].
+pub fn parse_window_days(text: Option<&str>) -> Result<u32, DashError> {
+    let Some(text) = text else {
+        return Ok(COMPLETION_WINDOW_DAYS);
+    };
+    match text.trim().parse::<u32>() {
+        Ok(days) if (1..=MAX_COMPLETION_WINDOW_DAYS).contains(&days) => Ok(days),
+        _ => Err(DashError::BadRequest(format!(
+            "window_days {:?} is not a whole number of days from 1 to {MAX_COMPLETION_WINDOW_DAYS}",
+            text.chars().take(32).collect::<String>()
+        ))),
+    }
+}
+
+pub async fn overview(client: &ChainClient, window_days: u32) -> Result<Overview, DashError> {
     let (_, config) = client.config().await?;
     let jobs = client.jobs(JobFilter::All).await?;
     let providers = client.providers().await?;
@@ -244,6 +268,11 @@ pub async fn overview(client: &ChainClient) -> Result<Overview, DashError> {
             .collect(),
         nodes: nodes.iter().map(|(k, n)| node_row(k, n)).collect(),
         timeline: chart::jobs_by_state(&history, chain_time),
+        completion: CompletionRate::over(
+            job_ends(jobs.iter().map(|(k, j)| (k, &j.state)), &history).values(),
+            chain_time,
+            i64::from(window_days) * 86_400,
+        ),
     })
 }
 

@@ -3,7 +3,8 @@
 //! the job page runs the client's audit live, and every page answers with
 //! the same data as JSON when asked with `Accept: application/json`.
 //!
-//! Routes: `/` (overview), `/job/{address}`, `/provider/{address}` (a
+//! Routes: `/` (overview; `?window_days=N` sets the completion rate's
+//! window), `/job/{address}`, `/provider/{address}` (a
 //! Provider account or its owner's wallet), `/node/{address}`, `/program`,
 //! `/search?q=ADDRESS`, and `/live?watch=ADDRESS` (server-sent events that
 //! tell a page its data changed).
@@ -326,10 +327,26 @@ impl App {
 
 type AppState = State<Arc<App>>;
 
-async fn overview(State(app): AppState, headers: HeaderMap) -> Response {
-    match data::overview(&app.client).await {
+#[derive(Deserialize)]
+struct OverviewQuery {
+    /// The completion rate's window, in days of chain time.
+    window_days: Option<String>,
+}
+
+async fn overview(
+    State(app): AppState,
+    headers: HeaderMap,
+    Query(query): Query<OverviewQuery>,
+) -> Response {
+    let result = async {
+        let window_days = data::parse_window_days(query.window_days.as_deref())?;
+        data::overview(&app.client, window_days).await
+    }
+    .await;
+    match result {
         Ok(o) => {
             let svg = chart::svg(&o.timeline);
+            let completion = chart::completion_svg(&o.completion);
             let colours: Vec<(&str, &str)> = data::JOB_STATES
                 .iter()
                 .map(|s| (*s, chart::colour(s)))
@@ -340,7 +357,12 @@ async fn overview(State(app): AppState, headers: HeaderMap) -> Response {
                 "Overview",
                 None,
                 &o,
-                context! { chart => Value::from_safe_string(svg), colours => colours },
+                context! {
+                    chart => Value::from_safe_string(svg),
+                    colours => colours,
+                    completion_chart => Value::from_safe_string(completion),
+                    window_days => o.completion.window_secs / 86_400,
+                },
             )
         }
         Err(e) => app.fail(&headers, e),
@@ -795,6 +817,105 @@ mod tests {
         let record = &html[html.find("id=\"reliability\"").expect("the record")..];
         assert!(record.contains("No history"), "{record}");
         assert!(!record.contains('%'), "no share without history: {record}");
+    }
+
+    /// The overview's completion rate: the figure, the counts, and which
+    /// side of the 80% line it is on; "no job has ended" with no rate.
+    #[test]
+    fn the_overview_shows_the_completion_rate_against_its_line() {
+        use mcjs_client::completion::{CompletionRate, JobEnd};
+        const DAY: i64 = 86_400;
+        let now = 1_800_000_000;
+        let overview = |ends: &[(JobEnd, i64)]| data::Overview {
+            program_id: "program".into(),
+            chain_time: now,
+            jobs_total: ends.len(),
+            jobs_by_state: vec![],
+            queue_length: 0,
+            providers_total: 0,
+            nodes_total: 0,
+            nodes_by_status: vec![],
+            commission_collected: 0,
+            treasury: "treasury".into(),
+            slashes: vec![],
+            slashed_total: 0,
+            insurance_pool: "pool".into(),
+            insurance_pool_balance: 0,
+            jobs: vec![],
+            providers: vec![],
+            nodes: vec![],
+            timeline: chart::jobs_by_state(&[], now),
+            completion: CompletionRate::over(ends, now, 60 * DAY),
+        };
+        let render = |o: &data::Overview| {
+            templates()
+                .get_template("overview.html")
+                .and_then(|t| {
+                    t.render(context! {
+                        page => Value::from_serialize(o),
+                        title => "Overview",
+                        watch => None::<&str>,
+                        extra => context! {
+                            chart => "",
+                            colours => Vec::<(&str, &str)>::new(),
+                            completion_chart => Value::from_safe_string(chart::completion_svg(&o.completion)),
+                            window_days => 60,
+                        },
+                    })
+                })
+                .unwrap_or_else(|e| panic!("{e:#}"))
+        };
+        let ended = [
+            (JobEnd::Completed, now - DAY),
+            (JobEnd::Failed, now - DAY),
+            (JobEnd::Cancelled, now - DAY),
+            (JobEnd::Expired, now - 2 * DAY),
+            (JobEnd::Failed, now - 90 * DAY),
+        ];
+        let html = render(&overview(&ended));
+        let card = &html[html.find("id=\"completion\"").expect("the card")..];
+        assert!(card.contains("last 60 days"), "{card}");
+        assert!(
+            card.contains("<strong id=\"completion-rate\">50.0%</strong>"),
+            "{card}"
+        );
+        assert!(card.contains("below the 80% line"), "{card}");
+        assert!(card.contains("data-end=\"failed\">1<"), "{card}");
+        assert!(card.contains("data-end=\"cancelled\">1<"), "{card}");
+        assert!(card.contains("data-end=\"expired\">1<"), "{card}");
+        assert!(
+            card.contains("80% line</text>"),
+            "the line is drawn: {card}"
+        );
+
+        let html = render(&overview(&[
+            (JobEnd::Completed, now),
+            (JobEnd::Completed, now),
+        ]));
+        assert!(html.contains("at or above the 80% line"), "{html}");
+
+        let html = render(&overview(&[(JobEnd::Cancelled, now)]));
+        let card = &html[html.find("id=\"completion\"").expect("the card")..];
+        assert!(card.contains("No job has ended"), "{card}");
+        assert!(
+            !card.contains("class=\"rate\""),
+            "no bar without a rate: {card}"
+        );
+    }
+
+    #[test]
+    fn the_completion_window_is_whole_days_within_bounds() {
+        assert_eq!(data::parse_window_days(None).unwrap(), 60);
+        assert_eq!(data::parse_window_days(Some("7")).unwrap(), 7);
+        for bad in ["0", "-1", "3651", "1.5", "", "<script>", &"9".repeat(100)] {
+            assert!(
+                matches!(
+                    data::parse_window_days(Some(bad)),
+                    Err(DashError::BadRequest(_))
+                ),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -228,7 +228,25 @@ async fn the_pages_render_in_a_real_browser() {
     assert_eq!(browser.text("#insurance-pool").await, usdc(pool));
     let provider = client.provider(&story.provider).await.unwrap().unwrap();
     assert_eq!(browser.text("#slashed").await, usdc(provider.slashed_total));
-    assert_eq!(browser.count("svg").await, 1, "the chart is drawn");
+    assert_eq!(
+        browser.count("svg").await,
+        2,
+        "the completion bar and the chart are drawn"
+    );
+    // The completion rate: one completed of the two that ended (the
+    // cancelled job counted apart), under the 80% line drawn on the bar.
+    assert_eq!(browser.text("#completion-rate").await, "50.0%");
+    assert_eq!(
+        browser.text("#completion-verdict").await,
+        "below the 80% line"
+    );
+    assert_eq!(
+        browser
+            .text("#completion-counts td[data-end='cancelled']")
+            .await,
+        "1"
+    );
+    assert_eq!(browser.count("svg.completion-chart line.line").await, 1);
     let job_link = format!("a[href='/job/{}']", story.recovered);
     assert!(browser.count(&job_link).await > 0, "jobs are linked");
     browser.screenshot("overview").await;

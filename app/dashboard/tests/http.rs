@@ -92,6 +92,33 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
     assert_eq!(now["counts"]["failed"], 1, "{now}");
     assert_eq!(now["counts"]["cancelled"], 1, "{now}");
 
+    // The completion rate over the last 60 days of chain time: the recovered
+    // job completed and the fatal one failed; the cancelled one is counted
+    // apart. One of two: under the 80% line.
+    let completion = &overview["completion"];
+    assert_eq!(completion["window_secs"], 60 * 86_400, "{completion}");
+    assert_eq!(completion["to"], overview["chain_time"], "{completion}");
+    assert_eq!(
+        ["completed", "failed", "cancelled", "expired"].map(|end| completion[end].as_u64()),
+        [Some(1), Some(1), Some(1), Some(0)],
+        "{completion}"
+    );
+    assert_eq!(completion["ended"], 2, "{completion}");
+    assert_eq!(completion["rate"], 0.5, "{completion}");
+    assert_eq!(completion["line"], 0.8, "{completion}");
+    assert_eq!(completion["meets_line"], false, "{completion}");
+    let (status, page) = html(&story.url("/")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains("<strong id=\"completion-rate\">50.0%</strong>"),
+        "{page}"
+    );
+    assert!(page.contains("below the 80% line"), "{page}");
+    let (status, week) = json(&story.url("/?window_days=7")).await;
+    assert_eq!(status, StatusCode::OK, "{week}");
+    assert_eq!(week["completion"]["window_secs"], 7 * 86_400);
+    assert_eq!(week["completion"]["ended"], 2, "every end is minutes old");
+
     // The recovered job: bond flow, checkpoints, nodes, failure, output.
     let job = client.job(&story.recovered).await.unwrap().unwrap();
     let (status, page) = json(&story.url(&format!("/job/{}", story.recovered))).await;
@@ -293,6 +320,8 @@ async fn the_dashboard_shows_what_the_chain_holds_and_catches_a_tampered_chain()
         ("/node/%3Cscript%3E".to_string(), StatusCode::BAD_REQUEST),
         ("/search?q=".to_string(), StatusCode::BAD_REQUEST),
         ("/live?watch=zz".to_string(), StatusCode::BAD_REQUEST),
+        ("/?window_days=0".to_string(), StatusCode::BAD_REQUEST),
+        ("/?window_days=%3Cb%3E".to_string(), StatusCode::BAD_REQUEST),
         (format!("/job/{stranger}"), StatusCode::NOT_FOUND),
         (format!("/provider/{stranger}"), StatusCode::NOT_FOUND),
         (format!("/node/{}", story.recovered), StatusCode::NOT_FOUND),

@@ -9,10 +9,13 @@
 //! * [`audit`] rebuilds a job's history and verifies its checkpoint chain.
 //! * [`reliability`] computes a node's and a provider's reliability record
 //!   from chain history.
+//! * [`completion`] computes the network's completion rate over a window
+//!   from job accounts and chain history.
 //! * [`rpc`] (feature `rpc`) talks to a node: sends and confirms
 //!   transactions, finds accounts, reads histories, watches accounts.
 
 pub mod audit;
+pub mod completion;
 pub mod compute;
 pub mod decode;
 pub mod errors;

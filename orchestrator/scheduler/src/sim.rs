@@ -164,15 +164,22 @@ pub struct SimReport {
 }
 
 impl SimReport {
-    /// MCJS's gauge: jobs completed over jobs that ended, completed or failed. Cancelled and
-    /// expired jobs are counted apart, and jobs still unfinished at the end of the run are not
-    /// in it.
+    /// MCJS's gauge (`mcjs_spec::gauge`): jobs completed over jobs that ended, completed or
+    /// failed. Cancelled and expired jobs are counted apart, and jobs still unfinished at the
+    /// end of the run are not in it. A run in which no job ended reads 100% here, so that the
+    /// tables always hold a number.
     pub fn completion_rate(&self) -> f64 {
-        let ended = self.completed + self.failed;
-        if ended == 0 {
-            return 1.0;
+        self.end_counts().completion_rate().unwrap_or(1.0)
+    }
+
+    /// The run's job ends, as the gauge counts them.
+    pub fn end_counts(&self) -> mcjs_spec::gauge::EndCounts {
+        mcjs_spec::gauge::EndCounts {
+            completed: self.completed as u64,
+            failed: self.failed as u64,
+            cancelled: self.cancelled as u64,
+            expired: self.expired as u64,
         }
-        self.completed as f64 / ended as f64
     }
 
     /// Jobs that reached an end: completed, failed, expired or cancelled.

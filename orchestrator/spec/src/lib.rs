@@ -16,6 +16,7 @@
 pub mod checkpoint;
 pub mod error;
 pub mod fields;
+pub mod gauge;
 pub mod gpu;
 pub mod node_limits;
 mod parse;
