@@ -60,9 +60,22 @@ pub enum TimeBound {
 
 const UNMEASURED_GPU: &str = "unmeasured: needs the GPU backend run on the card (docs/hardware-challenge.md, \"What is left\")";
 
-/// The table every deployment uses. No GPU has been measured yet.
+/// The table every deployment uses.
+///
+/// `cpu-reference` is the CPU backend on the 2-core build VM (`cargo bench -p mcjs-challenge
+/// --features adversaries --bench cost`, bench/results/challenge-cpu.txt): the only
+/// measured row, kept as the reference the figures' units are read against; no node
+/// claims it. No GPU has been measured yet.
 pub const MEASURED: BoundsTable<'static> = BoundsTable {
     entries: &[
+        Entry {
+            model: "cpu-reference",
+            figures: Figures::Measured {
+                commit_macs_per_s: 3_170_000_000,
+                held_bytes_per_s: 960_000_000,
+            },
+            source: "bench/results/challenge-cpu.txt: CPU backend, 2 threads, 2-core build VM, median of 3 runs at width 2048",
+        },
         Entry {
             model: "a100-sxm4-80gb",
             figures: Figures::Unmeasured,
@@ -171,6 +184,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The CPU reference row is the one the results file names.
+    #[test]
+    fn the_cpu_reference_row_is_the_measured_one() {
+        let results = include_str!("../../../bench/results/challenge-cpu.txt");
+        let line = results
+            .lines()
+            .find(|l| l.starts_with("# at width 2048: commit "))
+            .expect("the results name their figures");
+        let figure = |after: &str| -> u64 {
+            let rest = &line[line.find(after).expect("a figure") + after.len()..];
+            let number = rest.split_whitespace().next().expect("a number");
+            number.parse::<f64>().expect("a figure") as u64
+        };
+        assert_eq!(
+            MEASURED.entry("cpu-reference").map(|e| e.figures),
+            Some(Figures::Measured {
+                commit_macs_per_s: figure("commit "),
+                held_bytes_per_s: figure("held passes "),
+            })
+        );
     }
 
     #[test]
