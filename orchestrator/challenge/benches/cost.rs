@@ -134,7 +134,7 @@ fn main() {
     println!("verify_s: the checker's verdict (regenerate B, B·r for 2 vectors, proofs, rows).");
 
     // The checker's cost follows the width alone (it regenerates B, width² bytes, and
-    // computes B·r twice), so it is measured at the widest product every claim of 2.5 GB
+    // computes B·r twice), so it is measured at the widest product every claim of 3.8 GB
     // or more gets, with only the rows it opens.
     let widest = Params {
         seed: [9; 32],

@@ -39,7 +39,8 @@
 //!   request, so nothing can be computed before it, and the commitment's landing slot is
 //!   on chain.
 //! - **The memory, and why not a seeded fill.** A hash over seeded data proves nothing:
-//!   a node regenerates ChaCha output on the fly faster than it reads memory. What the
+//!   a node regenerates ChaCha output on the fly at about the speed it reads memory, and
+//!   far faster than it fetches data over PCIe. What the
 //!   node holds must be dear to regenerate: a product row costs `width`² multiply-adds,
 //!   reading it back costs 2·`width` bytes. It must also be incompressible, or a smaller
 //!   card holds it packed: a whole i32 entry of C carries about 22 bits of information at
