@@ -1117,6 +1117,11 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
         "a lost node goes offline"
     );
     assert_eq!(nodes["nodes"][0]["reliability"]["provider_failures"], 1);
+    assert_eq!(
+        nodes["nodes"][0]["failures"], 1,
+        "the program's own count on the Node agrees with the history"
+    );
+    assert!(nodes["nodes"][0]["service_secs"].as_u64().is_some());
     assert_eq!(nodes["nodes"][0]["reliability"]["completed_share"], 0.0);
 
     let audit = chain.mcjs(&owner_path, &["--output", "json", "audit", "job", &job]);

@@ -422,6 +422,11 @@ pub struct NodeView {
     pub status: &'static str,
     pub status_since: i64,
     pub current_job: Option<String>,
+    /// The program's own record on the Node account (what reliability-aware
+    /// placement reads): assignments ended by the provider's fault, and the
+    /// seconds the node has held jobs.
+    pub failures: u32,
+    pub service_secs: u64,
     /// From the node's history (`mcjs_client::reliability`).
     pub reliability: Reliability,
 }
@@ -474,6 +479,8 @@ pub async fn node(client: &ChainClient, key: &Pubkey) -> Result<NodeView, DashEr
         status: node_status(node.status),
         status_since: node.status_since,
         current_job: node.current_job.map(|j| j.to_string()),
+        failures: node.failures,
+        service_secs: node.service_secs,
         reliability: node_reliability(key, &history, now),
     })
 }

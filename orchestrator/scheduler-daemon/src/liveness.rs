@@ -167,6 +167,12 @@ impl Liveness {
         NodePower::takes_work(self.nodes.get(node).and_then(|h| h.power))
     }
 
+    /// Whether the node may be drawn as a checker: alive ([`Self::is_alive`])
+    /// and not on battery ([`Self::takes_work`]).
+    pub fn may_check(&self, node: &Pubkey, now_ms: i64, timeout_ms: i64, grace_ms: i64) -> bool {
+        self.is_alive(node, now_ms, timeout_ms, grace_ms) && self.takes_work(node)
+    }
+
     /// The agent's report about a job, if it is about that generation.
     pub fn report(&self, node: &Pubkey, job: &Pubkey, generation: u32) -> Option<&JobReport> {
         let job = job.to_string();
@@ -221,7 +227,7 @@ mod tests {
     }
 
     #[test]
-    fn a_node_on_battery_takes_no_work_until_its_ups_is_back_on_line() {
+    fn a_node_on_battery_takes_no_work_nor_checks_until_its_ups_is_back_on_line() {
         let node = Pubkey::new_unique();
         let mut l = Liveness::new(0);
         assert!(l.takes_work(&node), "never heard from: liveness decides");
@@ -238,6 +244,7 @@ mod tests {
             l.record(b, 1_000 + seq as i64).unwrap();
             assert_eq!(l.takes_work(&node), takes, "{power:?}");
             assert!(l.is_alive(&node, 1_010, 3_000, 500), "alive all along");
+            assert_eq!(l.may_check(&node, 1_010, 3_000, 500), takes, "{power:?}");
         }
     }
 

@@ -651,7 +651,7 @@ impl<C: DaemonChain> Daemon<C> {
                 .iter()
                 .map(|(key, _)| *key)
                 .filter(|key| {
-                    liveness.is_alive(
+                    liveness.may_check(
                         key,
                         now_ms,
                         detector.heartbeat_timeout_ms,

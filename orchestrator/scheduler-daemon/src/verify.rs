@@ -25,9 +25,10 @@ pub struct VerifyObservation<'a> {
     pub segments: &'a [(Pubkey, Segment)],
     /// The SlotHashes sysvar's raw data.
     pub slot_hashes: &'a [u8],
-    /// Nodes whose agents sent a heartbeat recently: only they are drawn
-    /// as checkers (a node that is registered but never runs an agent
-    /// would only ever stay silent).
+    /// Nodes whose agents sent a heartbeat recently and are not on battery:
+    /// only they are drawn as checkers (a node that is registered but never
+    /// runs an agent would only ever stay silent; one on battery is moving
+    /// its own jobs off).
     pub alive: &'a HashSet<Pubkey>,
 }
 
@@ -229,7 +230,7 @@ fn draw(
 /// A verifier and a referee of two providers other than `claimed`: drawn
 /// by the draw's slot hash among the providers with a node that could run
 /// the job, of the attester's GPU model (bitwise results hold only within
-/// a hardware class), not offline and alive, each provider weighted by the
+/// a hardware class), not offline and in `alive`, each provider weighted by the
 /// stake that backs it, at most one node per provider. Idle or busy makes
 /// no difference, so a node kept idle (priced out of every job) gains no
 /// more draws than its provider's stake buys. `None` (the interval is not

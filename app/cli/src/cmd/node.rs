@@ -366,6 +366,11 @@ struct NodeView {
     status: &'static str,
     status_since: i64,
     current_job: Option<String>,
+    /// The program's own record on the Node account: assignments ended by
+    /// the provider's fault, and the seconds it has held jobs (what the
+    /// scheduler's reliability-aware placement reads).
+    failures: u32,
+    service_secs: u64,
     /// From the chain's history (`mcjs_client::reliability`); shown by `node status`.
     #[serde(skip_serializing_if = "Option::is_none")]
     reliability: Option<Reliability>,
@@ -392,6 +397,8 @@ impl NodeView {
             status: node_status(node.status),
             status_since: node.status_since,
             current_job: node.current_job.map(|j| j.to_string()),
+            failures: node.failures,
+            service_secs: node.service_secs,
             reliability: None,
         }
     }
@@ -440,6 +447,12 @@ impl fmt::Display for NodesView {
             if let Some(job) = &n.current_job {
                 write!(f, " (job {job})")?;
             }
+            write!(
+                f,
+                "\n  record       {} provider failures in {:.1} h holding jobs (on the account)",
+                n.failures,
+                n.service_secs as f64 / 3_600.0
+            )?;
             if let Some(r) = &n.reliability {
                 write!(f, "\n  reliability  from the chain's history")?;
                 crate::cmd::audit::write_reliability(f, "    ", r)?;

@@ -54,6 +54,7 @@ mod deploy;
 mod error;
 mod history;
 mod index;
+mod index_websocket;
 #[cfg(feature = "local-chain")]
 mod local;
 mod notices;

@@ -38,8 +38,9 @@ pub struct Node {
     pub current_job: Option<Pubkey>,
     pub bump: u8,
     /// The node's record, kept by the program as jobs leave it: how many
-    /// assignments ended in the provider's failure (an infrastructure
-    /// cause, as `Provider.failures` counts them) ...
+    /// assignments ended by the provider's fault (a failure of an
+    /// infrastructure cause, or a check that proved its attestation
+    /// wrong) ...
     pub failures: u32,
     /// ... and the seconds it held jobs (each assignment's time from
     /// assignment to removal; idle time is not counted). The scheduler's
