@@ -480,39 +480,6 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         Ok(out)
     }
 
-    async fn find_containers(&self) -> Result<Vec<FoundContainer>, AgentError> {
-        let list = self
-            .shared
-            .engine
-            .list_labelled(GENERATION_LABEL)
-            .await
-            .map_err(|e| AgentError::List(e.to_string()))?;
-        let mut found = Vec::new();
-        for c in list {
-            let labels = c.labels;
-            let (Some(id), Some(job), Some(generation)) = (
-                Some(c.id.0),
-                labels.get(JOB_LABEL).and_then(|j| j.parse::<Pubkey>().ok()),
-                labels
-                    .get(GENERATION_LABEL)
-                    .and_then(|g| g.parse::<u32>().ok()),
-            ) else {
-                continue;
-            };
-            if labels.get(NODE_LABEL) != Some(&self.shared.node.to_string()) {
-                continue;
-            }
-            let running = c.running;
-            found.push(FoundContainer {
-                id,
-                job,
-                generation,
-                running,
-            });
-        }
-        Ok(found)
-    }
-
     fn execute(&self, action: Action, tx: &EventTx, tracker: &TaskTracker) {
         let this = self.clone();
         let tx = tx.clone();

@@ -6,6 +6,41 @@
 use super::*;
 
 impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
+    /// The job containers this node's agents left running (found at start,
+    /// by their labels), for the core to adopt or remove.
+    pub(super) async fn find_containers(&self) -> Result<Vec<FoundContainer>, AgentError> {
+        let list = self
+            .shared
+            .engine
+            .list_labelled(GENERATION_LABEL)
+            .await
+            .map_err(|e| AgentError::List(e.to_string()))?;
+        let mut found = Vec::new();
+        for c in list {
+            let labels = c.labels;
+            let (Some(id), Some(job), Some(generation)) = (
+                Some(c.id.0),
+                labels.get(JOB_LABEL).and_then(|j| j.parse::<Pubkey>().ok()),
+                labels
+                    .get(GENERATION_LABEL)
+                    .and_then(|g| g.parse::<u32>().ok()),
+            ) else {
+                continue;
+            };
+            if labels.get(NODE_LABEL) != Some(&self.shared.node.to_string()) {
+                continue;
+            }
+            let running = c.running;
+            found.push(FoundContainer {
+                id,
+                job,
+                generation,
+                running,
+            });
+        }
+        Ok(found)
+    }
+
     /// The context of an assignment, rebuilt from the spec store when the
     /// agent adopted its container after a restart.
     pub(super) async fn ctx(&self, job: Pubkey, generation: u32) -> Result<Arc<RunCtx>, String> {
