@@ -38,6 +38,7 @@ pub fn default_params() -> ConfigParams {
         challenge_window_secs: 3_600,
         verification_fee_bps: 2_000,
         draw_secs: 450,
+        require_proven_hardware: false,
     }
 }
 

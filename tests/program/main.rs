@@ -9,6 +9,7 @@ mod harness;
 mod accounts_and_config;
 mod attacks;
 mod forged_events;
+mod hardware_challenge;
 mod insurance_pool;
 mod job_faults_and_dust;
 mod job_life;

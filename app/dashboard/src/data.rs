@@ -505,6 +505,7 @@ pub struct ProgramView {
     pub challenge_window_secs: u32,
     pub verification_fee_bps: u16,
     pub draw_secs: u32,
+    pub require_proven_hardware: bool,
     pub paused: bool,
     /// The program's loader, and its upgrade authority where the loader has one.
     pub loader: Option<String>,
@@ -544,6 +545,7 @@ pub async fn program(client: &ChainClient) -> Result<ProgramView, DashError> {
         challenge_window_secs: p.challenge_window_secs,
         verification_fee_bps: p.verification_fee_bps,
         draw_secs: p.draw_secs,
+        require_proven_hardware: p.require_proven_hardware,
         paused: config.paused,
         loader: loader.map(|l| l.to_string()),
         upgrade_authority,

@@ -84,6 +84,7 @@ impl AgentChain for FakeChain {
             bump: 0,
             failures: 0,
             service_secs: 0,
+            challenge: Default::default(),
         })
         .filter(|_| node == self.node()))
     }

@@ -47,6 +47,26 @@ pub trait Backend {
     fn row(&mut self, index: u64) -> Result<Vec<i32>, BackendError>;
 }
 
+/// A node whose GPUs are of different kinds (or a test that mixes honest and dishonest
+/// devices) keeps its backends boxed.
+impl<B: Backend + ?Sized> Backend for Box<B> {
+    fn compute(&mut self, params: &Params) -> Result<Vec<Digest>, BackendError> {
+        (**self).compute(params)
+    }
+
+    fn held_leaves(&mut self, key: &Digest) -> Result<Vec<Digest>, BackendError> {
+        (**self).held_leaves(key)
+    }
+
+    fn held_root(&mut self, key: &Digest) -> Result<Digest, BackendError> {
+        (**self).held_root(key)
+    }
+
+    fn row(&mut self, index: u64) -> Result<Vec<i32>, BackendError> {
+        (**self).row(index)
+    }
+}
+
 /// Plain Rust on the host's cores: the reference the GPU backend is tested against, the
 /// backend of CPU-only nodes, and the one the tests run.
 #[derive(Debug)]

@@ -77,6 +77,7 @@ pub mod bounds;
 pub mod hash;
 pub mod matrix;
 pub mod merkle;
+pub mod node;
 pub mod params;
 pub mod prover;
 pub mod verify;
@@ -91,6 +92,10 @@ pub use backend::{Backend, BackendError, CpuBackend};
 pub use bounds::{BoundsTable, Entry, Figures, TimeBound};
 pub use hash::{Digest, challenge_seed};
 pub use merkle::{MerkleProof, MerkleTree};
+pub use node::{
+    GpuOpening, NodeAnswers, NodeClaim, NodeOpening, NodeProver, judge_node, node_commitment,
+    node_held_digest,
+};
 pub use params::{Claim, ClaimError, OpenCell, Params, Sizing};
 pub use prover::{OpenedRow, Opening, Prover, ProverError};
 pub use verify::{

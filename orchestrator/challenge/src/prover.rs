@@ -140,6 +140,13 @@ impl<B: Backend> Prover<B> {
         })
     }
 
+    /// The held digest the passes ended on, once they have run.
+    pub fn held_digest(&self) -> Option<Digest> {
+        let held = self.held.as_ref()?;
+        let (key, root) = (held.keys.last()?, held.roots.last()?);
+        Some(next_held_key(key, root))
+    }
+
     pub fn params(&self) -> &Params {
         &self.params
     }

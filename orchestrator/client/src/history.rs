@@ -79,6 +79,9 @@ program_events![
     VerificationOpened,
     VerificationAttested,
     VerificationResolved,
+    ChallengeRequested,
+    ChallengeAnswered,
+    ChallengeRecorded,
 ];
 
 impl std::fmt::Debug for McjsEvent {
@@ -187,6 +190,9 @@ impl McjsEvent {
             VerificationOpened(e) => e.at,
             VerificationAttested(e) => e.at,
             VerificationResolved(e) => e.at,
+            ChallengeRequested(e) => e.at,
+            ChallengeAnswered(e) => e.at,
+            ChallengeRecorded(e) => e.at,
             _ => return None,
         })
     }
@@ -392,6 +398,48 @@ impl McjsEvent {
                     (false, _) => String::new(),
                 }
             ),
+            ChallengeRequested(e) => format!(
+                "hardware challenge of node {} ({} × {}, {} MiB) requested at slot {}",
+                e.node,
+                e.hardware.gpu_count,
+                e.hardware.gpu_model,
+                e.hardware.vram_per_gpu_mib,
+                e.requested_slot
+            ),
+            ChallengeAnswered(e) => format!(
+                "node {} answered its challenge's {} to the seed of slot {}",
+                e.node,
+                match e.step {
+                    mcjs::state::ChallengeStep::Commit { .. } => "commitment",
+                    mcjs::state::ChallengeStep::Hold { .. } => "held digest",
+                },
+                e.seed_slot
+            ),
+            ChallengeRecorded(e) => format!(
+                "hardware challenge of node {}: {}{}",
+                e.node,
+                challenge_verdict(&e.verdict),
+                match (e.commit_secs, e.held_secs) {
+                    (Some(c), Some(h)) => format!(" (product {c} s, held passes {h} s)"),
+                    _ => String::new(),
+                }
+            ),
+        }
+    }
+}
+
+/// A hardware challenge's verdict, for people.
+pub fn challenge_verdict(verdict: &mcjs::state::ChallengeVerdict) -> String {
+    use mcjs::state::ChallengeVerdict;
+    match verdict {
+        ChallengeVerdict::Passed { held_kib_per_gpu } => {
+            format!("passed, {held_kib_per_gpu} KiB held per GPU: the profile is proven")
+        }
+        ChallengeVerdict::Unbounded => {
+            "answered right, but the model has no measured bound: the lowest class".into()
+        }
+        ChallengeVerdict::Failed(failure) => {
+            format!("failed ({failure:?}): the lowest class")
         }
     }
 }

@@ -15,6 +15,7 @@
 //!   transactions, finds accounts, reads histories, watches accounts.
 
 pub mod audit;
+pub mod challenge;
 pub mod completion;
 pub mod compute;
 pub mod decode;

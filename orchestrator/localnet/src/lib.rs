@@ -254,6 +254,7 @@ pub fn default_params() -> ConfigParams {
         challenge_window_secs: 120,
         verification_fee_bps: 2_000,
         draw_secs: 2,
+        require_proven_hardware: false,
     }
 }
 

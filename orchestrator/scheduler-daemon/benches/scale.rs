@@ -269,6 +269,7 @@ async fn in_memory(nodes: usize, jobs: usize) {
                 liveness: &liveness,
                 understaked: &Default::default(),
                 outages: &[],
+                require_proven_hardware: false,
             },
             &Default::default(),
         );

@@ -75,6 +75,10 @@ pub struct Observation<'a> {
     /// that it did. Only the time of an outage is excused, so an endpoint
     /// that fails now and then does not keep a late job alive.
     pub outages: &'a [(i64, i64)],
+    /// The Config's `require_proven_hardware`: a node whose profile no hardware challenge
+    /// proved is of the lowest class (docs/hardware-challenge.md), placed only where a job
+    /// names no GPU model and no memory floor.
+    pub require_proven_hardware: bool,
 }
 
 /// The time between `from` and `to` (ms) that falls inside `outages`, each
@@ -500,6 +504,9 @@ fn place(
             node.status == NodeStatus::Available
                 && node.current_job.is_none()
                 && !failing_nodes.contains(key)
+                // Answering a hardware challenge: its GPUs are taken, and the program
+                // refuses it a job until the verdict is recorded.
+                && node.challenge.in_flight.is_none()
                 && !obs.understaked.contains(&node.provider)
                 && obs.liveness.is_alive(
                     key,
@@ -517,7 +524,7 @@ fn place(
     let fleet_nodes = candidates
         .iter()
         .enumerate()
-        .map(|(i, (_, node))| to_fleet_node(i as u64, node));
+        .map(|(i, (_, node))| to_fleet_node(i as u64, node, obs.require_proven_hardware));
     let (fleet, rejected) = FleetIndex::build(fleet_nodes);
     for err in rejected {
         decision.skipped.push(Skipped {
@@ -583,6 +590,14 @@ fn place(
             });
             continue;
         }
+        if obs.require_proven_hardware && !proven_class_admits(chain_node, state) {
+            // Only a job that names the lowest class's placeholder model gets here.
+            decision.waiting.push(Waiting {
+                job,
+                reason: "the job names a GPU model or memory, and no free node's is proven by a hardware challenge".into(),
+            });
+            continue;
+        }
         decision.actions.push(Action::Assign {
             job,
             node,
@@ -597,13 +612,36 @@ fn place(
     }
 }
 
-fn to_fleet_node(id: u64, node: &Node) -> mcjs_scheduler::Node {
+/// What placement calls a node whose profile is not proven, where proof is required: no
+/// model a job can name (a job's model entries match a name or its `-` prefixes) and the
+/// least memory, so that the planner offers it only jobs that name neither.
+pub const UNPROVEN_MODEL: &str = "unproven";
+
+/// The program's rule (`Node::require_proven_class`): a job that names a GPU model or a
+/// memory floor needs a proven node of its GPU count and memory.
+fn proven_class_admits(node: &Node, job: &Job) -> bool {
+    let req = &job.requirements;
+    if req.gpu_models.is_empty() && req.min_vram_mib == 0 {
+        return true;
+    }
+    node.challenge
+        .proven
+        .is_some_and(|p| p.vram_per_gpu_mib >= req.min_vram_mib && p.gpu_count >= req.gpu_count)
+}
+
+fn to_fleet_node(id: u64, node: &Node, require_proven: bool) -> mcjs_scheduler::Node {
     let hw = &node.hardware;
+    let unproven = require_proven && node.challenge.proven.is_none();
+    let (gpu_model, vram_per_gpu_mib) = if unproven {
+        (UNPROVEN_MODEL.to_string(), 1)
+    } else {
+        (hw.gpu_model.clone(), hw.vram_per_gpu_mib)
+    };
     mcjs_scheduler::Node {
         id: NodeId(id),
-        gpu_model: hw.gpu_model.clone(),
+        gpu_model,
         gpu_count: hw.gpu_count,
-        vram_per_gpu_mib: hw.vram_per_gpu_mib,
+        vram_per_gpu_mib,
         compute_capability: hw.compute_capability,
         // The chain does not carry the driver; jobs are matched on what it does carry.
         driver: (u32::MAX, u32::MAX),

@@ -421,6 +421,7 @@ impl<C: DaemonChain> Daemon<C> {
                     liveness: &liveness,
                     understaked: &understaked,
                     outages: &outages,
+                    require_proven_hardware: params.require_proven_hardware,
                 },
                 &self.config.detector,
             )

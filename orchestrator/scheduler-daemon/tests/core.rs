@@ -37,6 +37,7 @@ fn decide_after(
             liveness: live,
             understaked: &HashSet::new(),
             outages,
+            require_proven_hardware: false,
         },
         &DetectorConfig::default(),
     )
@@ -90,6 +91,7 @@ fn with_reliability_weighed_a_job_goes_to_the_node_whose_record_is_better() {
                 liveness: &live,
                 understaked: &HashSet::new(),
                 outages: &[],
+                require_proven_hardware: false,
             };
             match reconcile(&obs, &config).actions.as_slice() {
                 [Action::Assign { node, .. }] => *node,
@@ -100,6 +102,87 @@ fn with_reliability_weighed_a_job_goes_to_the_node_whose_record_is_better() {
         if shaky < steady {
             assert_eq!(placed_on(false), shaky, "off: the record is not read");
         }
+    }
+}
+
+/// A passed hardware challenge's proof of `node`'s profile.
+fn proven(mut node: Node) -> Node {
+    node.challenge.proven = Some(ProvenHardware {
+        gpu_count: node.hardware.gpu_count,
+        vram_per_gpu_mib: node.hardware.vram_per_gpu_mib,
+        held_kib_per_gpu: node.hardware.vram_per_gpu_mib * 700,
+        memory_shift: 0,
+        commit_secs: 9,
+        held_secs: 6,
+        at: T0,
+    });
+    node.challenge.last = Some(ChallengeResult::Passed);
+    node
+}
+
+#[test]
+fn with_proof_required_a_job_that_names_memory_goes_only_to_a_proven_node() {
+    let (job, p) = (key(10), key(30));
+    let (unproven, failed, proof) = (key(20), key(21), key(22));
+    let mut failed_node = node(p, 81_920);
+    failed_node.challenge.last = Some(ChallengeResult::Failed(ChallengeFailure::HeldMismatch));
+    let all = [
+        (unproven, node(p, 81_920)),
+        (failed, failed_node),
+        (proof, proven(node(p, 81_920))),
+    ];
+    let mut live = Liveness::new(T0 * MS);
+    for (n, _) in &all {
+        live.record(heartbeat(*n, vec![]), T0 * MS).unwrap();
+    }
+    let placed = |jobs: &[(Pubkey, Job)], nodes: &[(Pubkey, Node)], required: bool| {
+        let obs = Observation {
+            now_ms: T0 * MS + 500,
+            jobs,
+            nodes,
+            liveness: &live,
+            understaked: &HashSet::new(),
+            outages: &[],
+            require_proven_hardware: required,
+        };
+        let decision = reconcile(&obs, &DetectorConfig::default());
+        match decision.actions.as_slice() {
+            [Action::Assign { node, .. }] => Some(*node),
+            [] => None,
+            other => panic!("{other:?}"),
+        }
+    };
+    // The job asks for 20 GB: with proof required only the proven node takes it; without,
+    // the reported profiles are read (and the first node fits).
+    let named = [(job, JobBuilder::pending().0)];
+    assert_eq!(placed(&named, &all, true), Some(proof));
+    assert_eq!(placed(&named, &all, false), Some(unproven));
+    // No proven node free: the job waits rather than go to one that failed or never passed.
+    assert_eq!(placed(&named, &all[..2], true), None);
+    // A job that names no model and no memory goes to a node of the lowest class.
+    let mut any = JobBuilder::pending().0;
+    any.requirements.min_vram_mib = 0;
+    assert_eq!(placed(&[(job, any)], &all[..2], true), Some(unproven));
+    // A job naming the lowest class's placeholder model is not sent to be refused.
+    let mut odd = JobBuilder::pending().0;
+    odd.requirements.min_vram_mib = 0;
+    odd.requirements.gpu_models = vec![mcjs_scheduler_daemon::core::UNPROVEN_MODEL.into()];
+    assert_eq!(placed(&[(job, odd)], &all[..2], true), None);
+    // A node answering a challenge takes nothing, proof required or not.
+    let mut busy = proven(node(p, 81_920));
+    busy.challenge.in_flight = Some(HardwareChallenge::new(
+        ChallengeSizing {
+            fill_percent: 85,
+            max_width: 32_768,
+            passes: 64,
+            rows_opened: 32,
+            memory_shift: 0,
+        },
+        1,
+        T0,
+    ));
+    for required in [true, false] {
+        assert_eq!(placed(&named, &[(proof, busy.clone())], required), None);
     }
 }
 
@@ -152,6 +235,7 @@ fn a_node_that_never_sent_a_heartbeat_gets_no_job_and_the_job_says_why() {
         liveness: &live,
         understaked: &HashSet::new(),
         outages: &[],
+        require_proven_hardware: false,
     };
     let decision = reconcile(&obs, &DetectorConfig::default());
     assert!(decision.actions.is_empty());
@@ -173,6 +257,7 @@ fn a_job_that_fits_no_node_waits_with_a_reason() {
         liveness: &live,
         understaked: &HashSet::new(),
         outages: &[],
+        require_proven_hardware: false,
     };
     let decision = reconcile(&obs, &DetectorConfig::default());
     assert!(decision.actions.is_empty());
@@ -580,6 +665,7 @@ fn a_provider_below_the_minimum_stake_gets_nothing_and_holds_up_no_one() {
                 liveness: &live,
                 understaked: &understaked,
                 outages: &[],
+                require_proven_hardware: false,
             },
             &DetectorConfig::default(),
         )
@@ -683,6 +769,7 @@ fn malformed_nodes_are_skipped_by_name_and_every_job_still_goes_to_a_good_node()
             liveness: &live,
             understaked: &HashSet::new(),
             outages: &[],
+            require_proven_hardware: false,
         },
         &DetectorConfig::default(),
     );
@@ -745,6 +832,7 @@ fn a_malformed_job_is_skipped_by_name_and_the_others_are_placed() {
             liveness: &live,
             understaked: &HashSet::new(),
             outages: &[],
+            require_proven_hardware: false,
         },
         &DetectorConfig::default(),
     );
@@ -1342,6 +1430,7 @@ fn fleet_round_with(
             liveness: &live,
             understaked: &HashSet::new(),
             outages: &[],
+            require_proven_hardware: false,
         },
         &DetectorConfig::default(),
     );

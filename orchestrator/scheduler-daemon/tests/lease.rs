@@ -44,6 +44,7 @@ fn view(holder: u8, standbys: &[u8], slot: u64) -> LeaseView {
                 challenge_window_secs: 0,
                 verification_fee_bps: 0,
                 draw_secs: 0,
+                require_proven_hardware: false,
             },
             paused: false,
             bump: 255,

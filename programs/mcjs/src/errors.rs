@@ -173,4 +173,16 @@ pub enum McjsError {
     LeaseHeld,
     #[msg("a lease lasts at least one slot, names at most four standbys, none twice, and starts at term 1")]
     InvalidLease,
+    #[msg("a challenge's sizing is out of range: fill 1-100%, width a multiple of 64 up to 32,768, 1-1,024 passes, 1-256 rows opened, a memory shift of at most 40")]
+    InvalidChallengeSizing,
+    #[msg("this node is answering a hardware challenge: it takes no job and no new challenge until the verdict is recorded")]
+    ChallengeInFlight,
+    #[msg("this node has no hardware challenge in flight")]
+    NoChallenge,
+    #[msg("not this challenge step's turn: the commitment comes first, then the held digest, each once")]
+    ChallengeOutOfTurn,
+    #[msg("a passing verdict needs both answers, and proves at most the memory the node claims")]
+    InvalidChallengeVerdict,
+    #[msg("this job names a GPU model or a memory floor, and the node's profile is not proven by a hardware challenge (the Config requires proven hardware)")]
+    UnprovenHardware,
 }

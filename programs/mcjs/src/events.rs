@@ -5,8 +5,9 @@ use anchor_lang::prelude::*;
 
 use crate::instructions::CheckerStep;
 use crate::state::{
-    CheckpointRecord, ConfigParams, ConfigSnapshot, FailureCause, HardwareProfile, NodeStatus,
-    PauseReason, VerificationOutcome, VerificationState,
+    ChallengeSizing, ChallengeStep, ChallengeVerdict, CheckpointRecord, ConfigParams,
+    ConfigSnapshot, FailureCause, HardwareProfile, NodeStatus, PauseReason, SlotDraw,
+    VerificationOutcome, VerificationState,
 };
 
 #[event]
@@ -286,6 +287,47 @@ pub struct SegmentReleased {
     pub commission: u64,
     pub refunded: bool,
     pub by: Pubkey,
+    pub at: i64,
+}
+
+/// The scheduler challenged a node's claimed hardware.
+#[event]
+pub struct ChallengeRequested {
+    pub node: Pubkey,
+    /// The claim challenged.
+    pub hardware: HardwareProfile,
+    pub sizing: ChallengeSizing,
+    pub requested_slot: u64,
+    pub at: i64,
+}
+
+/// A node answered a step of its challenge; the program drew the seed it
+/// answered.
+#[event]
+pub struct ChallengeAnswered {
+    pub node: Pubkey,
+    pub step: ChallengeStep,
+    pub seed_slot: u64,
+    pub seed: [u8; 32],
+    pub requested_slot: u64,
+    pub at: i64,
+}
+
+/// The checker's verdict on a challenge, with everything needed to judge
+/// the opening again: the sizing, each seed, each answer and the times.
+#[event]
+pub struct ChallengeRecorded {
+    pub node: Pubkey,
+    pub verdict: ChallengeVerdict,
+    pub sizing: ChallengeSizing,
+    pub requested_slot: u64,
+    pub seed: Option<SlotDraw>,
+    pub commitment: Option<[u8; 32]>,
+    pub held_seed: Option<SlotDraw>,
+    pub held_digest: Option<[u8; 32]>,
+    pub open_seed: Option<SlotDraw>,
+    pub commit_secs: Option<u32>,
+    pub held_secs: Option<u32>,
     pub at: i64,
 }
 

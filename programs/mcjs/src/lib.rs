@@ -219,4 +219,35 @@ pub mod mcjs {
         no_extra_accounts(&ctx)?;
         CompensateOwner::compensate_owner(ctx, args)
     }
+
+    /// The scheduler challenges a free node's claimed hardware
+    /// (docs/hardware-challenge.md): the node takes no job until the
+    /// verdict is recorded.
+    pub fn request_challenge(
+        ctx: Context<RequestChallenge>,
+        args: RequestChallengeArgs,
+    ) -> Result<()> {
+        no_extra_accounts(&ctx)?;
+        RequestChallenge::request_challenge(ctx, args)
+    }
+
+    /// The node's operator key gives its commitment, then its held digest;
+    /// the program draws the seed each answered.
+    pub fn answer_challenge(
+        ctx: Context<AnswerChallenge>,
+        args: AnswerChallengeArgs,
+    ) -> Result<()> {
+        no_extra_accounts(&ctx)?;
+        AnswerChallenge::answer_challenge(ctx, args)
+    }
+
+    /// The scheduler, as the checker, records the verdict and what it
+    /// proves of the node's profile.
+    pub fn record_challenge(
+        ctx: Context<RecordChallenge>,
+        args: RecordChallengeArgs,
+    ) -> Result<()> {
+        no_extra_accounts(&ctx)?;
+        RecordChallenge::record_challenge(ctx, args)
+    }
 }

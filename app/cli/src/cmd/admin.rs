@@ -39,6 +39,10 @@ pub struct ParamArgs {
     /// time to draw the latest interval).
     #[arg(long)]
     pub draw_secs: Option<u32>,
+    /// Send jobs that name a GPU model or a memory floor only to nodes whose
+    /// profile a hardware challenge proved (true or false).
+    #[arg(long)]
+    pub require_proven_hardware: Option<bool>,
 }
 
 impl ParamArgs {
@@ -67,6 +71,9 @@ impl ParamArgs {
         if let Some(v) = self.draw_secs {
             p.draw_secs = v;
         }
+        if let Some(v) = self.require_proven_hardware {
+            p.require_proven_hardware = v;
+        }
         p
     }
 
@@ -79,6 +86,7 @@ impl ParamArgs {
             || self.challenge_window_secs.is_some()
             || self.verification_fee_bps.is_some()
             || self.draw_secs.is_some()
+            || self.require_proven_hardware.is_some()
     }
 }
 
@@ -172,6 +180,7 @@ fn default_params() -> ConfigParams {
         challenge_window_secs: 3_600,
         verification_fee_bps: 2_000,
         draw_secs: 30,
+        require_proven_hardware: false,
     }
 }
 
@@ -343,6 +352,7 @@ struct ConfigView {
     challenge_window_secs: u32,
     verification_fee_bps: u16,
     draw_secs: u32,
+    require_proven_hardware: bool,
     paused: bool,
     /// The scheduler lease: who acts now.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -405,6 +415,7 @@ impl ConfigView {
             challenge_window_secs: c.params.challenge_window_secs,
             verification_fee_bps: c.params.verification_fee_bps,
             draw_secs: c.params.draw_secs,
+            require_proven_hardware: c.params.require_proven_hardware,
             paused: c.paused,
             lease: None,
         }
@@ -458,6 +469,15 @@ impl fmt::Display for ConfigView {
             f,
             "  draw gap     {} s between a verified job's attestations",
             self.draw_secs
+        )?;
+        writeln!(
+            f,
+            "  hardware     {}",
+            if self.require_proven_hardware {
+                "proven by a challenge, for jobs that name a model or memory"
+            } else {
+                "as reported (challenges recorded, not required)"
+            }
         )?;
         write!(f, "  paused       {}", self.paused)?;
         if let Some(l) = &self.lease {

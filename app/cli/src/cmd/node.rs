@@ -371,6 +371,10 @@ struct NodeView {
     /// scheduler's reliability-aware placement reads).
     failures: u32,
     service_secs: u64,
+    /// The hardware challenge (docs/hardware-challenge.md): whether a passed
+    /// challenge proves this profile, the last verdict, and whether one is
+    /// being answered now.
+    hardware: HardwareProofView,
     /// From the chain's history (`mcjs_client::reliability`); shown by `node status`.
     #[serde(skip_serializing_if = "Option::is_none")]
     reliability: Option<Reliability>,
@@ -399,8 +403,65 @@ impl NodeView {
             current_job: node.current_job.map(|j| j.to_string()),
             failures: node.failures,
             service_secs: node.service_secs,
+            hardware: HardwareProofView::new(node),
             reliability: None,
         }
+    }
+}
+
+#[derive(Serialize)]
+struct HardwareProofView {
+    proven: bool,
+    /// Memory each GPU proved it held, KiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held_kib_per_gpu: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    proven_at: Option<i64>,
+    /// The last verdict, for people; absent before the first one under
+    /// this profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last: Option<String>,
+    challenge_in_flight: bool,
+    challenges_requested: u32,
+    challenges_failed: u32,
+}
+
+impl HardwareProofView {
+    fn new(node: &Node) -> Self {
+        let c = &node.challenge;
+        Self {
+            proven: c.proven.is_some(),
+            held_kib_per_gpu: c.proven.map(|p| p.held_kib_per_gpu),
+            proven_at: c.proven.map(|p| p.at),
+            last: c.last.map(|l| format!("{l:?}")),
+            challenge_in_flight: c.in_flight.is_some(),
+            challenges_requested: c.requested,
+            challenges_failed: c.failed,
+        }
+    }
+}
+
+impl fmt::Display for HardwareProofView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.held_kib_per_gpu, self.proven_at) {
+            (Some(kib), Some(at)) => write!(
+                f,
+                "proven by a hardware challenge at {at} ({} MiB held per GPU)",
+                kib / 1024
+            )?,
+            _ => write!(f, "not proven by a hardware challenge (the lowest class)")?,
+        }
+        if let Some(last) = &self.last {
+            write!(f, "; last verdict {last}")?;
+        }
+        if self.challenge_in_flight {
+            write!(f, "; answering a challenge now")?;
+        }
+        write!(
+            f,
+            "; {} challenged, {} failed",
+            self.challenges_requested, self.challenges_failed
+        )
     }
 }
 
@@ -453,6 +514,7 @@ impl fmt::Display for NodesView {
                 n.failures,
                 n.service_secs as f64 / 3_600.0
             )?;
+            write!(f, "\n  hardware     {}", n.hardware)?;
             if let Some(r) = &n.reliability {
                 write!(f, "\n  reliability  from the chain's history")?;
                 crate::cmd::audit::write_reliability(f, "    ", r)?;

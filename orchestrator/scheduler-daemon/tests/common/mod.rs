@@ -123,6 +123,7 @@ pub fn node(provider: Pubkey, vram_mib: u32) -> Node {
         bump: 255,
         failures: 0,
         service_secs: 0,
+        challenge: Default::default(),
     }
 }
 
@@ -156,6 +157,7 @@ pub fn params() -> ConfigParams {
         challenge_window_secs: 30,
         verification_fee_bps: 2_000,
         draw_secs: 2,
+        require_proven_hardware: false,
     }
 }
 

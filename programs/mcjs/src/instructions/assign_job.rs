@@ -48,6 +48,15 @@ impl AssignJob<'_> {
         self.provider
             .require_min_stake(self.config.params.min_provider_stake)?;
         self.job.requirements.check(&self.node.hardware)?;
+        // A GPU busy answering a challenge is not free, and the answer
+        // would be late.
+        require!(
+            self.node.challenge.in_flight.is_none(),
+            McjsError::ChallengeInFlight
+        );
+        if self.config.params.require_proven_hardware {
+            self.node.require_proven_class(&self.job.requirements)?;
+        }
         require!(
             self.node.price_per_gpu_hour <= self.job.terms.max_price_per_gpu_hour,
             McjsError::NodePriceTooHigh

@@ -3,8 +3,8 @@ use anchor_lang::prelude::*;
 use crate::errors::McjsError;
 use crate::events::{emit_event, NodeRegistered};
 use crate::state::{
-    require_operator_apart, seeds::*, Config, HardwareProfile, Node, NodeStatus, Provider,
-    MAX_READINESS,
+    require_operator_apart, seeds::*, ChallengeRecord, Config, HardwareProfile, Node, NodeStatus,
+    Provider, MAX_READINESS,
 };
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
@@ -76,6 +76,7 @@ impl RegisterNode<'_> {
             bump: ctx.bumps.node,
             failures: 0,
             service_secs: 0,
+            challenge: ChallengeRecord::default(),
         });
         node.invariant()?;
         emit_event(NodeRegistered {

@@ -68,7 +68,7 @@ impl UpdateNode<'_> {
         let node = &mut ctx.accounts.node;
         let old_operator = node.operator;
         if let Some(hardware) = args.hardware {
-            node.hardware = hardware;
+            node.set_hardware(hardware);
         }
         if let Some(readiness) = args.readiness {
             node.readiness = readiness;

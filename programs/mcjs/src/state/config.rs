@@ -53,6 +53,11 @@ pub struct ConfigParams {
     /// far apart: the time the scheduler has to draw the latest interval
     /// before the next one replaces it.
     pub draw_secs: u32,
+    /// Whether a job that names a GPU model or a memory floor goes only to
+    /// a node whose profile a passed hardware challenge proved (an unproven
+    /// node is of the lowest class). Off on a local chain, whose nodes have
+    /// no measured bound to pass.
+    pub require_proven_hardware: bool,
 }
 
 impl ConfigParams {

@@ -1,3 +1,4 @@
+pub mod challenge;
 pub mod config;
 pub mod job;
 pub mod job_counter;
@@ -7,6 +8,7 @@ pub mod provider;
 pub mod seeds;
 pub mod verification;
 
+pub use challenge::*;
 pub use config::*;
 pub use job::*;
 pub use job_counter::*;

@@ -1,6 +1,7 @@
 use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
+use crate::state::{ChallengeRecord, JobRequirements};
 
 pub const MAX_GPU_MODEL_LEN: usize = 32;
 /// Bounds a registered profile must fall within: beyond them a value is a
@@ -46,6 +47,9 @@ pub struct Node {
     /// assignment to removal; idle time is not counted). The scheduler's
     /// reliability-aware placement reads both from the account.
     pub service_secs: u64,
+    /// The hardware challenge: the one in flight, and what the last one
+    /// proved (state/challenge.rs).
+    pub challenge: ChallengeRecord,
 }
 
 /// The hardware a node offers, as the HAL measured it.
@@ -169,6 +173,37 @@ impl Node {
         };
         self.status_since = now;
         Ok(())
+    }
+
+    /// Whether the node's proven class admits a job with `requirements`,
+    /// when the Config requires proven hardware: a job that names a GPU
+    /// model or a memory floor goes only to a node whose profile a passed
+    /// challenge proved; an unproven node is of the lowest class, for jobs
+    /// that name neither.
+    pub fn require_proven_class(&self, requirements: &JobRequirements) -> Result<()> {
+        let asks_class = !requirements.gpu_models.is_empty() || requirements.min_vram_mib > 0;
+        if !asks_class {
+            return Ok(());
+        }
+        let proven = self.challenge.proven.ok_or(McjsError::UnprovenHardware)?;
+        require!(
+            proven.vram_per_gpu_mib >= requirements.min_vram_mib
+                && proven.gpu_count >= requirements.gpu_count,
+            McjsError::UnprovenHardware
+        );
+        Ok(())
+    }
+
+    /// A new profile is a new claim: the old proof and any challenge of the
+    /// old claim are void.
+    pub fn set_hardware(&mut self, hardware: HardwareProfile) {
+        if hardware != self.hardware {
+            self.challenge.proven = None;
+            self.challenge.in_flight = None;
+            // Not yet challenged as this claim: the scheduler challenges it next.
+            self.challenge.last = None;
+        }
+        self.hardware = hardware;
     }
 
     pub fn invariant(&self) -> Result<()> {
