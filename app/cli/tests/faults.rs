@@ -3,7 +3,8 @@
 //! with the job completed (or, for the restart budget, failed), the final
 //! model byte-identical to an uninterrupted run, the on-chain history
 //! verifying, and every token accounted for; the randomized soak counts its
-//! jobs' ends instead and measures the completion rate.
+//! jobs' ends instead and measures the completion rate; the hardware
+//! challenge's test ends once its verdicts are on chain and its jobs placed.
 //!
 //! The tests share one machine's cores, so they run one at a time.
 
@@ -118,6 +119,7 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
         mcjs_bin: mcjs_bin(),
         agents: setup.agents.unwrap_or(3),
         standbys: setup.standbys,
+        scheduler_args: Vec::new(),
         slot_time_ms: 50,
         heartbeat_timeout_ms: 3_000,
         // A verified job is checked only on its attester's GPU model: three
@@ -2341,4 +2343,174 @@ async fn an_image_built_to_frame_its_provider_under_check_cannot_tell_a_check_ru
         assert_eq!(p.slashed_total, 0, "a provider was framed");
     }
     assert!(done.paid > 0, "the provider was paid");
+}
+
+/// The node of `agent`, as the chain has it now.
+async fn node_now(cluster: &Cluster, agent: usize) -> mcjs::state::Node {
+    cluster
+        .client()
+        .node(&cluster.agents[agent].node)
+        .await
+        .expect("the chain answers")
+        .expect("the node is registered")
+}
+
+/// The hardware challenge end to end (docs/hardware-challenge.md): two agents claim four
+/// GPUs of the measured CPU reference; the scheduler challenges both (sized at 2^-15, so
+/// that this machine's CPUs answer); one answers and is proven, the other is cut off the
+/// chain, cannot answer and is recorded unanswered. With the Config requiring proven
+/// hardware, a job that names a memory floor goes to the proven node, and a second one
+/// waits while the unproven node sits free; once proof is no longer required it goes there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_answers_its_challenge_is_proven_and_one_that_cannot_gets_no_job_naming_its_class()
+ {
+    use mcjs::state::{ChallengeFailure, ChallengeResult};
+    let _one = serial();
+    let dir = tempfile::Builder::new()
+        .prefix("mcjs-faults-")
+        .tempdir()
+        .unwrap();
+    // The A100 node's profile, claiming the CPU reference: the one model with a measured
+    // bound (an unmeasured model could only ever be recorded `Unbounded`).
+    let nodes = root().join("examples/nodes");
+    let mut profile: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(nodes.join("a100-sxm4-80gb-x4.json")).unwrap(),
+    )
+    .unwrap();
+    for gpu in profile["identity"]["gpus"].as_array_mut().unwrap() {
+        gpu["model"] = "cpu-reference".into();
+    }
+    let claimed = dir.path().join("cpu-reference-x4.json");
+    std::fs::write(&claimed, serde_json::to_string(&profile).unwrap()).unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let csv = workload::dataset(512);
+    std::fs::write(data.join("train.csv"), &csv).unwrap();
+    let sha = hex::encode(Sha256::digest(csv.as_bytes()));
+    let mut cluster = Cluster::start(ClusterConfig {
+        dir: dir.path().join("cluster"),
+        mcjs_bin: mcjs_bin(),
+        agents: 2,
+        standbys: 0,
+        scheduler_args: Vec::new(),
+        slot_time_ms: 50,
+        heartbeat_timeout_ms: 3_000,
+        profiles: vec![claimed],
+        prices: vec!["1.00".into()],
+        provider_stake_usdc: 200,
+        data_roots: vec![data.clone()],
+        store: StoreKind::Dir,
+        agent_env: Vec::new(),
+        endpoint: None,
+    })
+    .await
+    .expect("the cluster starts");
+    cluster
+        .wait_for_nodes(Duration::from_secs(60))
+        .await
+        .expect("both nodes up");
+    for agent in 0..2 {
+        assert_eq!(node_now(&cluster, agent).await.challenge.last, None);
+    }
+    // The second agent loses the chain (it still heartbeats): it will not hear of its
+    // challenge. Then the scheduler starts challenging.
+    for link in &cluster.agents[1].links[..2] {
+        link.cut();
+    }
+    cluster.kill_scheduler();
+    cluster.config.scheduler_args = [
+        "--challenge-hardware",
+        "--challenge-memory-shift",
+        "15",
+        "--challenge-answer-secs",
+        "10",
+    ]
+    .map(String::from)
+    .to_vec();
+    cluster.start_scheduler().expect("the scheduler restarts");
+    let started = std::time::Instant::now();
+    let logs = cluster.config.dir.join("logs");
+    let (proven, failed) = loop {
+        let (a, b) = (node_now(&cluster, 0).await, node_now(&cluster, 1).await);
+        if a.challenge.last.is_some() && b.challenge.last.is_some() {
+            break (a, b);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no verdicts within 120 s: {:?} / {:?}; logs in {}",
+            a.challenge,
+            b.challenge,
+            logs.display()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let took = started.elapsed();
+    assert_eq!(
+        proven.challenge.last,
+        Some(ChallengeResult::Passed),
+        "the answering node: {:?}; logs in {}",
+        proven.challenge,
+        logs.display()
+    );
+    let proof = proven.challenge.proven.expect("its class is proven");
+    assert_eq!((proof.gpu_count, proof.vram_per_gpu_mib), (4, 81_920));
+    assert_eq!(proof.memory_shift, 15);
+    assert_eq!(
+        failed.challenge.last,
+        Some(ChallengeResult::Failed(ChallengeFailure::Unanswered))
+    );
+    assert_eq!(failed.challenge.proven, None);
+    eprintln!(
+        "hardware challenge: verdicts on chain after {:.1} s; the product took {} s and the held passes {} s by the chain's clock",
+        took.as_secs_f64(),
+        proof.commit_secs,
+        proof.held_secs
+    );
+    for link in &cluster.agents[1].links[..2] {
+        link.heal();
+    }
+
+    // Proof required: the job names 16 GiB, so only the proven node may take it.
+    cluster
+        .run_mcjs(
+            &cluster.info.wallets.admin,
+            &["admin", "set", "--require-proven-hardware", "true"],
+        )
+        .expect("admin set");
+    let (uri, _) = cluster.upload_input(&data.join("train.csv")).unwrap();
+    let spec = dir.path().join("job.json");
+    std::fs::write(
+        &spec,
+        workload::spec_json(image(), &uri, &sha, &workload::trainer_args(30), 1),
+    )
+    .unwrap();
+    let first = cluster.submit_job(&spec, "20", 1).expect("submit");
+    let first = cluster
+        .wait_for_job(&first, Duration::from_secs(60), |j| j.node.is_some())
+        .await
+        .expect("the first job is placed");
+    assert_eq!(first.node, Some(cluster.agents[0].node));
+    // The unproven node is free and alive; the second job waits rather than go there.
+    let second = cluster.submit_job(&spec, "20", 2).expect("submit");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let waiting = cluster.client().job(&second).await.unwrap().unwrap();
+    assert!(
+        matches!(waiting.state, JobState::Pending { .. }) && waiting.node.is_none(),
+        "{:?} on {:?}",
+        waiting.state,
+        waiting.node
+    );
+    // Not required any more: the reported profile is placeable again.
+    cluster
+        .run_mcjs(
+            &cluster.info.wallets.admin,
+            &["admin", "set", "--require-proven-hardware", "false"],
+        )
+        .expect("admin set");
+    let placed = cluster
+        .wait_for_job(&second, Duration::from_secs(60), |j| j.node.is_some())
+        .await
+        .expect("the second job is placed once proof is not required");
+    assert_eq!(placed.node, Some(cluster.agents[1].node));
+    cluster.stop();
 }

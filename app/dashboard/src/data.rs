@@ -427,6 +427,11 @@ pub struct NodeView {
     /// seconds the node has held jobs.
     pub failures: u32,
     pub service_secs: u64,
+    /// The hardware challenge's verdict on the profile, for people
+    /// (docs/hardware-challenge.md): proven, or the lowest class and why.
+    pub hardware_proof: String,
+    /// Memory each GPU proved it held, KiB, when proven.
+    pub held_kib_per_gpu: Option<u32>,
     /// From the node's history (`mcjs_client::reliability`).
     pub reliability: Reliability,
 }
@@ -481,8 +486,31 @@ pub async fn node(client: &ChainClient, key: &Pubkey) -> Result<NodeView, DashEr
         current_job: node.current_job.map(|j| j.to_string()),
         failures: node.failures,
         service_secs: node.service_secs,
+        hardware_proof: hardware_proof(&node.challenge),
+        held_kib_per_gpu: node.challenge.proven.map(|p| p.held_kib_per_gpu),
         reliability: node_reliability(key, &history, now),
     })
+}
+
+/// What the node's challenge record says of its profile.
+pub fn hardware_proof(record: &mcjs::state::ChallengeRecord) -> String {
+    use mcjs::state::ChallengeResult;
+    let state = match (record.proven, record.last) {
+        (Some(p), _) => format!("proven by a hardware challenge at {}", p.at),
+        (None, None) => "not challenged under this profile: the lowest class".to_string(),
+        (None, Some(ChallengeResult::Unbounded)) => {
+            "answered right, but the model has no measured bound: the lowest class".to_string()
+        }
+        (None, Some(ChallengeResult::Failed(f))) => {
+            format!("failed its hardware challenge ({f:?}): the lowest class")
+        }
+        (None, Some(ChallengeResult::Passed)) => "the lowest class".to_string(),
+    };
+    if record.in_flight.is_some() {
+        format!("{state}; answering a challenge now")
+    } else {
+        state
+    }
 }
 
 // ----- program -----

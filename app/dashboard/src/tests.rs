@@ -221,6 +221,20 @@ fn the_node_page_shows_its_reliability_record_or_no_history() {
         current_job: None,
         failures: 2,
         service_secs: 36_000,
+        hardware_proof: data::hardware_proof(&mcjs::state::ChallengeRecord {
+            proven: Some(mcjs::state::ProvenHardware {
+                gpu_count: 1,
+                vram_per_gpu_mib: 81_920,
+                held_kib_per_gpu: 70_000_000,
+                memory_shift: 0,
+                commit_secs: 9,
+                held_secs: 6,
+                at: 1_800,
+            }),
+            last: Some(mcjs::state::ChallengeResult::Passed),
+            ..Default::default()
+        }),
+        held_kib_per_gpu: Some(70_000_000),
         reliability,
     };
     let render = |view: data::NodeView| {
@@ -240,6 +254,20 @@ fn the_node_page_shows_its_reliability_record_or_no_history() {
     assert!(
         html.contains("2 provider failures in 10.0 h holding jobs"),
         "the program's own record: {html}"
+    );
+    assert!(
+        html.contains("proven by a hardware challenge at 1800 (70000000 KiB held per GPU)"),
+        "the hardware proof: {html}"
+    );
+    let failed = mcjs::state::ChallengeRecord {
+        last: Some(mcjs::state::ChallengeResult::Failed(
+            mcjs::state::ChallengeFailure::Late,
+        )),
+        ..Default::default()
+    };
+    assert_eq!(
+        data::hardware_proof(&failed),
+        "failed its hardware challenge (Late): the lowest class"
     );
     let record = &html[html.find("id=\"reliability\"").expect("the record")..];
     assert!(

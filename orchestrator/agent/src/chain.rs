@@ -62,6 +62,18 @@ pub trait AgentChain: Send + Sync + 'static {
     /// in the background. By default nothing.
     fn warm(&self) {}
 
+    /// The SlotHashes sysvar's raw data: where the hardware challenge's seeds are drawn
+    /// from. By default unavailable (the node then answers no challenge).
+    fn slot_hashes(&self) -> impl Future<Output = Result<Vec<u8>, ChainFailure>> + Send {
+        async {
+            Err(ChainFailure {
+                message: "this chain does not expose the SlotHashes sysvar".into(),
+                program_error: None,
+                retryable: false,
+            })
+        }
+    }
+
     /// The verifications `node` must answer now: named verifier of an open
     /// one, or referee of a disputed one. By default none.
     fn checks(

@@ -132,6 +132,10 @@ impl AgentChain for RpcChain {
         self.client.warm();
     }
 
+    async fn slot_hashes(&self) -> Result<Vec<u8>, ChainFailure> {
+        self.client.slot_hashes().await.map_err(failure)
+    }
+
     async fn send(&self, ix: Instruction) -> Result<(), ChainFailure> {
         self.client
             .send(&[ix], &[self.wallet.as_ref()])

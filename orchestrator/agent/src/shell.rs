@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 mod api;
+mod challenge;
 mod check_finder;
 mod checks;
 mod heartbeat;
@@ -308,6 +309,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let mut job_watch: Option<(Pubkey, ChangeStream)> = None;
         let mut next_read = Instant::now();
         tracker.spawn(self.clone().checker(cancel.clone(), watched));
+        tracker.spawn(challenge::answer_challenges(Arc::clone(s), cancel.clone()));
         let (power_tx, mut power_rx) = mpsc::unbounded_channel();
         if let Some(ups) = s.config.ups.clone() {
             tracker.spawn(power::watch_power(ups, power_tx, cancel.clone()));

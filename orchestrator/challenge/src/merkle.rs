@@ -15,7 +15,7 @@ pub struct MerkleTree {
 }
 
 /// The siblings from a leaf to the root, lowest first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MerkleProof {
     pub siblings: Vec<Digest>,
 }

@@ -100,6 +100,7 @@ async fn main() -> anyhow::Result<()> {
         agent_env: Vec::new(),
         endpoint,
         standbys,
+        scheduler_args: Vec::new(),
     })
     .await?;
     let spec = dir.path().join("job.json");

@@ -151,6 +151,7 @@ async fn main() -> anyhow::Result<()> {
         agent_env: Vec::new(),
         endpoint: None,
         standbys: 0,
+        scheduler_args: Vec::new(),
     })
     .await?;
     let data = dir.path().join("train.csv");

@@ -66,6 +66,9 @@ pub struct ClusterConfig {
     /// renewal); agents heartbeat to each and use their gateways when the
     /// leader's is down. They reach the chain directly, under no profile.
     pub standbys: usize,
+    /// Extra arguments of `mcjs scheduler` (the Config's scheduler, not the
+    /// standbys), e.g. `--challenge-hardware`; read at each (re)start.
+    pub scheduler_args: Vec<String>,
 }
 
 /// The lease's length in a cluster with standbys: 100 slots (5 s at the
@@ -345,6 +348,7 @@ impl Cluster {
             &rpc_url,
             &self.info.wallets.scheduler,
             &self.scheduler_listen,
+            &self.config.scheduler_args,
         )?;
         self.scheduler = Some(child);
         Ok(())
@@ -357,6 +361,7 @@ impl Cluster {
         rpc_url: &str,
         wallet: &Path,
         listen: &str,
+        extra: &[String],
     ) -> anyhow::Result<Child> {
         let logs = self.config.dir.join("logs");
         let dir = self.config.dir.join(name);
@@ -375,6 +380,7 @@ impl Cluster {
                 "--heartbeat-timeout-ms",
                 &self.config.heartbeat_timeout_ms.to_string(),
             ])
+            .args(extra)
             .stdout(log_file(&logs, name)?)
             .stderr(log_file(&logs, &format!("{name}.err"))?)
             .spawn()
@@ -428,6 +434,7 @@ impl Cluster {
             &self.info.rpc_url,
             &self.standbys[i].key,
             &self.standbys[i].listen,
+            &[],
         )?;
         self.standbys[i].child = Some(child);
         Ok(())

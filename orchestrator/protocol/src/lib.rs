@@ -64,6 +64,31 @@ pub struct CheckDuties {
     pub read_at: i64,
 }
 
+/// `POST` a node's [`ChallengeOpening`] here, sealed in a [`SignedRequest`] by the node's
+/// operator key: the hardware challenge's last answer (docs/hardware-challenge.md), which
+/// the scheduler, as the checker, judges against what the chain holds. The answer is 202
+/// (kept), or an error `{"error": ...}` with 400, 401, 403 or 413. The agent sends it again
+/// until the verdict is on chain: a scheduler that restarted has lost it, and a copy sent
+/// twice changes nothing.
+pub const CHALLENGE_OPENING_PATH: &str = "/v1/challenge/opening";
+
+/// The largest opening accepted: 16 GPUs of the standard challenge (4.2 MB each packed,
+/// about 2.5 times that as JSON), with room.
+pub const MAX_CHALLENGE_OPENING_BYTES: usize = 256 * 1024 * 1024;
+
+/// A node's opening of the challenge the program requested at `requested_slot`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChallengeOpening {
+    /// The Node account.
+    pub node: String,
+    /// The challenge it answers: the slot of its request, as the Node account records it.
+    pub requested_slot: u64,
+    /// The agent's clock; the scheduler refuses one further than [`MAX_CLOCK_SKEW_MS`]
+    /// from its own.
+    pub sent_at_unix_ms: i64,
+    pub opening: mcjs_challenge::NodeOpening,
+}
+
 /// The longest line of a heartbeat stream.
 pub const MAX_HEARTBEAT_BYTES: usize = 256 * 1024;
 /// `GET` the scheduler's view of the fleet: a [`FleetView`].

@@ -132,6 +132,7 @@ async fn place(nodes: usize, latency: Duration, sends: usize) {
         store: StoreUrl::Dir(dir.path().join("store")),
         sends_in_flight: sends,
         index_stream: Default::default(),
+        challenge: Default::default(),
     };
     let scheduler = read_keypair(&info.wallets.scheduler).unwrap();
     let daemon = Daemon::connect(

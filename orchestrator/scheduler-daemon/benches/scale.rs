@@ -217,6 +217,7 @@ async fn in_memory(nodes: usize, jobs: usize) {
             store: StoreUrl::Dir("/nonexistent".into()),
             sends_in_flight: mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT,
             index_stream: Default::default(),
+            challenge: Default::default(),
         },
         liveness: Arc::new(Mutex::new(liveness)),
         directory: Arc::new(RwLock::new(Directory::from_chain(&[]))),
@@ -226,6 +227,8 @@ async fn in_memory(nodes: usize, jobs: usize) {
         duties: Default::default(),
         store_sight: Default::default(),
         leading: Default::default(),
+        challenged: Default::default(),
+        openings: Default::default(),
     };
     let deployment = ix::Deployment {
         usdc_mint: Pubkey::new_unique(),
@@ -406,6 +409,7 @@ async fn scheduler_traffic(nodes: usize, finished: usize, window: Duration) {
         store: StoreUrl::Dir(dir.path().join("store")),
         sends_in_flight: mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT,
         index_stream: Default::default(),
+        challenge: Default::default(),
     };
     let scheduler = read_keypair(&info.wallets.scheduler).unwrap();
     let daemon = Daemon::connect(

@@ -65,6 +65,15 @@ pub trait DaemonChain: Send + Sync + 'static {
 
     fn verify_snapshot(&self) -> impl Future<Output = Result<VerifySnapshot, ChainError>> + Send;
 
+    /// The SlotHashes sysvar's raw data and the chain's clock (unix seconds): what the
+    /// hardware challenge duties read. By default from [`verify_snapshot`](Self::verify_snapshot).
+    fn sysvars(&self) -> impl Future<Output = Result<(Vec<u8>, i64), ChainError>> + Send {
+        async move {
+            let v = self.verify_snapshot().await?;
+            Ok((v.slot_hashes, v.now))
+        }
+    }
+
     /// Signs `instructions` as one transaction, sends it and waits for
     /// confirmation: all of it lands or none of it does.
     fn send(
@@ -154,6 +163,10 @@ impl DaemonChain for LiveChain {
             slot_hashes: self.client.slot_hashes().await?,
             now: self.client.chain_time().await?,
         })
+    }
+
+    async fn sysvars(&self) -> Result<(Vec<u8>, i64), ChainError> {
+        self.client.draw_sysvars().await
     }
 
     async fn send(&self, instructions: &[Instruction]) -> Result<(), ChainError> {

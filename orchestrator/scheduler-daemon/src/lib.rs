@@ -11,6 +11,7 @@
 
 pub mod auth;
 pub mod chain;
+pub mod challenges;
 pub mod core;
 pub mod duties;
 pub mod funds;

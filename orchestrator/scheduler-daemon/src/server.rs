@@ -10,8 +10,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use mcjs_protocol::{
-    CHECKS_PATH, FLEET_PATH, FleetView, HEARTBEAT_PATH, HEARTBEAT_SESSION_PATH,
-    HEARTBEAT_STREAM_PATH, HeartbeatAck, HeartbeatSession, MAX_HEARTBEAT_BYTES, NodeLiveness,
+    CHALLENGE_OPENING_PATH, CHECKS_PATH, ChallengeOpening, FLEET_PATH, FleetView, HEARTBEAT_PATH,
+    HEARTBEAT_SESSION_PATH, HEARTBEAT_STREAM_PATH, HeartbeatAck, HeartbeatSession,
+    MAX_CHALLENGE_OPENING_BYTES, MAX_HEARTBEAT_BYTES, NodeLiveness,
 };
 use serde::Serialize;
 
@@ -47,6 +48,11 @@ pub struct ServerState {
     pub session: Arc<str>,
     /// What each node owes as a checker, from the last verification read.
     pub duties: Arc<RwLock<crate::duties::CheckDuties>>,
+    /// The hardware challenges in flight (node → the slot of its request), from the last
+    /// round's read: only a node named here may send an opening, and only of that one.
+    pub challenged: Arc<RwLock<std::collections::HashMap<mcjs_client::Pubkey, u64>>>,
+    /// The openings sent, until their challenge is judged.
+    pub openings: Arc<Mutex<crate::challenges::Openings>>,
 }
 
 /// A heartbeat session: 16 random bytes from the OS, hex.
@@ -83,6 +89,12 @@ pub fn router(state: ServerState) -> Router {
                     session: state.session.to_string(),
                 })
             }),
+        )
+        .route(
+            CHALLENGE_OPENING_PATH,
+            post(challenge_opening).layer(axum::extract::DefaultBodyLimit::max(
+                MAX_CHALLENGE_OPENING_BYTES,
+            )),
         )
         .route(FLEET_PATH, get(fleet))
         .route(&format!("{CHECKS_PATH}/{{node}}"), get(check_duties))
@@ -265,6 +277,68 @@ fn count_refusal(state: &ServerState, refusal: &mcjs_protocol::Refusal) {
         .with_label_values(&[refusal.label()])
         .inc();
     tracing::debug!(reason = refusal.label(), %refusal, "heartbeat refused");
+}
+
+/// A node's opening of its hardware challenge ([`CHALLENGE_OPENING_PATH`]): signed by the
+/// node's operator key, fresh, for the challenge the chain has in flight on the node;
+/// kept (the latest per node) until the round judges it. 202 when kept.
+async fn challenge_opening(State(state): State<ServerState>, body: Bytes) -> Response {
+    match open_challenge_opening(&state, &body) {
+        Ok((node, message)) => {
+            let Ok(mut openings) = state.openings.lock() else {
+                return error(StatusCode::INTERNAL_SERVER_ERROR, "openings poisoned");
+            };
+            openings.insert(node, message.requested_slot, message.opening);
+            tracing::info!(%node, requested_slot = message.requested_slot, "hardware challenge opening received");
+            StatusCode::ACCEPTED.into_response()
+        }
+        Err(refusal) => {
+            tracing::debug!(reason = refusal.label(), %refusal, "challenge opening refused");
+            let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::BAD_REQUEST);
+            error(status, format!("challenge opening refused: {refusal}"))
+        }
+    }
+}
+
+fn open_challenge_opening(
+    state: &ServerState,
+    raw: &[u8],
+) -> Result<(mcjs_client::Pubkey, ChallengeOpening), mcjs_protocol::Refusal> {
+    use mcjs_protocol::Refusal;
+    let request = mcjs_protocol::SignedRequest::parse(raw)?;
+    let message: ChallengeOpening = request.message()?;
+    let node: mcjs_client::Pubkey = message
+        .node
+        .parse()
+        .map_err(|_| Refusal::Malformed("`node` is not a base58 public key".into()))?;
+    let authorised = state
+        .directory
+        .read()
+        .map_err(|_| Refusal::Malformed("node directory poisoned".into()))?
+        .authorised(&node)
+        .ok_or_else(|| Refusal::UnknownNode(message.node.clone()))?;
+    let signer = mcjs_client::Pubkey::new_from_array(request.signer_key()?);
+    if signer != authorised {
+        return Err(Refusal::Foreign {
+            node: message.node.clone(),
+            signer: signer.to_string(),
+        });
+    }
+    request.verify(CHALLENGE_OPENING_PATH)?;
+    mcjs_protocol::auth::check_fresh(message.sent_at_unix_ms, (state.clock)())?;
+    let in_flight = state
+        .challenged
+        .read()
+        .map_err(|_| Refusal::Malformed("challenges poisoned".into()))?
+        .get(&node)
+        .copied();
+    if in_flight != Some(message.requested_slot) {
+        return Err(Refusal::Malformed(format!(
+            "node {node} has no challenge in flight requested at slot {}",
+            message.requested_slot
+        )));
+    }
+    Ok((node, message))
 }
 
 /// What `node` owes as a checker ([`CHECKS_PATH`]).

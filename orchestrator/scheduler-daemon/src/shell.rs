@@ -18,6 +18,9 @@ use tracing::{debug, info, instrument, warn};
 
 use crate::auth::Directory;
 pub use crate::chain::{DaemonChain, LiveChain, Snapshot};
+use crate::challenges::{
+    ChallengeAction, ChallengeObservation, ChallengePolicy, Openings, challenge_duties,
+};
 use crate::core::{AccountKind, Action, DetectorConfig, Observation, cause_name, reconcile};
 use crate::duties::CheckDuties;
 use crate::gateway::{self, GatewayState, S3Error, S3Store};
@@ -33,6 +36,7 @@ use crate::verify::{
 pub use crate::watch::{
     STORE_PROBE_EVERY, STORE_PROBE_TIMEOUT, hold_lease, probe_store, watch_funds,
 };
+use mcjs_client::program::state::{ChallengeFailure, ChallengeVerdict};
 use mcjs_protocol::peer::{PeerLimit, PerPeer};
 use mcjs_protocol::store::StoreUrl;
 
@@ -72,6 +76,8 @@ pub struct DaemonConfig {
     pub sends_in_flight: usize,
     /// Where the program index hears of changes.
     pub index_stream: IndexStream,
+    /// Hardware challenges (`mcjs scheduler --challenge-hardware`; off by default).
+    pub challenge: ChallengePolicy,
 }
 
 pub use crate::index_stream::IndexStream;
@@ -134,7 +140,14 @@ pub struct Memory {
     braking: bool,
     /// The last round followed another scheduler's lead.
     following: bool,
+    /// When the challenge duties last considered requests (ms, the daemon's clock): at
+    /// most every [`CHALLENGE_IDLE_READ_MS`].
+    challenges_read_at: Option<i64>,
 }
+
+/// How often the challenge duties consider requesting challenges (reading the chain's
+/// clock and slot hashes for it): the re-check draw's round.
+pub const CHALLENGE_IDLE_READ_MS: i64 = 10_000;
 
 /// Transactions of one round in flight at once, by default. With 400 ms
 /// slots and 100 ms of latency per call, 16 place 200 jobs on 200 idle
@@ -211,6 +224,10 @@ pub struct Daemon<C = LiveChain> {
     /// Whether this scheduler holds the lease and acts, or follows
     /// ([`hold_lease`] keeps it to the chain).
     pub leading: Arc<Leading>,
+    /// The hardware challenges in flight at the last round (node → its request's slot),
+    /// and the openings agents sent for them.
+    pub challenged: Arc<RwLock<HashMap<Pubkey, u64>>>,
+    pub openings: Arc<Mutex<Openings>>,
 }
 
 impl Daemon {
@@ -255,6 +272,8 @@ impl Daemon {
             duties: Arc::default(),
             store_sight: Arc::default(),
             leading: Arc::new(Leading::new(Role::after(step, false))),
+            challenged: Arc::default(),
+            openings: Arc::default(),
         })
     }
 
@@ -277,6 +296,8 @@ impl Daemon {
             wake: Arc::clone(&wake),
             session: crate::server::new_session(),
             duties: Arc::clone(&self.duties),
+            challenged: Arc::clone(&self.challenged),
+            openings: Arc::clone(&self.openings),
         };
         let gateway = GatewayState {
             url: self.config.store.clone(),
@@ -493,6 +514,9 @@ impl<C: DaemonChain> Daemon<C> {
         }
         if let Err(err) = self.verification_round(&snapshot, deployment, memory).await {
             warn!(error = %err, "verification duties failed; retrying next round");
+        }
+        if let Err(err) = self.challenge_round(&snapshot, memory).await {
+            warn!(error = %err, "hardware challenge duties failed; retrying next round");
         }
         Ok(report)
     }
@@ -725,6 +749,129 @@ impl<C: DaemonChain> Daemon<C> {
         Ok(())
     }
 
+    /// Requests hardware challenges that are due, judges answered ones against the
+    /// openings agents sent and records the verdicts, and records the unanswered
+    /// (`crate::challenges`), one transaction each. Reads the chain's clock and slot hashes
+    /// only when a challenge is in flight or may be requested.
+    async fn challenge_round(
+        &self,
+        snapshot: &Snapshot,
+        memory: &mut Memory,
+    ) -> Result<(), ChainError> {
+        let nodes = &snapshot.nodes;
+        let in_flight: HashMap<Pubkey, u64> = nodes
+            .iter()
+            .filter_map(|(key, node)| node.challenge.in_flight.map(|c| (*key, c.requested_slot)))
+            .collect();
+        *self.challenged.write().expect("challenges lock") = in_flight.clone();
+        self.openings
+            .lock()
+            .expect("openings lock")
+            .retain_in_flight(nodes);
+        // Requests are considered every CHALLENGE_IDLE_READ_MS (the re-check draw's
+        // round); challenges in flight are followed every round.
+        let now_ms = (self.clock)();
+        let request_round = self.config.challenge.enabled
+            && memory
+                .challenges_read_at
+                .is_none_or(|at| now_ms.saturating_sub(at) >= CHALLENGE_IDLE_READ_MS);
+        if !request_round && in_flight.is_empty() {
+            return Ok(());
+        }
+        if request_round {
+            memory.challenges_read_at = Some(now_ms);
+        }
+        let policy = &ChallengePolicy {
+            enabled: request_round,
+            ..self.config.challenge
+        };
+        let (slot_hashes, now) = self.chain.sysvars().await?;
+        let alive: HashSet<Pubkey> = {
+            let liveness = self.liveness.lock().expect("liveness table");
+            let (now_ms, detector) = ((self.clock)(), &self.config.detector);
+            nodes
+                .iter()
+                .map(|(key, _)| *key)
+                .filter(|key| {
+                    liveness.is_alive(
+                        key,
+                        now_ms,
+                        detector.heartbeat_timeout_ms,
+                        detector.disconnect_grace_ms,
+                    ) && liveness.takes_work(key)
+                })
+                .collect()
+        };
+        let duties = challenge_duties(&ChallengeObservation {
+            now,
+            nodes,
+            alive: &alive,
+            slot_hashes: &slot_hashes,
+            policy,
+        });
+        let me = self.chain.scheduler();
+        for duty in duties {
+            let (node, name) = (duty.node(), duty.name());
+            let ix = match duty {
+                ChallengeAction::Request { node } => {
+                    ix::request_challenge(&me, &node, policy.sizing)
+                }
+                ChallengeAction::Record { node, verdict } => {
+                    ix::record_challenge(&me, &node, verdict)
+                }
+                ChallengeAction::Judge {
+                    node,
+                    challenge,
+                    open_seed,
+                    overdue,
+                } => {
+                    let opening = self
+                        .openings
+                        .lock()
+                        .expect("openings lock")
+                        .get(&node, challenge.requested_slot)
+                        .cloned();
+                    let verdict = match opening {
+                        Some(opening) => {
+                            let Some(chain_node) = nodes
+                                .iter()
+                                .find(|(k, _)| *k == node)
+                                .map(|(_, n)| n.clone())
+                            else {
+                                continue;
+                            };
+                            // The checker's only heavy work (B·r, O(n²) per GPU): off the
+                            // async workers.
+                            match tokio::task::spawn_blocking(move || {
+                                judge_opening(&node, &chain_node, &challenge, open_seed, &opening)
+                            })
+                            .await
+                            {
+                                Ok(verdict) => verdict,
+                                Err(error) => {
+                                    warn!(%node, %error, "judging a hardware challenge failed");
+                                    continue;
+                                }
+                            }
+                        }
+                        None if overdue => ChallengeVerdict::Failed(ChallengeFailure::Unanswered),
+                        None => continue,
+                    };
+                    info!(%node, verdict = %mcjs_client::history::challenge_verdict(&verdict), "hardware challenge judged");
+                    ix::record_challenge(&me, &node, verdict)
+                }
+            };
+            match self.chain.send(&[ix]).await {
+                Ok(()) => info!(action = name, %node, "done"),
+                Err(err) => {
+                    self.metrics.transaction_errors.inc();
+                    warn!(action = name, %node, error = %err, "hardware challenge duty refused; the next round starts from the chain again");
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn observe_metrics(&self, jobs: &[(Pubkey, Job)], now: i64, memory: &mut Memory) {
         let queued = jobs.iter().filter(|(_, j)| j.state.can_assign()).count();
         self.metrics.queue_length.set(queued as i64);
@@ -793,5 +940,35 @@ impl<C: DaemonChain> Daemon<C> {
         memory.seen_finished.retain(|key| keep.contains(key));
         memory.passed_over.retain(|(key, _)| keep.contains(key));
         memory.working = keep;
+    }
+}
+
+/// The scheduler's verdict on a node's opening: the challenge's parameters and draws from
+/// what the chain recorded, the opening from the agent (`mcjs_challenge::judge_node`).
+fn judge_opening(
+    key: &Pubkey,
+    node: &mcjs::state::Node,
+    challenge: &mcjs::state::HardwareChallenge,
+    open_seed: [u8; 32],
+    opening: &mcjs_challenge::NodeOpening,
+) -> ChallengeVerdict {
+    use mcjs_client::challenge::{answers_of, params_of, verdict_on_chain};
+    let (Some(commit), Some((draws, answers))) =
+        (challenge.commit, answers_of(challenge, open_seed))
+    else {
+        return ChallengeVerdict::Failed(ChallengeFailure::Unanswered);
+    };
+    match params_of(
+        &mcjs_challenge::bounds::MEASURED,
+        key,
+        node,
+        challenge,
+        &commit.seed.hash,
+    ) {
+        Ok(params) => verdict_on_chain(&mcjs_challenge::judge_node(
+            &params, &draws, &answers, opening,
+        )),
+        // A claim too small to size: nothing is proven.
+        Err(_) => ChallengeVerdict::Failed(ChallengeFailure::Malformed),
     }
 }

@@ -186,6 +186,7 @@ fn daemon(snapshot: Snapshot, refuse: Refuse) -> Daemon<FakeChain> {
             store: StoreUrl::Dir("/nonexistent".into()),
             sends_in_flight: mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT,
             index_stream: Default::default(),
+            challenge: Default::default(),
         },
         liveness: Arc::new(Mutex::new(liveness)),
         directory: Arc::new(RwLock::new(Directory::from_chain(&[]))),
@@ -195,6 +196,8 @@ fn daemon(snapshot: Snapshot, refuse: Refuse) -> Daemon<FakeChain> {
         duties: Default::default(),
         store_sight: Default::default(),
         leading: Default::default(),
+        challenged: Default::default(),
+        openings: Default::default(),
     }
 }
 

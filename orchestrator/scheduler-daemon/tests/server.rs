@@ -43,6 +43,8 @@ async fn serve_session(now: Arc<AtomicI64>, node: Pubkey, key: &Keypair, session
         wake: Arc::new(tokio::sync::Notify::new()),
         session: session.into(),
         duties: Default::default(),
+        challenged: Default::default(),
+        openings: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -672,4 +674,92 @@ async fn a_line_captured_before_a_scheduler_restart_cannot_be_replayed_after_it(
     let (status, body) = after.post(&sign(&key, &fresh)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(after.recorded(&node), Some((NOW + 1_000, 42)));
+}
+
+/// The hardware challenge's openings (`POST /v1/challenge/opening`): only the node's own
+/// key, fresh, for the challenge the chain has in flight on it, is kept; a large one (more
+/// than the HTTP layer's 2 MB default) is taken.
+#[tokio::test]
+async fn a_challenge_opening_is_kept_only_from_the_node_for_its_challenge_in_flight() {
+    use mcjs_challenge::{GpuOpening, NodeOpening, Opening};
+    use mcjs_protocol::{CHALLENGE_OPENING_PATH, ChallengeOpening};
+    use mcjs_scheduler_daemon::challenges::Openings;
+
+    let (key, stranger) = (Keypair::new(), Keypair::new());
+    let node = Pubkey::new_unique();
+    let mut directory = Directory::default();
+    directory.insert(node, key.pubkey());
+    let openings: Arc<Mutex<Openings>> = Default::default();
+    let challenged = Arc::new(RwLock::new(std::collections::HashMap::from([(node, 7u64)])));
+    let state = ServerState {
+        liveness: Arc::new(Mutex::new(Liveness::new(0))),
+        directory: Arc::new(RwLock::new(directory)),
+        metrics: Arc::new(Metrics::new()),
+        clock: Arc::new(|| NOW),
+        heartbeat_timeout_ms: 3_000,
+        disconnect_grace_ms: 500,
+        wake: Arc::new(tokio::sync::Notify::new()),
+        session: SESSION.into(),
+        duties: Default::default(),
+        challenged,
+        openings: Arc::clone(&openings),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router(state)).await.unwrap() });
+    let http = reqwest::Client::new();
+    let opening = NodeOpening {
+        gpus: vec![GpuOpening {
+            commitment: [1; 32],
+            held_digest: [2; 32],
+            opening: Opening {
+                held_roots: vec![[3; 32]; 64],
+                rows: vec![mcjs_challenge::OpenedRow {
+                    index: 5,
+                    // About 4 MB of JSON.
+                    values: vec![-123_456; 400_000],
+                    proof: Default::default(),
+                    pass: 0,
+                    held_proof: Default::default(),
+                }],
+            },
+        }],
+    };
+    let send = |by: &Keypair, node: Pubkey, slot: u64, sent_at: i64| {
+        let message = ChallengeOpening {
+            node: node.to_string(),
+            requested_slot: slot,
+            sent_at_unix_ms: sent_at,
+            opening: opening.clone(),
+        };
+        let sealed = SignedRequest::seal(
+            CHALLENGE_OPENING_PATH,
+            &message,
+            &by.pubkey().to_bytes(),
+            |m| by.sign_message(m).into(),
+        );
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            http.post(format!("{url}{CHALLENGE_OPENING_PATH}"))
+                .json(&sealed)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    for (by, to, slot, sent_at, status) in [
+        (&stranger, node, 7, NOW, 403),
+        (&key, node, 8, NOW, 400),
+        (&key, node, 7, NOW - 600_000, 401),
+        (&key, Pubkey::new_unique(), 7, NOW, 403),
+    ] {
+        assert_eq!(send(by, to, slot, sent_at).await, status);
+        assert!(openings.lock().unwrap().is_empty(), "nothing kept");
+    }
+    assert_eq!(send(&key, node, 7, NOW).await, 202);
+    let kept = openings.lock().unwrap();
+    assert_eq!(kept.get(&node, 7), Some(&opening));
+    assert_eq!(kept.get(&node, 8), None);
 }

@@ -142,6 +142,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         agent_env: Vec::new(),
         endpoint: args.endpoint,
         standbys: 0,
+        scheduler_args: Vec::new(),
     })
     .await
     .context("cannot start the demo cluster")?;

@@ -69,6 +69,28 @@ pub struct SchedulerArgs {
     /// "Reliability-aware placement"). Off by default.
     #[arg(long)]
     pub reliability: bool,
+    /// Challenge nodes' claimed hardware (docs/hardware-challenge.md): at
+    /// registration, after a profile changes, after a verdict that proved
+    /// nothing (--challenge-retry-secs), and at random; judge the openings
+    /// agents send and record the verdicts on chain. Off by default.
+    #[arg(long)]
+    pub challenge_hardware: bool,
+    /// Seconds a node has for each answer before its challenge is recorded
+    /// unanswered.
+    #[arg(long, default_value_t = 600)]
+    pub challenge_answer_secs: i64,
+    /// Seconds after a failed (or unbounded) verdict before a node is
+    /// challenged again.
+    #[arg(long, default_value_t = 6 * 3_600)]
+    pub challenge_retry_secs: i64,
+    /// Mean seconds between unannounced re-checks of a proven node; 0: none.
+    #[arg(long, default_value_t = 7 * 24 * 3_600)]
+    pub challenge_recheck_secs: i64,
+    /// Size each claim as if its memory were 2^-N of it: 0 on a real
+    /// cluster; on a local one, whose fake GPUs claim more memory than its
+    /// CPUs can fill, a scale they answer (the verdict records it).
+    #[arg(long, default_value_t = 0)]
+    pub challenge_memory_shift: u8,
 }
 
 pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
@@ -87,6 +109,16 @@ pub fn run(args: SchedulerArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
                 x_token: std::env::var("MCJS_YELLOWSTONE_X_TOKEN").ok(),
             },
             None => IndexStream::Websocket,
+        },
+        challenge: mcjs_scheduler_daemon::challenges::ChallengePolicy {
+            enabled: args.challenge_hardware,
+            sizing: mcjs_scheduler_daemon::challenges::standard_sizing(args.challenge_memory_shift),
+            answer_secs: args.challenge_answer_secs.max(1),
+            retry_secs: args.challenge_retry_secs.max(0),
+            recheck_secs: args.challenge_recheck_secs.max(0),
+            // With no challenge in flight, requests are considered this often.
+            round_secs: mcjs_scheduler_daemon::shell::CHALLENGE_IDLE_READ_MS / 1_000,
+            ..Default::default()
         },
         detector: DetectorConfig {
             heartbeat_timeout_ms: args.heartbeat_timeout_ms as i64,

@@ -217,6 +217,7 @@ impl World {
             store: mcjs_protocol::store::StoreUrl::Dir(self.dir.path().join("store")),
             sends_in_flight: mcjs_scheduler_daemon::shell::SENDS_IN_FLIGHT,
             index_stream: Default::default(),
+            challenge: Default::default(),
         };
         let daemon = Daemon::connect(
             config,

@@ -1,0 +1,270 @@
+//! The hardware challenge, the node's part (docs/hardware-challenge.md): when the program
+//! records a challenge of this node, answer it step by step, each once its seed exists on
+//! chain: the product and its commitment after the challenge seed, the held passes after
+//! the held seed, and the opening, sent to the scheduler (the checker), after the open seed.
+//!
+//! The work runs on the CPU backend (`mcjs_challenge::CpuBackend`) off the async workers;
+//! the GPU backend is not written. A challenge larger than half the node's registered RAM
+//! is not attempted: the node is recorded unanswered, which proves nothing and costs it
+//! nothing but the lowest class.
+
+use super::*;
+use mcjs_challenge::bounds::MEASURED;
+use mcjs_challenge::{CpuBackend, NodeOpening, NodeProver};
+use mcjs_client::challenge::{params_of, seed_for_commit, seed_for_hold, seed_for_open};
+use mcjs_client::program::state::{ChallengeStep, HardwareChallenge, Node};
+use mcjs_protocol::{CHALLENGE_OPENING_PATH, ChallengeOpening};
+
+/// How often the node's account is read while a challenge is in flight (each step waits
+/// for a slot to pass), and while none is.
+const IN_FLIGHT_POLL: Duration = Duration::from_millis(400);
+const IDLE_POLL: Duration = Duration::from_secs(5);
+/// How often the opening is sent again until the verdict is on chain.
+const RESEND_OPENING: Duration = Duration::from_secs(5);
+
+/// One challenge being answered.
+struct Answering {
+    requested_slot: u64,
+    prover: Option<NodeProver<CpuBackend>>,
+    opening: Option<NodeOpening>,
+    sent_at: Option<Instant>,
+    /// Nothing more can be done for this challenge (too large, or this process lost the
+    /// product it committed to): the scheduler records it unanswered.
+    given_up: bool,
+}
+
+impl Answering {
+    fn new(requested_slot: u64) -> Self {
+        Self {
+            requested_slot,
+            prover: None,
+            opening: None,
+            sent_at: None,
+            given_up: false,
+        }
+    }
+}
+
+/// Answers this node's hardware challenges while the agent runs.
+pub(super) async fn answer_challenges<C: AgentChain, E: ContainerEngine>(
+    s: Arc<Shared<C, E>>,
+    cancel: CancellationToken,
+) {
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .expect("an HTTP client");
+    let mut answering: Option<Answering> = None;
+    loop {
+        let poll = if answering.is_some() {
+            IN_FLIGHT_POLL
+        } else {
+            IDLE_POLL
+        };
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(poll) => {}
+        }
+        let node = match s.chain.node(s.node).await {
+            Ok(Some(node)) => node,
+            Ok(None) => continue,
+            Err(error) => {
+                tracing::debug!(%error, "cannot read this node's account for challenges");
+                continue;
+            }
+        };
+        let Some(challenge) = node.challenge.in_flight else {
+            answering = None;
+            continue;
+        };
+        let current = answering
+            .take()
+            .filter(|a| a.requested_slot == challenge.requested_slot)
+            .unwrap_or_else(|| {
+                tracing::info!(
+                    slot = challenge.requested_slot,
+                    "hardware challenge requested"
+                );
+                Answering::new(challenge.requested_slot)
+            });
+        let current = answering.insert(current);
+        if current.given_up {
+            continue;
+        }
+        if let Err(why) = step(&s, &http, &node, &challenge, current).await {
+            tracing::warn!(error = %why, "hardware challenge step failed");
+        }
+    }
+}
+
+/// Why a step could not be taken now.
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    #[error(transparent)]
+    Chain(#[from] ChainFailure),
+    #[error("{0}")]
+    Work(String),
+}
+
+/// Takes whichever step the chain is waiting for, if its seed exists.
+async fn step<C: AgentChain, E: ContainerEngine>(
+    s: &Arc<Shared<C, E>>,
+    http: &reqwest::Client,
+    node: &Node,
+    challenge: &HardwareChallenge,
+    a: &mut Answering,
+) -> Result<(), StepError> {
+    match (challenge.commit, challenge.hold) {
+        (None, _) => {
+            if a.prover.is_none() {
+                let slot_hashes = s.chain.slot_hashes().await?;
+                let Some(seed) = seed_for_commit(challenge, &slot_hashes) else {
+                    return Ok(());
+                };
+                let params = params_of(&MEASURED, &s.node, node, challenge, &seed)
+                    .map_err(|e| StepError::Work(e.to_string()))?;
+                let bytes: u64 = params.iter().map(|p| p.device_bytes()).sum();
+                let room = (u64::from(node.hardware.ram_mib) << 20) / 2;
+                if bytes > room {
+                    a.given_up = true;
+                    return Err(StepError::Work(format!(
+                        "the challenge needs {bytes} bytes, more than half this node's RAM ({room}); the CPU backend cannot answer it and no GPU backend is built"
+                    )));
+                }
+                let started = Instant::now();
+                let prover = tokio::task::spawn_blocking(move || {
+                    NodeProver::commit(params, |_| CpuBackend::new())
+                })
+                .await
+                .map_err(|e| StepError::Work(e.to_string()))?
+                .map_err(|e| StepError::Work(e.to_string()))?;
+                tracing::info!(
+                    secs = started.elapsed().as_secs_f64(),
+                    "challenge product computed"
+                );
+                a.prover = Some(prover);
+            }
+            let commitment = a.prover.as_ref().expect("computed").commitment();
+            s.chain
+                .send(ix::answer_challenge(
+                    &s.chain.authority(),
+                    &s.node,
+                    ChallengeStep::Commit { commitment },
+                ))
+                .await?;
+            tracing::info!("challenge commitment sent");
+        }
+        (Some(commit), None) => {
+            let Some(mut prover) = a.prover.take() else {
+                a.given_up = true;
+                return Err(StepError::Work(
+                    "this process did not compute the product committed to (restarted?)".into(),
+                ));
+            };
+            if prover.commitment() != commit.answer {
+                a.given_up = true;
+                return Err(StepError::Work(
+                    "the commitment on chain is not this process's".into(),
+                ));
+            }
+            let slot_hashes = s.chain.slot_hashes().await?;
+            let Some(held_seed) = seed_for_hold(challenge, &slot_hashes) else {
+                a.prover = Some(prover);
+                return Ok(());
+            };
+            let (prover, held) = tokio::task::spawn_blocking(move || {
+                let held = prover.hold(&held_seed);
+                (prover, held)
+            })
+            .await
+            .map_err(|e| StepError::Work(e.to_string()))?;
+            a.prover = Some(prover);
+            let held_digest = held.map_err(|e| StepError::Work(e.to_string()))?;
+            s.chain
+                .send(ix::answer_challenge(
+                    &s.chain.authority(),
+                    &s.node,
+                    ChallengeStep::Hold { held_digest },
+                ))
+                .await?;
+            tracing::info!("challenge held digest sent");
+        }
+        (Some(_), Some(_)) => {
+            if a.opening.is_none() {
+                let slot_hashes = s.chain.slot_hashes().await?;
+                let Some(open_seed) = seed_for_open(challenge, &slot_hashes) else {
+                    return Ok(());
+                };
+                let Some(mut prover) = a.prover.take() else {
+                    a.given_up = true;
+                    return Err(StepError::Work(
+                        "this process did not run the held passes answered (restarted?)".into(),
+                    ));
+                };
+                let opening = tokio::task::spawn_blocking(move || prover.open(&open_seed))
+                    .await
+                    .map_err(|e| StepError::Work(e.to_string()))?
+                    .map_err(|e| StepError::Work(e.to_string()))?;
+                a.opening = Some(opening);
+            }
+            if a.sent_at.is_some_and(|at| at.elapsed() < RESEND_OPENING) {
+                return Ok(());
+            }
+            send_opening(s, http, a).await?;
+            a.sent_at = Some(Instant::now());
+        }
+    }
+    Ok(())
+}
+
+/// Sends the opening, sealed with the node's operator key, to every scheduler this agent
+/// heartbeats to (whichever holds the lease judges it).
+async fn send_opening<C: AgentChain, E: ContainerEngine>(
+    s: &Arc<Shared<C, E>>,
+    http: &reqwest::Client,
+    a: &Answering,
+) -> Result<(), StepError> {
+    let opening = a.opening.clone().expect("built");
+    let message = ChallengeOpening {
+        node: s.node.to_string(),
+        requested_slot: a.requested_slot,
+        sent_at_unix_ms: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or_default(),
+        opening,
+    };
+    let signer = s.chain.authority().to_bytes();
+    let sealed = SignedRequest::seal(CHALLENGE_OPENING_PATH, &message, &signer, |m| {
+        s.chain.sign(m)
+    });
+    let mut sent = false;
+    let mut last_error = String::from("no scheduler to send it to");
+    for url in s
+        .config
+        .scheduler
+        .iter()
+        .chain(&s.config.standby_schedulers)
+    {
+        let endpoint = format!("{}{CHALLENGE_OPENING_PATH}", url.trim_end_matches('/'));
+        match http.post(&endpoint).json(&sealed).send().await {
+            Ok(response) if response.status().is_success() => sent = true,
+            Ok(response) => {
+                last_error = format!(
+                    "{endpoint}: {} {}",
+                    response.status(),
+                    response.text().await.unwrap_or_default()
+                )
+            }
+            Err(error) => last_error = format!("{endpoint}: {error}"),
+        }
+    }
+    if sent {
+        tracing::info!("challenge opening sent");
+        Ok(())
+    } else {
+        Err(StepError::Work(format!(
+            "the opening was not taken: {last_error}"
+        )))
+    }
+}
