@@ -2477,7 +2477,8 @@ async fn a_node_that_answers_its_challenge_is_proven_and_one_that_cannot_gets_no
             &["admin", "set", "--require-proven-hardware", "true"],
         )
         .expect("admin set");
-    let (uri, _) = cluster.upload_input(&data.join("train.csv")).unwrap();
+    // A directory store: the input is declared where the agents' --data-root allows.
+    let uri = workload::file_uri(&data.join("train.csv"));
     let spec = dir.path().join("job.json");
     std::fs::write(
         &spec,

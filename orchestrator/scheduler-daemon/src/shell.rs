@@ -636,6 +636,25 @@ impl<C: DaemonChain> Daemon<C> {
         }
     }
 
+    /// The nodes whose agents heartbeat now and are not on battery
+    /// (`Liveness::may_check`): the ones drawn as checkers and challenged.
+    fn live_on_mains(&self, nodes: &[(Pubkey, mcjs::state::Node)]) -> HashSet<Pubkey> {
+        let liveness = self.liveness.lock().expect("liveness table");
+        let (now_ms, detector) = ((self.clock)(), &self.config.detector);
+        nodes
+            .iter()
+            .map(|(key, _)| *key)
+            .filter(|key| {
+                liveness.may_check(
+                    key,
+                    now_ms,
+                    detector.heartbeat_timeout_ms,
+                    detector.disconnect_grace_ms,
+                )
+            })
+            .collect()
+    }
+
     /// Draws attested intervals for verification, applies decided
     /// verifications and releases held payments that are due
     /// (`crate::verify`), one transaction each.
@@ -669,22 +688,7 @@ impl<C: DaemonChain> Daemon<C> {
         let v = self.chain.verify_snapshot().await?;
         *self.duties.write().expect("duties lock") =
             CheckDuties::from_verifications(&v.verifications, v.now);
-        let alive: HashSet<Pubkey> = {
-            let liveness = self.liveness.lock().expect("liveness table");
-            let (now_ms, detector) = ((self.clock)(), &self.config.detector);
-            nodes
-                .iter()
-                .map(|(key, _)| *key)
-                .filter(|key| {
-                    liveness.may_check(
-                        key,
-                        now_ms,
-                        detector.heartbeat_timeout_ms,
-                        detector.disconnect_grace_ms,
-                    )
-                })
-                .collect()
-        };
+        let alive = self.live_on_mains(nodes);
         let observation = VerifyObservation {
             alive: &alive,
             now: v.now,
@@ -786,22 +790,7 @@ impl<C: DaemonChain> Daemon<C> {
             ..self.config.challenge
         };
         let (slot_hashes, now) = self.chain.sysvars().await?;
-        let alive: HashSet<Pubkey> = {
-            let liveness = self.liveness.lock().expect("liveness table");
-            let (now_ms, detector) = ((self.clock)(), &self.config.detector);
-            nodes
-                .iter()
-                .map(|(key, _)| *key)
-                .filter(|key| {
-                    liveness.is_alive(
-                        key,
-                        now_ms,
-                        detector.heartbeat_timeout_ms,
-                        detector.disconnect_grace_ms,
-                    ) && liveness.takes_work(key)
-                })
-                .collect()
-        };
+        let alive = self.live_on_mains(nodes);
         let duties = challenge_duties(&ChallengeObservation {
             now,
             nodes,

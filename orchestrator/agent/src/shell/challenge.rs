@@ -3,7 +3,8 @@
 //! chain: the product and its commitment after the challenge seed, the held passes after
 //! the held seed, and the opening, sent to the scheduler (the checker), after the open seed.
 //!
-//! The work runs on the CPU backend (`mcjs_challenge::CpuBackend`) off the async workers;
+//! The node's account is read when the chain says it changed (its own subscription), and
+//! every 400 ms while a challenge is in flight. The work runs on the CPU backend (`mcjs_challenge::CpuBackend`) off the async workers;
 //! the GPU backend is not written. A challenge larger than half the node's registered RAM
 //! is not attempted: the node is recorded unanswered, which proves nothing and costs it
 //! nothing but the lowest class.
@@ -16,9 +17,12 @@ use mcjs_client::program::state::{ChallengeStep, HardwareChallenge, Node};
 use mcjs_protocol::{CHALLENGE_OPENING_PATH, ChallengeOpening};
 
 /// How often the node's account is read while a challenge is in flight (each step waits
-/// for a slot to pass), and while none is.
+/// for a slot to pass), and while none is: with a chain that tells of changes to the
+/// account (a request is one), rarely; without, often enough that the wait is a small part
+/// of the commit phase's time.
 const IN_FLIGHT_POLL: Duration = Duration::from_millis(400);
-const IDLE_POLL: Duration = Duration::from_secs(5);
+const IDLE_POLL_WATCHED: Duration = Duration::from_secs(60);
+const IDLE_POLL: Duration = Duration::from_secs(2);
 /// How often the opening is sent again until the verdict is on chain.
 const RESEND_OPENING: Duration = Duration::from_secs(5);
 
@@ -55,15 +59,18 @@ pub(super) async fn answer_challenges<C: AgentChain, E: ContainerEngine>(
         .build()
         .expect("an HTTP client");
     let mut answering: Option<Answering> = None;
+    // A request changes the node's account: heard at once where the chain tells.
+    let mut watch = s.chain.changes(s.node);
     loop {
-        let poll = if answering.is_some() {
-            IN_FLIGHT_POLL
-        } else {
-            IDLE_POLL
+        let poll = match (&answering, &watch) {
+            (Some(_), _) => IN_FLIGHT_POLL,
+            (None, Some(_)) => IDLE_POLL_WATCHED,
+            (None, None) => IDLE_POLL,
         };
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(poll) => {}
+            Some(()) = super::next_change(watch.as_mut()) => {}
         }
         let node = match s.chain.node(s.node).await {
             Ok(Some(node)) => node,
