@@ -5,9 +5,10 @@
 //!
 //! The node's account is read when the chain says it changed (its own subscription), and
 //! every 400 ms while a challenge is in flight. The work runs on the CPU backend (`mcjs_challenge::CpuBackend`) off the async workers;
-//! the GPU backend is not written. A challenge larger than half the node's registered RAM
-//! is not attempted: the node is recorded unanswered, which proves nothing and costs it
-//! nothing but the lowest class.
+//! the GPU backend is not written. A challenge larger than half the node's registered RAM,
+//! or whose product would take the CPU backend more than [`MAX_CPU_PRODUCT`], is not
+//! attempted: the node is recorded unanswered, which proves nothing and costs it nothing
+//! but the lowest class.
 
 use super::*;
 use mcjs_challenge::bounds::MEASURED;
@@ -25,6 +26,25 @@ const IDLE_POLL_WATCHED: Duration = Duration::from_secs(60);
 const IDLE_POLL: Duration = Duration::from_secs(2);
 /// How often the opening is sent again until the verdict is on chain.
 const RESEND_OPENING: Duration = Duration::from_secs(5);
+/// The longest product the CPU backend starts, by the CPU reference's measured rate: a
+/// longer one could not be answered in a scheduler's time, and its thread would go on
+/// taking the node's cores after the challenge was recorded unanswered and the node had
+/// taken a job.
+const MAX_CPU_PRODUCT: Duration = Duration::from_secs(300);
+
+/// The product's time on this host, by the CPU reference's measured rate (this backend
+/// on the 2-core build VM; `bounds::MEASURED`).
+fn cpu_product_time(macs: u128) -> Option<Duration> {
+    match MEASURED.entry("cpu-reference")?.figures {
+        mcjs_challenge::Figures::Measured {
+            commit_macs_per_s, ..
+        } if commit_macs_per_s > 0 => {
+            let secs = macs / u128::from(commit_macs_per_s);
+            Some(Duration::from_secs(u64::try_from(secs).unwrap_or(u64::MAX)))
+        }
+        _ => None,
+    }
+}
 
 /// One challenge being answered.
 struct Answering {
@@ -136,6 +156,14 @@ async fn step<C: AgentChain, E: ContainerEngine>(
                     a.given_up = true;
                     return Err(StepError::Work(format!(
                         "the challenge needs {bytes} bytes, more than half this node's RAM ({room}); the CPU backend cannot answer it and no GPU backend is built"
+                    )));
+                }
+                let macs: u128 = params.iter().map(|p| p.macs()).sum();
+                let time = cpu_product_time(macs);
+                if time.is_none_or(|t| t > MAX_CPU_PRODUCT) {
+                    a.given_up = true;
+                    return Err(StepError::Work(format!(
+                        "the challenge's product ({macs} multiply-adds) would take the CPU backend {time:?}, over {MAX_CPU_PRODUCT:?}; no GPU backend is built"
                     )));
                 }
                 let started = Instant::now();
