@@ -37,6 +37,10 @@ pub struct ChallengePolicy {
     /// Challenges in flight at once, fleet-wide: each holds its node's GPUs, and its
     /// opening is held in the scheduler's memory until judged.
     pub max_in_flight: usize,
+    /// The least seconds between two requests of one node, whatever happened between: a
+    /// node that changes its profile (which voids the challenge in flight, and makes it
+    /// due again) cannot make the scheduler pay a request every round.
+    pub request_spacing_secs: i64,
 }
 
 /// The standard sizing (`mcjs_challenge::Sizing::STANDARD`) at a memory scale of
@@ -55,6 +59,7 @@ impl Default for ChallengePolicy {
             recheck_secs: 7 * 24 * 3_600,
             round_secs: 1,
             max_in_flight: 4,
+            request_spacing_secs: 600,
         }
     }
 }
@@ -70,6 +75,8 @@ pub struct ChallengeObservation<'a> {
     /// The SlotHashes sysvar's raw data.
     pub slot_hashes: &'a [u8],
     pub policy: &'a ChallengePolicy,
+    /// When this scheduler last requested each node's challenge (chain seconds).
+    pub requested_at: &'a HashMap<Pubkey, i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +182,13 @@ fn due(obs: &ChallengeObservation<'_>, key: &Pubkey, node: &Node) -> bool {
         return false;
     }
     let policy = obs.policy;
+    if obs
+        .requested_at
+        .get(key)
+        .is_some_and(|at| obs.now.saturating_sub(*at) < policy.request_spacing_secs)
+    {
+        return false;
+    }
     let since = obs.now.saturating_sub(node.challenge.last_at);
     match node.challenge.last {
         None => true,

@@ -143,6 +143,9 @@ pub struct Memory {
     /// When the challenge duties last considered requests (ms, the daemon's clock): at
     /// most every [`CHALLENGE_IDLE_READ_MS`].
     challenges_read_at: Option<i64>,
+    /// When this scheduler last requested each node's challenge (chain seconds), kept for
+    /// the policy's request spacing.
+    challenges_requested_at: HashMap<Pubkey, i64>,
 }
 
 /// How often the challenge duties consider requesting challenges (reading the chain's
@@ -791,12 +794,17 @@ impl<C: DaemonChain> Daemon<C> {
         };
         let (slot_hashes, now) = self.chain.sysvars().await?;
         let alive = self.live_on_mains(nodes);
+        let spacing = policy.request_spacing_secs;
+        memory
+            .challenges_requested_at
+            .retain(|_, at| now.saturating_sub(*at) < spacing);
         let duties = challenge_duties(&ChallengeObservation {
             now,
             nodes,
             alive: &alive,
             slot_hashes: &slot_hashes,
             policy,
+            requested_at: &memory.challenges_requested_at,
         });
         let me = self.chain.scheduler();
         for duty in duties {
@@ -850,6 +858,10 @@ impl<C: DaemonChain> Daemon<C> {
                     ix::record_challenge(&me, &node, verdict)
                 }
             };
+            if name == "request_challenge" {
+                // Spaced whether or not it lands: a refused request is not sent every round.
+                memory.challenges_requested_at.insert(node, now);
+            }
             match self.chain.send(&[ix]).await {
                 Ok(()) => info!(action = name, %node, "done"),
                 Err(err) => {

@@ -1,7 +1,7 @@
 //! The hardware challenge duties (`challenges`), pure: which nodes are challenged, which
 //! answered challenges are judged, which are recorded unanswered.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 mod common;
 use common::*;
@@ -39,6 +39,18 @@ fn duties(
     hashes: &[u8],
     policy: &ChallengePolicy,
 ) -> Vec<ChallengeAction> {
+    duties_after(now, nodes, alive, hashes, policy, &HashMap::new())
+}
+
+/// As [`duties`], with the times this scheduler last requested each node.
+fn duties_after(
+    now: i64,
+    nodes: &[(Pubkey, Node)],
+    alive: &[Pubkey],
+    hashes: &[u8],
+    policy: &ChallengePolicy,
+    requested_at: &HashMap<Pubkey, i64>,
+) -> Vec<ChallengeAction> {
     let alive: HashSet<Pubkey> = alive.iter().copied().collect();
     challenge_duties(&ChallengeObservation {
         now,
@@ -46,6 +58,7 @@ fn duties(
         alive: &alive,
         slot_hashes: hashes,
         policy,
+        requested_at,
     })
 }
 
@@ -206,5 +219,25 @@ fn an_answered_challenge_is_judged_once_its_open_slot_exists_and_a_silent_one_re
             open_seed: [9; 32],
             overdue: true,
         }]
+    );
+}
+
+/// A node that sheds its challenge by changing its profile (the program then clears the
+/// challenge and the last verdict, so the node is due again at once) is asked again only
+/// after the policy's spacing: it cannot make the scheduler pay a request every round.
+#[test]
+fn a_node_is_asked_at_most_once_per_spacing_whatever_it_does_between() {
+    let n = key(20);
+    let nodes = [(n, node(key(30), 81_920))];
+    let hashes = slot_hashes(&[9]);
+    let asked = HashMap::from([(n, T0)]);
+    let policy = ChallengePolicy {
+        request_spacing_secs: 600,
+        ..policy()
+    };
+    assert!(duties_after(T0 + 599, &nodes, &[n], &hashes, &policy, &asked).is_empty());
+    assert_eq!(
+        duties_after(T0 + 600, &nodes, &[n], &hashes, &policy, &asked),
+        vec![ChallengeAction::Request { node: n }]
     );
 }
