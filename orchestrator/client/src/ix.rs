@@ -11,6 +11,9 @@ use anchor_spl::token::spl_token;
 use mcjs::{accounts as acc, instruction as data, instructions as args, state::seeds::pda};
 
 pub use crate::job_accounts::JobAccounts;
+pub use challenge::{answer_challenge, record_challenge, request_challenge};
+
+mod challenge;
 
 const SYSTEM_PROGRAM: Pubkey = anchor_lang::solana_program::system_program::ID;
 pub(crate) const TOKEN_PROGRAM: Pubkey = spl_token::ID;
@@ -705,64 +708,6 @@ pub fn attest_verification(
         },
         data::AttestVerification {
             args: args::AttestVerificationArgs { step },
-        },
-    )
-}
-
-/// The scheduler (the lease holder) challenges a free node's hardware.
-pub fn request_challenge(
-    scheduler: &Pubkey,
-    node: &Pubkey,
-    sizing: mcjs::state::ChallengeSizing,
-) -> Instruction {
-    build(
-        acc::RequestChallenge {
-            scheduler: *scheduler,
-            config: pda::config(),
-            lease: pda::lease(),
-            node: *node,
-        },
-        data::RequestChallenge {
-            args: args::RequestChallengeArgs { sizing },
-        },
-    )
-}
-
-/// `authority` is the node's operator key: its commitment, then its held
-/// digest.
-pub fn answer_challenge(
-    authority: &Pubkey,
-    node: &Pubkey,
-    step: mcjs::state::ChallengeStep,
-) -> Instruction {
-    build(
-        acc::AnswerChallenge {
-            authority: *authority,
-            node: *node,
-            slot_hashes: anchor_lang::compat::solana_sysvar::slot_hashes::ID,
-        },
-        data::AnswerChallenge {
-            args: args::AnswerChallengeArgs { step },
-        },
-    )
-}
-
-/// The scheduler (the lease holder, as the checker) records its verdict.
-pub fn record_challenge(
-    scheduler: &Pubkey,
-    node: &Pubkey,
-    verdict: mcjs::state::ChallengeVerdict,
-) -> Instruction {
-    build(
-        acc::RecordChallenge {
-            scheduler: *scheduler,
-            config: pda::config(),
-            lease: pda::lease(),
-            node: *node,
-            slot_hashes: anchor_lang::compat::solana_sysvar::slot_hashes::ID,
-        },
-        data::RecordChallenge {
-            args: args::RecordChallengeArgs { verdict },
         },
     )
 }
