@@ -104,21 +104,21 @@ fn answer(env: &mut Env, operator: &Keypair, node: &Pubkey, step: ChallengeStep)
 
 /// How a node answers: its backends, and how long it takes over each phase.
 struct Behaviour {
-    backend: fn(usize, u64) -> Box<dyn Backend>,
+    backend: fn(usize, u64) -> Box<dyn Backend + Send>,
     commit_secs: i64,
 }
 
-fn honest(_: usize, _: u64) -> Box<dyn Backend> {
+fn honest(_: usize, _: u64) -> Box<dyn Backend + Send> {
     Box::new(CpuBackend::new())
 }
 
 /// A card of half the memory the challenge fills, making up the held leaves it lacks.
-fn half_memory(_: usize, device_bytes: u64) -> Box<dyn Backend> {
+fn half_memory(_: usize, device_bytes: u64) -> Box<dyn Backend + Send> {
     Box::new(ShortMemory::new(device_bytes / 2, Missing::MakeUp))
 }
 
 /// Answers with the product of another seed (one it computed before the request).
-fn other_seed(gpu: usize, _: u64) -> Box<dyn Backend> {
+fn other_seed(gpu: usize, _: u64) -> Box<dyn Backend + Send> {
     Box::new(OtherSeed::new([gpu as u8 + 1; 32]))
 }
 
@@ -225,7 +225,7 @@ fn an_honest_node_proves_its_class_and_liars_are_left_in_the_lowest() {
     // product's time at the reference's rate × 1.5, plus the chain's 8 s).
     let liars: [(
         usize,
-        fn(usize, u64) -> Box<dyn Backend>,
+        fn(usize, u64) -> Box<dyn Backend + Send>,
         i64,
         ChallengeFailure,
     ); 3] = [

@@ -1,13 +1,7 @@
-//! Where the node's work runs: one trait, a CPU implementation here.
-//!
-//! The GPU backend goes beside [`CpuBackend`] with the same shape and is not written yet:
-//! the CUDA driver loaded at run time (as NVML is, so a node without CUDA still starts),
-//! e.g. through `cudarc`; A and B generated on the device panel by panel (ChaCha8 is
-//! counter-based); the product by cuBLAS `cublasGemmEx` (`CUDA_R_8I` × `CUDA_R_8I` →
-//! `CUDA_R_32I`, the layout of [`crate::matrix::multiply_rows`]); the low halves kept in
-//! device memory; the leaves and each pass's Merkle root computed on the device, since
-//! copying the leaves out and hashing them on the host would take longer than the pass.
-//! It must reproduce [`crate::hash`] byte for byte; the pinned values in the tests say what.
+//! Where the node's work runs: one trait, the CPU implementation here, the GPU one in
+//! [`crate::gpu`] ([`crate::KernelBackend`] over a CUDA device). Both must reproduce
+//! [`crate::hash`] and [`crate::matrix`] byte for byte; the pinned values in the tests say
+//! what.
 
 use crate::hash::{Digest, held_leaf, held_value, row_leaf};
 use crate::matrix::{Inputs, multiply_rows, product_row};
@@ -47,25 +41,32 @@ pub trait Backend {
     fn row(&mut self, index: u64) -> Result<Vec<i32>, BackendError>;
 }
 
-/// A node whose GPUs are of different kinds (or a test that mixes honest and dishonest
-/// devices) keeps its backends boxed.
-impl<B: Backend + ?Sized> Backend for Box<B> {
-    fn compute(&mut self, params: &Params) -> Result<Vec<Digest>, BackendError> {
-        (**self).compute(params)
-    }
+/// A backend reached through a pointer: boxed, where a node's GPUs are of different kinds
+/// (or a test mixes honest and dishonest devices); lent, where a device opened once serves
+/// several challenges (a bench).
+macro_rules! forward_backend {
+    ($($pointer:ty),*) => {$(
+        impl<B: Backend + ?Sized> Backend for $pointer {
+            fn compute(&mut self, params: &Params) -> Result<Vec<Digest>, BackendError> {
+                (**self).compute(params)
+            }
 
-    fn held_leaves(&mut self, key: &Digest) -> Result<Vec<Digest>, BackendError> {
-        (**self).held_leaves(key)
-    }
+            fn held_leaves(&mut self, key: &Digest) -> Result<Vec<Digest>, BackendError> {
+                (**self).held_leaves(key)
+            }
 
-    fn held_root(&mut self, key: &Digest) -> Result<Digest, BackendError> {
-        (**self).held_root(key)
-    }
+            fn held_root(&mut self, key: &Digest) -> Result<Digest, BackendError> {
+                (**self).held_root(key)
+            }
 
-    fn row(&mut self, index: u64) -> Result<Vec<i32>, BackendError> {
-        (**self).row(index)
-    }
+            fn row(&mut self, index: u64) -> Result<Vec<i32>, BackendError> {
+                (**self).row(index)
+            }
+        }
+    )*};
 }
+
+forward_backend!(Box<B>, &mut B);
 
 /// Plain Rust on the host's cores: the reference the GPU backend is tested against, the
 /// backend of CPU-only nodes, and the one the tests run.

@@ -3,8 +3,7 @@
 //!
 //! A pure core in the manner of quinn-proto: parameters, seeds and answers in, a
 //! [`Verdict`] out; the chain's times are given, never read from a clock. The work itself
-//! runs behind [`Backend`] ([`CpuBackend`] here; the GPU backend is not written, see
-//! [`backend`]). docs/hardware-challenge.md is the protocol for people, with the costs.
+//! runs behind [`Backend`]: [`CpuBackend`], and the GPU backend [`KernelBackend`] ([`gpu`]). docs/hardware-challenge.md is the protocol for people, with the costs.
 //!
 //! # The protocol
 //!
@@ -74,6 +73,7 @@
 
 pub mod backend;
 pub mod bounds;
+pub mod gpu;
 pub mod hash;
 pub mod matrix;
 pub mod merkle;
@@ -90,6 +90,9 @@ mod tests;
 
 pub use backend::{Backend, BackendError, CpuBackend};
 pub use bounds::{BoundsTable, Entry, Figures, TimeBound};
+#[cfg(feature = "gpu")]
+pub use gpu::CudaDevice;
+pub use gpu::{Device, KernelBackend};
 pub use hash::{Digest, challenge_seed};
 pub use merkle::{MerkleProof, MerkleTree};
 pub use node::{

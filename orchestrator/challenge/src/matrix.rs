@@ -48,6 +48,11 @@ impl Inputs {
         self.width
     }
 
+    /// The ChaCha8 keys of A and B, for a device that generates them itself.
+    pub fn keys(&self) -> (&Digest, &Digest) {
+        (&self.a_key, &self.b_key)
+    }
+
     /// Rows `first..` of A into `out` (a whole number of rows).
     pub fn a_rows(&self, first: u64, out: &mut [i8]) {
         fill_from(&self.a_key, first, self.width, out);

@@ -145,22 +145,45 @@ pub fn judge_node(
     }
 }
 
-/// A node answering its challenge: one [`Prover`] per GPU, each on its own backend.
+/// A node answering its challenge: one [`Prover`] per GPU, each on its own backend. The
+/// GPUs work at once, one thread each: every GPU's phase is timed from the same seed to
+/// the node's one answer, so a node that worked through its GPUs in turn would take their
+/// sum.
 pub struct NodeProver<B> {
     gpus: Vec<Prover<B>>,
 }
 
-impl<B: Backend> NodeProver<B> {
-    /// After the challenge seed: every GPU's product and commitment.
+/// `work` on every element at once, one thread each; the results in order.
+fn on_every_gpu<T: Send, R: Send>(items: Vec<T>, work: impl Fn(T) -> R + Sync) -> Vec<R> {
+    std::thread::scope(|s| {
+        let work = &work;
+        let running: Vec<_> = items
+            .into_iter()
+            .map(|item| s.spawn(move || work(item)))
+            .collect();
+        running
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
+impl<B: Backend + Send> NodeProver<B> {
+    /// After the challenge seed: every GPU's product and commitment, `backend(i)` for GPU
+    /// `i`.
     pub fn commit(
         params: Vec<Params>,
-        mut backend: impl FnMut(usize) -> B,
+        backend: impl FnMut(usize) -> B,
     ) -> Result<Self, ProverError> {
-        let gpus = params
-            .into_iter()
-            .enumerate()
-            .map(|(i, p)| Prover::commit(p, backend(i)))
-            .collect::<Result<_, _>>()?;
+        let backends: Vec<B> = (0..params.len()).map(backend).collect();
+        let gpus = on_every_gpu(params.into_iter().zip(backends).collect(), |(p, b)| {
+            Prover::commit(p, b)
+        })
+        .into_iter()
+        .collect::<Result<_, _>>()?;
         Ok(Self { gpus })
     }
 
@@ -175,27 +198,23 @@ impl<B: Backend> NodeProver<B> {
 
     /// After the held seed: every GPU's passes. Returns the node's held digest.
     pub fn hold(&mut self, held_seed: &Digest) -> Result<Digest, ProverError> {
-        let digests = self
-            .gpus
-            .iter_mut()
-            .map(|g| g.hold(held_seed))
+        let digests = on_every_gpu(self.gpus.iter_mut().collect(), |g| g.hold(held_seed))
+            .into_iter()
             .collect::<Result<Vec<_>, _>>()?;
         Ok(node_held_digest(&digests))
     }
 
     /// After the open seed: the node's opening.
     pub fn open(&mut self, open_seed: &Digest) -> Result<NodeOpening, ProverError> {
-        let mut gpus = Vec::with_capacity(self.gpus.len());
-        for gpu in &mut self.gpus {
-            let commitment = gpu.commitment();
-            let held_digest = gpu.held_digest().ok_or(ProverError::NotHeld)?;
-            let opening = gpu.open(open_seed)?;
-            gpus.push(GpuOpening {
-                commitment,
-                held_digest,
-                opening,
-            });
-        }
+        let gpus = on_every_gpu(self.gpus.iter_mut().collect(), |gpu| {
+            Ok(GpuOpening {
+                commitment: gpu.commitment(),
+                held_digest: gpu.held_digest().ok_or(ProverError::NotHeld)?,
+                opening: gpu.open(open_seed)?,
+            })
+        })
+        .into_iter()
+        .collect::<Result<_, ProverError>>()?;
         Ok(NodeOpening { gpus })
     }
 }

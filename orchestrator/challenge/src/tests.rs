@@ -11,7 +11,7 @@ use crate::{Backend, Claim, CpuBackend, Params, Prover, Sizing};
 
 const TEST_MODEL: &str = "mcjs-test";
 const CLAIM_BYTES: u64 = 128 << 10;
-const DRAWS: Draws = Draws {
+pub(crate) const DRAWS: Draws = Draws {
     held_seed: [0x4e; 32],
     open_seed: [0x0e; 32],
 };
@@ -40,13 +40,13 @@ fn params_in(table: &BoundsTable<'_>, model: &str, seed: u8) -> Params {
     .expect("a claim large enough")
 }
 
-fn params() -> Params {
+pub(crate) fn params() -> Params {
     params_in(&GENEROUS, TEST_MODEL, 1)
 }
 
 /// A node answering all three phases with `backend`, timed by the test's clock (standing in
 /// for the chain's: from each seed to each answer).
-fn answer<B: Backend>(params: &Params, backend: B) -> (Answer, Prover<B>) {
+pub(crate) fn answer<B: Backend>(params: &Params, backend: B) -> (Answer, Prover<B>) {
     let started = Instant::now();
     let mut prover = Prover::commit(params.clone(), backend).expect("the node computes");
     let commit = started.elapsed();
@@ -342,6 +342,85 @@ fn an_unmeasured_model_is_not_promoted_however_well_it_answers() {
     assert!(matches!(judge(&params, &DRAWS, &wrong), Verdict::Failed(_)));
 }
 
+/// A backend that, before computing, tells the others it started and waits for all of
+/// them to have started: only GPUs that work at once get past it.
+struct Rendezvous {
+    inner: CpuBackend,
+    started: std::sync::mpsc::Sender<()>,
+    others: std::sync::Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>,
+    gpus: usize,
+}
+
+impl Backend for Rendezvous {
+    fn compute(&mut self, params: &Params) -> Result<Vec<crate::Digest>, crate::BackendError> {
+        self.started.send(()).expect("the test holds the receiver");
+        // Every GPU's thread passes once all have announced themselves; a node that worked
+        // through its GPUs in turn would wait here for ever, so the wait is bounded.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let seen = {
+                let others = self.others.lock().expect("not poisoned");
+                let mut seen = 0;
+                while others.try_recv().is_ok() {
+                    seen += 1;
+                }
+                seen
+            };
+            // Put back what was taken, for the other threads to see too.
+            for _ in 0..seen {
+                self.started.send(()).expect("the test holds the receiver");
+            }
+            if seen >= self.gpus {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(crate::BackendError::Device(format!(
+                    "only {seen} of {} GPUs started together",
+                    self.gpus
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.inner.compute(params)
+    }
+
+    fn held_leaves(
+        &mut self,
+        key: &crate::Digest,
+    ) -> Result<Vec<crate::Digest>, crate::BackendError> {
+        self.inner.held_leaves(key)
+    }
+
+    fn row(&mut self, index: u64) -> Result<Vec<i32>, crate::BackendError> {
+        self.inner.row(index)
+    }
+}
+
+#[test]
+fn a_nodes_gpus_work_at_once_and_answer_as_each_alone() {
+    let gpus = 3;
+    let params: Vec<Params> = (0..gpus)
+        .map(|i| params_in(&GENEROUS, TEST_MODEL, 10 + i as u8))
+        .collect();
+    let (started, others) = std::sync::mpsc::channel();
+    let others = std::sync::Arc::new(std::sync::Mutex::new(others));
+    let mut node = crate::NodeProver::commit(params.clone(), |_| Rendezvous {
+        inner: CpuBackend::new().with_threads(1),
+        started: started.clone(),
+        others: others.clone(),
+        gpus,
+    })
+    .expect("every GPU started while the others had");
+    node.hold(&DRAWS.held_seed).expect("held");
+    let opening = node.open(&DRAWS.open_seed).expect("opened");
+    for (gpu, p) in opening.gpus.iter().zip(&params) {
+        let alone = honest_answer(p);
+        assert_eq!(gpu.commitment, alone.commitment);
+        assert_eq!(gpu.held_digest, alone.held_digest);
+        assert_eq!(gpu.opening, alone.opening);
+    }
+}
+
 /// What a GPU backend must reproduce byte for byte: the seeded inputs, the commitment's
 /// leaves and root, the held key chain. Changing any of these values changes the protocol.
 #[test]
@@ -369,7 +448,7 @@ fn the_definitions_are_pinned() {
 const PINNED: [&str; 5] = [
     "a60f165761b8465fca9e1821ca767bd76a13ffcfe5eb7fb5f9efc260b27aa424",
     "942401f3b783bf5c",
-    "9f815642c6120f2527b5e2038bcbed39f9b473ca79f38ec8bcee8529b8fb70ae",
-    "35f462b28485c1419a61a9b75411ece2aa6d715ce3971a007084bb9539b1eed1",
-    "a536e00fc825489d88fb87a8fd6590bcb5e26b7d5379cd98d2aee6fb07028639",
+    "2e665e92d13834436875020affe076255ed1f496c831e3f12b52b6cff13e9acf",
+    "a27a141a167fef47783b5090dcbac30a5474eb24ef89844bddf6e3644d6be63f",
+    "b28ae6d5c35b90cc08978eecb882ce9b98b9c453ab30cec455a70c95e5133e3b",
 ];

@@ -4,15 +4,19 @@
 //! the held seed, and the opening, sent to the scheduler (the checker), after the open seed.
 //!
 //! The node's account is read when the chain says it changed (its own subscription), and
-//! every 400 ms while a challenge is in flight. The work runs on the CPU backend (`mcjs_challenge::CpuBackend`) off the async workers;
-//! the GPU backend is not written. A challenge larger than half the node's registered RAM,
-//! or whose product would take the CPU backend more than [`MAX_CPU_PRODUCT`], is not
-//! attempted: the node is recorded unanswered, which proves nothing and costs it nothing
-//! but the lowest class.
+//! every 400 ms while a challenge is in flight. The work runs off the async workers: on the
+//! node's GPUs (`mcjs_challenge::KernelBackend` over a `CudaDevice` each, GPU `i` of the
+//! challenge on CUDA device `i`) where the CUDA driver sees at least as many as were
+//! challenged, else on the CPU backend. A challenge the CPU backend would answer that is
+//! larger than half the node's registered RAM, or whose product would take it more than
+//! [`MAX_CPU_PRODUCT`], is not attempted: the node is recorded unanswered, which proves
+//! nothing and costs it nothing but the lowest class.
 
 use super::*;
 use mcjs_challenge::bounds::MEASURED;
-use mcjs_challenge::{CpuBackend, NodeOpening, NodeProver};
+use mcjs_challenge::{
+    Backend, CpuBackend, CudaDevice, KernelBackend, NodeOpening, NodeProver, Params,
+};
 use mcjs_client::challenge::{params_of, seed_for_commit, seed_for_hold, seed_for_open};
 use mcjs_client::program::state::{ChallengeStep, HardwareChallenge, Node};
 use mcjs_protocol::{CHALLENGE_OPENING_PATH, ChallengeOpening};
@@ -46,10 +50,55 @@ fn cpu_product_time(macs: u128) -> Option<Duration> {
     }
 }
 
+/// The GPU backends of a challenge of `gpus` GPUs: CUDA devices `0..gpus`, each with the
+/// kernels compiled for it; or why not (no CUDA, fewer devices, one would not open).
+fn open_gpus_for(
+    gpus: usize,
+) -> impl FnOnce() -> Result<Vec<Box<dyn Backend + Send>>, String> + Send + 'static {
+    move || {
+        let seen = CudaDevice::count();
+        if seen < gpus {
+            let missing = CudaDevice::missing_libraries();
+            return Err(if missing.is_empty() {
+                format!("the CUDA driver sees {seen} GPUs and {gpus} were challenged")
+            } else {
+                format!("cannot load {}", missing.join(", "))
+            });
+        }
+        (0..gpus)
+            .map(|i| {
+                let device = CudaDevice::open(i).map_err(|e| format!("GPU {i}: {e}"))?;
+                tracing::info!(gpu = i, name = device.name(), "challenge on the GPU");
+                Ok(Box::new(KernelBackend::new(device)) as Box<dyn Backend + Send>)
+            })
+            .collect()
+    }
+}
+
+/// Whether the CPU backend takes on `params`: what it holds within half the node's
+/// registered RAM, and its product within [`MAX_CPU_PRODUCT`] at the CPU reference's rate.
+fn cpu_can_answer(params: &[Params], node: &Node) -> Result<(), String> {
+    let bytes: u64 = params.iter().map(|p| p.device_bytes()).sum();
+    let room = (u64::from(node.hardware.ram_mib) << 20) / 2;
+    if bytes > room {
+        return Err(format!(
+            "the challenge needs {bytes} bytes, more than half this node's RAM ({room}), and no GPU answers it here"
+        ));
+    }
+    let macs: u128 = params.iter().map(|p| p.macs()).sum();
+    let time = cpu_product_time(macs);
+    if time.is_none_or(|t| t > MAX_CPU_PRODUCT) {
+        return Err(format!(
+            "the challenge's product ({macs} multiply-adds) would take the CPU backend {time:?}, over {MAX_CPU_PRODUCT:?}, and no GPU answers it here"
+        ));
+    }
+    Ok(())
+}
+
 /// One challenge being answered.
 struct Answering {
     requested_slot: u64,
-    prover: Option<NodeProver<CpuBackend>>,
+    prover: Option<NodeProver<Box<dyn Backend + Send>>>,
     opening: Option<NodeOpening>,
     sent_at: Option<Instant>,
     /// Nothing more can be done for this challenge (too large, or this process lost the
@@ -150,25 +199,27 @@ async fn step<C: AgentChain, E: ContainerEngine>(
                 };
                 let params = params_of(&MEASURED, &s.node, node, challenge, &seed)
                     .map_err(|e| StepError::Work(e.to_string()))?;
-                let bytes: u64 = params.iter().map(|p| p.device_bytes()).sum();
-                let room = (u64::from(node.hardware.ram_mib) << 20) / 2;
-                if bytes > room {
-                    a.given_up = true;
-                    return Err(StepError::Work(format!(
-                        "the challenge needs {bytes} bytes, more than half this node's RAM ({room}); the CPU backend cannot answer it and no GPU backend is built"
-                    )));
-                }
-                let macs: u128 = params.iter().map(|p| p.macs()).sum();
-                let time = cpu_product_time(macs);
-                if time.is_none_or(|t| t > MAX_CPU_PRODUCT) {
-                    a.given_up = true;
-                    return Err(StepError::Work(format!(
-                        "the challenge's product ({macs} multiply-adds) would take the CPU backend {time:?}, over {MAX_CPU_PRODUCT:?}; no GPU backend is built"
-                    )));
-                }
+                let gpus = tokio::task::spawn_blocking(open_gpus_for(params.len()))
+                    .await
+                    .map_err(|e| StepError::Work(e.to_string()))?;
+                let backends = match gpus {
+                    Ok(gpus) => gpus,
+                    Err(why) => {
+                        tracing::info!(%why, "answering the hardware challenge on the CPU");
+                        if let Err(refused) = cpu_can_answer(&params, node) {
+                            a.given_up = true;
+                            return Err(StepError::Work(refused));
+                        }
+                        params
+                            .iter()
+                            .map(|_| Box::new(CpuBackend::new()) as Box<dyn Backend + Send>)
+                            .collect()
+                    }
+                };
                 let started = Instant::now();
                 let prover = tokio::task::spawn_blocking(move || {
-                    NodeProver::commit(params, |_| CpuBackend::new())
+                    let mut backends = backends.into_iter();
+                    NodeProver::commit(params, |_| backends.next().expect("one per GPU"))
                 })
                 .await
                 .map_err(|e| StepError::Work(e.to_string()))?
@@ -245,7 +296,8 @@ async fn step<C: AgentChain, E: ContainerEngine>(
             if a.sent_at.is_some_and(|at| at.elapsed() < RESEND_OPENING) {
                 return Ok(());
             }
-            send_opening(s, http, a).await?;
+            let opening = a.opening.clone().expect("built");
+            send_opening(s, http, a.requested_slot, opening).await?;
             a.sent_at = Some(Instant::now());
         }
     }
@@ -257,12 +309,12 @@ async fn step<C: AgentChain, E: ContainerEngine>(
 async fn send_opening<C: AgentChain, E: ContainerEngine>(
     s: &Arc<Shared<C, E>>,
     http: &reqwest::Client,
-    a: &Answering,
+    requested_slot: u64,
+    opening: NodeOpening,
 ) -> Result<(), StepError> {
-    let opening = a.opening.clone().expect("built");
     let message = ChallengeOpening {
         node: s.node.to_string(),
-        requested_slot: a.requested_slot,
+        requested_slot,
         sent_at_unix_ms: SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)

@@ -1,0 +1,351 @@
+//! The CUDA device: the driver, NVRTC and cuBLAS, each loaded at run time by `cudarc`.
+//!
+//! Nothing here runs on a machine without them: [`CudaDevice::open`] checks that all three
+//! libraries load before the first call (cudarc panics on a missing library), and says
+//! which is missing. The kernels are compiled for the card's own compute capability when a
+//! device is opened, once per challenge.
+
+use std::sync::Arc;
+
+use cudarc::cublas::{CudaBlas, result as blas, sys as blas_sys};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig,
+    PushKernelArg,
+};
+use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
+
+use super::{Device, KERNELS};
+use crate::backend::BackendError;
+use crate::hash::{HELD_LEAF_INDEX_AT, ROW_LEAF_INDEX_AT};
+
+/// Threads per block of every kernel: each thread's work is independent.
+const BLOCK: u32 = 256;
+
+fn device_error(what: &str) -> impl Fn(&dyn std::fmt::Debug) -> BackendError + '_ {
+    move |e| BackendError::Device(format!("{what}: {e:?}"))
+}
+
+/// One GPU, its stream, its cuBLAS handle and the challenge's kernels.
+pub struct CudaDevice {
+    ordinal: usize,
+    name: String,
+    capability: (i32, i32),
+    stream: Arc<CudaStream>,
+    blas: CudaBlas,
+    gen_a: CudaFunction,
+    gen_bt: CudaFunction,
+    row_leaves: CudaFunction,
+    held_leaves: CudaFunction,
+    merkle_level: CudaFunction,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaDevice")
+            .field("ordinal", &self.ordinal)
+            .field("name", &self.name)
+            .field("capability", &self.capability)
+            .finish()
+    }
+}
+
+impl CudaDevice {
+    /// Which of the driver, NVRTC and cuBLAS cannot be loaded here; empty when all can.
+    pub fn missing_libraries() -> Vec<&'static str> {
+        let mut missing = Vec::new();
+        // SAFETY: each only tries to open a shared library by name.
+        unsafe {
+            if !cudarc::driver::sys::is_culib_present() {
+                missing.push("the CUDA driver (libcuda)");
+            }
+            if !cudarc::nvrtc::sys::is_culib_present() {
+                missing.push("NVRTC (libnvrtc)");
+            }
+            if !cudarc::cublas::sys::is_culib_present() {
+                missing.push("cuBLAS (libcublas)");
+            }
+        }
+        missing
+    }
+
+    /// GPUs the driver sees (0 where CUDA cannot be loaded).
+    pub fn count() -> usize {
+        if !Self::missing_libraries().is_empty() {
+            return 0;
+        }
+        CudaContext::device_count().map_or(0, |n| usize::try_from(n).unwrap_or(0))
+    }
+
+    /// GPU `ordinal`, with the kernels compiled for it.
+    pub fn open(ordinal: usize) -> Result<Self, BackendError> {
+        let missing = Self::missing_libraries();
+        if !missing.is_empty() {
+            return Err(BackendError::Device(format!(
+                "cannot load {}: install the NVIDIA driver and the CUDA toolkit's NVRTC and \
+                 cuBLAS (12.x or later) and put them on the loader's path (ldconfig or \
+                 LD_LIBRARY_PATH)",
+                missing.join(", ")
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| device_error("opening the GPU")(&e))?;
+        let name = ctx
+            .name()
+            .map_err(|e| device_error("reading its name")(&e))?;
+        let capability = ctx
+            .compute_capability()
+            .map_err(|e| device_error("reading its compute capability")(&e))?;
+        let ptx = compile_ptx_with_opts(
+            KERNELS,
+            CompileOptions {
+                name: Some("mcjs-challenge.cu".into()),
+                options: vec![format!(
+                    "--gpu-architecture=compute_{}{}",
+                    capability.0, capability.1
+                )],
+                ..Default::default()
+            },
+        )
+        .map_err(|e| device_error("compiling the kernels")(&e))?;
+        let module = ctx
+            .load_module(ptx)
+            .map_err(|e| device_error("loading the kernels")(&e))?;
+        let function = |name: &str| {
+            module
+                .load_function(name)
+                .map_err(|e| device_error(name)(&e))
+        };
+        let stream = ctx.default_stream();
+        let blas = CudaBlas::new(stream.clone()).map_err(|e| device_error("cuBLAS")(&e))?;
+        Ok(Self {
+            ordinal,
+            name,
+            capability,
+            gen_a: function("gen_a")?,
+            gen_bt: function("gen_bt")?,
+            row_leaves: function("row_leaves")?,
+            held_leaves: function("held_leaves")?,
+            merkle_level: function("merkle_level")?,
+            stream,
+            blas,
+        })
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    /// The name the driver gives the card.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The card's memory, bytes.
+    pub fn total_bytes(&self) -> Result<u64, BackendError> {
+        self.stream
+            .context()
+            .total_mem()
+            .map(|b| b as u64)
+            .map_err(|e| device_error("reading its memory")(&e))
+    }
+
+    pub fn capability(&self) -> (i32, i32) {
+        self.capability
+    }
+
+    /// Waits for everything issued so far (the timed phases end on it).
+    pub fn synchronize(&self) -> Result<(), BackendError> {
+        self.stream
+            .synchronize()
+            .map_err(|e| device_error("synchronizing")(&e))
+    }
+}
+
+/// A launch of `threads` independent threads.
+fn grid(threads: u64) -> Result<LaunchConfig, BackendError> {
+    let blocks = u32::try_from(threads.div_ceil(u64::from(BLOCK)))
+        .map_err(|_| BackendError::Device(format!("{threads} threads do not fit a grid")))?;
+    Ok(LaunchConfig {
+        grid_dim: (blocks.max(1), 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    })
+}
+
+fn launched(
+    result: Result<
+        Option<(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)>,
+        cudarc::driver::DriverError,
+    >,
+    name: &str,
+) -> Result<(), BackendError> {
+    result.map(|_| ()).map_err(|e| device_error(name)(&e))
+}
+
+impl Device for CudaDevice {
+    type Buf = CudaSlice<u32>;
+
+    fn free_bytes(&mut self) -> Result<u64, BackendError> {
+        let (free, _total) = self
+            .stream
+            .context()
+            .mem_get_info()
+            .map_err(|e| device_error("reading free memory")(&e))?;
+        Ok(free as u64)
+    }
+
+    fn alloc(&mut self, words: usize) -> Result<CudaSlice<u32>, BackendError> {
+        self.stream
+            .alloc_zeros::<u32>(words)
+            .map_err(|e| device_error("allocating")(&e))
+    }
+
+    fn upload(&mut self, words: &[u32]) -> Result<CudaSlice<u32>, BackendError> {
+        self.stream
+            .clone_htod(words)
+            .map_err(|e| device_error("copying to the GPU")(&e))
+    }
+
+    fn download(
+        &mut self,
+        buf: &CudaSlice<u32>,
+        first: usize,
+        count: usize,
+    ) -> Result<Vec<u32>, BackendError> {
+        self.stream
+            .clone_dtoh(&buf.slice(first..first + count))
+            .map_err(|e| device_error("copying from the GPU")(&e))
+    }
+
+    fn gen_a(
+        &mut self,
+        key: &CudaSlice<u32>,
+        first_block: u64,
+        blocks: u64,
+        out: &mut CudaSlice<u32>,
+    ) -> Result<(), BackendError> {
+        let mut launch = self.stream.launch_builder(&self.gen_a);
+        launch.arg(key).arg(&first_block).arg(&blocks).arg(out);
+        // SAFETY: the arguments are the kernel's, in order; `out` holds `blocks` × 16 words
+        // (the pipeline sizes it, and the host device checks the same sizes in the tests).
+        launched(unsafe { launch.launch(grid(blocks)?) }, "gen_a")
+    }
+
+    fn gen_bt(
+        &mut self,
+        key: &CudaSlice<u32>,
+        width: u32,
+        out: &mut CudaSlice<u32>,
+    ) -> Result<(), BackendError> {
+        let threads = u64::from(width) * u64::from(width) / 64;
+        let mut launch = self.stream.launch_builder(&self.gen_bt);
+        launch.arg(key).arg(&width).arg(out);
+        // SAFETY: as gen_a; `out` holds width² bytes.
+        launched(unsafe { launch.launch(grid(threads)?) }, "gen_bt")
+    }
+
+    fn gemm_tn(
+        &mut self,
+        bt: &CudaSlice<u32>,
+        a: &CudaSlice<u32>,
+        c: &mut CudaSlice<u32>,
+        width: u32,
+        rows: u64,
+    ) -> Result<(), BackendError> {
+        let to_int = |v: u64| {
+            i32::try_from(v).map_err(|_| BackendError::Device(format!("{v} exceeds cuBLAS's int")))
+        };
+        let (w, n) = (to_int(u64::from(width))?, to_int(rows)?);
+        let (alpha, beta) = (1i32, 0i32);
+        let (bt_ptr, _bt_sync) = bt.device_ptr(&self.stream);
+        let (a_ptr, _a_sync) = a.device_ptr(&self.stream);
+        let (c_ptr, _c_sync) = c.device_ptr_mut(&self.stream);
+        // SAFETY: column-major C^T (width × rows) = (B^T as stored)ᵀ · A^T: every buffer
+        // holds what the dimensions and leading dimensions (all `width`) reach; alpha and
+        // beta are host integers, as CUBLAS_COMPUTE_32I with the default pointer mode wants.
+        unsafe {
+            blas::gemm_ex(
+                *self.blas.handle(),
+                blas_sys::cublasOperation_t::CUBLAS_OP_T,
+                blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                w,
+                n,
+                w,
+                (&raw const alpha).cast(),
+                bt_ptr as *const _,
+                blas_sys::cudaDataType_t::CUDA_R_8I,
+                w,
+                a_ptr as *const _,
+                blas_sys::cudaDataType_t::CUDA_R_8I,
+                w,
+                (&raw const beta).cast(),
+                c_ptr as *mut _,
+                blas_sys::cudaDataType_t::CUDA_R_32I,
+                w,
+                blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32I,
+                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| device_error("cublasGemmEx (int8)")(&e))
+    }
+
+    fn row_leaves(
+        &mut self,
+        header: &CudaSlice<u32>,
+        row0: u64,
+        rows: u64,
+        width: u32,
+        c: &CudaSlice<u32>,
+        held: &mut CudaSlice<u32>,
+        leaves: &mut CudaSlice<u32>,
+    ) -> Result<(), BackendError> {
+        let index_at = ROW_LEAF_INDEX_AT as u32;
+        let mut launch = self.stream.launch_builder(&self.row_leaves);
+        launch
+            .arg(header)
+            .arg(&index_at)
+            .arg(&row0)
+            .arg(&rows)
+            .arg(&width)
+            .arg(c)
+            .arg(held)
+            .arg(leaves);
+        // SAFETY: as gen_a; `held` and `leaves` cover rows up to row0 + rows.
+        launched(unsafe { launch.launch(grid(rows)?) }, "row_leaves")
+    }
+
+    fn held_leaves(
+        &mut self,
+        header: &CudaSlice<u32>,
+        rows: u64,
+        width: u32,
+        held: &CudaSlice<u32>,
+        leaves: &mut CudaSlice<u32>,
+    ) -> Result<(), BackendError> {
+        let index_at = HELD_LEAF_INDEX_AT as u32;
+        let mut launch = self.stream.launch_builder(&self.held_leaves);
+        launch
+            .arg(header)
+            .arg(&index_at)
+            .arg(&rows)
+            .arg(&width)
+            .arg(held)
+            .arg(leaves);
+        // SAFETY: as gen_a.
+        launched(unsafe { launch.launch(grid(rows)?) }, "held_leaves")
+    }
+
+    fn merkle_level(
+        &mut self,
+        below: &CudaSlice<u32>,
+        n: u64,
+        above: &mut CudaSlice<u32>,
+    ) -> Result<(), BackendError> {
+        let mut launch = self.stream.launch_builder(&self.merkle_level);
+        launch.arg(below).arg(&n).arg(above);
+        // SAFETY: as gen_a; `above` holds n.div_ceil(2) digests.
+        launched(
+            unsafe { launch.launch(grid(n.div_ceil(2))?) },
+            "merkle_level",
+        )
+    }
+}
