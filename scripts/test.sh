@@ -18,6 +18,33 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 source scripts/setup.sh
 
+# NVRTC, CUDA's run-time compiler: a GPU node compiles the hardware challenge's kernels with
+# it; compiling needs no GPU, so a test here compiles them for every generation a node may
+# have (and fails if NVRTC is missing). NVIDIA's wheel from PyPI, unpacked into the cache
+# and put on the loader's path for the tests.
+nvrtc_dir="$HOME/.cache/mcjs/nvrtc-12.9.86"
+if [ ! -f "$nvrtc_dir/libnvrtc.so.12" ]; then
+    echo "mcjs-test: installing NVRTC 12.9 from PyPI (nvidia-cuda-nvrtc-cu12, about 90 MB)" >&2
+    wheel_dir="$(mktemp -d)"
+    python3 -m pip download --quiet --no-deps nvidia-cuda-nvrtc-cu12==12.9.86 -d "$wheel_dir"
+    mkdir -p "$nvrtc_dir"
+    # The builtins first and libnvrtc last: a run cut short leaves no libnvrtc to find.
+    python3 - "$wheel_dir" "$nvrtc_dir" <<'PY'
+import glob, os, sys, zipfile
+wheel, out = glob.glob(os.path.join(sys.argv[1], "*.whl"))[0], sys.argv[2]
+wanted = ["libnvrtc-builtins.so.12.9", "libnvrtc.so.12"]
+with zipfile.ZipFile(wheel) as z:
+    names = {os.path.basename(n): n for n in z.namelist()}
+    for base in wanted:
+        with z.open(names[base]) as src, open(os.path.join(out, base + ".part"), "wb") as dst:
+            dst.write(src.read())
+        os.replace(os.path.join(out, base + ".part"), os.path.join(out, base))
+PY
+    rm -rf "$wheel_dir"
+fi
+export LD_LIBRARY_PATH="$nvrtc_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export MCJS_REQUIRE_NVRTC=1
+
 # The program as a cluster runs it: its SBF build (scripts/build-sbf.sh
 # installs its toolchain on first use and builds in its own target
 # directory). Every test below that runs the program runs this ELF: the

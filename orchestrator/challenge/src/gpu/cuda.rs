@@ -12,7 +12,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig,
     PushKernelArg,
 };
-use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
+use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
 
 use super::{Device, KERNELS};
 use crate::backend::BackendError;
@@ -94,18 +94,7 @@ impl CudaDevice {
         let capability = ctx
             .compute_capability()
             .map_err(|e| device_error("reading its compute capability")(&e))?;
-        let ptx = compile_ptx_with_opts(
-            KERNELS,
-            CompileOptions {
-                name: Some("mcjs-challenge.cu".into()),
-                options: vec![format!(
-                    "--gpu-architecture=compute_{}{}",
-                    capability.0, capability.1
-                )],
-                ..Default::default()
-            },
-        )
-        .map_err(|e| device_error("compiling the kernels")(&e))?;
+        let ptx = compile_kernels(capability)?;
         let module = ctx
             .load_module(ptx)
             .map_err(|e| device_error("loading the kernels")(&e))?;
@@ -158,6 +147,22 @@ impl CudaDevice {
             .synchronize()
             .map_err(|e| device_error("synchronizing")(&e))
     }
+}
+
+/// The kernels as PTX for compute capability `capability`, by NVRTC.
+pub fn compile_kernels(capability: (i32, i32)) -> Result<Ptx, BackendError> {
+    compile_ptx_with_opts(
+        KERNELS,
+        CompileOptions {
+            name: Some("mcjs-challenge.cu".into()),
+            options: vec![format!(
+                "--gpu-architecture=compute_{}{}",
+                capability.0, capability.1
+            )],
+            ..Default::default()
+        },
+    )
+    .map_err(|e| device_error("compiling the kernels")(&e))
 }
 
 /// A launch of `threads` independent threads.
@@ -347,5 +352,54 @@ impl Device for CudaDevice {
             unsafe { launch.launch(grid(n.div_ceil(2))?) },
             "merkle_level",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NVRTC needs no GPU: where it is installed (scripts/setup.sh installs it from PyPI,
+    /// and scripts/test.sh then requires it), the kernels are compiled as a node compiles
+    /// them, for every generation a node may have, from Pascal to Hopper.
+    #[test]
+    fn the_kernels_compile_with_nvrtc_for_every_generation_a_node_may_have() {
+        // SAFETY: only tries to open the library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            assert!(
+                std::env::var_os("MCJS_REQUIRE_NVRTC").is_none(),
+                "NVRTC (libnvrtc.so.12) is not on the loader's path: scripts/setup.sh installs it"
+            );
+            eprintln!("NVRTC is not installed here; the kernels were not compiled");
+            return;
+        }
+        for capability in [
+            (6, 0),
+            (6, 1),
+            (7, 0),
+            (7, 5),
+            (8, 0),
+            (8, 6),
+            (8, 9),
+            (9, 0),
+        ] {
+            let ptx = compile_kernels(capability)
+                .unwrap_or_else(|e| panic!("compute {capability:?}: {e}"))
+                .to_src();
+            let target = format!(".target sm_{}{}", capability.0, capability.1);
+            assert!(ptx.contains(&target), "{capability:?}: no {target}");
+            for entry in [
+                "gen_a",
+                "gen_bt",
+                "row_leaves",
+                "held_leaves",
+                "merkle_level",
+            ] {
+                assert!(
+                    ptx.contains(&format!(".entry {entry}(")),
+                    "{capability:?}: no kernel {entry}"
+                );
+            }
+        }
     }
 }
