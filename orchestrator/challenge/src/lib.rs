@@ -71,6 +71,7 @@
 //! figures gets no bound; its verdict is at best [`Verdict::Unbounded`], which proves only
 //! the lowest class ([`ProvenClass::Lowest`]). No GPU has been measured yet.
 
+pub mod attestation;
 pub mod backend;
 pub mod bounds;
 pub mod gpu;
