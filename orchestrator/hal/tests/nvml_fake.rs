@@ -3,7 +3,7 @@
 mod common;
 
 use mcjs_hal::NodeProfile;
-use mcjs_hal::probe::nvml::NvmlProbe;
+use mcjs_hal::probe::nvml::{NvmlProbe, gpu_attestation};
 use mcjs_hal::probe::{GpuProbe, HostObservation, assemble, docker};
 use mcjs_hal::profile::GpuVendor;
 
@@ -210,4 +210,63 @@ fn a_library_without_shutdown_is_probed_without_panicking() {
     let report = NvmlProbe::new(Some(lib)).probe();
     assert_eq!(report.gpus.len(), 1);
     assert_eq!(report.gpus[0].vram_total_bytes, 81920 << 20);
+}
+
+/// The attestation entry points through the real loader: the fake hands out NVIDIA's real
+/// GH100 report and chain whatever nonce it is asked for, as a node replaying a genuine card
+/// would. The evidence verifies for the nonce it was made for and is refused for any other.
+#[test]
+fn a_gpus_attestation_evidence_is_read_through_nvml_and_a_replay_is_refused() {
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../challenge/tests/fixtures/nvidia");
+    let config = format!(
+        "driver 550.90.07\ngpu\nname NVIDIA H100 80GB HBM3\nmemory_mib 81559\npci 00000000:01:00.0\n\
+         attestation_report {}\nattestation_chain {}\ngpu\nname NVIDIA A100-SXM4-80GB\n\
+         memory_mib 81920\npci 00000000:02:00.0\n",
+        fixtures.join("gh100-attestation-report.hex").display(),
+        fixtures.join("gh100-cert-chain.pem").display(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let lib = common::fake_nvml(dir.path(), &[], &config);
+    let made_for: [u8; 32] = (0..32)
+        .map(|i| {
+            u8::from_str_radix(
+                &"931d8dd0add203ac3d8b4fbde75e115278eefcdceac5b87671a748f32364dfcb"
+                    [2 * i..2 * i + 2],
+                16,
+            )
+            .unwrap()
+        })
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap();
+    let now = 1_796_083_200; // 2026-12-01
+
+    let read = |index, nonce| {
+        let evidence = gpu_attestation(Some(&lib), index, nonce)?;
+        Ok::<_, String>(mcjs_challenge::attestation::GpuEvidence {
+            report: evidence.report,
+            certificates: mcjs_challenge::attestation::certificates_from_pem(
+                &evidence.certificate_chain_pem,
+            )
+            .map_err(|e| e.to_string())?,
+        })
+    };
+    let evidence = read(0, made_for).expect("GPU 0 attests");
+    assert_eq!(evidence.certificates.len(), 5);
+    let attested = mcjs_challenge::attestation::verify(&evidence, &made_for, now).unwrap();
+    assert_eq!(
+        (attested.chip.as_str(), attested.device_id.as_str()),
+        ("GH100", "48B02D92494BADF4")
+    );
+
+    let fresh = [7u8; 32];
+    let replayed = read(0, fresh).expect("the fake answers any nonce");
+    assert_eq!(
+        mcjs_challenge::attestation::verify(&replayed, &fresh, now),
+        Err(mcjs_challenge::attestation::AttestationError::Nonce)
+    );
+
+    let none = read(1, fresh).unwrap_err();
+    assert!(none.contains("gpu 1: no attestation report"), "{none}");
 }

@@ -62,6 +62,52 @@ impl GpuProbe for NvmlProbe {
     }
 }
 
+/// One GPU's attestation evidence as NVML hands it out (Hopper and later, with a driver that
+/// offers it): the report the GPU made for a nonce, and its attestation certificate chain
+/// (PEM). `mcjs_challenge::attestation` verifies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttestationEvidence {
+    pub report: Vec<u8>,
+    pub certificate_chain_pem: Vec<u8>,
+}
+
+/// Asks GPU `index` for its attestation report over `nonce` and its certificate chain.
+/// Errors name what failed; a GPU or driver without attestation answers "not supported".
+pub fn gpu_attestation(
+    lib_path: Option<&std::path::Path>,
+    index: u32,
+    nonce: [u8; 32],
+) -> Result<AttestationEvidence, String> {
+    let mut builder = Nvml::builder();
+    if let Some(path) = lib_path {
+        builder.lib_path(path.as_os_str());
+    }
+    let library = lib_path.map_or_else(
+        || "libnvidia-ml.so.1".to_string(),
+        |p| p.display().to_string(),
+    );
+    let nvml = ManuallyDrop::new(builder.init().map_err(|e| init_failure(&library, &e))?);
+    let evidence = (|| {
+        let device = nvml
+            .device_by_index(index)
+            .map_err(|e| format!("gpu {index}: cannot open it ({e})"))?;
+        let report = device
+            .confidential_compute_gpu_attestation_report(nonce)
+            .map_err(|e| format!("gpu {index}: no attestation report ({e})"))?;
+        let chain = device
+            .confidential_compute_gpu_certificate()
+            .map_err(|e| format!("gpu {index}: no attestation certificate ({e})"))?;
+        Ok(AttestationEvidence {
+            report: report.attestation_report,
+            certificate_chain_pem: chain.attestation_cert_chain,
+        })
+    })();
+    if nvml.lib().nvmlShutdown.is_ok() {
+        drop(ManuallyDrop::into_inner(nvml));
+    }
+    evidence
+}
+
 fn init_failure(library: &str, err: &NvmlError) -> String {
     match err {
         NvmlError::LibloadingError(e) => {

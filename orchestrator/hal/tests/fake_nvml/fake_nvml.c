@@ -13,6 +13,9 @@
  *   temperature 41                  power_mw 149000           ecc 1
  *   ecc_uncorrected_volatile 0      ecc_uncorrected_aggregate 2
  *   ecc_corrected_volatile 5        mig 0
+ *   attestation_report PATH         attestation_chain PATH
+ * The attestation files are a report as hex and its certificate chain as PEM: the fake hands
+ * them out whatever nonce it is asked for, as a node replaying a genuine card's report would.
  * An optional key left out makes its query answer NVML_ERROR_NOT_SUPPORTED, as real drivers
  * do for boards without the feature.
  *
@@ -60,6 +63,8 @@ struct fake_gpu {
     char pci[32];
     long long memory_mib, cc_major, cc_minor, pci_device_id, temperature, power_mw, ecc;
     long long ecc_uncorrected_volatile, ecc_uncorrected_aggregate, ecc_corrected_volatile, mig;
+    char attestation_report[1024];
+    char attestation_chain[1024];
 };
 typedef struct fake_gpu *nvmlDevice_t;
 
@@ -129,6 +134,10 @@ __attribute__((unused)) static int load_config(void) {
         else if (!strcmp(key, "ecc_uncorrected_aggregate")) g->ecc_uncorrected_aggregate = strtoll(value, NULL, 0);
         else if (!strcmp(key, "ecc_corrected_volatile")) g->ecc_corrected_volatile = strtoll(value, NULL, 0);
         else if (!strcmp(key, "mig")) g->mig = strtoll(value, NULL, 0);
+        else if (!strcmp(key, "attestation_report"))
+            copy_value(g->attestation_report, sizeof g->attestation_report, value);
+        else if (!strcmp(key, "attestation_chain"))
+            copy_value(g->attestation_chain, sizeof g->attestation_chain, value);
     }
     fclose(f);
     return 0;
@@ -325,5 +334,67 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *current, unsigne
     if (!current || !pending) return NVML_ERROR_INVALID_ARGUMENT;
     if (d->mig == UNSET) return NVML_ERROR_NOT_SUPPORTED;
     *current = *pending = (unsigned int)d->mig;
+    return NVML_SUCCESS;
+}
+
+typedef struct {
+    unsigned int isCecAttestationReportPresent;
+    unsigned int attestationReportSize;
+    unsigned int cecAttestationReportSize;
+    unsigned char nonce[32];
+    unsigned char attestationReport[8192];
+    unsigned char cecAttestationReport[4096];
+} nvmlConfComputeGpuAttestationReport_t;
+
+typedef struct {
+    unsigned int certChainSize;
+    unsigned int attestationCertChainSize;
+    unsigned char certChain[4096];
+    unsigned char attestationCertChain[5120];
+} nvmlConfComputeGpuCertificate_t;
+
+/* Reads at most `cap` bytes of `path` into `out`; returns the count, or -1. */
+static long read_file(const char *path, unsigned char *out, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t n = fread(out, 1, cap, f);
+    int more = fgetc(f) != EOF;
+    fclose(f);
+    return more ? -1 : (long)n;
+}
+
+nvmlReturn_t nvmlDeviceGetConfComputeGpuAttestationReport(nvmlDevice_t d,
+                                                          nvmlConfComputeGpuAttestationReport_t *report) {
+    nvmlReturn_t r = check_device(d);
+    if (r) return r;
+    if (!report) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->attestation_report[0]) return NVML_ERROR_NOT_SUPPORTED;
+    static unsigned char hex[2 * 8192 + 2];
+    long n = read_file(d->attestation_report, hex, sizeof hex - 1);
+    if (n < 0) return NVML_ERROR_UNKNOWN;
+    while (n > 0 && (hex[n - 1] == '\n' || hex[n - 1] == ' ')) n--;
+    if (n % 2 || n / 2 > (long)sizeof report->attestationReport) return NVML_ERROR_UNKNOWN;
+    for (long i = 0; i < n / 2; i++) {
+        unsigned int byte;
+        if (sscanf((const char *)hex + 2 * i, "%2x", &byte) != 1) return NVML_ERROR_UNKNOWN;
+        report->attestationReport[i] = (unsigned char)byte;
+    }
+    report->attestationReportSize = (unsigned int)(n / 2);
+    report->isCecAttestationReportPresent = 0;
+    report->cecAttestationReportSize = 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetConfComputeGpuCertificate(nvmlDevice_t d,
+                                                    nvmlConfComputeGpuCertificate_t *cert) {
+    nvmlReturn_t r = check_device(d);
+    if (r) return r;
+    if (!cert) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->attestation_chain[0]) return NVML_ERROR_NOT_SUPPORTED;
+    long n = read_file(d->attestation_chain, cert->attestationCertChain,
+                       sizeof cert->attestationCertChain);
+    if (n < 0) return NVML_ERROR_UNKNOWN;
+    cert->attestationCertChainSize = (unsigned int)n;
+    cert->certChainSize = 0;
     return NVML_SUCCESS;
 }
