@@ -145,7 +145,7 @@ pub fn verify(
         .iter()
         .enumerate()
         .map(|(i, der)| match x509_parser::parse_x509_certificate(der) {
-            Ok((rest, cert)) if rest.is_empty() => Ok(cert),
+            Ok(([], cert)) => Ok(cert),
             _ => Err(malformed(format!(
                 "certificate {i} is not one DER certificate"
             ))),
@@ -497,6 +497,30 @@ mod tests {
             verify(&padded, &nonce, NOW),
             Err(AttestationError::Malformed(_))
         ));
+    }
+
+    /// A node's opening: genuine evidence made for another nonce is a replay on any GPU;
+    /// a GPU without evidence is not judged; evidence for a GPU never challenged is refused.
+    #[test]
+    fn a_nodes_gpus_are_attested_each_against_its_own_challenge() {
+        let params = crate::tests::params();
+        let (evidence, _) = gh100();
+        let gpu = |attestation| crate::GpuOpening {
+            commitment: [0; 32],
+            held_digest: [0; 32],
+            opening: crate::Opening {
+                held_roots: vec![],
+                rows: vec![],
+            },
+            attestation,
+        };
+        let opening = crate::NodeOpening {
+            gpus: vec![gpu(Some(evidence.clone())), gpu(None), gpu(Some(evidence))],
+        };
+        let got = crate::attest_node(&[params.clone(), params], &opening, NOW);
+        assert_eq!(got[0], Some(Err(AttestationError::Nonce)));
+        assert_eq!(got[1], None);
+        assert!(matches!(got[2], Some(Err(AttestationError::Malformed(_)))));
     }
 
     #[test]

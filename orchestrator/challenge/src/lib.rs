@@ -97,8 +97,8 @@ pub use gpu::{Device, KernelBackend};
 pub use hash::{Digest, challenge_seed};
 pub use merkle::{MerkleProof, MerkleTree};
 pub use node::{
-    GpuOpening, NodeAnswers, NodeClaim, NodeOpening, NodeProver, judge_node, node_commitment,
-    node_held_digest,
+    GpuOpening, NodeAnswers, NodeClaim, NodeOpening, NodeProver, attest_node, judge_node,
+    node_commitment, node_held_digest,
 };
 pub use params::{Claim, ClaimError, OpenCell, Params, Sizing};
 pub use prover::{OpenedRow, Opening, Prover, ProverError};

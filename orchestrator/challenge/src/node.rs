@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::attestation::{AttestationError, Attested, GpuEvidence, attestation_nonce};
 use crate::backend::Backend;
 use crate::bounds::BoundsTable;
 use crate::hash::{Digest, challenge_seed, sha256};
@@ -76,6 +77,36 @@ pub struct GpuOpening {
     pub commitment: Digest,
     pub held_digest: Digest,
     pub opening: Opening,
+    /// The GPU's attestation evidence over its challenge's nonce, where the card and its
+    /// driver give one ([`crate::attestation`]); checked apart from the verdict
+    /// ([`attest_node`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<GpuEvidence>,
+}
+
+/// Each GPU's attestation, checked against the nonce of its challenge (`params`, in GPU
+/// order) at `now_unix`: `None` where the node sent none.
+pub fn attest_node(
+    params: &[Params],
+    opening: &NodeOpening,
+    now_unix: i64,
+) -> Vec<Option<Result<Attested, AttestationError>>> {
+    opening
+        .gpus
+        .iter()
+        .enumerate()
+        .map(|(i, gpu)| {
+            let evidence = gpu.attestation.as_ref()?;
+            Some(match params.get(i) {
+                Some(p) => {
+                    crate::attestation::verify(evidence, &attestation_nonce(&p.seed), now_unix)
+                }
+                None => Err(AttestationError::Malformed(format!(
+                    "no GPU {i} was challenged"
+                ))),
+            })
+        })
+        .collect()
 }
 
 /// What the node sends the checker after the open seed: every GPU's answers, in order.
@@ -187,6 +218,11 @@ impl<B: Backend + Send> NodeProver<B> {
         Ok(Self { gpus })
     }
 
+    /// Each GPU's challenge, in order (its seed keys the attestation nonce).
+    pub fn params(&self) -> Vec<&Params> {
+        self.gpus.iter().map(|g| g.params()).collect()
+    }
+
     /// The node's commitment, for the chain.
     pub fn commitment(&self) -> Digest {
         node_commitment(&self.gpu_commitments())
@@ -211,6 +247,7 @@ impl<B: Backend + Send> NodeProver<B> {
                 commitment: gpu.commitment(),
                 held_digest: gpu.held_digest().ok_or(ProverError::NotHeld)?,
                 opening: gpu.open(open_seed)?,
+                attestation: None,
             })
         })
         .into_iter()

@@ -723,6 +723,7 @@ async fn a_challenge_opening_is_kept_only_from_the_node_for_its_challenge_in_fli
                     held_proof: Default::default(),
                 }],
             },
+            attestation: None,
         }],
     };
     let send = |by: &Keypair, node: Pubkey, slot: u64, sent_at: i64| {

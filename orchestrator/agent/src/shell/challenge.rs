@@ -75,6 +75,28 @@ fn open_gpus_for(
     }
 }
 
+/// Each GPU's attestation evidence over its challenge's nonce, where NVML gives one
+/// (Hopper and later, with a driver that offers it): the checker verifies it apart from the
+/// verdict. GPU `i` of the challenge is NVML device `i`, as it is CUDA device `i`.
+fn attach_attestations(opening: &mut NodeOpening, params: &[&Params]) {
+    use mcjs_challenge::attestation::{GpuEvidence, attestation_nonce, certificates_from_pem};
+    for (i, (gpu, p)) in opening.gpus.iter_mut().zip(params).enumerate() {
+        let nonce = attestation_nonce(&p.seed);
+        let evidence =
+            mcjs_hal::probe::nvml::gpu_attestation(None, i as u32, nonce).and_then(|e| {
+                Ok(GpuEvidence {
+                    report: e.report,
+                    certificates: certificates_from_pem(&e.certificate_chain_pem)
+                        .map_err(|e| e.to_string())?,
+                })
+            });
+        match evidence {
+            Ok(evidence) => gpu.attestation = Some(evidence),
+            Err(why) => tracing::debug!(gpu = i, %why, "no attestation evidence"),
+        }
+    }
+}
+
 /// Whether the CPU backend takes on `params`: what it holds within half the node's
 /// registered RAM, and its product within [`MAX_CPU_PRODUCT`] at the CPU reference's rate.
 fn cpu_can_answer(params: &[Params], node: &Node) -> Result<(), String> {
@@ -287,10 +309,14 @@ async fn step<C: AgentChain, E: ContainerEngine>(
                         "this process did not run the held passes answered (restarted?)".into(),
                     ));
                 };
-                let opening = tokio::task::spawn_blocking(move || prover.open(&open_seed))
-                    .await
-                    .map_err(|e| StepError::Work(e.to_string()))?
-                    .map_err(|e| StepError::Work(e.to_string()))?;
+                let opening = tokio::task::spawn_blocking(move || {
+                    let mut opening = prover.open(&open_seed)?;
+                    attach_attestations(&mut opening, &prover.params());
+                    Ok::<_, mcjs_challenge::ProverError>(opening)
+                })
+                .await
+                .map_err(|e| StepError::Work(e.to_string()))?
+                .map_err(|e| StepError::Work(e.to_string()))?;
                 a.opening = Some(opening);
             }
             if a.sent_at.is_some_and(|at| at.elapsed() < RESEND_OPENING) {

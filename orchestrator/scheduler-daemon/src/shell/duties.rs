@@ -262,10 +262,47 @@ fn judge_opening(
         challenge,
         &commit.seed.hash,
     ) {
-        Ok(params) => verdict_on_chain(&mcjs_challenge::judge_node(
-            &params, &draws, &answers, opening,
-        )),
+        Ok(params) => {
+            log_attestations(key, &params, opening, challenge.requested_at);
+            verdict_on_chain(&mcjs_challenge::judge_node(
+                &params, &draws, &answers, opening,
+            ))
+        }
         // A claim too small to size: nothing is proven.
         Err(_) => ChallengeVerdict::Failed(ChallengeFailure::Malformed),
+    }
+}
+
+/// Each GPU's attestation evidence, checked against its challenge's nonce and NVIDIA's root
+/// at the chain's time of the request. It does not change the verdict (the time bounds
+/// prove the class; evidence is optional and proves the chip, not the SKU or the memory,
+/// docs/hardware-challenge.md): what it proves is logged for the operator and the audit.
+fn log_attestations(
+    key: &Pubkey,
+    params: &[mcjs_challenge::Params],
+    opening: &mcjs_challenge::NodeOpening,
+    at_unix: i64,
+) {
+    for (gpu, result) in mcjs_challenge::attest_node(params, opening, at_unix)
+        .into_iter()
+        .enumerate()
+    {
+        match result {
+            None => {}
+            Some(Ok(attested)) => tracing::info!(
+                node = %key,
+                gpu,
+                chip = %attested.chip,
+                device = %attested.device_id,
+                driver = attested.driver_version.as_deref().unwrap_or("?"),
+                "GPU attested by NVIDIA's device identity"
+            ),
+            Some(Err(why)) => tracing::warn!(
+                node = %key,
+                gpu,
+                error = %why,
+                "GPU attestation evidence refused"
+            ),
+        }
     }
 }
