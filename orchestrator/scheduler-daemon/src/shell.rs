@@ -148,6 +148,9 @@ pub struct Memory {
     /// When this scheduler last requested each node's challenge (chain seconds), kept for
     /// the policy's request spacing.
     challenges_requested_at: HashMap<Pubkey, i64>,
+    /// Openings being judged, off the rounds: node → (the challenge's request slot, the
+    /// judge's thread). A round records the verdict once the thread has ended.
+    judging: HashMap<Pubkey, (u64, tokio::task::JoinHandle<mcjs::state::ChallengeVerdict>)>,
 }
 
 /// How often the challenge duties consider requesting challenges (reading the chain's

@@ -141,6 +141,15 @@ impl<C: DaemonChain> Daemon<C> {
             .lock()
             .expect("openings lock")
             .retain_in_flight(nodes);
+        // A judge whose challenge is no longer the one in flight (recorded, or replaced)
+        // has nothing left to record.
+        memory.judging.retain(|node, (slot, judge)| {
+            let current = in_flight.get(node) == Some(slot);
+            if !current {
+                judge.abort();
+            }
+            current
+        });
         // Requests are considered every CHALLENGE_IDLE_READ_MS (the re-check draw's
         // round); challenges in flight are followed every round.
         let now_ms = (self.clock)();
@@ -188,28 +197,15 @@ impl<C: DaemonChain> Daemon<C> {
                     open_seed,
                     overdue,
                 } => {
-                    let opening = self
-                        .openings
-                        .lock()
-                        .expect("openings lock")
-                        .get(&node, challenge.requested_slot)
-                        .cloned();
-                    let verdict = match opening {
-                        Some(opening) => {
-                            let Some(chain_node) = nodes
-                                .iter()
-                                .find(|(k, _)| *k == node)
-                                .map(|(_, n)| n.clone())
-                            else {
+                    let slot = challenge.requested_slot;
+                    let verdict = match memory.judging.get(&node) {
+                        // Judged already (or being judged): recorded once the judge is done.
+                        Some((judged, judge)) if *judged == slot => {
+                            if !judge.is_finished() {
                                 continue;
-                            };
-                            // The checker's only heavy work (B·r, O(n²) per GPU): off the
-                            // async workers.
-                            match tokio::task::spawn_blocking(move || {
-                                judge_opening(&node, &chain_node, &challenge, open_seed, &opening)
-                            })
-                            .await
-                            {
+                            }
+                            let (_, judge) = memory.judging.remove(&node).expect("present");
+                            match judge.await {
                                 Ok(verdict) => verdict,
                                 Err(error) => {
                                     warn!(%node, %error, "judging a hardware challenge failed");
@@ -217,8 +213,43 @@ impl<C: DaemonChain> Daemon<C> {
                                 }
                             }
                         }
-                        None if overdue => ChallengeVerdict::Failed(ChallengeFailure::Unanswered),
-                        None => continue,
+                        _ => {
+                            let opening = self
+                                .openings
+                                .lock()
+                                .expect("openings lock")
+                                .get(&node, slot)
+                                .cloned();
+                            match opening {
+                                Some(opening) => {
+                                    let Some(chain_node) = nodes
+                                        .iter()
+                                        .find(|(k, _)| *k == node)
+                                        .map(|(_, n)| n.clone())
+                                    else {
+                                        continue;
+                                    };
+                                    // The checker's only heavy work (B·r, O(n²) per GPU, about
+                                    // 2.5 s of a core per GPU at full size): on a blocking
+                                    // thread that no round waits for; a later round records.
+                                    let judge = tokio::task::spawn_blocking(move || {
+                                        judge_opening(
+                                            &node,
+                                            &chain_node,
+                                            &challenge,
+                                            open_seed,
+                                            &opening,
+                                        )
+                                    });
+                                    memory.judging.insert(node, (slot, judge));
+                                    continue;
+                                }
+                                None if overdue => {
+                                    ChallengeVerdict::Failed(ChallengeFailure::Unanswered)
+                                }
+                                None => continue,
+                            }
+                        }
                     };
                     info!(%node, verdict = %mcjs_client::history::challenge_verdict(&verdict), "hardware challenge judged");
                     ix::record_challenge(&me, &node, verdict)
