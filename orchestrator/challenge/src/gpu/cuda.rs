@@ -21,7 +21,8 @@ use crate::hash::{HELD_LEAF_INDEX_AT, ROW_LEAF_INDEX_AT};
 /// Threads per block of every kernel: each thread's work is independent.
 const BLOCK: u32 = 256;
 
-fn device_error(what: &str) -> impl Fn(&dyn std::fmt::Debug) -> BackendError + '_ {
+/// A CUDA error as the backend reports it, saying what was being done.
+fn device_error<E: std::fmt::Debug>(what: &str) -> impl FnOnce(E) -> BackendError + '_ {
     move |e| BackendError::Device(format!("{what}: {e:?}"))
 }
 
@@ -51,21 +52,27 @@ impl std::fmt::Debug for CudaDevice {
 
 impl CudaDevice {
     /// Which of the driver, NVRTC and cuBLAS cannot be loaded here; empty when all can.
+    /// Looked up once per process (opening NVRTC alone maps about 100 MB).
     pub fn missing_libraries() -> Vec<&'static str> {
-        let mut missing = Vec::new();
-        // SAFETY: each only tries to open a shared library by name.
-        unsafe {
-            if !cudarc::driver::sys::is_culib_present() {
-                missing.push("the CUDA driver (libcuda)");
-            }
-            if !cudarc::nvrtc::sys::is_culib_present() {
-                missing.push("NVRTC (libnvrtc)");
-            }
-            if !cudarc::cublas::sys::is_culib_present() {
-                missing.push("cuBLAS (libcublas)");
-            }
-        }
-        missing
+        static MISSING: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+        MISSING
+            .get_or_init(|| {
+                let mut missing = Vec::new();
+                // SAFETY: each only tries to open a shared library by name.
+                unsafe {
+                    if !cudarc::driver::sys::is_culib_present() {
+                        missing.push("the CUDA driver (libcuda)");
+                    }
+                    if !cudarc::nvrtc::sys::is_culib_present() {
+                        missing.push("NVRTC (libnvrtc)");
+                    }
+                    if !cudarc::cublas::sys::is_culib_present() {
+                        missing.push("cuBLAS (libcublas)");
+                    }
+                }
+                missing
+            })
+            .clone()
     }
 
     /// GPUs the driver sees (0 where CUDA cannot be loaded).
@@ -87,24 +94,18 @@ impl CudaDevice {
                 missing.join(", ")
             )));
         }
-        let ctx = CudaContext::new(ordinal).map_err(|e| device_error("opening the GPU")(&e))?;
-        let name = ctx
-            .name()
-            .map_err(|e| device_error("reading its name")(&e))?;
+        let ctx = CudaContext::new(ordinal).map_err(device_error("opening the GPU"))?;
+        let name = ctx.name().map_err(device_error("reading its name"))?;
         let capability = ctx
             .compute_capability()
-            .map_err(|e| device_error("reading its compute capability")(&e))?;
+            .map_err(device_error("reading its compute capability"))?;
         let ptx = compile_kernels(capability)?;
         let module = ctx
             .load_module(ptx)
-            .map_err(|e| device_error("loading the kernels")(&e))?;
-        let function = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(|e| device_error(name)(&e))
-        };
+            .map_err(device_error("loading the kernels"))?;
+        let function = |name: &str| module.load_function(name).map_err(device_error(name));
         let stream = ctx.default_stream();
-        let blas = CudaBlas::new(stream.clone()).map_err(|e| device_error("cuBLAS")(&e))?;
+        let blas = CudaBlas::new(stream.clone()).map_err(device_error("cuBLAS"))?;
         Ok(Self {
             ordinal,
             name,
@@ -134,7 +135,7 @@ impl CudaDevice {
             .context()
             .total_mem()
             .map(|b| b as u64)
-            .map_err(|e| device_error("reading its memory")(&e))
+            .map_err(device_error("reading its memory"))
     }
 
     pub fn capability(&self) -> (i32, i32) {
@@ -145,7 +146,7 @@ impl CudaDevice {
     pub fn synchronize(&self) -> Result<(), BackendError> {
         self.stream
             .synchronize()
-            .map_err(|e| device_error("synchronizing")(&e))
+            .map_err(device_error("synchronizing"))
     }
 }
 
@@ -162,7 +163,7 @@ pub fn compile_kernels(capability: (i32, i32)) -> Result<Ptx, BackendError> {
             ..Default::default()
         },
     )
-    .map_err(|e| device_error("compiling the kernels")(&e))
+    .map_err(device_error("compiling the kernels"))
 }
 
 /// A launch of `threads` independent threads.
@@ -183,7 +184,7 @@ fn launched(
     >,
     name: &str,
 ) -> Result<(), BackendError> {
-    result.map(|_| ()).map_err(|e| device_error(name)(&e))
+    result.map(|_| ()).map_err(device_error(name))
 }
 
 impl Device for CudaDevice {
@@ -194,20 +195,20 @@ impl Device for CudaDevice {
             .stream
             .context()
             .mem_get_info()
-            .map_err(|e| device_error("reading free memory")(&e))?;
+            .map_err(device_error("reading free memory"))?;
         Ok(free as u64)
     }
 
     fn alloc(&mut self, words: usize) -> Result<CudaSlice<u32>, BackendError> {
         self.stream
             .alloc_zeros::<u32>(words)
-            .map_err(|e| device_error("allocating")(&e))
+            .map_err(device_error("allocating"))
     }
 
     fn upload(&mut self, words: &[u32]) -> Result<CudaSlice<u32>, BackendError> {
         self.stream
             .clone_htod(words)
-            .map_err(|e| device_error("copying to the GPU")(&e))
+            .map_err(device_error("copying to the GPU"))
     }
 
     fn download(
@@ -218,7 +219,7 @@ impl Device for CudaDevice {
     ) -> Result<Vec<u32>, BackendError> {
         self.stream
             .clone_dtoh(&buf.slice(first..first + count))
-            .map_err(|e| device_error("copying from the GPU")(&e))
+            .map_err(device_error("copying from the GPU"))
     }
 
     fn gen_a(
@@ -290,7 +291,7 @@ impl Device for CudaDevice {
                 blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
         }
-        .map_err(|e| device_error("cublasGemmEx (int8)")(&e))
+        .map_err(device_error("cublasGemmEx (int8)"))
     }
 
     fn row_leaves(
