@@ -93,7 +93,7 @@ pub use backend::{Backend, BackendError, CpuBackend};
 pub use bounds::{BoundsTable, Entry, Figures, TimeBound};
 #[cfg(feature = "gpu")]
 pub use gpu::CudaDevice;
-pub use gpu::{Device, KernelBackend};
+pub use gpu::{Device, KernelBackend, ordinals_by_address};
 pub use hash::{Digest, challenge_seed};
 pub use merkle::{MerkleProof, MerkleTree};
 pub use node::{

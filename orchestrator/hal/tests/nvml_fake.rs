@@ -3,7 +3,7 @@
 mod common;
 
 use mcjs_hal::NodeProfile;
-use mcjs_hal::probe::nvml::{NvmlProbe, gpu_attestation};
+use mcjs_hal::probe::nvml::{NvmlProbe, gpu_attestation, gpu_pci_bus_ids};
 use mcjs_hal::probe::{GpuProbe, HostObservation, assemble, docker};
 use mcjs_hal::profile::GpuVendor;
 
@@ -215,14 +215,16 @@ fn a_library_without_shutdown_is_probed_without_panicking() {
 /// The attestation entry points through the real loader: the fake hands out NVIDIA's real
 /// GH100 report and chain whatever nonce it is asked for, as a node replaying a genuine card
 /// would. The evidence verifies for the nonce it was made for and is refused for any other.
+/// NVML numbers the cards out of PCI order here: the card is found by its address, and the
+/// challenge's order is the addresses'.
 #[test]
 fn a_gpus_attestation_evidence_is_read_through_nvml_and_a_replay_is_refused() {
     let fixtures =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../challenge/tests/fixtures/nvidia");
     let config = format!(
-        "driver 550.90.07\ngpu\nname NVIDIA H100 80GB HBM3\nmemory_mib 81559\npci 00000000:01:00.0\n\
-         attestation_report {}\nattestation_chain {}\ngpu\nname NVIDIA A100-SXM4-80GB\n\
-         memory_mib 81920\npci 00000000:02:00.0\n",
+        "driver 550.90.07\ngpu\nname NVIDIA A100-SXM4-80GB\nmemory_mib 81920\n\
+         pci 00000000:02:00.0\ngpu\nname NVIDIA H100 80GB HBM3\nmemory_mib 81559\n\
+         pci 00000000:01:00.0\nattestation_report {}\nattestation_chain {}\n",
         fixtures.join("gh100-attestation-report.hex").display(),
         fixtures.join("gh100-cert-chain.pem").display(),
     );
@@ -242,8 +244,13 @@ fn a_gpus_attestation_evidence_is_read_through_nvml_and_a_replay_is_refused() {
         .unwrap();
     let now = 1_796_083_200; // 2026-12-01
 
-    let read = |index, nonce| {
-        let evidence = gpu_attestation(Some(&lib), index, nonce)?;
+    assert_eq!(
+        gpu_pci_bus_ids(Some(&lib)).unwrap(),
+        ["0000:01:00.0", "0000:02:00.0"],
+        "the challenge's order is the cards' addresses'"
+    );
+    let read = |pci: &str, nonce| {
+        let evidence = gpu_attestation(Some(&lib), pci, nonce)?;
         Ok::<_, String>(mcjs_challenge::attestation::GpuEvidence {
             report: evidence.report,
             certificates: mcjs_challenge::attestation::certificates_from_pem(
@@ -252,7 +259,7 @@ fn a_gpus_attestation_evidence_is_read_through_nvml_and_a_replay_is_refused() {
             .map_err(|e| e.to_string())?,
         })
     };
-    let evidence = read(0, made_for).expect("GPU 0 attests");
+    let evidence = read("0000:01:00.0", made_for).expect("the H100 attests");
     assert_eq!(evidence.certificates.len(), 5);
     let attested = mcjs_challenge::attestation::verify(&evidence, &made_for, now).unwrap();
     assert_eq!(
@@ -261,12 +268,17 @@ fn a_gpus_attestation_evidence_is_read_through_nvml_and_a_replay_is_refused() {
     );
 
     let fresh = [7u8; 32];
-    let replayed = read(0, fresh).expect("the fake answers any nonce");
+    let replayed = read("00000000:01:00.0", fresh).expect("the fake answers any nonce");
     assert_eq!(
         mcjs_challenge::attestation::verify(&replayed, &fresh, now),
         Err(mcjs_challenge::attestation::AttestationError::Nonce)
     );
 
-    let none = read(1, fresh).unwrap_err();
-    assert!(none.contains("gpu 1: no attestation report"), "{none}");
+    let none = read("0000:02:00.0", fresh).unwrap_err();
+    assert!(
+        none.contains("gpu 0000:02:00.0: no attestation report"),
+        "{none}"
+    );
+    let absent = read("0000:03:00.0", fresh).unwrap_err();
+    assert!(absent.contains("no gpu at pci 0000:03:00.0"), "{absent}");
 }

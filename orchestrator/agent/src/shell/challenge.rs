@@ -6,8 +6,8 @@
 //! The node's account is read when the chain says it changed (its own subscription), and
 //! every 400 ms while a challenge is in flight. The work runs off the async workers: on the
 //! node's GPUs (`mcjs_challenge::KernelBackend` over a `CudaDevice` each, GPU `i` of the
-//! challenge on CUDA device `i`) where the CUDA driver sees at least as many as were
-//! challenged, else on the CPU backend. A challenge the CPU backend would answer that is
+//! challenge on the card at the `i`-th PCI address, matched to CUDA's numbering by address)
+//! where CUDA sees every GPU challenged, else on the CPU backend. A challenge the CPU backend would answer that is
 //! larger than half the node's registered RAM, or whose product would take it more than
 //! [`MAX_CPU_PRODUCT`], is not attempted: the node is recorded unanswered, which proves
 //! nothing and costs it nothing but the lowest class.
@@ -50,25 +50,38 @@ fn cpu_product_time(macs: u128) -> Option<Duration> {
     }
 }
 
-/// The GPU backends of a challenge of `gpus` GPUs: CUDA devices `0..gpus`, each with the
-/// kernels compiled for it; or why not (no CUDA, fewer devices, one would not open).
-fn open_gpus_for(
-    gpus: usize,
+/// The PCI addresses of the node's GPUs in the challenge's order (sorted, as the node's
+/// profile lists them): NVML's, else CUDA's; empty where neither sees a GPU. GPU `i` of a
+/// challenge is the card at the `i`-th address, for its work and for its attestation alike.
+fn challenge_addresses() -> Vec<String> {
+    mcjs_hal::probe::nvml::gpu_pci_bus_ids(None).unwrap_or_else(|why| {
+        tracing::debug!(%why, "NVML lists no GPUs; taking CUDA's");
+        let mut cuda = CudaDevice::pci_bus_ids().unwrap_or_default();
+        cuda.sort();
+        cuda
+    })
+}
+
+/// The GPU backends of a challenge over the GPUs at `addresses` (one per challenged GPU),
+/// each the CUDA device at that address with the kernels compiled for it; or why not (no
+/// CUDA, a GPU CUDA does not see, one would not open).
+fn open_gpus_at(
+    addresses: Vec<String>,
 ) -> impl FnOnce() -> Result<Vec<Box<dyn Backend + Send>>, String> + Send + 'static {
     move || {
-        let seen = CudaDevice::count();
-        if seen < gpus {
-            let missing = CudaDevice::missing_libraries();
-            return Err(if missing.is_empty() {
-                format!("the CUDA driver sees {seen} GPUs and {gpus} were challenged")
-            } else {
-                format!("cannot load {}", missing.join(", "))
-            });
+        let missing = CudaDevice::missing_libraries();
+        if !missing.is_empty() {
+            return Err(format!("cannot load {}", missing.join(", ")));
         }
-        (0..gpus)
-            .map(|i| {
-                let device = CudaDevice::open(i).map_err(|e| format!("GPU {i}: {e}"))?;
-                tracing::info!(gpu = i, name = device.name(), "challenge on the GPU");
+        let cuda = CudaDevice::pci_bus_ids().map_err(|e| e.to_string())?;
+        let ordinals = mcjs_challenge::ordinals_by_address(&addresses, &cuda)?;
+        ordinals
+            .into_iter()
+            .zip(&addresses)
+            .map(|(ordinal, address)| {
+                let device =
+                    CudaDevice::open(ordinal).map_err(|e| format!("GPU {address}: {e}"))?;
+                tracing::info!(pci = %address, ordinal, name = device.name(), "challenge on the GPU");
                 Ok(Box::new(KernelBackend::new(device)) as Box<dyn Backend + Send>)
             })
             .collect()
@@ -76,20 +89,22 @@ fn open_gpus_for(
 }
 
 /// Each GPU's attestation evidence over its challenge's nonce, where NVML gives one
-/// (Hopper and later, with a driver that offers it): the checker verifies it apart from the
-/// verdict. GPU `i` of the challenge is NVML device `i`, as it is CUDA device `i`.
-fn attach_attestations(opening: &mut NodeOpening, params: &[&Params]) {
+/// (Hopper and later, with a driver that offers it): the checker verifies it. GPU `i` of the
+/// challenge is the card at `addresses[i]`, the one that computed its answer.
+fn attach_attestations(opening: &mut NodeOpening, params: &[&Params], addresses: &[String]) {
     use mcjs_challenge::attestation::{GpuEvidence, attestation_nonce, certificates_from_pem};
     for (i, (gpu, p)) in opening.gpus.iter_mut().zip(params).enumerate() {
+        let Some(address) = addresses.get(i) else {
+            break;
+        };
         let nonce = attestation_nonce(&p.seed);
-        let evidence =
-            mcjs_hal::probe::nvml::gpu_attestation(None, i as u32, nonce).and_then(|e| {
-                Ok(GpuEvidence {
-                    report: e.report,
-                    certificates: certificates_from_pem(&e.certificate_chain_pem)
-                        .map_err(|e| e.to_string())?,
-                })
-            });
+        let evidence = mcjs_hal::probe::nvml::gpu_attestation(None, address, nonce).and_then(|e| {
+            Ok(GpuEvidence {
+                report: e.report,
+                certificates: certificates_from_pem(&e.certificate_chain_pem)
+                    .map_err(|e| e.to_string())?,
+            })
+        });
         match evidence {
             Ok(evidence) => gpu.attestation = Some(evidence),
             Err(why) => tracing::debug!(gpu = i, %why, "no attestation evidence"),
@@ -121,6 +136,8 @@ fn cpu_can_answer(params: &[Params], node: &Node) -> Result<(), String> {
 struct Answering {
     requested_slot: u64,
     prover: Option<NodeProver<Box<dyn Backend + Send>>>,
+    /// The PCI addresses of the GPUs challenged, in order (empty where none is seen).
+    addresses: Vec<String>,
     opening: Option<NodeOpening>,
     sent_at: Option<Instant>,
     /// Nothing more can be done for this challenge (too large, or this process lost the
@@ -133,6 +150,7 @@ impl Answering {
         Self {
             requested_slot,
             prover: None,
+            addresses: Vec::new(),
             opening: None,
             sent_at: None,
             given_up: false,
@@ -221,9 +239,21 @@ async fn step<C: AgentChain, E: ContainerEngine>(
                 };
                 let params = params_of(&MEASURED, &s.node, node, challenge, &seed)
                     .map_err(|e| StepError::Work(e.to_string()))?;
-                let gpus = tokio::task::spawn_blocking(open_gpus_for(params.len()))
+                let mut addresses = tokio::task::spawn_blocking(challenge_addresses)
                     .await
                     .map_err(|e| StepError::Work(e.to_string()))?;
+                addresses.truncate(params.len());
+                let gpus = if addresses.len() < params.len() {
+                    Err(format!(
+                        "{} GPUs are seen here and {} were challenged",
+                        addresses.len(),
+                        params.len()
+                    ))
+                } else {
+                    tokio::task::spawn_blocking(open_gpus_at(addresses.clone()))
+                        .await
+                        .map_err(|e| StepError::Work(e.to_string()))?
+                };
                 let backends = match gpus {
                     Ok(gpus) => gpus,
                     Err(why) => {
@@ -251,6 +281,7 @@ async fn step<C: AgentChain, E: ContainerEngine>(
                     "challenge product computed"
                 );
                 a.prover = Some(prover);
+                a.addresses = addresses;
             }
             let commitment = a.prover.as_ref().expect("computed").commitment();
             s.chain
@@ -309,9 +340,10 @@ async fn step<C: AgentChain, E: ContainerEngine>(
                         "this process did not run the held passes answered (restarted?)".into(),
                     ));
                 };
+                let addresses = a.addresses.clone();
                 let opening = tokio::task::spawn_blocking(move || {
                     let mut opening = prover.open(&open_seed)?;
-                    attach_attestations(&mut opening, &prover.params());
+                    attach_attestations(&mut opening, &prover.params(), &addresses);
                     Ok::<_, mcjs_challenge::ProverError>(opening)
                 })
                 .await

@@ -83,6 +83,30 @@ impl CudaDevice {
         CudaContext::device_count().map_or(0, |n| usize::try_from(n).unwrap_or(0))
     }
 
+    /// The PCI address of each GPU the driver sees, by ordinal, as `dddd:bb:dd.0` (lowercase
+    /// hex, NVML's canonical form): CUDA numbers cards fastest first unless told otherwise,
+    /// NVML in PCI order, so a card is matched by its address ([`super::ordinals_by_address`]).
+    pub fn pci_bus_ids() -> Result<Vec<String>, BackendError> {
+        use cudarc::driver::result::device;
+        use cudarc::driver::sys::CUdevice_attribute as A;
+        (0..Self::count())
+            .map(|ordinal| {
+                let dev = device::get(ordinal as i32).map_err(device_error("opening the GPU"))?;
+                // SAFETY: `dev` was returned by `device::get`.
+                let read = |attribute| unsafe {
+                    device::get_attribute(dev, attribute)
+                        .map_err(device_error("reading its PCI address"))
+                };
+                Ok(format!(
+                    "{:04x}:{:02x}:{:02x}.0",
+                    read(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+                    read(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+                    read(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?
+                ))
+            })
+            .collect()
+    }
+
     /// GPU `ordinal`, with the kernels compiled for it.
     pub fn open(ordinal: usize) -> Result<Self, BackendError> {
         let missing = Self::missing_libraries();

@@ -116,6 +116,41 @@ pub trait Device {
     ) -> Result<(), BackendError>;
 }
 
+/// For each GPU of a challenge (its PCI address, in the challenge's order), the CUDA ordinal
+/// of the card at that address (`cuda`: the addresses CUDA gives, by ordinal). Addresses are
+/// compared as the numbers `domain:bus:device` (in any case and width; the function is
+/// ignored); a GPU CUDA does not see, an address that does not read, or one given twice, is
+/// an error: the card that computes GPU `i`'s answer must
+/// be the one whose attestation is read for it.
+pub fn ordinals_by_address(challenge: &[String], cuda: &[String]) -> Result<Vec<usize>, String> {
+    // (domain, bus, device) as numbers: NVML writes an eight-digit domain, CUDA none.
+    let device = |address: &str| -> Option<(u32, u32, u32)> {
+        let parts: Vec<&str> = address.trim().split(':').collect();
+        let (domain, bus, devfn) = match parts.as_slice() {
+            [domain, bus, devfn] => (*domain, *bus, *devfn),
+            [bus, devfn] => ("0", *bus, *devfn),
+            _ => return None,
+        };
+        let dev = devfn.split_once('.').map_or(devfn, |(dev, _)| dev);
+        let hex = |s: &str| u32::from_str_radix(s, 16).ok();
+        Some((hex(domain)?, hex(bus)?, hex(dev)?))
+    };
+    let seen: Vec<Option<(u32, u32, u32)>> = cuda.iter().map(|a| device(a)).collect();
+    let mut ordinals = Vec::with_capacity(challenge.len());
+    for (gpu, address) in challenge.iter().enumerate() {
+        let wanted = device(address);
+        let ordinal = seen
+            .iter()
+            .position(|a| a.is_some() && *a == wanted)
+            .ok_or_else(|| format!("GPU {gpu} ({address}) is not among the GPUs CUDA sees"))?;
+        if ordinals.contains(&ordinal) {
+            return Err(format!("GPU {gpu} ({address}) is named twice"));
+        }
+        ordinals.push(ordinal);
+    }
+    Ok(ordinals)
+}
+
 /// A digest as the kernels take a ChaCha key: eight little-endian words.
 pub(crate) fn key_words(key: &Digest) -> [u32; 8] {
     std::array::from_fn(|i| u32::from_le_bytes(key[4 * i..4 * i + 4].try_into().expect("4")))
@@ -340,5 +375,43 @@ impl<D: Device> Backend for KernelBackend<D> {
         )?;
         let row = device.download(&kept.panel_c, 0, kept.width as usize)?;
         Ok(row.into_iter().map(|v| v as i32).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ordinals_by_address;
+
+    fn addresses(list: &[&str]) -> Vec<String> {
+        list.iter().map(|a| a.to_string()).collect()
+    }
+
+    /// CUDA numbers the faster card first; the challenge's order is the addresses'.
+    #[test]
+    fn each_gpu_is_computed_on_the_card_at_its_address() {
+        let challenge = addresses(&["0000:01:00.0", "0000:41:00.0", "0000:81:00.0"]);
+        let cuda = addresses(&["0000:81:00.0", "0000:01:00.0", "0000:41:00.0"]);
+        assert_eq!(ordinals_by_address(&challenge, &cuda), Ok(vec![1, 2, 0]));
+        // NVML's eight-digit domain, upper case and a missing function read the same.
+        let nvml = addresses(&["00000000:01:00.0", "00000000:4A:00.0"]);
+        assert_eq!(
+            ordinals_by_address(&nvml, &addresses(&["0000:4a:00", "0000:01:00.0"])),
+            Ok(vec![1, 0])
+        );
+    }
+
+    #[test]
+    fn a_gpu_cuda_does_not_see_or_one_named_twice_is_refused() {
+        let cuda = addresses(&["0000:01:00.0", "0000:02:00.0"]);
+        let missing = ordinals_by_address(&addresses(&["0000:03:00.0"]), &cuda).unwrap_err();
+        assert!(missing.contains("GPU 0 (0000:03:00.0)"), "{missing}");
+        let twice =
+            ordinals_by_address(&addresses(&["0000:02:00.0", "0000:02:00.0"]), &cuda).unwrap_err();
+        assert!(twice.contains("GPU 1"), "{twice}");
+        let garbled = ordinals_by_address(&addresses(&["gpu0"]), &addresses(&["gpu0"]));
+        assert!(
+            garbled.is_err(),
+            "an address that does not read matches nothing"
+        );
     }
 }

@@ -71,13 +71,12 @@ pub struct AttestationEvidence {
     pub certificate_chain_pem: Vec<u8>,
 }
 
-/// Asks GPU `index` for its attestation report over `nonce` and its certificate chain.
-/// Errors name what failed; a GPU or driver without attestation answers "not supported".
-pub fn gpu_attestation(
+/// Runs `work` on an initialised NVML (`lib_path` overrides the system library), shutting it
+/// down after where the library can.
+fn with_nvml<T>(
     lib_path: Option<&std::path::Path>,
-    index: u32,
-    nonce: [u8; 32],
-) -> Result<AttestationEvidence, String> {
+    work: impl FnOnce(&Nvml) -> Result<T, String>,
+) -> Result<T, String> {
     let mut builder = Nvml::builder();
     if let Some(path) = lib_path {
         builder.lib_path(path.as_os_str());
@@ -87,25 +86,77 @@ pub fn gpu_attestation(
         |p| p.display().to_string(),
     );
     let nvml = ManuallyDrop::new(builder.init().map_err(|e| init_failure(&library, &e))?);
-    let evidence = (|| {
+    let result = work(&nvml);
+    if nvml.lib().nvmlShutdown.is_ok() {
+        drop(ManuallyDrop::into_inner(nvml));
+    }
+    result
+}
+
+/// The PCI address of each GPU NVML sees, in the canonical form
+/// ([`crate::normalize::pci_bus_id`]), sorted: the order of a node's GPUs in its profile and
+/// in its hardware challenge (GPU `i` of a challenge is the `i`-th here, whatever order CUDA
+/// or NVML number them in).
+pub fn gpu_pci_bus_ids(lib_path: Option<&std::path::Path>) -> Result<Vec<String>, String> {
+    with_nvml(lib_path, |nvml| {
+        let count = nvml
+            .device_count()
+            .map_err(|e| format!("cannot count devices ({e})"))?;
+        let mut ids = (0..count)
+            .map(|index| pci_bus_id_of(nvml, index))
+            .collect::<Result<Vec<_>, _>>()?;
+        ids.sort();
+        Ok(ids)
+    })
+}
+
+fn pci_bus_id_of(nvml: &Nvml, index: u32) -> Result<String, String> {
+    let device = nvml
+        .device_by_index(index)
+        .map_err(|e| format!("gpu {index}: cannot open it ({e})"))?;
+    let info = device
+        .pci_info()
+        .map_err(|e| format!("gpu {index}: cannot read its pci address ({e})"))?;
+    Ok(crate::normalize::pci_bus_id(&info.bus_id))
+}
+
+/// Asks the GPU at PCI address `pci_bus_id` (any form [`crate::normalize::pci_bus_id`]
+/// reads) for its attestation report over `nonce` and its certificate chain: the card that
+/// answered a challenge is found by its address, not by an index another library may number
+/// differently. Errors name what failed; a GPU or driver without attestation answers "not
+/// supported".
+pub fn gpu_attestation(
+    lib_path: Option<&std::path::Path>,
+    pci_bus_id: &str,
+    nonce: [u8; 32],
+) -> Result<AttestationEvidence, String> {
+    let wanted = crate::normalize::pci_bus_id(pci_bus_id);
+    with_nvml(lib_path, |nvml| {
+        let count = nvml
+            .device_count()
+            .map_err(|e| format!("cannot count devices ({e})"))?;
+        let mut found = None;
+        for index in 0..count {
+            if pci_bus_id_of(nvml, index)? == wanted {
+                found = Some(index);
+                break;
+            }
+        }
+        let index = found.ok_or_else(|| format!("no gpu at pci {wanted}"))?;
         let device = nvml
             .device_by_index(index)
-            .map_err(|e| format!("gpu {index}: cannot open it ({e})"))?;
+            .map_err(|e| format!("gpu {wanted}: cannot open it ({e})"))?;
         let report = device
             .confidential_compute_gpu_attestation_report(nonce)
-            .map_err(|e| format!("gpu {index}: no attestation report ({e})"))?;
+            .map_err(|e| format!("gpu {wanted}: no attestation report ({e})"))?;
         let chain = device
             .confidential_compute_gpu_certificate()
-            .map_err(|e| format!("gpu {index}: no attestation certificate ({e})"))?;
+            .map_err(|e| format!("gpu {wanted}: no attestation certificate ({e})"))?;
         Ok(AttestationEvidence {
             report: report.attestation_report,
             certificate_chain_pem: chain.attestation_cert_chain,
         })
-    })();
-    if nvml.lib().nvmlShutdown.is_ok() {
-        drop(ManuallyDrop::into_inner(nvml));
-    }
-    evidence
+    })
 }
 
 fn init_failure(library: &str, err: &NvmlError) -> String {
