@@ -131,6 +131,19 @@ fn challenge(
     index: usize,
     behaviour: Behaviour,
 ) -> ChallengeVerdict {
+    let (verdict, recorded) = challenge_recorded(env, provider, index, behaviour, None);
+    recorded.expect("record the verdict");
+    verdict
+}
+
+/// [`challenge`], the verdict sent with `attestation`: the verdict, and whether it landed.
+fn challenge_recorded(
+    env: &mut Env,
+    provider: &ProviderActor,
+    index: usize,
+    behaviour: Behaviour,
+    attestation: Option<GpuAttestation>,
+) -> (ChallengeVerdict, Outcome) {
     let node = provider.nodes[index];
     let operator = provider.operator(index).insecure_clone();
     request(env, &node).expect("request a challenge");
@@ -170,13 +183,26 @@ fn challenge(
     .unwrap();
     let (draws, answers) = answers_of(&challenge, open_seed).expect("both answers");
     let verdict = verdict_on_chain(&judge_node(&params, &draws, &answers, &opening));
+    let recorded = send_record(env, &node, verdict, attestation);
+    (verdict, recorded)
+}
+
+fn send_record(
+    env: &mut Env,
+    node: &Pubkey,
+    verdict: ChallengeVerdict,
+    attestation: Option<GpuAttestation>,
+) -> Outcome {
     let scheduler = env.scheduler.insecure_clone();
     env.send(
-        &[ix::record_challenge(&scheduler.pubkey(), &node, verdict)],
+        &[ix::record_challenge(
+            &scheduler.pubkey(),
+            node,
+            verdict,
+            attestation,
+        )],
         &[&scheduler],
     )
-    .expect("record the verdict");
-    verdict
 }
 
 fn honest_node() -> Behaviour {
@@ -273,6 +299,83 @@ fn an_honest_node_proves_its_class_and_liars_are_left_in_the_lowest() {
     let job = env.submit(&owner, job_for_any_node(5)).unwrap();
     env.assign(&job, &provider, 1)
         .expect("an unproven node takes a job that asks for no class");
+    env.assert_invariants();
+}
+
+fn attestation(chip: &[u8], ids: &[u64]) -> GpuAttestation {
+    let mut record = GpuAttestation {
+        chip: [0; MAX_CHIP_NAME],
+        device_ids: [0; MAX_ATTESTED_GPUS],
+        evidence: [9; 32],
+    };
+    record.chip[..chip.len()].copy_from_slice(chip);
+    record.device_ids[..ids.len()].copy_from_slice(ids);
+    record
+}
+
+/// The checker records what NVIDIA's attestation proved with a pass, and only a well-formed
+/// record with a pass: anything else is refused and the challenge stays as it was, to be
+/// recorded again.
+#[test]
+fn a_pass_keeps_the_cards_attested_and_a_bad_attestation_changes_nothing() {
+    let mut env = Env::with_params(params());
+    let provider = env.provider_with_nodes(200 * USDC, &[cpu_node(), cpu_node()], USDC);
+    let node = provider.nodes[0];
+    let (verdict, recorded) = challenge_recorded(
+        &mut env,
+        &provider,
+        0,
+        honest_node(),
+        // A card for a third GPU of a two-GPU node.
+        Some(attestation(b"GH100", &[0, 0x48B0_2D92_494B_ADF4, 7])),
+    );
+    assert!(matches!(verdict, ChallengeVerdict::Passed { .. }));
+    expect_error(recorded, McjsError::InvalidAttestation);
+    let before = env.node(&node).challenge;
+    for bad in [
+        attestation(b"GH100", &[5, 5]),  // one card named for both GPUs
+        attestation(b"GH100", &[]),      // no card at all
+        attestation(b"GH-100", &[5]),    // not letters and digits
+        attestation(b"", &[5]),          // no chip
+        attestation(b"GH\x00100", &[5]), // padding that is not all zero
+    ] {
+        expect_error(
+            send_record(&mut env, &node, verdict, Some(bad)),
+            McjsError::InvalidAttestation,
+        );
+        assert_eq!(
+            env.node(&node).challenge,
+            before,
+            "a refused record changes nothing"
+        );
+    }
+    assert!(before.in_flight.is_some() && before.proven.is_none());
+
+    let good = attestation(b"GH100", &[0x48B0_2D92_494B_ADF4, 0x1234]);
+    send_record(&mut env, &node, verdict, Some(good)).expect("a pass with its cards");
+    let proven = env.node(&node).challenge.proven.expect("proven");
+    assert_eq!(proven.attestation, Some(good));
+    assert_eq!(good.attested(), 2);
+
+    // A failed verdict carries no attestation: refused with one, recorded without.
+    let liar = provider.nodes[1];
+    let (verdict, recorded) = challenge_recorded(
+        &mut env,
+        &provider,
+        1,
+        Behaviour {
+            backend: other_seed,
+            commit_secs: 0,
+        },
+        Some(attestation(b"GH100", &[0x77])),
+    );
+    assert_eq!(
+        verdict,
+        ChallengeVerdict::Failed(ChallengeFailure::FreivaldsMismatch)
+    );
+    expect_error(recorded, McjsError::InvalidAttestation);
+    send_record(&mut env, &liar, verdict, None).expect("the failure without it");
+    assert_eq!(env.node(&liar).challenge.proven, None);
     env.assert_invariants();
 }
 
@@ -427,6 +530,7 @@ fn only_the_lease_holder_judges_and_only_the_operator_answers_in_turn() {
                 ChallengeVerdict::Passed {
                     held_kib_per_gpu: 1,
                 },
+                None,
             )],
             &[&scheduler],
         ),
@@ -438,6 +542,7 @@ fn only_the_lease_holder_judges_and_only_the_operator_answers_in_turn() {
                 &stranger.pubkey(),
                 &node,
                 ChallengeVerdict::Failed(ChallengeFailure::Unanswered),
+                None,
             )],
             &[&stranger],
         ),
@@ -448,6 +553,7 @@ fn only_the_lease_holder_judges_and_only_the_operator_answers_in_turn() {
             &scheduler.pubkey(),
             &node,
             ChallengeVerdict::Failed(ChallengeFailure::Unanswered),
+            None,
         )],
         &[&scheduler],
     )

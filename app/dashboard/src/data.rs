@@ -496,7 +496,14 @@ pub async fn node(client: &ChainClient, key: &Pubkey) -> Result<NodeView, DashEr
 pub fn hardware_proof(record: &mcjs::state::ChallengeRecord) -> String {
     use mcjs::state::ChallengeResult;
     let state = match (record.proven, record.last) {
-        (Some(p), _) => format!("proven by a hardware challenge at {}", p.at),
+        (Some(p), _) => match &p.attestation {
+            Some(a) => format!(
+                "proven by a hardware challenge at {}; {}",
+                p.at,
+                mcjs_client::challenge::attestation_summary(a, p.gpu_count)
+            ),
+            None => format!("proven by a hardware challenge at {}", p.at),
+        },
         (None, None) => "not challenged under this profile: the lowest class".to_string(),
         (None, Some(ChallengeResult::Unbounded)) => {
             "answered right, but the model has no measured bound: the lowest class".to_string()

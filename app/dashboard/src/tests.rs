@@ -230,6 +230,7 @@ fn the_node_page_shows_its_reliability_record_or_no_history() {
                 commit_secs: 9,
                 held_secs: 6,
                 at: 1_800,
+                attestation: None,
             }),
             last: Some(mcjs::state::ChallengeResult::Passed),
             ..Default::default()

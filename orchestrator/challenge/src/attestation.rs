@@ -40,6 +40,7 @@ use crate::hash::{Digest, sha256};
 pub const NVIDIA_DEVICE_IDENTITY_ROOT_PEM: &str =
     include_str!("attestation/nvidia-device-identity-ca.pem");
 
+const EVIDENCE_TAG: &[u8] = b"mcjs-challenge/1/attest-evidence";
 const NONCE_TAG: &[u8] = b"mcjs-challenge/1/attest";
 /// SPDM GET_MEASUREMENTS: the request's length (version, code, two params, nonce, slot).
 const REQUEST_LEN: usize = 37;
@@ -103,6 +104,28 @@ fn malformed(what: impl Into<String>) -> AttestationError {
 /// made after the request, for this GPU of this node.
 pub fn attestation_nonce(gpu_seed: &Digest) -> Digest {
     sha256(&[NONCE_TAG, gpu_seed])
+}
+
+/// What a record of attestation binds to: sha256 over each attested GPU's index, report and
+/// certificate chain, in order, every piece length-prefixed, so that whoever holds the
+/// evidence can tell it is what the checker verified.
+pub fn evidence_digest(evidence: &[(usize, &GpuEvidence)]) -> Digest {
+    use sha2::Digest as _;
+    let len = |n: usize| (n as u64).to_le_bytes();
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(EVIDENCE_TAG);
+    hasher.update(len(evidence.len()));
+    for (gpu, e) in evidence {
+        hasher.update(len(*gpu));
+        hasher.update(len(e.report.len()));
+        hasher.update(&e.report);
+        hasher.update(len(e.certificates.len()));
+        for certificate in &e.certificates {
+            hasher.update(len(certificate.len()));
+            hasher.update(certificate);
+        }
+    }
+    hasher.finalize().into()
 }
 
 /// Certificates from PEM text (NVML returns the chain so), in order.

@@ -3,15 +3,19 @@
 //! `record_challenge` takes. The scheduler (the checker), the agent (the node) and the
 //! auditors all go through here, so they read the record the same way.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use anchor_lang::prelude::Pubkey;
 use mcjs::state::{
-    ChallengeFailure, ChallengeSizing, ChallengeVerdict, HardwareChallenge, Node, slot_hash_after,
+    ChallengeFailure, ChallengeSizing, ChallengeVerdict, GpuAttestation, HardwareChallenge,
+    MAX_ATTESTED_GPUS, MAX_CHIP_NAME, Node, slot_hash_after,
 };
+use mcjs_challenge::attestation::{AttestationError, Attested, GpuEvidence, evidence_digest};
 use mcjs_challenge::bounds::BoundsTable;
 use mcjs_challenge::{
-    ClaimError, Draws, Failure, NodeAnswers, NodeClaim, Params, PhaseTimes, Sizing, Verdict,
+    ClaimError, Draws, Failure, NodeAnswers, NodeClaim, NodeOpening, Params, PhaseTimes, Sizing,
+    Verdict,
 };
 
 /// The challenge's sizing as the program records it, and back.
@@ -123,5 +127,233 @@ pub fn failure_on_chain(failure: &Failure) -> ChallengeFailure {
         Failure::BadProof { .. } => ChallengeFailure::BadProof,
         Failure::HeldMismatch { .. } => ChallengeFailure::HeldMismatch,
         Failure::FreivaldsMismatch { .. } => ChallengeFailure::FreivaldsMismatch,
+    }
+}
+
+/// The cards each node's standing proof attests, by device id, from nodes' accounts: a card
+/// is credited to one node at a time.
+pub fn attested_cards<'a>(
+    nodes: impl IntoIterator<Item = (&'a Pubkey, &'a Node)>,
+) -> HashMap<u64, Pubkey> {
+    let mut cards = HashMap::new();
+    for (key, node) in nodes {
+        let attestation = node.challenge.proven.and_then(|p| p.attestation);
+        for id in attestation.iter().flat_map(|a| a.device_ids) {
+            if id != 0 {
+                cards.entry(id).or_insert(*key);
+            }
+        }
+    }
+    cards
+}
+
+/// A device id as NVIDIA's identity certificate writes it (16 hex digits) as the chain keeps
+/// it; `None` for anything else, or 0.
+pub fn device_id_on_chain(device_id: &str) -> Option<u64> {
+    if device_id.is_empty() || device_id.len() > 16 {
+        return None;
+    }
+    u64::from_str_radix(device_id, 16)
+        .ok()
+        .filter(|id| *id != 0)
+}
+
+/// What the chain records of a node's attestation, from each GPU's checked evidence
+/// (`mcjs_challenge::attest_node`, in GPU order, the evidence in `opening`): each GPU whose
+/// evidence verified, of the first such GPU's chip, whose card no other node's proof holds
+/// (`elsewhere`, [`attested_cards`]) and that no earlier GPU of this node named, is credited
+/// with its device id. `None` when no GPU is. The second value says, per GPU not credited,
+/// why.
+pub fn attestation_on_chain(
+    node: &Pubkey,
+    checked: &[Option<Result<Attested, AttestationError>>],
+    opening: &NodeOpening,
+    elsewhere: &HashMap<u64, Pubkey>,
+) -> (Option<GpuAttestation>, Vec<(usize, String)>) {
+    let mut chip: Option<[u8; MAX_CHIP_NAME]> = None;
+    let mut device_ids = [0u64; MAX_ATTESTED_GPUS];
+    let mut credited: Vec<(usize, &GpuEvidence)> = Vec::new();
+    let mut refused = Vec::new();
+    for (gpu, result) in checked.iter().enumerate() {
+        let attested = match result {
+            None => continue,
+            Some(Err(why)) => {
+                refused.push((gpu, why.to_string()));
+                continue;
+            }
+            Some(Ok(attested)) => attested,
+        };
+        let Some(evidence) = opening.gpus.get(gpu).and_then(|g| g.attestation.as_ref()) else {
+            continue;
+        };
+        let why = (|| {
+            if gpu >= MAX_ATTESTED_GPUS {
+                return Err(format!("a node has at most {MAX_ATTESTED_GPUS} GPUs"));
+            }
+            let name = attested.chip.as_bytes();
+            if name.is_empty()
+                || name.len() > MAX_CHIP_NAME
+                || !name.iter().all(u8::is_ascii_alphanumeric)
+            {
+                return Err(format!("chip name {:?} cannot be recorded", attested.chip));
+            }
+            let mut this_chip = [0u8; MAX_CHIP_NAME];
+            this_chip[..name.len()].copy_from_slice(name);
+            if chip.is_some_and(|c| c != this_chip) {
+                return Err(format!(
+                    "chip {} is not the node's first attested GPU's",
+                    attested.chip
+                ));
+            }
+            let id = device_id_on_chain(&attested.device_id)
+                .ok_or_else(|| format!("device id {:?} cannot be recorded", attested.device_id))?;
+            if let Some(other) = elsewhere.get(&id).filter(|other| *other != node) {
+                return Err(format!(
+                    "card {} is attested for node {other}: one card is credited to one node",
+                    attested.device_id
+                ));
+            }
+            if device_ids.contains(&id) {
+                return Err(format!(
+                    "card {} is named by another of this node's GPUs",
+                    attested.device_id
+                ));
+            }
+            chip = Some(this_chip);
+            device_ids[gpu] = id;
+            Ok(())
+        })();
+        match why {
+            Ok(()) => credited.push((gpu, evidence)),
+            Err(why) => refused.push((gpu, why)),
+        }
+    }
+    let record = chip.map(|chip| GpuAttestation {
+        chip,
+        device_ids,
+        evidence: evidence_digest(&credited),
+    });
+    (record, refused)
+}
+
+/// The chip name an attestation record keeps, as text.
+pub fn chip_name(attestation: &GpuAttestation) -> String {
+    let end = attestation
+        .chip
+        .iter()
+        .position(|b| *b == 0)
+        .unwrap_or(MAX_CHIP_NAME);
+    String::from_utf8_lossy(&attestation.chip[..end]).into_owned()
+}
+
+/// "2 of 2 GPUs attested by NVIDIA (GH100)", for people.
+pub fn attestation_summary(attestation: &GpuAttestation, gpu_count: u8) -> String {
+    format!(
+        "{} of {gpu_count} GPUs attested by NVIDIA ({})",
+        attestation.attested(),
+        chip_name(attestation)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcjs_challenge::{GpuOpening, Opening};
+
+    fn evidence(byte: u8) -> GpuEvidence {
+        GpuEvidence {
+            report: vec![byte; 40],
+            certificates: vec![vec![byte; 8], vec![byte ^ 1; 8]],
+        }
+    }
+
+    fn opening(gpus: usize) -> NodeOpening {
+        NodeOpening {
+            gpus: (0..gpus)
+                .map(|i| GpuOpening {
+                    commitment: [0; 32],
+                    held_digest: [0; 32],
+                    opening: Opening {
+                        held_roots: Vec::new(),
+                        rows: Vec::new(),
+                    },
+                    attestation: Some(evidence(i as u8)),
+                })
+                .collect(),
+        }
+    }
+
+    fn card(chip: &str, id: &str) -> Option<Result<Attested, AttestationError>> {
+        Some(Ok(Attested {
+            chip: chip.into(),
+            device_id: id.into(),
+            driver_version: None,
+            vbios_version: None,
+            measurements: Vec::new(),
+        }))
+    }
+
+    #[test]
+    fn each_card_verified_is_recorded_once_for_one_node() {
+        let (node, other) = (Pubkey::new_unique(), Pubkey::new_unique());
+        let opening = opening(4);
+        let checked = vec![
+            card("GH100", "48B02D92494BADF4"),
+            card("GH100", "0000000000000A11"),
+            card("GH100", "48b02d92494badf4"), // the first card again
+            card("GH100", "00000000000000B2"),
+        ];
+        // Card B2 is held by another node's proof; A11 by this node's own last proof.
+        let elsewhere = HashMap::from([(0xB2, other), (0xA11, node)]);
+        let (record, refused) = attestation_on_chain(&node, &checked, &opening, &elsewhere);
+        let record = record.expect("two GPUs credited");
+        assert_eq!(
+            &record.device_ids[..5],
+            &[0x48B0_2D92_494B_ADF4, 0xA11, 0, 0, 0]
+        );
+        assert_eq!(chip_name(&record), "GH100");
+        assert_eq!(
+            record.evidence,
+            evidence_digest(&[(0, &evidence(0)), (1, &evidence(1))]),
+            "bound to the credited GPUs' evidence"
+        );
+        assert!(record.validate(4).is_ok(), "the program takes it");
+        let reasons: Vec<(usize, bool)> = refused
+            .iter()
+            .map(|(gpu, why)| (*gpu, why.contains("card")))
+            .collect();
+        assert_eq!(reasons, [(2, true), (3, true)]);
+        assert!(
+            refused[1].1.contains(&other.to_string()),
+            "{}",
+            refused[1].1
+        );
+    }
+
+    #[test]
+    fn evidence_refused_or_unrecordable_is_not_credited() {
+        let node = Pubkey::new_unique();
+        let opening = opening(6);
+        let checked = vec![
+            None,
+            Some(Err(AttestationError::Nonce)),
+            card("GH100", "not hex"),
+            card("GH100", "0"),
+            card("GH100", "148B02D92494BADF4"), // 17 digits
+            card("GH100 ", "01"),               // not letters and digits
+        ];
+        let (record, refused) = attestation_on_chain(&node, &checked, &opening, &HashMap::new());
+        assert_eq!(record, None);
+        assert_eq!(
+            refused.iter().map(|(gpu, _)| *gpu).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5]
+        );
+
+        // A second chip on the node is not the first's.
+        let checked = vec![card("GH100", "01"), card("AD102", "02")];
+        let (record, refused) = attestation_on_chain(&node, &checked, &opening, &HashMap::new());
+        assert_eq!(record.map(|r| r.attested()), Some(1));
+        assert_eq!(refused.len(), 1);
+        assert!(refused[0].1.contains("AD102"), "{}", refused[0].1);
     }
 }

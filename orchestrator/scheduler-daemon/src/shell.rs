@@ -150,7 +150,7 @@ pub struct Memory {
     challenges_requested_at: HashMap<Pubkey, i64>,
     /// Openings being judged, off the rounds: node → (the challenge's request slot, the
     /// judge's thread). A round records the verdict once the thread has ended.
-    judging: HashMap<Pubkey, (u64, tokio::task::JoinHandle<mcjs::state::ChallengeVerdict>)>,
+    judging: HashMap<Pubkey, (u64, tokio::task::JoinHandle<duties::Judged>)>,
 }
 
 /// How often the challenge duties consider requesting challenges (reading the chain's

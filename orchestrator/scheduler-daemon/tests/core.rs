@@ -115,6 +115,7 @@ fn proven(mut node: Node) -> Node {
         commit_secs: 9,
         held_secs: 6,
         at: T0,
+        attestation: None,
     });
     node.challenge.last = Some(ChallengeResult::Passed);
     node

@@ -185,4 +185,6 @@ pub enum McjsError {
     InvalidChallengeVerdict,
     #[msg("this job names a GPU model or a memory floor, and the node's profile is not proven by a hardware challenge (the Config requires proven hardware)")]
     UnprovenHardware,
+    #[msg("an attestation goes with a passing verdict only, names its chip in ASCII letters and digits, and gives a device id for at least one of the node's GPUs and none for a GPU it does not have, no id twice")]
+    InvalidAttestation,
 }

@@ -6,8 +6,8 @@ use anchor_lang::prelude::*;
 use crate::instructions::CheckerStep;
 use crate::state::{
     ChallengeSizing, ChallengeStep, ChallengeVerdict, CheckpointRecord, ConfigParams,
-    ConfigSnapshot, FailureCause, HardwareProfile, NodeStatus, PauseReason, SlotDraw,
-    VerificationOutcome, VerificationState,
+    ConfigSnapshot, FailureCause, GpuAttestation, HardwareProfile, NodeStatus, PauseReason,
+    SlotDraw, VerificationOutcome, VerificationState,
 };
 
 #[event]
@@ -329,6 +329,8 @@ pub struct ChallengeRecorded {
     pub commit_secs: Option<u32>,
     pub held_secs: Option<u32>,
     pub at: i64,
+    /// What NVIDIA's attestation proved of the node's GPUs (a pass only).
+    pub attestation: Option<GpuAttestation>,
 }
 
 /// An attested interval was drawn and handed to a verifier and a referee.

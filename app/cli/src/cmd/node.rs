@@ -421,9 +421,39 @@ struct HardwareProofView {
     /// this profile.
     #[serde(skip_serializing_if = "Option::is_none")]
     last: Option<String>,
+    /// What NVIDIA's attestation proved of the GPUs at the passing challenge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attestation: Option<AttestationView>,
     challenge_in_flight: bool,
     challenges_requested: u32,
     challenges_failed: u32,
+}
+
+#[derive(Serialize)]
+struct AttestationView {
+    chip: String,
+    /// Each GPU's card, as its identity certificate names it; `null` where not attested.
+    device_ids: Vec<Option<String>>,
+    /// sha256 of the evidence the checker verified, hex.
+    evidence: String,
+    #[serde(skip)]
+    summary: String,
+}
+
+impl AttestationView {
+    fn new(attestation: &mcjs::state::GpuAttestation, gpu_count: u8) -> Self {
+        Self {
+            chip: mcjs_client::challenge::chip_name(attestation),
+            device_ids: attestation
+                .device_ids
+                .iter()
+                .take(usize::from(gpu_count))
+                .map(|id| (*id != 0).then(|| format!("{id:016X}")))
+                .collect(),
+            evidence: hex::encode(attestation.evidence),
+            summary: mcjs_client::challenge::attestation_summary(attestation, gpu_count),
+        }
+    }
 }
 
 impl HardwareProofView {
@@ -434,6 +464,9 @@ impl HardwareProofView {
             held_kib_per_gpu: c.proven.map(|p| p.held_kib_per_gpu),
             proven_at: c.proven.map(|p| p.at),
             last: c.last.map(|l| format!("{l:?}")),
+            attestation: c
+                .proven
+                .and_then(|p| p.attestation.map(|a| AttestationView::new(&a, p.gpu_count))),
             challenge_in_flight: c.in_flight.is_some(),
             challenges_requested: c.requested,
             challenges_failed: c.failed,
@@ -450,6 +483,9 @@ impl fmt::Display for HardwareProofView {
                 kib / 1024
             )?,
             _ => write!(f, "not proven by a hardware challenge (the lowest class)")?,
+        }
+        if let Some(attestation) = &self.attestation {
+            write!(f, "; {}", attestation.summary)?;
         }
         if let Some(last) = &self.last {
             write!(f, "; last verdict {last}")?;

@@ -40,11 +40,13 @@ pub fn answer_challenge(
     )
 }
 
-/// The scheduler (the lease holder, as the checker) records its verdict.
+/// The scheduler (the lease holder, as the checker) records its verdict, and with a pass what
+/// NVIDIA's attestation proved of the node's GPUs (`challenge::attestation_on_chain`).
 pub fn record_challenge(
     scheduler: &Pubkey,
     node: &Pubkey,
     verdict: mcjs::state::ChallengeVerdict,
+    attestation: Option<mcjs::state::GpuAttestation>,
 ) -> Instruction {
     build(
         acc::RecordChallenge {
@@ -55,7 +57,10 @@ pub fn record_challenge(
             slot_hashes: anchor_lang::compat::solana_sysvar::slot_hashes::ID,
         },
         data::RecordChallenge {
-            args: args::RecordChallengeArgs { verdict },
+            args: args::RecordChallengeArgs {
+                verdict,
+                attestation,
+            },
         },
     )
 }

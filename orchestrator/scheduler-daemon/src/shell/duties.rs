@@ -189,7 +189,7 @@ impl<C: DaemonChain> Daemon<C> {
                     ix::request_challenge(&me, &node, policy.sizing)
                 }
                 ChallengeAction::Record { node, verdict } => {
-                    ix::record_challenge(&me, &node, verdict)
+                    ix::record_challenge(&me, &node, verdict, None)
                 }
                 ChallengeAction::Judge {
                     node,
@@ -198,7 +198,7 @@ impl<C: DaemonChain> Daemon<C> {
                     overdue,
                 } => {
                     let slot = challenge.requested_slot;
-                    let verdict = match memory.judging.get(&node) {
+                    let (verdict, attestation) = match memory.judging.get(&node) {
                         // Judged already (or being judged): recorded once the judge is done.
                         Some((judged, judge)) if *judged == slot => {
                             if !judge.is_finished() {
@@ -206,7 +206,7 @@ impl<C: DaemonChain> Daemon<C> {
                             }
                             let (_, judge) = memory.judging.remove(&node).expect("present");
                             match judge.await {
-                                Ok(verdict) => verdict,
+                                Ok(judged) => judged,
                                 Err(error) => {
                                     warn!(%node, %error, "judging a hardware challenge failed");
                                     continue;
@@ -229,6 +229,12 @@ impl<C: DaemonChain> Daemon<C> {
                                     else {
                                         continue;
                                     };
+                                    let elsewhere = mcjs_client::challenge::attested_cards(
+                                        nodes
+                                            .iter()
+                                            .filter(|(k, _)| *k != node)
+                                            .map(|(k, n)| (k, n)),
+                                    );
                                     // The checker's only heavy work (B·r, O(n²) per GPU, about
                                     // 2.5 s of a core per GPU at full size): on a blocking
                                     // thread that no round waits for; a later round records.
@@ -239,20 +245,26 @@ impl<C: DaemonChain> Daemon<C> {
                                             &challenge,
                                             open_seed,
                                             &opening,
+                                            &elsewhere,
                                         )
                                     });
                                     memory.judging.insert(node, (slot, judge));
                                     continue;
                                 }
                                 None if overdue => {
-                                    ChallengeVerdict::Failed(ChallengeFailure::Unanswered)
+                                    (ChallengeVerdict::Failed(ChallengeFailure::Unanswered), None)
                                 }
                                 None => continue,
                             }
                         }
                     };
-                    info!(%node, verdict = %mcjs_client::history::challenge_verdict(&verdict), "hardware challenge judged");
-                    ix::record_challenge(&me, &node, verdict)
+                    info!(
+                        %node,
+                        verdict = %mcjs_client::history::challenge_verdict(&verdict),
+                        attested_gpus = attestation.map_or(0, |a| a.attested()),
+                        "hardware challenge judged"
+                    );
+                    ix::record_challenge(&me, &node, verdict, attestation)
                 }
             };
             if name == "request_challenge" {
@@ -271,69 +283,60 @@ impl<C: DaemonChain> Daemon<C> {
     }
 }
 
+/// A judge's result: the verdict, and with a pass what attestation the chain records.
+pub(super) type Judged = (ChallengeVerdict, Option<mcjs::state::GpuAttestation>);
+
 /// The scheduler's verdict on a node's opening: the challenge's parameters and draws from
-/// what the chain recorded, the opening from the agent (`mcjs_challenge::judge_node`).
+/// what the chain recorded, the opening from the agent (`mcjs_challenge::judge_node`); with
+/// a pass, each GPU's attestation evidence checked against its challenge's nonce and
+/// NVIDIA's root at the chain's time of the request, and the cards it proves that no other
+/// node's proof holds (`elsewhere`) recorded (`attestation_on_chain`). Evidence never
+/// changes the verdict: the time bounds prove the class; a card proves the chip and which
+/// card, not the SKU or the memory (docs/hardware-challenge.md).
 fn judge_opening(
     key: &Pubkey,
     node: &mcjs::state::Node,
     challenge: &mcjs::state::HardwareChallenge,
     open_seed: [u8; 32],
     opening: &mcjs_challenge::NodeOpening,
-) -> ChallengeVerdict {
-    use mcjs_client::challenge::{answers_of, params_of, verdict_on_chain};
+    elsewhere: &HashMap<u64, Pubkey>,
+) -> Judged {
+    use mcjs_client::challenge::{answers_of, attestation_on_chain, params_of, verdict_on_chain};
     let (Some(commit), Some((draws, answers))) =
         (challenge.commit, answers_of(challenge, open_seed))
     else {
-        return ChallengeVerdict::Failed(ChallengeFailure::Unanswered);
+        return (ChallengeVerdict::Failed(ChallengeFailure::Unanswered), None);
     };
-    match params_of(
+    let Ok(params) = params_of(
         &mcjs_challenge::bounds::MEASURED,
         key,
         node,
         challenge,
         &commit.seed.hash,
-    ) {
-        Ok(params) => {
-            log_attestations(key, &params, opening, challenge.requested_at);
-            verdict_on_chain(&mcjs_challenge::judge_node(
-                &params, &draws, &answers, opening,
-            ))
-        }
+    ) else {
         // A claim too small to size: nothing is proven.
-        Err(_) => ChallengeVerdict::Failed(ChallengeFailure::Malformed),
-    }
-}
-
-/// Each GPU's attestation evidence, checked against its challenge's nonce and NVIDIA's root
-/// at the chain's time of the request. It does not change the verdict (the time bounds
-/// prove the class; evidence is optional and proves the chip, not the SKU or the memory,
-/// docs/hardware-challenge.md): what it proves is logged for the operator and the audit.
-fn log_attestations(
-    key: &Pubkey,
-    params: &[mcjs_challenge::Params],
-    opening: &mcjs_challenge::NodeOpening,
-    at_unix: i64,
-) {
-    for (gpu, result) in mcjs_challenge::attest_node(params, opening, at_unix)
-        .into_iter()
-        .enumerate()
-    {
-        match result {
-            None => {}
-            Some(Ok(attested)) => tracing::info!(
+        return (ChallengeVerdict::Failed(ChallengeFailure::Malformed), None);
+    };
+    let verdict = verdict_on_chain(&mcjs_challenge::judge_node(
+        &params, &draws, &answers, opening,
+    ));
+    let checked = mcjs_challenge::attest_node(&params, opening, challenge.requested_at);
+    for (gpu, attested) in checked.iter().enumerate() {
+        if let Some(Ok(attested)) = attested {
+            tracing::info!(
                 node = %key,
                 gpu,
                 chip = %attested.chip,
                 device = %attested.device_id,
                 driver = attested.driver_version.as_deref().unwrap_or("?"),
                 "GPU attested by NVIDIA's device identity"
-            ),
-            Some(Err(why)) => tracing::warn!(
-                node = %key,
-                gpu,
-                error = %why,
-                "GPU attestation evidence refused"
-            ),
+            );
         }
     }
+    let (attestation, refused) = attestation_on_chain(key, &checked, opening, elsewhere);
+    for (gpu, why) in refused {
+        tracing::warn!(node = %key, gpu, error = %why, "GPU attestation not credited");
+    }
+    let attestation = attestation.filter(|_| matches!(verdict, ChallengeVerdict::Passed { .. }));
+    (verdict, attestation)
 }

@@ -4,12 +4,16 @@ use anchor_lang::prelude::*;
 use crate::errors::McjsError;
 use crate::events::{emit_event, ChallengeRecorded};
 use crate::state::{
-    seeds::*, ChallengeVerdict, Config, Node, ProvenHardware, SchedulerLease, SlotDraw,
+    seeds::*, ChallengeVerdict, Config, GpuAttestation, Node, ProvenHardware, SchedulerLease,
+    SlotDraw,
 };
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct RecordChallengeArgs {
     pub verdict: ChallengeVerdict,
+    /// What NVIDIA's attestation proved of the node's GPUs, where the
+    /// checker verified any: with a passing verdict only.
+    pub attestation: Option<GpuAttestation>,
 }
 
 /// The Config and lease are the only ones (state/seeds.rs); the node is
@@ -46,7 +50,8 @@ impl RecordChallenge<'_> {
     /// GPU's answer, with the draws and times kept here). A pass proves the
     /// node's profile (its model's measured speed, and memory held up to
     /// the claim, never beyond it); any other verdict leaves the node of
-    /// the lowest class. The open seed (the first slot hash after the held
+    /// the lowest class. A pass may carry what NVIDIA's attestation proved
+    /// of the GPUs, kept with the proof. The open seed (the first slot hash after the held
     /// digest landed) is drawn here and logged, so that anyone can judge
     /// the same opening again.
     #[access_control(ctx.accounts.validate())]
@@ -68,6 +73,13 @@ impl RecordChallenge<'_> {
             None => None,
         };
         let answered = open_seed.is_some();
+        if let Some(attestation) = &args.attestation {
+            require!(
+                matches!(args.verdict, ChallengeVerdict::Passed { .. }),
+                McjsError::InvalidAttestation
+            );
+            attestation.validate(node.hardware.gpu_count)?;
+        }
         node.challenge.proven = match args.verdict {
             ChallengeVerdict::Passed { held_kib_per_gpu } => {
                 require!(
@@ -84,6 +96,7 @@ impl RecordChallenge<'_> {
                     commit_secs: commit_secs.unwrap_or(0),
                     held_secs: held_secs.unwrap_or(0),
                     at: now,
+                    attestation: args.attestation,
                 })
             }
             ChallengeVerdict::Unbounded => {
@@ -110,6 +123,7 @@ impl RecordChallenge<'_> {
             commit_secs,
             held_secs,
             at: now,
+            attestation: args.attestation,
         });
         Ok(())
     }

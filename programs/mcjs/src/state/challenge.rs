@@ -11,7 +11,7 @@
 use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
-use crate::state::slot_hash_after;
+use crate::state::{slot_hash_after, MAX_GPU_COUNT};
 
 /// The widest product a challenge may ask for (`mcjs_challenge::matrix::MAX_WIDTH`).
 pub const MAX_CHALLENGE_WIDTH: u32 = 32_768;
@@ -199,6 +199,67 @@ pub enum ChallengeVerdict {
     Failed(ChallengeFailure),
 }
 
+/// The longest chip name an attestation records (NVIDIA's identity
+/// certificates name the chip, e.g. `GH100`).
+pub const MAX_CHIP_NAME: usize = 8;
+/// One device id per GPU a node may have.
+pub const MAX_ATTESTED_GPUS: usize = MAX_GPU_COUNT as usize;
+
+/// What NVIDIA's attestation proved of a node's GPUs at a passed challenge,
+/// as the checker verified it (`mcjs_challenge::attestation`): each GPU's
+/// identity key, certified by NVIDIA's Device Identity CA, signed a report
+/// over a nonce drawn from that GPU's challenge seed. It proves a genuine
+/// card of the chip, and which card (its device id, unique per card); not
+/// the SKU or memory, nor that the card did the work: the class is the time
+/// bounds' to prove.
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
+pub struct GpuAttestation {
+    /// The chip the attested GPUs' certificates name, ASCII letters and
+    /// digits, zero padded.
+    pub chip: [u8; MAX_CHIP_NAME],
+    /// Each GPU's device id in the challenge's order; 0 where the GPU's
+    /// evidence was missing or refused, or its card is attested for another
+    /// node.
+    pub device_ids: [u64; MAX_ATTESTED_GPUS],
+    /// sha256 over the attested GPUs' reports and certificate chains
+    /// (`mcjs_challenge::attestation::evidence_digest`): binds the record
+    /// to the evidence the checker verified.
+    pub evidence: [u8; 32],
+}
+
+impl GpuAttestation {
+    /// A chip name, ids only for the node's GPUs, at least one, none twice.
+    pub fn validate(&self, gpu_count: u8) -> Result<()> {
+        let name_len = self
+            .chip
+            .iter()
+            .position(|b| *b == 0)
+            .unwrap_or(MAX_CHIP_NAME);
+        let chip_ok = name_len > 0
+            && self.chip[..name_len]
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric())
+            && self.chip[name_len..].iter().all(|b| *b == 0);
+        let gpus = usize::from(gpu_count).min(MAX_ATTESTED_GPUS);
+        let (ours, beyond) = self.device_ids.split_at(gpus);
+        // At most 16 ids: pairwise, with no allocation and no sort in the ELF.
+        let twice = ours
+            .iter()
+            .enumerate()
+            .any(|(i, id)| *id != 0 && ours[i + 1..].contains(id));
+        require!(
+            chip_ok && ours.iter().any(|id| *id != 0) && !twice && beyond.iter().all(|id| *id == 0),
+            McjsError::InvalidAttestation
+        );
+        Ok(())
+    }
+
+    /// How many of the node's GPUs are attested.
+    pub fn attested(&self) -> u8 {
+        self.device_ids.iter().filter(|id| **id != 0).count() as u8
+    }
+}
+
 /// What the node's last challenge proved, kept until its profile changes.
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
 pub struct ProvenHardware {
@@ -214,6 +275,8 @@ pub struct ProvenHardware {
     pub commit_secs: u32,
     pub held_secs: u32,
     pub at: i64,
+    /// The GPUs NVIDIA's attestation proved at this challenge, if any.
+    pub attestation: Option<GpuAttestation>,
 }
 
 /// The outcome of a node's last recorded challenge.
