@@ -62,8 +62,10 @@ const OPAQUE_VBIOS_VERSION: u16 = 6;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuEvidence {
     /// The attestation report: the SPDM request, then the signed response.
+    #[serde(with = "crate::wire::bytes")]
     pub report: Vec<u8>,
     /// The certificate chain, DER, the attestation key's first and the root last.
+    #[serde(with = "crate::wire::byte_lists")]
     pub certificates: Vec<Vec<u8>>,
 }
 

@@ -82,6 +82,7 @@ pub mod node;
 pub mod params;
 pub mod prover;
 pub mod verify;
+pub mod wire;
 
 #[cfg(any(test, feature = "adversaries"))]
 pub mod adversary;

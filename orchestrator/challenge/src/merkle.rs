@@ -17,6 +17,7 @@ pub struct MerkleTree {
 /// The siblings from a leaf to the root, lowest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MerkleProof {
+    #[serde(with = "crate::wire::digests")]
     pub siblings: Vec<Digest>,
 }
 

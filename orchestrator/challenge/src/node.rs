@@ -74,7 +74,9 @@ fn combine(tag: &[u8], parts: &[Digest]) -> Digest {
 /// One GPU's part of the node's opening.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuOpening {
+    #[serde(with = "crate::wire::digest")]
     pub commitment: Digest,
+    #[serde(with = "crate::wire::digest")]
     pub held_digest: Digest,
     pub opening: Opening,
     /// The GPU's attestation evidence over its challenge's nonce, where the card and its

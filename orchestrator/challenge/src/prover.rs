@@ -11,6 +11,7 @@ use crate::params::Params;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Opening {
     /// Every held pass's root, in order: the checker chains them to the held digest.
+    #[serde(with = "crate::wire::digests")]
     pub held_roots: Vec<Digest>,
     /// The rows [`Params::rows_to_open`] names, in its order.
     pub rows: Vec<OpenedRow>,
@@ -19,6 +20,7 @@ pub struct Opening {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenedRow {
     pub index: u64,
+    #[serde(with = "crate::wire::values")]
     pub values: Vec<i32>,
     /// The row's commitment leaf in the commitment.
     pub proof: MerkleProof,

@@ -306,6 +306,29 @@ fn open_challenge_opening(
 ) -> Result<(mcjs_client::Pubkey, ChallengeOpening), mcjs_protocol::Refusal> {
     use mcjs_protocol::Refusal;
     let request = mcjs_protocol::SignedRequest::parse(raw)?;
+    // An opening may be a hundred megabytes: who sent it is settled before it is parsed.
+    // The signer must be the operator key of a node with a challenge in flight (two map
+    // reads), and the signature good; only then is the message read.
+    let signer = mcjs_client::Pubkey::new_from_array(request.signer_key()?);
+    let speaks_for_one_in_flight = {
+        let directory = state
+            .directory
+            .read()
+            .map_err(|_| Refusal::Malformed("node directory poisoned".into()))?;
+        let challenged = state
+            .challenged
+            .read()
+            .map_err(|_| Refusal::Malformed("challenges poisoned".into()))?;
+        challenged
+            .keys()
+            .any(|node| directory.authorised(node) == Some(signer))
+    };
+    if !speaks_for_one_in_flight {
+        return Err(Refusal::UnknownNode(format!(
+            "with a hardware challenge in flight whose operator key is {signer}"
+        )));
+    }
+    request.verify(CHALLENGE_OPENING_PATH)?;
     let message: ChallengeOpening = request.message()?;
     let node: mcjs_client::Pubkey = message
         .node
@@ -317,14 +340,12 @@ fn open_challenge_opening(
         .map_err(|_| Refusal::Malformed("node directory poisoned".into()))?
         .authorised(&node)
         .ok_or_else(|| Refusal::UnknownNode(message.node.clone()))?;
-    let signer = mcjs_client::Pubkey::new_from_array(request.signer_key()?);
     if signer != authorised {
         return Err(Refusal::Foreign {
             node: message.node.clone(),
             signer: signer.to_string(),
         });
     }
-    request.verify(CHALLENGE_OPENING_PATH)?;
     mcjs_protocol::auth::check_fresh(message.sent_at_unix_ms, (state.clock)())?;
     let in_flight = state
         .challenged

@@ -716,7 +716,7 @@ async fn a_challenge_opening_is_kept_only_from_the_node_for_its_challenge_in_fli
                 held_roots: vec![[3; 32]; 64],
                 rows: vec![mcjs_challenge::OpenedRow {
                     index: 5,
-                    // About 4 MB of JSON.
+                    // About 2 MB of JSON.
                     values: vec![-123_456; 400_000],
                     proof: Default::default(),
                     pass: 0,
@@ -759,6 +759,35 @@ async fn a_challenge_opening_is_kept_only_from_the_node_for_its_challenge_in_fli
         assert_eq!(send(by, to, slot, sent_at).await, status);
         assert!(openings.lock().unwrap().is_empty(), "nothing kept");
     }
+    // Who sent it is settled before the message is read: a body that is no opening at all
+    // is refused for its signer (403) or its signature (401), never parsed (400).
+    let raw = |by: &Keypair, claimed: &Keypair| {
+        let body = "{ not an opening".to_string();
+        let signature = by.sign_message(&mcjs_protocol::auth::signing_bytes(
+            CHALLENGE_OPENING_PATH,
+            &body,
+        ));
+        let sealed = SignedRequest {
+            body,
+            signer: claimed.pubkey().to_string(),
+            signature: signature.to_string(),
+        };
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            http.post(format!("{url}{CHALLENGE_OPENING_PATH}"))
+                .json(&sealed)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(raw(&stranger, &stranger).await, 403);
+    assert_eq!(raw(&stranger, &key).await, 401);
+    assert_eq!(raw(&key, &key).await, 400, "signed by the node: then read");
+    assert!(openings.lock().unwrap().is_empty(), "nothing kept");
+
     assert_eq!(send(&key, node, 7, NOW).await, 202);
     let kept = openings.lock().unwrap();
     assert_eq!(kept.get(&node, 7), Some(&opening));

@@ -28,8 +28,12 @@ use mcjs_protocol::{CHALLENGE_OPENING_PATH, ChallengeOpening};
 const IN_FLIGHT_POLL: Duration = Duration::from_millis(400);
 const IDLE_POLL_WATCHED: Duration = Duration::from_secs(60);
 const IDLE_POLL: Duration = Duration::from_secs(2);
-/// How often the opening is sent again until the verdict is on chain.
+/// How soon the opening is sent again until the verdict is on chain: soon while a scheduler
+/// has not taken it (its round may not have seen the challenge yet), seldom once every one
+/// has (an opening is megabytes per GPU; it is sent again only in case a scheduler
+/// restarted and lost it).
 const RESEND_OPENING: Duration = Duration::from_secs(5);
+const RESEND_TAKEN_OPENING: Duration = Duration::from_secs(30);
 /// The longest product the CPU backend starts, by the CPU reference's measured rate: a
 /// longer one could not be answered in a scheduler's time, and its thread would go on
 /// taking the node's cores after the challenge was recorded unanswered and the node had
@@ -139,7 +143,8 @@ struct Answering {
     /// The PCI addresses of the GPUs challenged, in order (empty where none is seen).
     addresses: Vec<String>,
     opening: Option<NodeOpening>,
-    sent_at: Option<Instant>,
+    /// When the opening was last sent, and how soon to send it again.
+    sent_at: Option<(Instant, Duration)>,
     /// Nothing more can be done for this challenge (too large, or this process lost the
     /// product it committed to): the scheduler records it unanswered.
     given_up: bool,
@@ -351,25 +356,30 @@ async fn step<C: AgentChain, E: ContainerEngine>(
                 .map_err(|e| StepError::Work(e.to_string()))?;
                 a.opening = Some(opening);
             }
-            if a.sent_at.is_some_and(|at| at.elapsed() < RESEND_OPENING) {
+            if a.sent_at.is_some_and(|(at, again)| at.elapsed() < again) {
                 return Ok(());
             }
             let opening = a.opening.clone().expect("built");
-            send_opening(s, http, a.requested_slot, opening).await?;
-            a.sent_at = Some(Instant::now());
+            // Not sent again for a while whatever the answer: a refused opening is not
+            // uploaded again every poll.
+            a.sent_at = Some((Instant::now(), RESEND_OPENING));
+            if send_opening(s, http, a.requested_slot, opening).await? {
+                a.sent_at = Some((Instant::now(), RESEND_TAKEN_OPENING));
+            }
         }
     }
     Ok(())
 }
 
 /// Sends the opening, sealed with the node's operator key, to every scheduler this agent
-/// heartbeats to (whichever holds the lease judges it).
+/// heartbeats to (whichever holds the lease judges it). Whether every one took it; an error
+/// when none did.
 async fn send_opening<C: AgentChain, E: ContainerEngine>(
     s: &Arc<Shared<C, E>>,
     http: &reqwest::Client,
     requested_slot: u64,
     opening: NodeOpening,
-) -> Result<(), StepError> {
+) -> Result<bool, StepError> {
     let message = ChallengeOpening {
         node: s.node.to_string(),
         requested_slot,
@@ -383,7 +393,7 @@ async fn send_opening<C: AgentChain, E: ContainerEngine>(
     let sealed = SignedRequest::seal(CHALLENGE_OPENING_PATH, &message, &signer, |m| {
         s.chain.sign(m)
     });
-    let mut sent = false;
+    let (mut sent, mut refused) = (false, false);
     let mut last_error = String::from("no scheduler to send it to");
     for url in s
         .config
@@ -395,18 +405,26 @@ async fn send_opening<C: AgentChain, E: ContainerEngine>(
         match http.post(&endpoint).json(&sealed).send().await {
             Ok(response) if response.status().is_success() => sent = true,
             Ok(response) => {
+                refused = true;
                 last_error = format!(
                     "{endpoint}: {} {}",
                     response.status(),
                     response.text().await.unwrap_or_default()
                 )
             }
-            Err(error) => last_error = format!("{endpoint}: {error}"),
+            Err(error) => {
+                refused = true;
+                last_error = format!("{endpoint}: {error}");
+            }
         }
     }
     if sent {
-        tracing::info!("challenge opening sent");
-        Ok(())
+        if refused {
+            tracing::info!(%last_error, "challenge opening sent; a scheduler did not take it");
+        } else {
+            tracing::info!("challenge opening sent");
+        }
+        Ok(!refused)
     } else {
         Err(StepError::Work(format!(
             "the opening was not taken: {last_error}"
