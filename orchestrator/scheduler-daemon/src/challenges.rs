@@ -29,13 +29,16 @@ pub struct ChallengePolicy {
     /// measured bound) before the node is challenged again.
     pub retry_secs: i64,
     /// Mean seconds between unannounced re-checks of a proven node (0: none). Each round
-    /// draws each proven node with probability `round_secs / recheck_secs` from the newest
-    /// slot hash, so a node cannot tell when the next comes.
+    /// draws each provider with probability `round_secs / recheck_secs` from the newest
+    /// slot hash, so a node cannot tell when the next comes, and a drawn provider's proven
+    /// nodes are all challenged at once: one card cannot answer for several nodes in turn.
     pub recheck_secs: i64,
     /// The reconcile period, seconds (for the re-check draw).
     pub round_secs: i64,
     /// Challenges in flight at once, fleet-wide: each holds its node's GPUs, and its
-    /// opening is held in the scheduler's memory until judged.
+    /// opening is held in the scheduler's memory until judged. A drawn provider's re-checks
+    /// go out together while any room is left, so one provider may take the count over by
+    /// its node count less one.
     pub max_in_flight: usize,
     /// The least seconds between two requests of one node, whatever happened between: a
     /// node that changes its profile (which voids the challenge in flight, and makes it
@@ -116,7 +119,7 @@ impl ChallengeAction {
     }
 }
 
-/// The round's challenge duties, node by node.
+/// The round's challenge duties, node by node; a drawn provider's re-checks all at once.
 pub fn challenge_duties(obs: &ChallengeObservation<'_>) -> Vec<ChallengeAction> {
     let policy = obs.policy;
     let mut actions = Vec::new();
@@ -125,6 +128,8 @@ pub fn challenge_duties(obs: &ChallengeObservation<'_>) -> Vec<ChallengeAction> 
         .iter()
         .filter(|(_, node)| node.challenge.in_flight.is_some())
         .count();
+    // Re-checks by provider, in the order each provider's first node comes.
+    let mut rechecks: Vec<(Pubkey, Vec<Pubkey>)> = Vec::new();
     for (key, node) in obs.nodes {
         match &node.challenge.in_flight {
             Some(challenge) => {
@@ -132,14 +137,41 @@ pub fn challenge_duties(obs: &ChallengeObservation<'_>) -> Vec<ChallengeAction> 
                     actions.push(action);
                 }
             }
-            None if policy.enabled && flying < policy.max_in_flight && due(obs, key, node) => {
-                flying += 1;
-                actions.push(ChallengeAction::Request { node: *key })
-            }
-            None => {}
+            None if !policy.enabled => {}
+            None => match due(obs, key, node) {
+                Due::Now if flying < policy.max_in_flight => {
+                    flying += 1;
+                    actions.push(ChallengeAction::Request { node: *key })
+                }
+                Due::Recheck => match rechecks.iter_mut().find(|(p, _)| *p == node.provider) {
+                    Some((_, keys)) => keys.push(*key),
+                    None => rechecks.push((node.provider, vec![*key])),
+                },
+                Due::Now | Due::No => {}
+            },
         }
     }
+    for (_, keys) in rechecks {
+        if flying >= policy.max_in_flight {
+            break;
+        }
+        flying += keys.len();
+        actions.extend(
+            keys.into_iter()
+                .map(|node| ChallengeAction::Request { node }),
+        );
+    }
     actions
+}
+
+/// Whether a node with no challenge in flight is challenged this round.
+enum Due {
+    No,
+    /// Never challenged under its profile, or its last verdict proved nothing and the
+    /// retry time has passed.
+    Now,
+    /// Proven, and its provider drawn for an unannounced re-check.
+    Recheck,
 }
 
 fn in_flight(
@@ -175,11 +207,12 @@ fn in_flight(
 
 /// Whether a node with no challenge in flight is challenged now: a free, live node never
 /// challenged under its profile (just registered, or its profile changed), one whose last
-/// verdict proved nothing once the retry time has passed, and a proven one at random.
-fn due(obs: &ChallengeObservation<'_>, key: &Pubkey, node: &Node) -> bool {
+/// verdict proved nothing once the retry time has passed, and a proven one when its
+/// provider is drawn.
+fn due(obs: &ChallengeObservation<'_>, key: &Pubkey, node: &Node) -> Due {
     let free = node.status == NodeStatus::Available && node.current_job.is_none();
     if !free || !obs.alive.contains(key) {
-        return false;
+        return Due::No;
     }
     let policy = obs.policy;
     if obs
@@ -187,28 +220,37 @@ fn due(obs: &ChallengeObservation<'_>, key: &Pubkey, node: &Node) -> bool {
         .get(key)
         .is_some_and(|at| obs.now.saturating_sub(*at) < policy.request_spacing_secs)
     {
-        return false;
+        return Due::No;
     }
     let since = obs.now.saturating_sub(node.challenge.last_at);
     match node.challenge.last {
-        None => true,
+        None => Due::Now,
         Some(ChallengeResult::Passed) => {
-            policy.recheck_secs > 0 && drawn(obs.slot_hashes, key, policy)
+            if policy.recheck_secs > 0 && drawn(obs.slot_hashes, &node.provider, policy) {
+                Due::Recheck
+            } else {
+                Due::No
+            }
         }
-        Some(ChallengeResult::Unbounded | ChallengeResult::Failed(_)) => since >= policy.retry_secs,
+        Some(ChallengeResult::Unbounded | ChallengeResult::Failed(_))
+            if since >= policy.retry_secs =>
+        {
+            Due::Now
+        }
+        Some(_) => Due::No,
     }
 }
 
-/// The unannounced re-check: `sha256(newest slot hash ‖ node)` below the share
-/// `round_secs / recheck_secs` of the u64 range.
-fn drawn(slot_hashes: &[u8], key: &Pubkey, policy: &ChallengePolicy) -> bool {
+/// The unannounced re-check of a provider's nodes: `sha256(newest slot hash ‖ provider)`
+/// below the share `round_secs / recheck_secs` of the u64 range.
+fn drawn(slot_hashes: &[u8], provider: &Pubkey, policy: &ChallengePolicy) -> bool {
     let Some(newest) = slot_hashes.get(16..48) else {
         return false;
     };
     let digest = Sha256::new()
         .chain_update(b"mcjs-challenge/1/recheck")
         .chain_update(newest)
-        .chain_update(key.as_ref())
+        .chain_update(provider.as_ref())
         .finalize();
     let draw = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"));
     let share = u128::from(u64::MAX) * policy.round_secs.max(1) as u128

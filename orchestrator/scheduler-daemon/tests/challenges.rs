@@ -163,6 +163,62 @@ fn a_verdict_that_proved_nothing_is_retried_after_its_time_and_a_proof_at_random
     );
 }
 
+/// Re-checks are drawn by provider: a drawn provider's proven, free, live nodes are all
+/// challenged in the same round (past `max_in_flight`, which would otherwise let one card
+/// answer for them in turn), its busy node is not, and another provider is drawn apart.
+#[test]
+fn a_drawn_providers_proven_nodes_are_rechecked_all_at_once() {
+    let (a, b) = (key(30), key(31));
+    let proven = |provider| {
+        let mut n = node(provider, 81_920);
+        n.challenge.last = Some(ChallengeResult::Passed);
+        n.challenge.last_at = T0;
+        n
+    };
+    let a_nodes = [key(20), key(21), key(22)];
+    let (b_node, a_busy) = (key(23), key(24));
+    let nodes = [
+        (a_nodes[0], proven(a)),
+        (b_node, proven(b)),
+        (a_nodes[1], proven(a)),
+        (a_busy, busy(proven(a), key(10))),
+        (a_nodes[2], proven(a)),
+    ];
+    let live = [a_nodes[0], a_nodes[1], a_nodes[2], b_node, a_busy];
+    let rare = ChallengePolicy {
+        recheck_secs: 50,
+        round_secs: 1,
+        max_in_flight: 1,
+        ..policy()
+    };
+    let (mut a_rounds, mut b_rounds, mut apart) = (0, 0, 0);
+    for slot in 0..4_000u64 {
+        let mut data = 1u64.to_le_bytes().to_vec();
+        data.extend(slot.to_le_bytes());
+        let mut hash = [0u8; 32];
+        hash[..8].copy_from_slice(&slot.to_le_bytes());
+        data.extend(hash);
+        let asked: HashSet<Pubkey> = duties(T0 + 1, &nodes, &live, &data, &rare)
+            .iter()
+            .map(ChallengeAction::node)
+            .collect();
+        let of_a = a_nodes.iter().filter(|k| asked.contains(k)).count();
+        assert!(
+            of_a == 0 || of_a == 3,
+            "round {slot}: {of_a} of the provider's 3 nodes asked"
+        );
+        assert!(!asked.contains(&a_busy), "a busy node is not challenged");
+        let b_asked = asked.contains(&b_node);
+        a_rounds += usize::from(of_a == 3);
+        b_rounds += usize::from(b_asked);
+        apart += usize::from((of_a == 3) != b_asked);
+    }
+    // About 80 rounds of 4,000 each (1 in 50).
+    assert!((40..=130).contains(&a_rounds), "{a_rounds}");
+    assert!((40..=130).contains(&b_rounds), "{b_rounds}");
+    assert!(apart > 60, "providers are drawn apart: {apart}");
+}
+
 #[test]
 fn an_answered_challenge_is_judged_once_its_open_slot_exists_and_a_silent_one_recorded() {
     let p = key(30);

@@ -84,6 +84,7 @@ pub struct SchedulerArgs {
     #[arg(long, default_value_t = 6 * 3_600)]
     pub challenge_retry_secs: i64,
     /// Mean seconds between unannounced re-checks of a proven node; 0: none.
+    /// Drawn by provider: all of a drawn provider's proven free nodes at once.
     #[arg(long, default_value_t = 7 * 24 * 3_600)]
     pub challenge_recheck_secs: i64,
     /// Size each claim as if its memory were 2^-N of it: 0 on a real
