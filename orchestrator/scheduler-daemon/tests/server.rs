@@ -726,19 +726,7 @@ async fn a_challenge_opening_is_kept_only_from_the_node_for_its_challenge_in_fli
             attestation: None,
         }],
     };
-    let send = |by: &Keypair, node: Pubkey, slot: u64, sent_at: i64| {
-        let message = ChallengeOpening {
-            node: node.to_string(),
-            requested_slot: slot,
-            sent_at_unix_ms: sent_at,
-            opening: opening.clone(),
-        };
-        let sealed = SignedRequest::seal(
-            CHALLENGE_OPENING_PATH,
-            &message,
-            &by.pubkey().to_bytes(),
-            |m| by.sign_message(m).into(),
-        );
+    let post = |sealed: SignedRequest| {
         let (http, url) = (http.clone(), url.clone());
         async move {
             http.post(format!("{url}{CHALLENGE_OPENING_PATH}"))
@@ -749,6 +737,20 @@ async fn a_challenge_opening_is_kept_only_from_the_node_for_its_challenge_in_fli
                 .status()
                 .as_u16()
         }
+    };
+    let send = |by: &Keypair, node: Pubkey, slot: u64, sent_at: i64| {
+        let message = ChallengeOpening {
+            node: node.to_string(),
+            requested_slot: slot,
+            sent_at_unix_ms: sent_at,
+            opening: opening.clone(),
+        };
+        post(SignedRequest::seal(
+            CHALLENGE_OPENING_PATH,
+            &message,
+            &by.pubkey().to_bytes(),
+            |m| by.sign_message(m).into(),
+        ))
     };
     for (by, to, slot, sent_at, status) in [
         (&stranger, node, 7, NOW, 403),
@@ -767,21 +769,11 @@ async fn a_challenge_opening_is_kept_only_from_the_node_for_its_challenge_in_fli
             CHALLENGE_OPENING_PATH,
             &body,
         ));
-        let sealed = SignedRequest {
+        post(SignedRequest {
             body,
             signer: claimed.pubkey().to_string(),
             signature: signature.to_string(),
-        };
-        let (http, url) = (http.clone(), url.clone());
-        async move {
-            http.post(format!("{url}{CHALLENGE_OPENING_PATH}"))
-                .json(&sealed)
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16()
-        }
+        })
     };
     assert_eq!(raw(&stranger, &stranger).await, 403);
     assert_eq!(raw(&stranger, &key).await, 401);
