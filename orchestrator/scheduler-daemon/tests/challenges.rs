@@ -297,3 +297,46 @@ fn a_node_is_asked_at_most_once_per_spacing_whatever_it_does_between() {
         vec![ChallengeAction::Request { node: n }]
     );
 }
+
+/// The cards other nodes' standing proofs hold, read from their accounts as the scheduler
+/// reads them before judging (`attested_cards`): a proof's non-zero device ids, none from a
+/// node without a proof or a proof without attestation.
+#[test]
+fn the_cards_attested_are_read_from_the_nodes_standing_proofs() {
+    let p = key(30);
+    let attested = |ids: &[u64]| {
+        let mut n = node(p, 81_920);
+        let mut device_ids = [0u64; MAX_ATTESTED_GPUS];
+        device_ids[..ids.len()].copy_from_slice(ids);
+        n.challenge.proven = Some(ProvenHardware {
+            gpu_count: 2,
+            vram_per_gpu_mib: 81_920,
+            held_kib_per_gpu: 1,
+            memory_shift: 0,
+            commit_secs: 1,
+            held_secs: 1,
+            at: T0,
+            attestation: Some(GpuAttestation {
+                chip: *b"GH100\0\0\0",
+                device_ids,
+                evidence: [0; 32],
+            }),
+        });
+        n
+    };
+    let mut unattested = attested(&[0x99]);
+    unattested.challenge.proven.as_mut().unwrap().attestation = None;
+    let mut unproven = attested(&[0x98]);
+    unproven.challenge.proven = None;
+    let nodes = [
+        (key(20), attested(&[0xA1, 0, 0xA2])),
+        (key(21), attested(&[0, 0xB1])),
+        (key(22), unattested),
+        (key(23), unproven),
+    ];
+    let cards = mcjs_client::challenge::attested_cards(nodes.iter().map(|(k, n)| (k, n)));
+    assert_eq!(
+        cards,
+        HashMap::from([(0xA1, key(20)), (0xA2, key(20)), (0xB1, key(21))])
+    );
+}
