@@ -403,7 +403,7 @@ impl NodeView {
             current_job: node.current_job.map(|j| j.to_string()),
             failures: node.failures,
             service_secs: node.service_secs,
-            hardware: HardwareProofView::new(node),
+            hardware: HardwareProofView::new(&node.challenge),
             reliability: None,
         }
     }
@@ -457,8 +457,7 @@ impl AttestationView {
 }
 
 impl HardwareProofView {
-    fn new(node: &Node) -> Self {
-        let c = &node.challenge;
+    fn new(c: &mcjs::state::ChallengeRecord) -> Self {
         Self {
             proven: c.proven.is_some(),
             held_kib_per_gpu: c.proven.map(|p| p.held_kib_per_gpu),
@@ -560,5 +559,64 @@ impl fmt::Display for NodesView {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcjs::state::{
+        ChallengeRecord, ChallengeResult, GpuAttestation, MAX_ATTESTED_GPUS, ProvenHardware,
+    };
+
+    /// What `node show` says of a proof whose first GPU of two is attested.
+    #[test]
+    fn a_proof_with_an_attested_gpu_is_shown_with_its_card() {
+        let mut device_ids = [0u64; MAX_ATTESTED_GPUS];
+        device_ids[0] = 0x48B0_2D92_494B_ADF4;
+        let record = ChallengeRecord {
+            proven: Some(ProvenHardware {
+                gpu_count: 2,
+                vram_per_gpu_mib: 81_920,
+                held_kib_per_gpu: 70_000_000,
+                memory_shift: 0,
+                commit_secs: 9,
+                held_secs: 6,
+                at: 1_800,
+                attestation: Some(GpuAttestation {
+                    chip: *b"GH100\0\0\0",
+                    device_ids,
+                    evidence: [0xab; 32],
+                }),
+            }),
+            last: Some(ChallengeResult::Passed),
+            requested: 1,
+            ..Default::default()
+        };
+        let view = HardwareProofView::new(&record);
+        let text = view.to_string();
+        assert!(
+            text.contains("1 of 2 GPUs attested by NVIDIA (GH100)"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(
+            json["attestation"],
+            serde_json::json!({
+                "chip": "GH100",
+                "device_ids": ["48B02D92494BADF4", null],
+                "evidence": "ab".repeat(32),
+            })
+        );
+        // Without attestation the field is absent.
+        let mut plain = record;
+        plain.proven.as_mut().unwrap().attestation = None;
+        let json = serde_json::to_value(HardwareProofView::new(&plain)).unwrap();
+        assert!(json.get("attestation").is_none(), "{json}");
+        assert!(
+            !HardwareProofView::new(&plain)
+                .to_string()
+                .contains("attested")
+        );
     }
 }
