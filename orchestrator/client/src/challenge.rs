@@ -147,6 +147,30 @@ pub fn attested_cards<'a>(
     cards
 }
 
+/// An attestation judged against an earlier read of the accounts, held again to the cards
+/// credited since (`held`: [`attested_cards`] of the round, with what this round recorded):
+/// kept whole, and its cards added to `held`, when no other node holds any of them; else
+/// `None` (two nodes judged at once cannot both be credited one card). Returns the other
+/// node that holds a card, for the log.
+pub fn credit_once(
+    node: &Pubkey,
+    attestation: GpuAttestation,
+    held: &mut HashMap<u64, Pubkey>,
+) -> Result<GpuAttestation, (u64, Pubkey)> {
+    let cards = attestation.device_ids.into_iter().filter(|id| *id != 0);
+    if let Some(clash) = cards.clone().find_map(|id| {
+        held.get(&id)
+            .filter(|other| *other != node)
+            .map(|other| (id, *other))
+    }) {
+        return Err(clash);
+    }
+    for id in cards {
+        held.insert(id, *node);
+    }
+    Ok(attestation)
+}
+
 /// A device id as NVIDIA's identity certificate writes it (16 hex digits) as the chain keeps
 /// it; `None` for anything else, or 0.
 pub fn device_id_on_chain(device_id: &str) -> Option<u64> {
@@ -328,6 +352,32 @@ mod tests {
             "{}",
             refused[1].1
         );
+    }
+
+    /// Two nodes judged against the same read of the accounts, both naming one card: the
+    /// first recorded is credited, the second's attestation is dropped whole.
+    #[test]
+    fn one_card_judged_for_two_nodes_at_once_is_credited_once() {
+        let (first, second) = (Pubkey::new_unique(), Pubkey::new_unique());
+        let record = |ids: &[u64]| {
+            let mut device_ids = [0u64; MAX_ATTESTED_GPUS];
+            device_ids[..ids.len()].copy_from_slice(ids);
+            GpuAttestation {
+                chip: *b"GH100\0\0\0",
+                device_ids,
+                evidence: [0; 32],
+            }
+        };
+        // The first node's own earlier proof held 0xA1: its re-check keeps it.
+        let mut held = HashMap::from([(0xA1, first)]);
+        assert!(credit_once(&first, record(&[0xA1, 0xA2]), &mut held).is_ok());
+        assert_eq!(
+            credit_once(&second, record(&[0xB1, 0xA2]), &mut held),
+            Err((0xA2, first))
+        );
+        assert_eq!(held.get(&0xB1), None, "nothing of a dropped record is held");
+        assert!(credit_once(&second, record(&[0xB1]), &mut held).is_ok());
+        assert_eq!(held.get(&0xB1), Some(&second));
     }
 
     #[test]

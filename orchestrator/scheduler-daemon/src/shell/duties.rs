@@ -182,6 +182,9 @@ impl<C: DaemonChain> Daemon<C> {
             requested_at: &memory.challenges_requested_at,
         });
         let me = self.chain.scheduler();
+        // The cards nodes' proofs hold, with those credited as this round records.
+        let mut held_cards =
+            mcjs_client::challenge::attested_cards(nodes.iter().map(|(k, n)| (k, n)));
         for duty in duties {
             let (node, name) = (duty.node(), duty.name());
             let ix = match duty {
@@ -258,6 +261,15 @@ impl<C: DaemonChain> Daemon<C> {
                             }
                         }
                     };
+                    // Judged against an earlier read: held again to the cards credited
+                    // since, so two nodes judged at once are not both credited one card.
+                    let attestation = attestation.and_then(|a| {
+                        mcjs_client::challenge::credit_once(&node, a, &mut held_cards)
+                            .inspect_err(|(card, other)| {
+                                warn!(%node, card = format!("{card:016X}"), %other, "GPU attestation not credited: the card is credited to another node")
+                            })
+                            .ok()
+                    });
                     info!(
                         %node,
                         verdict = %mcjs_client::history::challenge_verdict(&verdict),
