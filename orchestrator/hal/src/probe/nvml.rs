@@ -99,25 +99,31 @@ fn with_nvml<T>(
 /// or NVML number them in).
 pub fn gpu_pci_bus_ids(lib_path: Option<&std::path::Path>) -> Result<Vec<String>, String> {
     with_nvml(lib_path, |nvml| {
-        let count = nvml
-            .device_count()
-            .map_err(|e| format!("cannot count devices ({e})"))?;
-        let mut ids = (0..count)
-            .map(|index| pci_bus_id_of(nvml, index))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut ids: Vec<String> = addressed_devices(nvml)?
+            .into_iter()
+            .map(|(address, _)| address)
+            .collect();
         ids.sort();
         Ok(ids)
     })
 }
 
-fn pci_bus_id_of(nvml: &Nvml, index: u32) -> Result<String, String> {
-    let device = nvml
-        .device_by_index(index)
-        .map_err(|e| format!("gpu {index}: cannot open it ({e})"))?;
-    let info = device
-        .pci_info()
-        .map_err(|e| format!("gpu {index}: cannot read its pci address ({e})"))?;
-    Ok(crate::normalize::pci_bus_id(&info.bus_id))
+/// Every GPU NVML sees, opened once, with its canonical PCI address.
+fn addressed_devices(nvml: &Nvml) -> Result<Vec<(String, Device<'_>)>, String> {
+    let count = nvml
+        .device_count()
+        .map_err(|e| format!("cannot count devices ({e})"))?;
+    (0..count)
+        .map(|index| {
+            let device = nvml
+                .device_by_index(index)
+                .map_err(|e| format!("gpu {index}: cannot open it ({e})"))?;
+            let info = device
+                .pci_info()
+                .map_err(|e| format!("gpu {index}: cannot read its pci address ({e})"))?;
+            Ok((crate::normalize::pci_bus_id(&info.bus_id), device))
+        })
+        .collect()
 }
 
 /// Asks the GPU at PCI address `pci_bus_id` (any form [`crate::normalize::pci_bus_id`]
@@ -132,20 +138,10 @@ pub fn gpu_attestation(
 ) -> Result<AttestationEvidence, String> {
     let wanted = crate::normalize::pci_bus_id(pci_bus_id);
     with_nvml(lib_path, |nvml| {
-        let count = nvml
-            .device_count()
-            .map_err(|e| format!("cannot count devices ({e})"))?;
-        let mut found = None;
-        for index in 0..count {
-            if pci_bus_id_of(nvml, index)? == wanted {
-                found = Some(index);
-                break;
-            }
-        }
-        let index = found.ok_or_else(|| format!("no gpu at pci {wanted}"))?;
-        let device = nvml
-            .device_by_index(index)
-            .map_err(|e| format!("gpu {wanted}: cannot open it ({e})"))?;
+        let device = addressed_devices(nvml)?
+            .into_iter()
+            .find_map(|(address, device)| (address == wanted).then_some(device))
+            .ok_or_else(|| format!("no gpu at pci {wanted}"))?;
         let report = device
             .confidential_compute_gpu_attestation_report(nonce)
             .map_err(|e| format!("gpu {wanted}: no attestation report ({e})"))?;
