@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# The hardware challenge's GPU backend on a real card: the GPU's answers against the CPU
-# backend's, then the card's figures for bounds::MEASURED
+# The hardware challenge's GPU backend on a real card: the HAL's NVML reads (the GPUs' PCI
+# addresses, their attestation evidence; orchestrator/hal/examples/nvml_check.rs), then the
+# GPU's answers against the CPU backend's and the card's figures for bounds::MEASURED
 # (orchestrator/challenge/examples/gpu_check.rs). Writes challenge-gpu.txt into $OUT (the
 # device tool's return folder) or bench/results.
 #
-# On a lent GPU machine (no Rust toolchain there), build here and carry the binary:
+# On a lent GPU machine (no Rust toolchain there), build here and carry the binaries:
 #   cargo build --release -p mcjs-challenge --features gpu --example gpu_check
-#   mkdir -p target-device && cp "$CARGO_TARGET_DIR/release/examples/gpu_check" target-device/
+#   cargo build --release -p mcjs-hal --example nvml_check
+#   mkdir -p target-device && cp "$CARGO_TARGET_DIR"/release/examples/{gpu,nvml}_check target-device/
 #   device: bash bench/gpu-challenge.sh      (carry: target-device)
-# Anywhere with CUDA and a toolchain: GPU_CHECK=path/to/gpu_check bash bench/gpu-challenge.sh
+# Anywhere with CUDA and a toolchain: GPU_CHECK=path/to/gpu_check NVML_CHECK=path/to/nvml_check
+# bash bench/gpu-challenge.sh
 set -euo pipefail
 bin=${GPU_CHECK:-target-device/gpu_check}
+nvml_bin=${NVML_CHECK:-target-device/nvml_check}
 out=${OUT:-bench/results}
 mkdir -p "$out"
 [ -x "$bin" ] || { echo "gpu-challenge: no binary at $bin (see the header of $0)" >&2; exit 1; }
@@ -39,7 +43,9 @@ export LD_LIBRARY_PATH="$path:${LD_LIBRARY_PATH:-}"
 
 {
   echo "# $(date -u +%FT%TZ) bench/gpu-challenge.sh"
-  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 || true
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,pci.bus_id --format=csv 2>&1 || true
+  nvidia-smi conf-compute -f 2>&1 || true
+  if [ -x "$nvml_bin" ]; then "$nvml_bin" || echo "nvml_check: exit $?"; else echo "nvml_check: no binary at $nvml_bin"; fi
   "$bin" "$@"
 } 2>&1 | tee "$out/challenge-gpu.txt"
 exit "${PIPESTATUS[0]}"

@@ -126,6 +126,12 @@ fn main() {
     if !missing.is_empty() {
         fail(&format!("cannot load {}", missing.join(", ")));
     }
+    // CUDA numbers the fastest card first; a challenge numbers GPUs by PCI address (the
+    // HAL's nvml_check prints NVML's, which must name the same cards).
+    match CudaDevice::pci_bus_ids() {
+        Ok(ids) => println!("cuda's pci addresses, in cuda's order: {ids:?}"),
+        Err(e) => fail(&e.to_string()),
+    }
     let mut gpu = open_gpu(args.gpu);
     let name = gpu.device().name().to_string();
     let model: &'static str = Box::leak(mcjs_spec::gpu::normalize_model(&name).into_boxed_str());

@@ -63,9 +63,10 @@ const UNMEASURED_GPU: &str = "unmeasured: needs the GPU backend run on the card 
 /// The table every deployment uses.
 ///
 /// `cpu-reference` is the CPU backend on the 2-core build VM (`cargo bench -p mcjs-challenge
-/// --features adversaries --bench cost`, bench/results/challenge-cpu.txt): the only
-/// measured row, kept as the reference the figures' units are read against; no node
-/// claims it. No GPU has been measured yet.
+/// --features adversaries --bench cost`, bench/results/challenge-cpu.txt), kept as the
+/// reference the figures' units are read against; no node claims it. `h100-80gb-hbm3` is the
+/// GPU backend on one H100 SXM (`bash bench/gpu-challenge.sh`, bench/results/challenge-gpu.txt):
+/// the only GPU measured so far.
 pub const MEASURED: BoundsTable<'static> = BoundsTable {
     entries: &[
         Entry {
@@ -88,8 +89,11 @@ pub const MEASURED: BoundsTable<'static> = BoundsTable {
         },
         Entry {
             model: "h100-80gb-hbm3",
-            figures: Figures::Unmeasured,
-            source: UNMEASURED_GPU,
+            figures: Figures::Measured {
+                commit_macs_per_s: 405_900_000_000_000,
+                held_bytes_per_s: 746_100_000_000,
+            },
+            source: "bench/results/challenge-gpu.txt: GPU backend on one NVIDIA H100 80GB HBM3 (driver 580.159.04, CUDA 13.0 libraries), its whole 85,017,493,504 B claimed, one run (run 0)",
         },
         Entry {
             model: "h200",
@@ -165,8 +169,11 @@ impl BoundsTable<'_> {
 mod tests {
     use super::*;
 
+    /// The GPU models a results file holds figures for.
+    const MEASURED_GPUS: &[&str] = &["h100-80gb-hbm3"];
+
     #[test]
-    fn every_gpu_in_the_table_is_unmeasured_until_someone_measures_it() {
+    fn every_gpu_row_without_a_results_file_is_unmeasured() {
         for entry in MEASURED.entries {
             assert!(!entry.source.is_empty(), "{} has no source", entry.model);
             assert!(
@@ -174,16 +181,52 @@ mod tests {
                 "{} is not a normalised name",
                 entry.model
             );
-            if entry.model != "cpu-reference" {
-                assert_eq!(entry.figures, Figures::Unmeasured, "{}", entry.model);
-                assert_eq!(
-                    MEASURED.bound(entry.model, 1, 1),
-                    TimeBound::Unmeasured,
-                    "{}",
-                    entry.model
-                );
-            }
+            let measured = entry.model == "cpu-reference" || MEASURED_GPUS.contains(&entry.model);
+            assert_eq!(
+                matches!(entry.figures, Figures::Measured { .. }),
+                measured,
+                "{}: measured only with a results file",
+                entry.model
+            );
+            assert_eq!(
+                MEASURED.bound(entry.model, 1, 1) == TimeBound::Unmeasured,
+                !measured,
+                "{}",
+                entry.model
+            );
         }
+    }
+
+    /// The H100 row is the one the GPU results file names: the card's name, and the rates of
+    /// the run that passed at its whole memory.
+    #[test]
+    fn the_h100_row_is_the_measured_one() {
+        let results = include_str!("../../../bench/results/challenge-gpu.txt");
+        assert!(results.contains("NVIDIA H100 80GB HBM3, 81559 MiB"));
+        assert!(results.contains(
+            "check: the GPU's commitment, held digest and opening equal the CPU's; verdict Passed"
+        ));
+        let line = results
+            .lines()
+            .find(|l| l.starts_with("run 0: commit ") && l.ends_with("; Passed"))
+            .expect("the results hold a run that passed");
+        let rate = |unit: &str| -> u64 {
+            let before = &line[..line.find(unit).expect("a rate")];
+            let number = before.rsplit('(').next().expect("a number").trim();
+            number.parse::<f64>().expect("a rate") as u64
+        };
+        assert_eq!(
+            MEASURED.entry("h100-80gb-hbm3").map(|e| e.figures),
+            Some(Figures::Measured {
+                commit_macs_per_s: rate(" MAC/s"),
+                held_bytes_per_s: rate(" B/s"),
+            })
+        );
+        assert_eq!(
+            mcjs_spec::gpu::normalize_model("NVIDIA H100 80GB HBM3"),
+            "h100-80gb-hbm3",
+            "the name the card reports reads as the row's"
+        );
     }
 
     /// The CPU reference row is the one the results file names.

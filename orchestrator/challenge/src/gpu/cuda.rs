@@ -215,6 +215,12 @@ impl Device for CudaDevice {
     type Buf = CudaSlice<u32>;
 
     fn free_bytes(&mut self) -> Result<u64, BackendError> {
+        // Buffers dropped before (a previous challenge's) are freed in stream order, into
+        // the stream's pool: only once the stream has caught up are they back on the card,
+        // where the driver counts them free.
+        self.stream
+            .synchronize()
+            .map_err(device_error("waiting for the stream"))?;
         let (free, _total) = self
             .stream
             .context()
