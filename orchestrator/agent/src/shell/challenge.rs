@@ -172,6 +172,13 @@ pub(super) async fn answer_challenges<C: AgentChain, E: ContainerEngine>(
         .connect_timeout(Duration::from_secs(5))
         .build()
         .expect("an HTTP client");
+    // NVRTC's compile ahead of any challenge: a challenge's GPUs are opened only once its
+    // seed is drawn, inside the timed commit phase (an opening waits for this one).
+    tokio::task::spawn_blocking(|| match CudaDevice::prepare_kernels() {
+        Ok(0) => {}
+        Ok(capabilities) => tracing::info!(capabilities, "hardware challenge kernels compiled"),
+        Err(error) => tracing::warn!(%error, "cannot compile the hardware challenge's kernels"),
+    });
     let mut answering: Option<Answering> = None;
     // A request changes the node's account: heard at once where the chain tells.
     let mut watch = s.chain.changes(s.node);

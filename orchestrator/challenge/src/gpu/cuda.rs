@@ -107,6 +107,34 @@ impl CudaDevice {
             .collect()
     }
 
+    /// Compiles the kernels for the compute capability of every GPU the driver sees, ahead of
+    /// any challenge, so that NVRTC's compile (part of the 3.5 s an H100 took to open, with
+    /// its context and cuBLAS handle) is not inside a timed phase: a node opens its GPUs only
+    /// once a challenge's seed is drawn. Opens no context (no GPU memory is taken). The number of distinct
+    /// capabilities compiled; 0 where CUDA cannot be loaded.
+    pub fn prepare_kernels() -> Result<usize, BackendError> {
+        use cudarc::driver::result::device;
+        use cudarc::driver::sys::CUdevice_attribute as A;
+        let mut capabilities = Vec::new();
+        for ordinal in 0..Self::count() {
+            let dev = device::get(ordinal as i32).map_err(device_error("opening the GPU"))?;
+            // SAFETY: `dev` was returned by `device::get`.
+            let read = |attribute| unsafe {
+                device::get_attribute(dev, attribute)
+                    .map_err(device_error("reading its compute capability"))
+            };
+            let capability = (
+                read(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+                read(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+            );
+            if !capabilities.contains(&capability) {
+                kernels_for(capability)?;
+                capabilities.push(capability);
+            }
+        }
+        Ok(capabilities.len())
+    }
+
     /// GPU `ordinal`, with the kernels compiled for it.
     pub fn open(ordinal: usize) -> Result<Self, BackendError> {
         let missing = Self::missing_libraries();
@@ -123,7 +151,7 @@ impl CudaDevice {
         let capability = ctx
             .compute_capability()
             .map_err(device_error("reading its compute capability"))?;
-        let ptx = compile_kernels(capability)?;
+        let ptx = kernels_for(capability)?;
         let module = ctx
             .load_module(ptx)
             .map_err(device_error("loading the kernels"))?;
@@ -172,6 +200,22 @@ impl CudaDevice {
             .synchronize()
             .map_err(device_error("synchronizing"))
     }
+}
+
+/// The kernels compiled in this process, by compute capability.
+static COMPILED: std::sync::Mutex<Vec<((i32, i32), Ptx)>> = std::sync::Mutex::new(Vec::new());
+
+/// The kernels for `capability`, compiled by NVRTC once per process and kept.
+fn kernels_for(capability: (i32, i32)) -> Result<Ptx, BackendError> {
+    let mut compiled = COMPILED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, ptx)) = compiled.iter().find(|(c, _)| *c == capability) {
+        return Ok(ptx.clone());
+    }
+    let ptx = compile_kernels(capability)?;
+    compiled.push((capability, ptx.clone()));
+    Ok(ptx)
 }
 
 /// The kernels as PTX for compute capability `capability`, by NVRTC.
@@ -432,5 +476,36 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A node compiles the kernels once per capability and process (ahead of a challenge, by
+    /// `prepare_kernels`), not at every opening of a GPU.
+    #[test]
+    fn the_kernels_are_compiled_once_per_capability() {
+        // SAFETY: only tries to open the library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            assert!(std::env::var_os("MCJS_REQUIRE_NVRTC").is_none());
+            return;
+        }
+        let held = |capability| {
+            COMPILED
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(c, _)| *c == capability)
+                .count()
+        };
+        // Sixth generation's second minor: no other test compiles through the cache for it.
+        let capability = (6, 2);
+        assert_eq!(held(capability), 0);
+        let first = kernels_for(capability).unwrap().to_src();
+        let again = kernels_for(capability).unwrap().to_src();
+        assert_eq!(first, again);
+        assert!(first.contains(".target sm_62"));
+        assert_eq!(
+            held(capability),
+            1,
+            "kept once, and the second call took it"
+        );
     }
 }
