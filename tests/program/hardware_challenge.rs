@@ -64,6 +64,7 @@ fn job_for_cpu_node(job_id: u64) -> SubmitJobArgs {
         min_compute_capability: 80,
         gpu_models: vec!["cpu-reference".into()],
         min_checkpoint_write_mibps: 60,
+        attested: false,
     };
     args
 }
@@ -376,6 +377,68 @@ fn a_pass_keeps_the_cards_attested_and_a_bad_attestation_changes_nothing() {
     expect_error(recorded, McjsError::InvalidAttestation);
     send_record(&mut env, &liar, verdict, None).expect("the failure without it");
     assert_eq!(env.node(&liar).challenge.proven, None);
+    env.assert_invariants();
+}
+
+/// A job that asks for attested hardware goes only to a node whose standing proof has every
+/// one of its GPUs attested, whether or not the Config requires proven hardware; a refused
+/// assignment changes nothing, and a job that does not ask is placed as before.
+#[test]
+fn a_job_that_asks_for_attested_hardware_goes_only_to_a_fully_attested_node() {
+    // The Config does not require proven hardware: the user's ask is enough.
+    let mut env = Env::with_params(default_params());
+    let provider = env.provider_with_nodes(300 * USDC, &[cpu_node(), cpu_node(), cpu_node()], USDC);
+    let (verdict, recorded) = challenge_recorded(
+        &mut env,
+        &provider,
+        0,
+        honest_node(),
+        Some(attestation(b"GH100", &[0x48B0_2D92_494B_ADF4, 0x1234])),
+    );
+    assert!(matches!(verdict, ChallengeVerdict::Passed { .. }));
+    recorded.expect("both cards attested");
+    // One of its two GPUs attested.
+    let (_, recorded) = challenge_recorded(
+        &mut env,
+        &provider,
+        1,
+        honest_node(),
+        Some(attestation(b"GH100", &[0x5678, 0])),
+    );
+    recorded.expect("one card attested");
+    // Node 2 is never challenged.
+    assert!(env.node(&provider.nodes[0]).all_gpus_attested());
+    assert!(!env.node(&provider.nodes[1]).all_gpus_attested());
+    assert!(!env.node(&provider.nodes[2]).all_gpus_attested());
+
+    let owner = env.wallet(1_000 * USDC);
+    let mut asks = job_for_any_node(1);
+    asks.requirements.attested = true;
+    let job = env.submit(&owner, asks).unwrap();
+    assert!(env.job(&job).requirements.attested);
+    for index in [2, 1] {
+        let data = |env: &Env, key: &Pubkey| env.account(key).expect("the account").data;
+        let node = provider.nodes[index];
+        let (job_before, node_before) = (data(&env, &job), data(&env, &node));
+        expect_error(
+            env.assign(&job, &provider, index),
+            McjsError::UnattestedHardware,
+        );
+        assert_eq!(
+            data(&env, &job),
+            job_before,
+            "node {index}: the job is as it was"
+        );
+        assert_eq!(data(&env, &node), node_before, "node {index} is as it was");
+    }
+    env.assign(&job, &provider, 0)
+        .expect("the node whose every GPU is attested takes it");
+    assert_eq!(env.node(&provider.nodes[0]).current_job, Some(job));
+
+    // A job that does not ask goes to the unattested nodes as before.
+    let job = env.submit(&owner, job_for_any_node(2)).unwrap();
+    env.assign(&job, &provider, 2)
+        .expect("a job that asks for no attestation");
     env.assert_invariants();
 }
 

@@ -79,6 +79,7 @@ pub fn job_args(job_id: u64, bond: u64) -> SubmitJobArgs {
             min_compute_capability: 80,
             gpu_models: vec!["a100".into()],
             min_checkpoint_write_mibps: 60,
+            attested: false,
         },
         terms: JobTerms {
             checkpoint_interval_secs: 900,

@@ -43,6 +43,7 @@ async fn a_job_with_a_thousand_checkpoints_loads_and_verifies() {
                         min_compute_capability: 70,
                         gpu_models: vec![],
                         min_checkpoint_write_mibps: 100,
+                        attested: false,
                     },
                     terms: JobTerms {
                         checkpoint_interval_secs: 600,

@@ -159,6 +159,7 @@ fn job_account(node: Pubkey, spec_hash: [u8; 32]) -> Job {
             min_compute_capability: 0,
             gpu_models: Vec::new(),
             min_checkpoint_write_mibps: 0,
+            attested: false,
         },
         last_failure: None,
         compensated: 0,

@@ -248,6 +248,7 @@ pub fn submit_args(spec: &mcjs_spec::JobSpec, job_id: u64, bond: u64) -> args::S
             min_compute_capability: summary.min_compute_capability,
             gpu_models: summary.gpu_models,
             min_checkpoint_write_mibps: summary.min_checkpoint_write_mibps,
+            attested: summary.attested,
         },
         terms: mcjs::state::JobTerms {
             checkpoint_interval_secs: terms.checkpoint_interval_secs,

@@ -34,6 +34,7 @@ fn args(job_id: u64) -> SubmitJobArgs {
             min_compute_capability: 0,
             gpu_models: vec![],
             min_checkpoint_write_mibps: 0,
+            attested: false,
         },
         terms: JobTerms {
             checkpoint_interval_secs: 600,

@@ -650,6 +650,8 @@ fn to_fleet_node(id: u64, node: &Node, require_proven: bool) -> mcjs_scheduler::
         disk_free_gib: hw.disk_gib,
         checkpoint_write_mibps: hw.checkpoint_write_mibps,
         bandwidth_stable: true,
+        // The program's rule for a job that asks for it (`Node::require_attested`).
+        attested: node.all_gpus_attested(),
         readiness: node.readiness,
         price_per_gpu_hour: node.price_per_gpu_hour,
         status: mcjs_scheduler::NodeStatus::Available,
@@ -674,6 +676,7 @@ fn to_queued_job(id: u64, job: &Job) -> Result<mcjs_scheduler::Job, InvalidJob> 
             min_compute_capability: req.min_compute_capability,
             gpu_models: req.gpu_models.clone(),
             min_checkpoint_write_mibps: req.min_checkpoint_write_mibps,
+            attested: req.attested,
             ..Default::default()
         },
         checkpoint: CheckpointPolicy {

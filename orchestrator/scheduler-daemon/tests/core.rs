@@ -187,6 +187,84 @@ fn with_proof_required_a_job_that_names_memory_goes_only_to_a_proven_node() {
     }
 }
 
+/// A job that asks for attested hardware is placed only where the program would take it
+/// (`Node::require_attested`): a node whose standing proof attests every GPU, proof
+/// required by the Config or not; never proposed to a node that would be refused.
+#[test]
+fn a_job_that_asks_for_attested_hardware_is_placed_only_on_a_fully_attested_node() {
+    let (job, p) = (key(10), key(30));
+    let (plain, partly, fully) = (key(20), key(21), key(22));
+    let attested = |mut node: Node, ids: &[u64]| {
+        let proof = node.challenge.proven.as_mut().expect("proven first");
+        let mut record = GpuAttestation {
+            chip: [0; MAX_CHIP_NAME],
+            device_ids: [0; MAX_ATTESTED_GPUS],
+            evidence: [1; 32],
+        };
+        record.chip[..5].copy_from_slice(b"GH100");
+        record.device_ids[..ids.len()].copy_from_slice(ids);
+        proof.attestation = Some(record);
+        node
+    };
+    let gpus = node(p, 81_920).hardware.gpu_count as usize;
+    let every: Vec<u64> = (1..=gpus as u64).collect();
+    let mut all_but_one = every.clone();
+    all_but_one[gpus - 1] = 0;
+    // Cheapest first: the planner would pick the plain node, then the partly attested one.
+    let priced = |mut node: Node, price: u64| {
+        node.price_per_gpu_hour = price;
+        node
+    };
+    let all = [
+        (plain, priced(proven(node(p, 81_920)), 1)),
+        (
+            partly,
+            priced(attested(proven(node(p, 81_920)), &all_but_one), 2),
+        ),
+        (fully, priced(attested(proven(node(p, 81_920)), &every), 3)),
+    ];
+    let mut live = Liveness::new(T0 * MS);
+    for (n, _) in &all {
+        live.record(heartbeat(*n, vec![]), T0 * MS).unwrap();
+    }
+    let placed = |jobs: &[(Pubkey, Job)], nodes: &[(Pubkey, Node)], required: bool| {
+        let obs = Observation {
+            now_ms: T0 * MS + 500,
+            jobs,
+            nodes,
+            liveness: &live,
+            understaked: &HashSet::new(),
+            outages: &[],
+            require_proven_hardware: required,
+        };
+        let decision = reconcile(&obs, &DetectorConfig::default());
+        match decision.actions.as_slice() {
+            [Action::Assign { node, .. }] => Some(*node),
+            [] => None,
+            other => panic!("{other:?}"),
+        }
+    };
+    let mut asks = JobBuilder::pending().0;
+    asks.requirements.attested = true;
+    let asks = [(job, asks)];
+    for required in [false, true] {
+        assert_eq!(
+            placed(&asks, &all, required),
+            Some(fully),
+            "required {required}"
+        );
+        assert_eq!(
+            placed(&asks, &all[..2], required),
+            None,
+            "required {required}"
+        );
+    }
+    // A job that does not ask takes the first node it fits, attested or not.
+    let plain_job = [(job, JobBuilder::pending().0)];
+    let first = placed(&plain_job, &all, false);
+    assert!(first.is_some_and(|n| n != fully), "{first:?}");
+}
+
 #[test]
 fn a_node_on_battery_gets_no_job_until_it_is_back_on_line() {
     use mcjs_protocol::NodePower;

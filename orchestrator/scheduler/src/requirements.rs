@@ -34,6 +34,8 @@ pub struct HardwareClass {
     /// Bucket floor.
     pub checkpoint_write_mibps: u32,
     pub bandwidth_stable: bool,
+    /// Every GPU attested by NVIDIA at the node's standing hardware challenge.
+    pub attested: bool,
 }
 
 /// Significant bits a bucket floor keeps: two give buckets 4, 6, 8, 12, 16, 24, 32 ... (two
@@ -99,6 +101,7 @@ impl HardwareClass {
             disk_free_gib: node.disk_free_gib,
             checkpoint_write_mibps: node.checkpoint_write_mibps,
             bandwidth_stable: node.bandwidth_stable,
+            attested: node.attested,
         }
     }
 
@@ -124,6 +127,7 @@ impl HardwareClass {
             disk_free_gib: self.disk_free_gib,
             checkpoint_write_mibps: self.checkpoint_write_mibps,
             bandwidth_stable: self.bandwidth_stable,
+            attested: self.attested,
         }
     }
 }
@@ -140,6 +144,7 @@ struct Profile<'a> {
     disk_free_gib: u32,
     checkpoint_write_mibps: u32,
     bandwidth_stable: bool,
+    attested: bool,
 }
 
 impl<'a> From<&'a Node> for Profile<'a> {
@@ -155,6 +160,7 @@ impl<'a> From<&'a Node> for Profile<'a> {
             disk_free_gib: node.disk_free_gib,
             checkpoint_write_mibps: node.checkpoint_write_mibps,
             bandwidth_stable: node.bandwidth_stable,
+            attested: node.attested,
         }
     }
 }
@@ -190,6 +196,8 @@ pub struct Needs {
     /// write may take at most 20% of the interval.
     pub min_write_mibps: u128,
     pub needs_stable_bandwidth: bool,
+    /// Only nodes whose every GPU is attested by NVIDIA.
+    pub attested: bool,
 }
 
 /// Why a job can never be placed as written.
@@ -236,6 +244,7 @@ impl Needs {
             min_disk_bytes: (hw.min_disk_gib as u128 * GIB).max(checkpoint_space),
             min_write_mibps: (hw.min_checkpoint_write_mibps as u128).max(checkpoint_rate),
             needs_stable_bandwidth: size > 0 || hw.min_checkpoint_write_mibps > 0,
+            attested: hw.attested,
         })
     }
 
@@ -283,6 +292,7 @@ impl Needs {
             (4, self.min_driver.is_none_or(|d| c.driver >= d)),
             (5, c.cpu_cores >= self.min_cpu_cores),
             (9, c.bandwidth_stable || !self.needs_stable_bandwidth),
+            (10, c.attested || !self.attested),
         ];
         mask_of(&checks)
     }
@@ -298,7 +308,7 @@ impl Needs {
 
     /// The requirement behind the lowest set bit of an `unmet` mask.
     pub fn requirement(&self, mask: u16) -> Option<Requirement> {
-        let bit = (0..10).find(|i| mask & (1 << i) != 0)?;
+        let bit = (0..11).find(|i| mask & (1 << i) != 0)?;
         Some(match bit {
             0 => Requirement::GpuCount(self.gpu_count),
             1 => Requirement::GpuModel(self.gpu_models.clone()),
@@ -309,7 +319,8 @@ impl Needs {
             6 => Requirement::RamMib(self.min_ram_mib),
             7 => Requirement::DiskBytes(self.min_disk_bytes),
             8 => Requirement::CheckpointWriteMibps(self.min_write_mibps),
-            _ => Requirement::StableBandwidth,
+            9 => Requirement::StableBandwidth,
+            _ => Requirement::Attested,
         })
     }
 }
@@ -335,6 +346,8 @@ pub enum Requirement {
     DiskBytes(u128),
     CheckpointWriteMibps(u128),
     StableBandwidth,
+    /// Every GPU attested by NVIDIA.
+    Attested,
 }
 
 struct Mib(u128);
@@ -364,6 +377,7 @@ impl fmt::Display for Requirement {
             Self::DiskBytes(b) => write!(f, "{} of free disk", Mib(b.div_ceil(MIB))),
             Self::CheckpointWriteMibps(b) => write!(f, "{b} MiB/s of checkpoint write bandwidth"),
             Self::StableBandwidth => write!(f, "stable checkpoint write bandwidth"),
+            Self::Attested => write!(f, "every gpu attested by nvidia"),
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct HardwareRequirements {
     pub min_ram_mib: u32,
     pub min_disk_gib: u32,
     pub min_driver: Option<(u32, u32)>,
+    /// Only nodes whose every GPU is attested by NVIDIA (the on-chain `attested`).
+    pub attested: bool,
 }
 
 /// How the job checkpoints; decides which nodes can keep up with it.
@@ -92,6 +94,8 @@ pub struct Node {
     pub checkpoint_write_mibps: u32,
     /// Coefficient of variation of the bandwidth samples <= 0.25.
     pub bandwidth_stable: bool,
+    /// Every GPU attested by NVIDIA at the node's standing hardware challenge.
+    pub attested: bool,
     /// HAL readiness score, 0..=100.
     pub readiness: u8,
     pub price_per_gpu_hour: u64,

@@ -34,14 +34,21 @@ fn arb_node(id: u64) -> impl Strategy<Value = Node> {
             1u16..=64,
             1u32..=512,
         ),
-        (0u32..=400, 0u32..=400, any::<bool>(), 0u8..=100, 1u64..=10),
+        (
+            0u32..=400,
+            0u32..=400,
+            any::<bool>(),
+            0u8..=100,
+            1u64..=10,
+            any::<bool>(),
+        ),
         (0u8..3, prop::option::of(-7200i64..=0), 0u32..4),
     )
         .prop_map(
             move |(
                 (m, gpus, vram, cc),
                 (driver, cpu, ram),
-                (disk, bw, stable, readiness, price),
+                (disk, bw, stable, readiness, price, attested),
                 (status, failed, failures),
             )| Node {
                 id: NodeId(id),
@@ -55,6 +62,7 @@ fn arb_node(id: u64) -> impl Strategy<Value = Node> {
                 disk_free_gib: disk,
                 checkpoint_write_mibps: bw,
                 bandwidth_stable: stable,
+                attested,
                 readiness,
                 price_per_gpu_hour: price * USDC / 4,
                 status: [NodeStatus::Available, NodeStatus::Busy, NodeStatus::Offline]
@@ -84,7 +92,7 @@ fn arb_job(id: u64) -> impl Strategy<Value = Job> {
             0u32..=200,
             0u32..=100,
         ),
-        (0u64..=60, 0u32..=3600, 0u8..=3),
+        (0u64..=60, 0u32..=3600, 0u8..=3, prop::bool::weighted(0.2)),
         (
             1u64..=10,
             prop::option::of(0i64..=200_000),
@@ -96,7 +104,7 @@ fn arb_job(id: u64) -> impl Strategy<Value = Job> {
             move |(
                 (gpus, vram, cc, models),
                 (driver, cpu, ram, disk, min_bw),
-                (size_gib, interval, keep),
+                (size_gib, interval, keep, attested),
                 (price, deadline, age, recovering),
             )| Job {
                 id: JobId(id),
@@ -110,6 +118,7 @@ fn arb_job(id: u64) -> impl Strategy<Value = Job> {
                     min_ram_mib: ram * 1024,
                     min_disk_gib: disk,
                     min_driver: driver,
+                    attested,
                 },
                 checkpoint: CheckpointPolicy {
                     size_bytes: size_gib << 30,
@@ -141,11 +150,16 @@ fn arb_measured_node(id: u64) -> impl Strategy<Value = Node> {
     (
         0usize..3,
         (0.7f64..=1.3, 0.3f64..=1.0, 0u32..=600),
-        (0u8..=100, 1u64..=10, 0u8..3),
+        (0u8..=100, 1u64..=10, 0u8..3, any::<bool>()),
         (prop::option::of(-7200i64..=0), 0u32..3),
     )
         .prop_map(
-            move |(kind, (bw, disk, ram_drop), (readiness, price, status), (failed, failures))| {
+            move |(
+                kind,
+                (bw, disk, ram_drop),
+                (readiness, price, status, attested),
+                (failed, failures),
+            )| {
                 let (model, gpus, vram_gib, cc, driver, ram_gib, disk_gib, bw_mibps) = [
                     ("geforce-rtx-4090", 1, 24, 89, (550, 0), 64, 2000, 900),
                     ("a100-sxm4-80gb", 8, 80, 80, (550, 0), 512, 8000, 4000),
@@ -163,6 +177,7 @@ fn arb_measured_node(id: u64) -> impl Strategy<Value = Node> {
                     disk_free_gib: (disk_gib as f64 * disk) as u32,
                     checkpoint_write_mibps: (bw_mibps as f64 * bw) as u32,
                     bandwidth_stable: true,
+                    attested,
                     readiness,
                     price_per_gpu_hour: price * USDC / 4,
                     status: [NodeStatus::Available, NodeStatus::Busy, NodeStatus::Offline]
@@ -267,6 +282,7 @@ fn violations(job: &Job, node: &Node, config: &PlacementConfig) -> Vec<&'static 
         node.bandwidth_stable || (ck.size_bytes == 0 && hw.min_checkpoint_write_mibps == 0),
         "stable bandwidth",
     );
+    check(node.attested || !hw.attested, "attested");
     check(
         node.price_per_gpu_hour <= job.terms.max_price_per_gpu_hour,
         "price",

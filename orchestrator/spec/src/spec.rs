@@ -242,6 +242,10 @@ pub struct Hardware {
     /// Minimum CUDA version the image needs, e.g. "12.2".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_cuda_version: Option<DottedVersion>,
+    /// Only nodes whose every GPU NVIDIA's attestation proved genuine, at the node's last
+    /// hardware challenge (Hopper and later in confidential-computing mode). Default: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attested: bool,
     #[schemars(range(min = 1))]
     pub cpu_cores: u16,
     pub ram: ByteSize,

@@ -20,6 +20,8 @@ pub struct RequirementSummary {
     pub gpu_models: Vec<String>,
     /// `crate::checkpoint::required_write_mibps(max_checkpoint_size, interval)`.
     pub min_checkpoint_write_mibps: u32,
+    /// Only nodes whose every GPU is attested by NVIDIA.
+    pub attested: bool,
 }
 
 /// The money and time terms of the job.
@@ -50,6 +52,7 @@ pub struct HardwareRequest {
     /// Free disk the node needs for checkpoints alone: max_size × (keep + 1).
     pub checkpoint_disk_bytes: u64,
     pub min_checkpoint_write_mibps: u32,
+    pub attested: bool,
 }
 
 fn clamp_u32(n: u64) -> u32 {
@@ -70,6 +73,7 @@ impl JobSpec {
                 self.checkpoint.max_size,
                 self.checkpoint.interval,
             )),
+            attested: h.attested,
         }
     }
 
@@ -105,6 +109,7 @@ impl JobSpec {
             ))
             .unwrap_or(u64::MAX),
             min_checkpoint_write_mibps: summary.min_checkpoint_write_mibps,
+            attested: summary.attested,
         }
     }
 }

@@ -122,6 +122,28 @@ fn requirement_summary_mirrors_the_on_chain_account() {
 }
 
 #[test]
+fn attested_hardware_is_asked_for_explicitly_and_carried_to_the_chain() {
+    let spec = JobSpec::from_json(&example("training-a100.json")).unwrap();
+    assert!(!spec.request.hardware.attested, "off unless asked");
+    assert!(!spec.requirement_summary().attested);
+    assert!(
+        !canonical_json(&spec).contains("attested"),
+        "false is left out"
+    );
+
+    let mut value = example_value("training-a100.json");
+    value["request"]["hardware"]["attested"] = json!(true);
+    let spec = JobSpec::from_value(&value).unwrap();
+    assert!(spec.requirement_summary().attested);
+    assert!(spec.hardware_request().attested);
+    assert!(canonical_json(&spec).contains("\"attested\":true"));
+
+    value["request"]["hardware"]["attested"] = json!("yes");
+    let message = JobSpec::from_value(&value).unwrap_err().to_string();
+    assert!(message.contains("/request/hardware/attested"), "{message}");
+}
+
+#[test]
 fn terms_carry_time_money_and_restarts() {
     let spec = JobSpec::from_json(&example("training-a100.json")).unwrap();
     let terms = spec.terms();

@@ -187,4 +187,6 @@ pub enum McjsError {
     UnprovenHardware,
     #[msg("an attestation goes with a passing verdict only, names its chip in ASCII letters and digits, and gives a device id for at least one of the node's GPUs and none for a GPU it does not have, no id twice")]
     InvalidAttestation,
+    #[msg("this job asks for attested hardware, and the node's standing proof does not have every one of its GPUs attested by NVIDIA")]
+    UnattestedHardware,
 }

@@ -57,6 +57,7 @@ fn job(job_id: u64, restart_budget: u8) -> SubmitJobArgs {
             min_compute_capability: 70,
             gpu_models: vec![],
             min_checkpoint_write_mibps: 100,
+            attested: false,
         },
         terms: JobTerms {
             checkpoint_interval_secs: 600,

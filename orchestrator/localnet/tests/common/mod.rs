@@ -20,6 +20,7 @@ pub fn job(job_id: u64) -> SubmitJobArgs {
             min_compute_capability: 70,
             gpu_models: vec![],
             min_checkpoint_write_mibps: 100,
+            attested: false,
         },
         terms: JobTerms {
             checkpoint_interval_secs: 600,

@@ -46,6 +46,7 @@ fn job(owner: Pubkey, node: Pubkey, state: JobState, generation: u32) -> Job {
             min_compute_capability: 0,
             gpu_models: Vec::new(),
             min_checkpoint_write_mibps: 0,
+            attested: false,
         },
         last_failure: None,
         compensated: 0,

@@ -54,6 +54,7 @@ impl JobBuilder {
                 min_compute_capability: 70,
                 gpu_models: vec![],
                 min_checkpoint_write_mibps: 10,
+                attested: false,
             },
             last_failure: None,
             compensated: 0,

@@ -164,6 +164,7 @@ impl World {
                     disk_free_gib: 2000,
                     checkpoint_write_mibps: kind.write_mibps,
                     bandwidth_stable: true,
+                    attested: false,
                     readiness: rng.random_range(60..=100),
                     // Providers price around the going rate of their hardware.
                     price_per_gpu_hour: kind.price_per_gpu_hour

@@ -19,6 +19,7 @@ pub fn node(id: u64) -> Node {
         disk_free_gib: 1000,
         checkpoint_write_mibps: 1000,
         bandwidth_stable: true,
+        attested: false,
         readiness: 80,
         price_per_gpu_hour: USDC / 2,
         status: NodeStatus::Available,

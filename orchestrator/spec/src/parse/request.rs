@@ -61,6 +61,7 @@ impl Reader {
                 "min_compute_capability",
                 "min_driver_version",
                 "min_cuda_version",
+                "attested",
                 "cpu_cores",
                 "ram",
                 "disk",
@@ -77,6 +78,10 @@ impl Reader {
         let min_cc = self.optional(&f, "min_compute_capability", |r, v, p| r.parsed(v, p));
         let min_driver = self.optional(&f, "min_driver_version", |r, v, p| r.parsed(v, p));
         let min_cuda = self.optional(&f, "min_cuda_version", |r, v, p| r.parsed(v, p));
+        let attested = match f.get("attested") {
+            Some((v, p)) => self.boolean(v, &p),
+            None => Some(false),
+        };
         let cpu_cores = self
             .required(&f, "cpu_cores", "the CPU cores the job needs, e.g. 16")
             .and_then(|(v, p)| self.uint::<u16>(v, &p, u64::from(u16::MAX)));
@@ -97,6 +102,7 @@ impl Reader {
             min_compute_capability: min_cc?,
             min_driver_version: min_driver?,
             min_cuda_version: min_cuda?,
+            attested: attested?,
             cpu_cores: cpu_cores?,
             ram: ram?,
             disk: disk?,

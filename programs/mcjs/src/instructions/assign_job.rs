@@ -57,6 +57,7 @@ impl AssignJob<'_> {
         if self.config.params.require_proven_hardware {
             self.node.require_proven_class(&self.job.requirements)?;
         }
+        self.node.require_attested(&self.job.requirements)?;
         require!(
             self.node.price_per_gpu_hour <= self.job.terms.max_price_per_gpu_hour,
             McjsError::NodePriceTooHigh

@@ -100,6 +100,10 @@ pub struct JobRequirements {
     #[max_len(MAX_GPU_MODELS, MAX_GPU_MODEL_LEN)]
     pub gpu_models: Vec<String>,
     pub min_checkpoint_write_mibps: u32,
+    /// Only a node whose standing proof has every one of its GPUs attested
+    /// by NVIDIA (`Node::all_gpus_attested`), whether or not the Config
+    /// requires proven hardware.
+    pub attested: bool,
 }
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]

@@ -194,6 +194,37 @@ impl Node {
         Ok(())
     }
 
+    /// Whether the node's standing proof records NVIDIA's attestation of
+    /// every one of its GPUs (each a card no other node's proof held when
+    /// it was recorded).
+    pub fn all_gpus_attested(&self) -> bool {
+        self.challenge.proven.is_some_and(|proven| {
+            proven.gpu_count > 0
+                && proven
+                    .attestation
+                    .is_some_and(|a| a.attested() == proven.gpu_count)
+        })
+    }
+
+    /// A job that asks for attested hardware goes only to a node whose
+    /// every GPU is attested and proven in at least the job's number; any
+    /// other job to any node. Checked whatever the Config requires: the
+    /// user asked.
+    pub fn require_attested(&self, requirements: &JobRequirements) -> Result<()> {
+        if !requirements.attested {
+            return Ok(());
+        }
+        require!(
+            self.all_gpus_attested()
+                && self
+                    .challenge
+                    .proven
+                    .is_some_and(|p| p.gpu_count >= requirements.gpu_count),
+            McjsError::UnattestedHardware
+        );
+        Ok(())
+    }
+
     /// A new profile is a new claim: the old proof and any challenge of the
     /// old claim are void.
     pub fn set_hardware(&mut self, hardware: HardwareProfile) {
