@@ -217,14 +217,24 @@ fn main() {
         );
     }
     println!();
-    println!("GPU seconds at a sustained rate R (int8 ops/s, 2 per MAC) and memory read rate M:");
-    println!("commit = 2·MACs/R, held = held_read/M; e.g. 80 GiB at R = 300e12 and M = 1e12:");
-    let p = Params::for_claim(&Claim::new("any", 80 << 30), [0; 32]).unwrap();
+    println!("GPU seconds at a model's measured rates (bounds::MEASURED): commit = MACs/rate,");
     println!(
-        "  commit {:.1} s, held {:.1} s (illustration of the formula; no GPU measured)",
-        2.0 * p.macs() as f64 / 300e12,
-        f64::from(p.passes) * p.held_bytes() as f64 / 1e12
+        "held = held bytes read/rate; 80 GiB on the H100 80GB HBM3 (bench/results/challenge-gpu.txt):"
     );
+    let p = Params::for_claim(&Claim::new("h100-80gb-hbm3", 80 << 30), [0; 32]).unwrap();
+    if let Some(mcjs_challenge::Figures::Measured {
+        commit_macs_per_s,
+        held_bytes_per_s,
+    }) = mcjs_challenge::bounds::MEASURED
+        .entry("h100-80gb-hbm3")
+        .map(|e| e.figures)
+    {
+        println!(
+            "  commit {:.1} s, held {:.1} s",
+            p.macs() as f64 / commit_macs_per_s as f64,
+            f64::from(p.passes) * p.held_bytes() as f64 / held_bytes_per_s as f64
+        );
+    }
 }
 
 fn fastest(runs: usize, mut f: impl FnMut()) -> Duration {

@@ -69,7 +69,8 @@
 //!
 //! [`bounds::MEASURED`] holds one row per model, with its source. A model without measured
 //! figures gets no bound; its verdict is at best [`Verdict::Unbounded`], which proves only
-//! the lowest class ([`ProvenClass::Lowest`]). No GPU has been measured yet.
+//! the lowest class ([`ProvenClass::Lowest`]). One GPU is measured so far: the H100 80GB HBM3
+//! (bench/results/challenge-gpu.txt).
 
 pub mod attestation;
 pub mod backend;

@@ -121,6 +121,40 @@ fn proven(mut node: Node) -> Node {
     node
 }
 
+/// Every node of `nodes` heartbeating at `T0`.
+fn all_alive(nodes: &[(Pubkey, Node)]) -> Liveness {
+    let mut live = Liveness::new(T0 * MS);
+    for (n, _) in nodes {
+        live.record(heartbeat(*n, vec![]), T0 * MS).unwrap();
+    }
+    live
+}
+
+/// The node one round assigns a job to, if it assigns one (at most one job is queued),
+/// with the Config requiring proven hardware or not.
+fn placed_by_one_round(
+    live: &Liveness,
+    jobs: &[(Pubkey, Job)],
+    nodes: &[(Pubkey, Node)],
+    required: bool,
+) -> Option<Pubkey> {
+    let obs = Observation {
+        now_ms: T0 * MS + 500,
+        jobs,
+        nodes,
+        liveness: live,
+        understaked: &HashSet::new(),
+        outages: &[],
+        require_proven_hardware: required,
+    };
+    let decision = reconcile(&obs, &DetectorConfig::default());
+    match decision.actions.as_slice() {
+        [Action::Assign { node, .. }] => Some(*node),
+        [] => None,
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn with_proof_required_a_job_that_names_memory_goes_only_to_a_proven_node() {
     let (job, p) = (key(10), key(30));
@@ -132,26 +166,9 @@ fn with_proof_required_a_job_that_names_memory_goes_only_to_a_proven_node() {
         (failed, failed_node),
         (proof, proven(node(p, 81_920))),
     ];
-    let mut live = Liveness::new(T0 * MS);
-    for (n, _) in &all {
-        live.record(heartbeat(*n, vec![]), T0 * MS).unwrap();
-    }
+    let live = all_alive(&all);
     let placed = |jobs: &[(Pubkey, Job)], nodes: &[(Pubkey, Node)], required: bool| {
-        let obs = Observation {
-            now_ms: T0 * MS + 500,
-            jobs,
-            nodes,
-            liveness: &live,
-            understaked: &HashSet::new(),
-            outages: &[],
-            require_proven_hardware: required,
-        };
-        let decision = reconcile(&obs, &DetectorConfig::default());
-        match decision.actions.as_slice() {
-            [Action::Assign { node, .. }] => Some(*node),
-            [] => None,
-            other => panic!("{other:?}"),
-        }
+        placed_by_one_round(&live, jobs, nodes, required)
     };
     // The job asks for 20 GB: with proof required only the proven node takes it; without,
     // the reported profiles are read (and the first node fits).
@@ -223,26 +240,9 @@ fn a_job_that_asks_for_attested_hardware_is_placed_only_on_a_fully_attested_node
         ),
         (fully, priced(attested(proven(node(p, 81_920)), &every), 3)),
     ];
-    let mut live = Liveness::new(T0 * MS);
-    for (n, _) in &all {
-        live.record(heartbeat(*n, vec![]), T0 * MS).unwrap();
-    }
+    let live = all_alive(&all);
     let placed = |jobs: &[(Pubkey, Job)], nodes: &[(Pubkey, Node)], required: bool| {
-        let obs = Observation {
-            now_ms: T0 * MS + 500,
-            jobs,
-            nodes,
-            liveness: &live,
-            understaked: &HashSet::new(),
-            outages: &[],
-            require_proven_hardware: required,
-        };
-        let decision = reconcile(&obs, &DetectorConfig::default());
-        match decision.actions.as_slice() {
-            [Action::Assign { node, .. }] => Some(*node),
-            [] => None,
-            other => panic!("{other:?}"),
-        }
+        placed_by_one_round(&live, jobs, nodes, required)
     };
     let mut asks = JobBuilder::pending().0;
     asks.requirements.attested = true;
