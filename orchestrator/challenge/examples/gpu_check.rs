@@ -102,14 +102,20 @@ fn answer<B: Backend>(params: &Params, backend: B) -> (Answer, [Duration; 3]) {
     (answer, [commit, held, open])
 }
 
+/// GPU `ordinal`, its kernels compiled first as the agent compiles them when it starts, so
+/// that the two times printed are NVRTC's and what a challenge's opening of the card costs.
 fn open_gpu(ordinal: usize) -> KernelBackend<CudaDevice> {
+    let started = Instant::now();
+    let capabilities = CudaDevice::prepare_kernels().unwrap_or_else(|e| fail(&e.to_string()));
+    let compiled = started.elapsed();
     let started = Instant::now();
     let device = CudaDevice::open(ordinal).unwrap_or_else(|e| fail(&e.to_string()));
     println!(
-        "gpu {ordinal}: {} (compute {}.{}), kernels compiled and loaded in {:.2} s",
+        "gpu {ordinal}: {} (compute {}.{}): kernels compiled for {capabilities} capabilities in {:.2} s, then the card opened (context, module, cuBLAS) in {:.2} s",
         device.name(),
         device.capability().0,
         device.capability().1,
+        compiled.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
     KernelBackend::new(device)
