@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use cudarc::cublas::{CudaBlas, result as blas, sys as blas_sys};
+use cudarc::driver::sys::CUdevice_attribute as A;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig,
     PushKernelArg,
@@ -87,16 +88,9 @@ impl CudaDevice {
     /// hex, NVML's canonical form): CUDA numbers cards fastest first unless told otherwise,
     /// NVML in PCI order, so a card is matched by its address ([`super::ordinals_by_address`]).
     pub fn pci_bus_ids() -> Result<Vec<String>, BackendError> {
-        use cudarc::driver::result::device;
-        use cudarc::driver::sys::CUdevice_attribute as A;
         (0..Self::count())
             .map(|ordinal| {
-                let dev = device::get(ordinal as i32).map_err(device_error("opening the GPU"))?;
-                // SAFETY: `dev` was returned by `device::get`.
-                let read = |attribute| unsafe {
-                    device::get_attribute(dev, attribute)
-                        .map_err(device_error("reading its PCI address"))
-                };
+                let read = attribute_reader(ordinal, "reading its PCI address")?;
                 Ok(format!(
                     "{:04x}:{:02x}:{:02x}.0",
                     read(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
@@ -110,19 +104,12 @@ impl CudaDevice {
     /// Compiles the kernels for the compute capability of every GPU the driver sees, ahead of
     /// any challenge, so that NVRTC's compile (part of the 3.5 s an H100 took to open, with
     /// its context and cuBLAS handle) is not inside a timed phase: a node opens its GPUs only
-    /// once a challenge's seed is drawn. Opens no context (no GPU memory is taken). The number of distinct
-    /// capabilities compiled; 0 where CUDA cannot be loaded.
+    /// once a challenge's seed is drawn. Opens no context (no GPU memory is taken). The
+    /// number of distinct capabilities compiled; 0 where CUDA cannot be loaded.
     pub fn prepare_kernels() -> Result<usize, BackendError> {
-        use cudarc::driver::result::device;
-        use cudarc::driver::sys::CUdevice_attribute as A;
         let mut capabilities = Vec::new();
         for ordinal in 0..Self::count() {
-            let dev = device::get(ordinal as i32).map_err(device_error("opening the GPU"))?;
-            // SAFETY: `dev` was returned by `device::get`.
-            let read = |attribute| unsafe {
-                device::get_attribute(dev, attribute)
-                    .map_err(device_error("reading its compute capability"))
-            };
+            let read = attribute_reader(ordinal, "reading its compute capability")?;
             let capability = (
                 read(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
                 read(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
@@ -200,6 +187,19 @@ impl CudaDevice {
             .synchronize()
             .map_err(device_error("synchronizing"))
     }
+}
+
+/// A reader of GPU `ordinal`'s attributes, without a context; its errors say `what` failed.
+fn attribute_reader(
+    ordinal: usize,
+    what: &'static str,
+) -> Result<impl Fn(A) -> Result<i32, BackendError>, BackendError> {
+    let dev = cudarc::driver::result::device::get(ordinal as i32)
+        .map_err(device_error("opening the GPU"))?;
+    // SAFETY: `dev` was returned by `device::get`.
+    Ok(move |attribute| unsafe {
+        cudarc::driver::result::device::get_attribute(dev, attribute).map_err(device_error(what))
+    })
 }
 
 /// The kernels compiled in this process, by compute capability.

@@ -207,19 +207,13 @@ impl Node {
     }
 
     /// A job that asks for attested hardware goes only to a node whose
-    /// every GPU is attested and proven in at least the job's number; any
+    /// every GPU is attested (the proof is of the node's current profile,
+    /// whose GPU count `JobRequirements::check` holds to the job's); any
     /// other job to any node. Checked whatever the Config requires: the
     /// user asked.
     pub fn require_attested(&self, requirements: &JobRequirements) -> Result<()> {
-        if !requirements.attested {
-            return Ok(());
-        }
         require!(
-            self.all_gpus_attested()
-                && self
-                    .challenge
-                    .proven
-                    .is_some_and(|p| p.gpu_count >= requirements.gpu_count),
+            !requirements.attested || self.all_gpus_attested(),
             McjsError::UnattestedHardware
         );
         Ok(())
