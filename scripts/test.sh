@@ -1,29 +1,74 @@
 #!/usr/bin/env bash
 # Runs every MCJS test on this machine, installing what a fresh machine lacks.
 #
-#   scripts/test.sh [extra cargo test args]
+#   scripts/test.sh [extra cargo-nextest filters or args]
 #
 # Needs: Rust 1.95 (rustup), a C compiler, a running Docker engine (the agent's
 # tests run real containers; they fail, not skip, without one). Installs the
-# musl target for the reference trainer's static image.
+# musl target for the reference trainer's static image, and cargo-nextest,
+# which runs the tests: one process per test, many at once
+# (.config/nextest.toml), so that the fault suite's clusters run side by side.
 #
 # The Solana crates are heavy: builds share one target directory outside the
 # checkout (override with CARGO_TARGET_DIR), so a second run rebuilds only
-# what changed.
+# what changed, and every step below builds with one feature set
+# ($features), so no step compiles again what an earlier one compiled.
+#
+# At the end, passed or failed, it prints a report: each step's wall time and
+# crates compiled, the count of tests, and the ten slowest tests
+# (scripts/test-report.py, from nextest's JUnit files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/mcjs/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
-source scripts/setup.sh
+# The one feature set of every step: `demo` builds `mcjs` with the local
+# chain and the cluster harness that its tests (and the fault suite) start;
+# `yellowstone` adds the program index's Yellowstone gRPC source (its unit
+# tests, its test against the real plugin compiled but run by hand, and the
+# scheduler built with it).
+features="mcjs-cli/demo,mcjs-cli/yellowstone,mcjs-localnet/yellowstone"
+
+report_dir="$(mktemp -d)"
+steps="$report_dir/steps.tsv"
+: >"$steps"
+report() {
+    local rc=$?
+    python3 scripts/test-report.py "$report_dir" "$CARGO_TARGET_DIR/nextest" || true
+    rm -rf "$report_dir"
+    exit "$rc"
+}
+trap report EXIT
+# This run's JUnit files only.
+rm -f "$CARGO_TARGET_DIR"/nextest/*/junit.xml
+
+# step NAME CMD...: runs CMD with its output copied to a log whose
+# `Compiling` lines are counted, and records the step's wall time.
+step() {
+    local name="$1" start rc=0
+    shift
+    echo "mcjs-test: --- $name" >&2
+    start=$(date +%s)
+    "$@" 2>&1 | tee "$report_dir/$name.log" || rc=$?
+    printf '%s\t%s\t%s\t%s\n' "$name" "$(($(date +%s) - start))" \
+        "$(grep -c '^ *Compiling ' "$report_dir/$name.log" || true)" "$rc" >>"$steps"
+    return "$rc"
+}
+
+step setup bash -euo pipefail scripts/setup.sh
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+    echo "mcjs-test: installing cargo-nextest (cargo install cargo-nextest --locked, several minutes)" >&2
+    step install-nextest cargo install cargo-nextest --locked --quiet
+fi
 
 # NVRTC, CUDA's run-time compiler: a GPU node compiles the hardware challenge's kernels with
 # it; compiling needs no GPU, so a test here compiles them for every generation a node may
 # have (and fails if NVRTC is missing). NVIDIA's wheel from PyPI, unpacked into the cache
 # and put on the loader's path for the tests.
 nvrtc_dir="$HOME/.cache/mcjs/nvrtc-12.9.86"
-if [ ! -f "$nvrtc_dir/libnvrtc.so.12" ]; then
+install_nvrtc() {
     echo "mcjs-test: installing NVRTC 12.9 from PyPI (nvidia-cuda-nvrtc-cu12, about 90 MB)" >&2
     wheel_dir="$(mktemp -d)"
     python3 -m pip download --quiet --no-deps nvidia-cuda-nvrtc-cu12==12.9.86 -d "$wheel_dir"
@@ -41,41 +86,59 @@ with zipfile.ZipFile(wheel) as z:
         os.replace(os.path.join(out, base + ".part"), os.path.join(out, base))
 PY
     rm -rf "$wheel_dir"
+}
+if [ ! -f "$nvrtc_dir/libnvrtc.so.12" ]; then
+    step nvrtc install_nvrtc
 fi
 export LD_LIBRARY_PATH="$nvrtc_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export MCJS_REQUIRE_NVRTC=1
 
 # The program as a cluster runs it: its SBF build (scripts/build-sbf.sh
-# installs its toolchain on first use and builds in its own target
-# directory). Every test below that runs the program runs this ELF: the
-# program suite through LiteSVM's loader and verifier, and every local chain
-# (the CLI's, the agents', the fault suite's, `mcjs demo`) deploys it by
-# loader transactions at start (mcjs-localnet, MCJS_PROGRAM_SO).
-program_so="$(scripts/build-sbf.sh)"
-export MCJS_PROGRAM_SO="$program_so"
+# installs its toolchain on first use and builds, at low priority, in its own
+# target directory), started beside the workspace's build: on a fresh machine
+# the two fill each other's idle cores. Every test below that runs the program
+# runs this ELF: the program suite through LiteSVM's loader and verifier, and
+# every local chain (the CLI's, the agents', the fault suite's, `mcjs demo`)
+# deploys it by loader transactions at start (mcjs-localnet, MCJS_PROGRAM_SO).
+sbf_start=$(date +%s)
+scripts/build-sbf.sh >"$report_dir/sbf.out" 2>"$report_dir/sbf.log" &
+sbf_pid=$!
 
-# `demo` builds `mcjs` with the local chain and the cluster harness that
-# its tests (and the fault suite) start.
-cargo test --workspace --locked --features mcjs-cli/demo "$@"
+step build cargo test --workspace --locked --features "$features" --no-run
 
-# The program suite once more, on the native build of the program: a
-# panic's backtrace and a debugger reach into it, and coverage counts it.
-env -u MCJS_PROGRAM_SO cargo test --locked -p mcjs-tests --test program
+sbf_rc=0
+wait "$sbf_pid" || sbf_rc=$?
+printf '%s\t%s\t%s\t%s\n' "sbf (beside build)" "$(($(date +%s) - sbf_start))" \
+    "$(grep -c '^ *Compiling ' "$report_dir/sbf.log" || true)" "$sbf_rc" >>"$steps"
+if [ "$sbf_rc" -ne 0 ]; then
+    cat "$report_dir/sbf.log" >&2
+    exit "$sbf_rc"
+fi
+MCJS_PROGRAM_SO="$(cat "$report_dir/sbf.out")"
+export MCJS_PROGRAM_SO
 
-# The program index's Yellowstone gRPC source (feature `yellowstone`, off by
-# default): its unit tests, its test against the real plugin compiled (run
-# by hand: it needs the plugin, scripts/yellowstone-plugin.sh, a large
-# build), and the scheduler built with it.
-cargo test --locked -p mcjs-client --features yellowstone --lib rpc::yellowstone
-cargo test --locked -p mcjs-localnet --features yellowstone --test yellowstone --no-run
-cargo build --locked -q -p mcjs-cli --features yellowstone
+# Threads: twice the cores (most tests wait on the clock, not the CPU; the
+# fault suite is held to its group's count whatever this is).
+threads="${MCJS_TEST_THREADS:-$(($(nproc) * 2))}"
+status=0
+step tests cargo nextest run --workspace --locked --features "$features" \
+    --test-threads "$threads" "$@" || status=$?
+# No doctests: nextest does not run them, and `cargo test --doc` would build
+# the libraries again under other features; the one example in a crate's
+# documentation (mcjs-spec's) is run as a test of its crate.
+
+# The program suite once more, on the native build of the program (the same
+# test binary, without MCJS_PROGRAM_SO): a panic's backtrace and a debugger
+# reach into it, and coverage counts it.
+step native-program env -u MCJS_PROGRAM_SO cargo nextest run --workspace --locked \
+    --features "$features" --profile native --test-threads "$threads" \
+    -E 'package(mcjs-tests) & binary(program)' || status=$?
 
 # The `mcjs` users and providers build has neither the local chain nor the
-# cluster harness (app/cli/tests/linking.rs checks what it links); it must
-# still build, and say how to get `mcjs demo`.
-cargo build --locked -q -p mcjs-cli
-unbuilt="$("$CARGO_TARGET_DIR/debug/mcjs" demo 2>&1 || true)"
-case "$unbuilt" in
-*"--features demo"*) ;;
-*) echo "mcjs-test: a plain mcjs build answered 'mcjs demo' with: $unbuilt" >&2; exit 1 ;;
-esac
+# cluster harness (app/cli/tests/linking.rs checks what it links; the tests
+# check what it answers `mcjs demo` with); it must still compile. Being the
+# one build without the test features, it is checked under its own profile
+# (`plain`, Cargo.toml), so that it compiles its crates once per machine and
+# never overwrites the tests' build.
+step plain-mcjs cargo check --locked -p mcjs-cli --profile plain || status=$?
+exit "$status"

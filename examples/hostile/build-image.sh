@@ -12,6 +12,13 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 target="x86_64-unknown-linux-musl"
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 
+# Tests build images from processes running side by side: one build at a
+# time per target directory, so that the binary copied below is the one this
+# build made (the trainer's two feature sets share one output path).
+mkdir -p "$target_dir"
+exec 9>"$target_dir/.mcjs-image-build.lock"
+flock 9
+
 if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
   rustup target add "$target" >&2
 fi

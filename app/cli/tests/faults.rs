@@ -6,10 +6,13 @@
 //! jobs' ends instead and measures the completion rate; the hardware
 //! challenge's test ends once its verdicts are on chain and its jobs placed.
 //!
-//! The tests share one machine's cores, so they run one at a time.
+//! Every test starts a cluster of its own (its own ports, directories, S3
+//! server and containers labelled by its own nodes), so the tests run side
+//! by side: `scripts/test.sh` runs them under cargo-nextest, a few at a time
+//! (the `fault-suite` group in `.config/nextest.toml`).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use mcjs::state::{Job, JobState};
@@ -25,11 +28,6 @@ const USDC: u64 = 1_000_000;
 /// What the local chain mints: 10,000 to the user, 1,000 to each provider.
 const MINTED: u64 = 13_000 * USDC;
 const BOND: u64 = 20 * USDC;
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -345,7 +343,6 @@ impl Scenario {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_container_killed_mid_epoch() {
-    let _one = serial();
     let s = scenario(10, 3).await;
     let before = s.running_with_checkpoints(2).await;
     kill_containers(&format!("mcjs.job={}", s.job));
@@ -364,7 +361,6 @@ async fn a_strangers_forged_heartbeats_leave_the_provider_and_the_job_alone() {
     use mcjs_protocol::{
         ExitReport, HEARTBEAT_PATH, Heartbeat, JobPhase, JobReport, SignedRequest, StopReason,
     };
-    let _one = serial();
     let s = scenario(30, 3).await;
     let before = s.running_with_checkpoints(1).await;
     let (node, provider) = (before.node.unwrap(), before.provider.unwrap());
@@ -476,7 +472,6 @@ async fn a_strangers_forged_heartbeats_leave_the_provider_and_the_job_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_killed_with_its_container() {
-    let _one = serial();
     let mut s = scenario(10, 3).await;
     let before = s.running_with_checkpoints(2).await;
     let victim = s.cluster.agent_of_node(&before.node.unwrap()).unwrap();
@@ -489,7 +484,6 @@ async fn the_agent_killed_with_its_container() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_agent_is_fenced_and_stops_its_container_when_healed() {
-    let _one = serial();
     let s = scenario(12, 3).await;
     let before = s.running_with_checkpoints(2).await;
     let old_node = before.node.unwrap();
@@ -544,7 +538,6 @@ async fn a_partitioned_agent_is_fenced_and_stops_its_container_when_healed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scheduler_killed_and_restarted_mid_job() {
-    let _one = serial();
     let mut s = scenario(10, 3).await;
     s.running_with_checkpoints(1).await;
     s.cluster.kill_scheduler();
@@ -572,7 +565,6 @@ async fn the_scheduler_killed_and_restarted_mid_job() {
 /// slashed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scheduler_down_three_liveness_windows_fails_nothing() {
-    let _one = serial();
     let mut s = scenario_with(12, 3, async |c| {
         c.run_mcjs(
             &c.info.wallets.admin,
@@ -607,14 +599,13 @@ async fn the_scheduler_down_three_liveness_windows_fails_nothing() {
 
 /// Two schedulers: the Config's leads, a standby follows. The leader is
 /// SIGKILLed mid-job: the standby takes the lease within 5 s of its expiry
-/// (100 slots of 50 ms), nobody is reported or slashed (the agents kept
+/// (100 slots of 50 ms; the lease is `STANDBY_LEASE_SLOTS` long), nobody is reported or slashed (the agents kept
 /// heartbeating to the standby and storing through its gateway), and the
 /// job completes on its first node, byte-identical. The old leader,
 /// restarted, follows; a transaction it signs as the scheduler is refused
 /// on chain as not the lease's holder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leader_killed_mid_job_the_standby_leads_and_nobody_is_failed() {
-    let _one = serial();
     let mut s = scenario_of(
         Setup {
             args: workload::trainer_args(40),
@@ -707,7 +698,6 @@ async fn the_leader_killed_mid_job_the_standby_leads_and_nobody_is_failed() {
 /// failed or slashed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_public_endpoints_the_job_completes_and_nobody_is_failed() {
-    let _one = serial();
     let (s, done, secs) = job_behind(Some(EndpointProfile::PUBLIC)).await;
     let stats = s.cluster.endpoint_stats();
     eprintln!(
@@ -765,7 +755,6 @@ async fn job_behind(endpoint: Option<EndpointProfile>) -> (Scenario, Job, f64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, about five minutes: cargo test -p mcjs-cli --features demo --test faults -- --ignored --nocapture public_endpoint_cost"]
 async fn public_endpoint_cost() {
-    let _one = serial();
     let (direct, _, direct_secs) = job_behind(None).await;
     drop(direct);
     let (public, done, public_secs) = job_behind(Some(EndpointProfile::PUBLIC)).await;
@@ -815,7 +804,6 @@ async fn assert_never_failed(s: &Scenario) {
 /// reported or placed twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_schedulers_stream_held_for_10_s_mid_job_misses_nothing() {
-    let _one = serial();
     let s = scenario_of(
         Setup {
             args: workload::trainer_args(10),
@@ -847,7 +835,6 @@ async fn the_schedulers_stream_held_for_10_s_mid_job_misses_nothing() {
 /// byte-identical, nothing reported, nobody slashed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_60_s_rpc_outage_mid_job_fails_nothing() {
-    let _one = serial();
     let s = scenario_of(
         Setup {
             args: workload::trainer_args(12),
@@ -898,7 +885,6 @@ async fn a_60_s_rpc_outage_mid_job_fails_nothing() {
 /// nothing reported, nobody slashed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_150_s_store_outage_mid_job_fails_nothing() {
-    let _one = serial();
     let mut s = scenario(12, 3).await;
     s.running_with_checkpoints(1).await;
     s.cluster.store_outage(true).await.unwrap();
@@ -930,7 +916,6 @@ async fn a_150_s_store_outage_mid_job_fails_nothing() {
 /// completes on its first node with nothing reported and nobody slashed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_between_the_scheduler_and_half_the_fleet_reports_nobody() {
-    let _one = serial();
     let s = scenario_of(
         Setup {
             // Long enough that the first job still runs when the third starts.
@@ -1031,7 +1016,6 @@ async fn a_partition_between_the_scheduler_and_half_the_fleet_reports_nobody() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_restarted_on_purpose_keeps_its_job() {
-    let _one = serial();
     let mut s = scenario(12, 3).await;
     let before = s.running_with_checkpoints(1).await;
     let i = s.cluster.agent_of_node(&before.node.unwrap()).unwrap();
@@ -1046,7 +1030,6 @@ async fn an_agent_restarted_on_purpose_keeps_its_job() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_brief_network_blip_fails_no_job() {
-    let _one = serial();
     let s = scenario(12, 3).await;
     let before = s.running_with_checkpoints(1).await;
     let i = s.cluster.agent_of_node(&before.node.unwrap()).unwrap();
@@ -1060,7 +1043,6 @@ async fn a_brief_network_blip_fails_no_job() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_latest_checkpoint_corrupted_before_a_restore() {
-    let _one = serial();
     let mut s = scenario(10, 3).await;
     let before = s.running_with_checkpoints(3).await;
     let victim = s.cluster.agent_of_node(&before.node.unwrap()).unwrap();
@@ -1075,7 +1057,6 @@ async fn the_latest_checkpoint_corrupted_before_a_restore() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_failures_in_a_row_exhaust_a_restart_budget_of_one() {
-    let _one = serial();
     let mut s = scenario(40, 1).await;
     let first = s.running_with_checkpoints(2).await;
     s.cluster
@@ -1129,7 +1110,6 @@ async fn two_failures_in_a_row_exhaust_a_restart_budget_of_one() {
 async fn on_a_low_battery_the_job_moves_losing_only_the_write() {
     use mcjs_hal::probe::dummy_ups::DummyUps;
     use std::time::Instant;
-    let _one = serial();
     let ups = [DummyUps::start(), DummyUps::start()];
     let mut s = scenario_of(
         Setup {
@@ -1297,7 +1277,6 @@ async fn on_a_low_battery_the_job_moves_losing_only_the_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn randomized_soak() {
     use mcjs_client::completion::{COMPLETION_LINE_PERCENT, EndCounts, end_of};
-    let _one = serial();
     let began = std::time::Instant::now();
     let runs: u64 = std::env::var("MCJS_SOAK_RUNS")
         .ok()
@@ -1559,7 +1538,6 @@ struct SoakFault {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_node_account_leaves_every_other_job_placed() {
     use anchor_lang::{AnchorSerialize, Discriminator};
-    let _one = serial();
     let corrupted = std::sync::Mutex::new(None);
     let s = scenario_with(6, 3, async |cluster: &Cluster| {
         let client = cluster.client();
@@ -1631,7 +1609,6 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
     use mcjs_protocol::store::Role;
     use object_store::path::Path as ObjectPath;
     use object_store::{ObjectStore, PutPayload};
-    let _one = serial();
     let s = scenario(30, 3).await;
     let before = s.running_with_checkpoints(2).await;
     let node = before.node.unwrap();
@@ -1926,7 +1903,6 @@ impl Scenario {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_segment() {
-    let _serial = serial();
     // 12 epochs of 16 steps: checkpoints at 64, 128 and 192. Every agent
     // carries the fault; the first to reach step 128 (whichever node runs
     // the job first) attests a made-up hash there, once for the cluster.
@@ -2033,7 +2009,6 @@ async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_slashed() {
-    let _serial = serial();
     // 124 epochs of 16 steps: 31 intervals of 64 steps, each checked.
     let s = scenario_of(
         Setup {
@@ -2151,7 +2126,6 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, about four minutes: cargo test -p mcjs-cli --features demo --test faults -- --ignored --nocapture verification_cost"]
 async fn verification_cost_at_sample_rate_one_tenth() {
-    let _serial = serial();
     let s = scenario_of(
         Setup {
             args: verified_args(200),
@@ -2269,7 +2243,6 @@ fn checkpoint_of_run(
 /// slashed, and the model is the reference trainer's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_built_to_frame_its_provider_under_check_cannot_tell_a_check_run() {
-    let _serial = serial();
     let hostile = hostile_image();
     let t = tempfile::tempdir().unwrap();
     let data = t.path().join("data");
@@ -2365,7 +2338,6 @@ async fn node_now(cluster: &Cluster, agent: usize) -> mcjs::state::Node {
 async fn a_node_that_answers_its_challenge_is_proven_and_one_that_cannot_gets_no_job_naming_its_class()
  {
     use mcjs::state::{ChallengeFailure, ChallengeResult};
-    let _one = serial();
     let dir = tempfile::Builder::new()
         .prefix("mcjs-faults-")
         .tempdir()

@@ -6,12 +6,15 @@
 //! `now`, and computes its canonical form and hash (RFC 8785 JCS, sha256). It does no I/O and
 //! reads no clock.
 //!
-//! ```
+//! ```text
 //! let text = include_str!("../../../examples/specs/bulk-inference.json");
 //! let spec = mcjs_spec::JobSpec::from_json(text).unwrap();
 //! spec.validate(1_700_000_000).unwrap();
 //! assert_eq!(mcjs_spec::spec_hash(&spec).len(), 32);
 //! ```
+//!
+//! (Run as `tests/examples.rs`' `the_crate_documentations_example_runs`: the
+//! test suite runs under cargo-nextest, which runs no doctests.)
 
 pub mod checkpoint;
 pub mod error;

@@ -99,3 +99,12 @@ fn every_invalid_spec_produces_exactly_its_expected_errors() {
         }
     }
 }
+
+/// The example at the top of the crate's documentation (`src/lib.rs`), as written there.
+#[test]
+fn the_crate_documentations_example_runs() {
+    let text = include_str!("../../../examples/specs/bulk-inference.json");
+    let spec = mcjs_spec::JobSpec::from_json(text).unwrap();
+    spec.validate(1_700_000_000).unwrap();
+    assert_eq!(mcjs_spec::spec_hash(&spec).len(), 32);
+}

@@ -28,8 +28,9 @@ pub struct Unbuilt {
 }
 
 /// The error for `mcjs <command>` where this build lacks the command's
-/// feature (`demo`, `localnet`).
-#[cfg(not(all(feature = "demo", feature = "localnet")))]
+/// feature (`demo`, `localnet`). Compiled in every build, so that the test
+/// build (which has both) tests what a plain build says.
+#[cfg_attr(all(feature = "demo", feature = "localnet"), allow(dead_code))]
 pub fn unbuilt(command: &str) -> anyhow::Error {
     anyhow::anyhow!(
         "this mcjs was built without `mcjs {command}` (it links a local chain{}); build it with \
@@ -45,4 +46,19 @@ pub fn unbuilt(command: &str) -> anyhow::Error {
             ""
         }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    /// What a plain `mcjs` (built without `demo` and `localnet`) answers
+    /// `mcjs demo` and `mcjs localnet` with: how to get them.
+    #[test]
+    fn a_command_this_build_lacks_says_how_to_get_it() {
+        let demo = super::unbuilt("demo").to_string();
+        assert!(demo.contains("cargo build -p mcjs-cli --features demo"), "{demo}");
+        assert!(demo.contains("bash scripts/demo.sh"), "{demo}");
+        let localnet = super::unbuilt("localnet").to_string();
+        assert!(localnet.contains("--features localnet"), "{localnet}");
+        assert!(!localnet.contains("demo"), "{localnet}");
+    }
 }
