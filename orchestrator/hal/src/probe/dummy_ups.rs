@@ -91,13 +91,36 @@ impl Drop for DummyUps {
 }
 
 /// The driver's data file, replaced whole so it never reads half of it.
+///
+/// `dummy-ups` reads the file again only when its modification time (in
+/// whole seconds) changes, so two writes within one second would leave the
+/// second unseen: each write is dated a second after the one before, or
+/// now, whichever is later.
 fn write_vars(dir: &Path, status: &str, charge: &str, runtime: &str) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+
     let tmp = dir.join("test.dev.new");
     std::fs::write(
         &tmp,
         format!("ups.status: {status}\nbattery.charge: {charge}\nbattery.runtime: {runtime}\n"),
     )
     .unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let secs = LAST
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+            Some(now.max(last + 1))
+        })
+        .map_or(now, |last| now.max(last + 1));
+    std::fs::File::options()
+        .write(true)
+        .open(&tmp)
+        .and_then(|f| f.set_modified(UNIX_EPOCH + Duration::from_secs(secs)))
+        .unwrap();
     std::fs::rename(&tmp, dir.join("test.dev")).unwrap();
 }
 
