@@ -55,7 +55,10 @@ mod tests {
     #[test]
     fn a_command_this_build_lacks_says_how_to_get_it() {
         let demo = super::unbuilt("demo").to_string();
-        assert!(demo.contains("cargo build -p mcjs-cli --features demo"), "{demo}");
+        assert!(
+            demo.contains("cargo build -p mcjs-cli --features demo"),
+            "{demo}"
+        );
         assert!(demo.contains("bash scripts/demo.sh"), "{demo}");
         let localnet = super::unbuilt("localnet").to_string();
         assert!(localnet.contains("--features localnet"), "{localnet}");
