@@ -519,7 +519,7 @@ fn overflow_sized_amounts_are_refused() {
     let mut args = job_args(7, 100 * USDC);
     args.requirements.gpu_count = 200;
     args.terms.max_price_per_gpu_hour = u64::MAX / 100;
-    args.terms.checkpoint_interval_secs = 1;
+    args.terms.checkpoint_interval_secs = 60;
     args.bond = 900 * USDC;
     // The minimum bond itself overflows: refused at submission.
     expect_error(

@@ -1,12 +1,12 @@
 //! The insurance pool: every slash lands in it, never with the job's owner
 //! or whoever reported the failure; `compensate_owner` by the admin is the
-//! only way out, to the owner of a job that failed through its providers'
-//! fault, never more than that owner paid.
+//! only way out, to the owner of a job that ended unfinished after its
+//! providers failed it, never more than that owner paid.
 
 use mcjs::errors::McjsError;
 use mcjs::events::*;
 use mcjs::state::*;
-use mcjs_client::{Pubkey, pda};
+use mcjs_client::{Pubkey, ix, pda};
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
@@ -36,6 +36,12 @@ fn job_with_checkpoints(
         env.attest(&job, provider, 0, generation, 0, step).unwrap();
     }
     job
+}
+
+/// The owner cancels its queued job: it ends unfinished.
+fn give_up(env: &mut Env, owner: &Wallet, job: &Pubkey) {
+    let cancel = ix::cancel_job(&owner.key(), job, &owner.token, &env.mint);
+    env.send(&[cancel], &[&owner.kp]).expect("cancel");
 }
 
 fn reported(logs: &[String]) -> FailureReported {
@@ -88,8 +94,11 @@ fn an_infrastructure_failure_slashes_into_the_pool_and_neither_the_owner_nor_the
     }
 }
 
+/// A provider's failure queues the job again whatever its restart budget
+/// (here none): it uses none of it. An owner who then gives up gets back
+/// only the bond it did not spend.
 #[test]
-fn a_job_that_fails_for_good_refunds_only_its_unspent_bond_to_the_owner() {
+fn a_job_its_provider_failed_refunds_only_its_unspent_bond_when_its_owner_gives_up() {
     let mut env = Env::new();
     let owner = env.wallet(1_000 * USDC);
     let provider = env.provider_with_nodes(200 * USDC, &[a100_80gb()], PRICE);
@@ -109,10 +118,18 @@ fn a_job_that_fails_for_good_refunds_only_its_unspent_bond_to_the_owner() {
         )
         .unwrap();
     let event = reported(&logs);
-    assert!(event.job_failed);
+    assert!(!event.job_failed, "a provider's failure uses no restart");
+    assert_eq!(event.restarts_used, 0);
     assert_eq!(event.slashed, 5 * USDC);
-    assert_eq!(event.refund, 98 * USDC, "the bond less two checkpoints");
-    assert_eq!(env.balance(&owner.token), owner_before + 98 * USDC);
+    assert_eq!(event.refund, 0);
+    assert_eq!(env.balance(&owner.token), owner_before);
+    give_up(&mut env, &owner, &job);
+    assert!(matches!(env.job(&job).state, JobState::Cancelled { .. }));
+    assert_eq!(
+        env.balance(&owner.token),
+        owner_before + 98 * USDC,
+        "the bond less two checkpoints"
+    );
     assert_eq!(env.balance(&owner.token), 1_000 * USDC - 2 * USDC);
     assert_eq!(env.pool(), 5 * USDC);
     env.assert_invariants();
@@ -165,8 +182,12 @@ fn the_admin_compensates_the_owner_of_a_job_its_provider_failed_up_to_what_the_o
         FailureCause::ContainerDied,
     )
     .unwrap();
+    // Queued again (a provider's failure uses no restart); not compensable
+    // while it may still finish.
+    assert_eq!(env.job(&job).compensable(), 0);
+    give_up(&mut env, &owner, &job);
     let failed = env.job(&job);
-    assert!(matches!(failed.state, JobState::Failed { .. }));
+    assert!(matches!(failed.state, JobState::Cancelled { .. }));
     assert_eq!((failed.paid, failed.compensated), (2 * USDC, 0));
     assert_eq!(failed.compensable(), 2 * USDC);
     assert_eq!(env.pool(), 5 * USDC);
@@ -260,6 +281,7 @@ fn compensation_is_limited_by_what_the_pool_holds() {
         FailureCause::NodeLost,
     )
     .unwrap();
+    give_up(&mut env, &owner, &job);
     assert_eq!(env.pool(), USDC / 2);
     let admin = env.admin.insecure_clone();
     let before = env.snapshot();
@@ -334,7 +356,7 @@ fn compensation_is_refused_for_a_job_not_failed_by_its_providers() {
     )
     .unwrap();
     let cancelled = env.submit(&owner, job_args(4, 10 * USDC)).unwrap();
-    let cancel = mcjs_client::ix::cancel_job(&owner.key(), &cancelled, &owner.token, &env.mint);
+    let cancel = ix::cancel_job(&owner.key(), &cancelled, &owner.token, &env.mint);
     env.send(&[cancel], &[&owner.kp]).unwrap();
 
     let before = env.snapshot();

@@ -8,6 +8,7 @@ mod harness;
 
 mod accounts_and_config;
 mod attacks;
+mod economics;
 mod forged_events;
 mod hardware_challenge;
 mod insurance_pool;

@@ -619,17 +619,10 @@ impl World {
                     referee_provider: self.checkers[r].pda,
                 };
                 let generation = state.last_checkpoint.map_or(0, |c| c.generation);
-                let segment = mcjs_client::pda::segment(&job, generation);
-                let attester = self
-                    .env
-                    .account(&segment)
-                    .and_then(|a| mcjs_client::decode::segment(&a.data).ok())
-                    .map_or(Pubkey::default(), |s| s.node);
                 let ix = ix::open_verification(
                     &signer.pubkey(),
                     &job,
                     generation,
-                    &attester,
                     state.checkpoint_count,
                     &checkers,
                 );

@@ -126,15 +126,10 @@ impl World {
     fn open_with(&mut self, checkers: &ix::Checkers) -> Outcome {
         let state = self.env.job(&self.job);
         let generation = state.last_checkpoint.unwrap().generation;
-        let attester = self
-            .env
-            .account(&pda::segment(&self.job, generation))
-            .map_or(self.a.nodes[0], |a| decode::segment(&a.data).unwrap().node);
         let ix = ix::open_verification(
             &self.env.scheduler.pubkey(),
             &self.job,
             generation,
-            &attester,
             state.checkpoint_count,
             checkers,
         );
@@ -413,14 +408,7 @@ fn checkers_must_be_two_other_providers_with_fitting_nodes() {
     // Only the scheduler opens verifications.
     let state = w.env.job(&w.job);
     let stranger = w.env.wallet(0);
-    let ix = ix::open_verification(
-        &stranger.key(),
-        &w.job,
-        1,
-        &w.a.nodes[0],
-        state.checkpoint_count,
-        &good,
-    );
+    let ix = ix::open_verification(&stranger.key(), &w.job, 1, state.checkpoint_count, &good);
     assert!(w.env.send(&[ix], &[&stranger.kp]).is_err());
     w.env.assert_unchanged(&before);
 
@@ -453,6 +441,60 @@ fn checkers_must_be_two_other_providers_with_fitting_nodes() {
     let before = w.env.snapshot();
     expect_error(w.open_with(&good), McjsError::IntervalNotOpenToVerification);
     w.env.assert_unchanged(&before);
+}
+
+/// A provider that sees its interval drawn (the slot hash is public) and
+/// renames its node's GPU model, so that no checker of the new model
+/// exists, escapes nothing: the checkers are of the model its node had
+/// when it was assigned, which its Segment keeps.
+#[test]
+fn renaming_the_attesters_gpu_does_not_change_who_may_check_it() {
+    let mut w = world(PPM);
+    w.lie(100);
+    let mut renamed = a100_80gb();
+    renamed.gpu_model = "a100-pcie-80gb".into();
+    let operator = w.a.operator(0).insecure_clone();
+    let rename = ix::update_node(
+        &operator.pubkey(),
+        &w.a.pda,
+        0,
+        mcjs::instructions::UpdateNodeArgs {
+            hardware: Some(renamed.clone()),
+            ..Default::default()
+        },
+    );
+    w.env
+        .send(&[rename], &[&operator])
+        .expect("the operator updates its profile");
+    assert_eq!(
+        w.env.node(&w.a.nodes[0]).hardware.gpu_model,
+        "a100-pcie-80gb"
+    );
+    // A checker of the new model is not of the class the interval ran on.
+    let accomplice = w.env.provider_with_nodes(200 * USDC, &[renamed], 2 * USDC);
+    let good = checkers(&w);
+    let before = w.env.snapshot();
+    let class = ix::Checkers {
+        referee_node: accomplice.nodes[0],
+        referee_provider: accomplice.pda,
+        ..good
+    };
+    expect_error(w.open_with(&class), McjsError::CheckerHardwareClass);
+    w.env.assert_unchanged(&before);
+    // Checkers of the model it was assigned as are; the lie is caught.
+    let v = w.open();
+    let honest = w.honest(&v, 100);
+    w.answer(&v, Some(honest), Some(honest));
+    let a = w.a.pda;
+    let current = ix::CurrentAssignment {
+        node: w.a.nodes[0],
+        provider: None,
+        provider_payout: w.a.payout,
+        segment: None,
+    };
+    w.resolve(&v, Some(a), Some(current)).expect("resolve");
+    assert_eq!(w.env.job(&w.job).barred_provider, Some(a));
+    w.env.assert_invariants();
 }
 
 #[test]
@@ -983,28 +1025,19 @@ fn compensation_never_counts_held_pay_so_a_later_proven_wrong_still_resolves() {
     w.attest(100);
     w.lie(200);
     let v = w.open();
-    // The job fails for good through its providers' fault before the check
-    // resolves: three node losses spend its restart budget (2).
+    // The job ends unfinished after its provider's failure before the
+    // check resolves: its node is lost, and its owner gives up.
     let scheduler = w.env.scheduler.insecure_clone();
-    let (token, a, b) = (w.owner.token, w.a.fork(), w.b.fork());
-    for (who, node) in [(&a, 0), (&b, 0), (&a, 1)] {
-        if w.env.job(&w.job).node.is_none() {
-            w.env.assign(&w.job, who, node).unwrap();
-        }
-        w.env
-            .report(
-                &scheduler,
-                &w.job,
-                &token,
-                who,
-                node,
-                FailureCause::NodeLost,
-            )
-            .unwrap();
-    }
+    let (token, a) = (w.owner.token, w.a.fork());
+    w.env
+        .report(&scheduler, &w.job, &token, &a, 0, FailureCause::NodeLost)
+        .unwrap();
+    let cancel = ix::cancel_job(&w.owner.key(), &w.job, &token, &w.env.mint);
+    let owner = w.owner.kp.insecure_clone();
+    w.env.send(&[cancel], &[&owner]).expect("cancel");
     let job = w.env.job(&w.job);
     assert!(
-        matches!(job.state, JobState::Failed { .. }),
+        matches!(job.state, JobState::Cancelled { .. }),
         "{:?}",
         job.state
     );

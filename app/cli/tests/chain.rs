@@ -1071,7 +1071,10 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
         &["--output", "json", "job", "report-failure", &job],
     ));
     assert_eq!(reported["job"]["state"], "recovering");
-    assert_eq!(reported["job"]["restarts_used"], 1);
+    assert_eq!(
+        reported["job"]["restarts_used"], 0,
+        "a provider's failure uses none of the owner's restart budget"
+    );
     let owner_after = chain.block_on(client.token_balance(&owner_token)).unwrap();
     assert_eq!(
         owner_after, owner_before,

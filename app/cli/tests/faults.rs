@@ -479,7 +479,10 @@ async fn the_agent_killed_with_its_container() {
     let after = s.recovered_after(&before).await;
     assert_ne!(after.node, before.node, "the job resumes on another node");
     let done = s.assert_completed_and_verified().await;
-    assert!(done.restarts_used >= 1);
+    assert_eq!(
+        done.restarts_used, 0,
+        "a lost node is its provider's failure: none of the owner's budget"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1055,8 +1058,12 @@ async fn the_latest_checkpoint_corrupted_before_a_restore() {
     s.assert_completed_and_verified().await;
 }
 
+/// Two providers fail the job in a row (their agents killed): each is
+/// slashed, the job moves on each time and completes on the third node,
+/// its restart budget of one untouched (on the unreliable hardware MCJS is
+/// for, a job must not die of its providers' failures).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_failures_in_a_row_exhaust_a_restart_budget_of_one() {
+async fn two_providers_failing_in_a_row_use_none_of_a_restart_budget_of_one() {
     let mut s = scenario(40, 1).await;
     let first = s.running_with_checkpoints(2).await;
     s.cluster
@@ -1068,17 +1075,14 @@ async fn two_failures_in_a_row_exhaust_a_restart_budget_of_one() {
     .await;
     s.cluster
         .kill_agent(s.cluster.agent_of_node(&second.node.unwrap()).unwrap());
-    let failed = s
-        .wait("the job to fail", 60, |j| j.state.is_terminal())
-        .await;
+    let third = s.recovered_after(&second).await;
     assert!(
-        matches!(failed.state, JobState::Failed { .. }),
-        "{:?}",
-        failed.state
+        third.node != first.node && third.node != second.node,
+        "the third node"
     );
-    assert_eq!(failed.bond, 0);
-    s.assert_audit_verifies();
-    s.assert_tokens_conserved().await;
+    assert_eq!(third.restarts_used, 0);
+    let done = s.assert_completed_and_verified().await;
+    assert_eq!(done.restarts_used, 0, "two providers' failures, no restart");
     // The owner paid only for attested progress and got the rest back; the
     // two slashes went to the insurance pool, not to the owner.
     let client = s.cluster.client();
@@ -1088,8 +1092,8 @@ async fn two_failures_in_a_row_exhaust_a_restart_budget_of_one() {
         .token_balance(&ix::usdc_account(&user, &d.usdc_mint))
         .await
         .unwrap();
-    assert_eq!(balance, 10_000 * USDC - failed.paid);
-    assert!(failed.paid < BOND);
+    assert_eq!(balance, 10_000 * USDC - done.paid);
+    assert!(done.paid < BOND);
     assert_eq!(
         client.token_balance(&pda::insurance_pool()).await.unwrap(),
         2 * 5 * USDC,

@@ -204,6 +204,15 @@ all_errors![
     NotLeaseHolder,
     LeaseHeld,
     InvalidLease,
+    InvalidChallengeSizing,
+    ChallengeInFlight,
+    NoChallenge,
+    ChallengeOutOfTurn,
+    InvalidChallengeVerdict,
+    UnprovenHardware,
+    InvalidAttestation,
+    UnattestedHardware,
+    DurationCapReached,
 ];
 
 #[cfg(test)]

@@ -663,12 +663,10 @@ pub struct Checkers {
 
 /// `segment_generation` is the generation that attested the job's latest
 /// checkpoint; `interval` the job's checkpoint count.
-/// `attester_node` is the node that attested the interval (the segment's).
 pub fn open_verification(
     scheduler: &Pubkey,
     job: &Pubkey,
     segment_generation: u32,
-    attester_node: &Pubkey,
     interval: u32,
     checkers: &Checkers,
 ) -> Instruction {
@@ -684,7 +682,6 @@ pub fn open_verification(
             verifier_provider: checkers.verifier_provider,
             referee_node: checkers.referee_node,
             referee_provider: checkers.referee_provider,
-            attester_node: *attester_node,
             slot_hashes: anchor_lang::compat::solana_sysvar::slot_hashes::ID,
             system_program: SYSTEM_PROGRAM,
         },

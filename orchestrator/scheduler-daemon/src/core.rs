@@ -259,7 +259,7 @@ pub fn reconcile(obs: &Observation<'_>, config: &DetectorConfig) -> Decision {
             let mut after = job.clone();
             after.paid = after.paid.saturating_add(after.accrued);
             after.accrued = 0;
-            if after.fail(*cause, obs.now_ms / 1_000).is_ok() && after.state.can_assign() {
+            if after.on_report(*cause, obs.now_ms / 1_000).is_ok() && after.state.can_assign() {
                 requeued.push((*job_key, after));
             }
         }

@@ -38,8 +38,6 @@ pub enum VerifyAction {
     Open {
         job: Pubkey,
         segment_generation: u32,
-        /// The node that attested the interval (its hardware class).
-        attester_node: Pubkey,
         interval: u32,
         checkers: Checkers,
     },
@@ -212,16 +210,10 @@ fn draw(
     if !sampled(&hash, key, interval, job.verification_ppm) {
         return None;
     }
-    let attester = o
-        .nodes
-        .iter()
-        .find(|(k, _)| *k == segment.node)
-        .map(|(_, n)| n)?;
-    let checkers = choose_checkers(o, job, segment.provider, attester, &hash)?;
+    let checkers = choose_checkers(o, job, segment.provider, &segment.gpu_model, &hash)?;
     Some(VerifyAction::Open {
         job: *key,
         segment_generation: last.generation,
-        attester_node: segment.node,
         interval,
         checkers,
     })
@@ -229,8 +221,8 @@ fn draw(
 
 /// A verifier and a referee of two providers other than `claimed`: drawn
 /// by the draw's slot hash among the providers with a node that could run
-/// the job, of the attester's GPU model (bitwise results hold only within
-/// a hardware class), not offline and in `alive`, each provider weighted by the
+/// the job, of `gpu_model` (the attester's when it was assigned, which its
+/// segment keeps: bitwise results hold only within a hardware class), not offline and in `alive`, each provider weighted by the
 /// stake that backs it, at most one node per provider. Idle or busy makes
 /// no difference, so a node kept idle (priced out of every job) gains no
 /// more draws than its provider's stake buys. `None` (the interval is not
@@ -239,14 +231,14 @@ pub fn choose_checkers(
     o: &VerifyObservation<'_>,
     job: &Job,
     claimed: Pubkey,
-    attester: &Node,
+    gpu_model: &str,
     hash: &[u8; 32],
 ) -> Option<Checkers> {
     let fits = |key: &Pubkey, n: &Node| {
         n.provider != claimed
             && n.status != NodeStatus::Offline
             && o.alive.contains(key)
-            && n.hardware.gpu_model == attester.hardware.gpu_model
+            && n.hardware.gpu_model == gpu_model
             && job.requirements.check(&n.hardware).is_ok()
     };
     // Providers in a fixed order (their keys), each with its fitting nodes.

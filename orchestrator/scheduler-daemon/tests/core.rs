@@ -693,7 +693,7 @@ fn a_job_never_goes_to_a_node_being_reported() {
 }
 
 #[test]
-fn a_lost_nodes_job_is_placed_again_in_the_same_round_unless_its_budget_is_spent() {
+fn a_lost_nodes_job_is_placed_again_in_the_same_round_unless_it_is_at_its_cap() {
     let (job, lost, spare, p, q) = (key(10), key(20), key(21), key(30), key(31));
     let mut live = Liveness::new(T0 * MS);
     live.record(heartbeat(lost, vec![]), T0 * MS).unwrap();
@@ -716,10 +716,23 @@ fn a_lost_nodes_job_is_placed_again_in_the_same_round_unless_its_budget_is_spent
         ),
         "{actions:?}"
     );
-    // Out of restarts: the program fails it, so nothing is placed.
+    // Out of restarts: a lost node is its provider's failure, which uses
+    // none, so the job is placed again all the same.
     let mut spent = JobBuilder::pending().running_on(lost, p, 4, T0).0;
     spent.restarts_used = spent.terms.restart_budget;
     let actions = decide(now, &[(job, spent)], &nodes, &live);
+    assert!(
+        matches!(
+            &actions[..],
+            [Action::ReportFailure { .. }, Action::Assign { .. }]
+        ),
+        "{actions:?}"
+    );
+    // Billed its whole maximum duration: the program ends it at the
+    // report, so nothing is placed.
+    let mut capped = JobBuilder::pending().running_on(lost, p, 4, T0).0;
+    capped.billed_secs = u64::from(capped.terms.max_duration_secs);
+    let actions = decide(now, &[(job, capped)], &nodes, &live);
     assert!(
         matches!(&actions[..], [Action::ReportFailure { .. }]),
         "{actions:?}"
@@ -1005,6 +1018,7 @@ mod verify {
             bump: 255,
             start: None,
             verified_to: None,
+            gpu_model: "a100-sxm4-80gb".into(),
         }
     }
 
@@ -1083,11 +1097,14 @@ mod verify {
     }
 
     /// A node that never runs an agent (no heartbeat), or runs another GPU
-    /// model than the attester, is never drawn: it would only stay silent,
-    /// or disagree bitwise.
+    /// model than the attester ran the interval on, is never drawn: it
+    /// would only stay silent, or disagree bitwise. The model is the one
+    /// the segment kept from the assignment: the attester renaming its
+    /// node since changes nothing.
     #[test]
     fn checkers_are_alive_and_of_the_attesters_gpu_model() {
         let mut w = World::new(PPM);
+        w.nodes[0].1.hardware.gpu_model = "rtx-6000-ada".into();
         w.alive.remove(&key(21));
         w.nodes[2].1.hardware.gpu_model = "rtx-6000-ada".into();
         w.nodes[2].1.hardware.vram_per_gpu_mib = 90_000;
@@ -1095,17 +1112,9 @@ mod verify {
         assert!(w.duties().is_empty());
         w.alive.insert(key(21));
         let duties = w.duties();
-        let [
-            VerifyAction::Open {
-                checkers,
-                attester_node,
-                ..
-            },
-        ] = &duties[..]
-        else {
+        let [VerifyAction::Open { checkers, .. }] = &duties[..] else {
             panic!("one open: {duties:?}");
         };
-        assert_eq!(*attester_node, key(20));
         let mut drawn = [checkers.verifier_node, checkers.referee_node];
         drawn.sort();
         assert_eq!(drawn, [key(21), key(23)]);
@@ -1136,7 +1145,6 @@ mod verify {
         }
         w.alive = w.nodes.iter().map(|(k, _)| *k).collect();
         let job = w.jobs[0].1.clone();
-        let attester = w.nodes[0].1.clone();
         let total: u64 = w
             .providers
             .iter()
@@ -1159,7 +1167,7 @@ mod verify {
                 slot_hashes: &w.slot_hashes,
                 alive: &w.alive,
             };
-            let c = choose_checkers(&o, &job, key(30), &attester, &hash).expect("checkers");
+            let c = choose_checkers(&o, &job, key(30), "a100-sxm4-80gb", &hash).expect("checkers");
             let held = [c.verifier_provider, c.referee_provider]
                 .iter()
                 .filter(|p| squatters.contains(p))

@@ -77,7 +77,7 @@ pub enum McjsError {
     InvalidGpuCount,
     #[msg("at most 4 GPU models may be allowed, each 1 to 32 bytes")]
     InvalidGpuModelList,
-    #[msg("the checkpoint interval must be positive and at most the maximum duration")]
+    #[msg("the checkpoint interval must be at least 60 s and at most the maximum duration")]
     InvalidCheckpointInterval,
     #[msg("the deadline is in the past")]
     DeadlineInPast,
@@ -189,4 +189,6 @@ pub enum McjsError {
     InvalidAttestation,
     #[msg("this job asks for attested hardware, and the node's standing proof does not have every one of its GPUs attested by NVIDIA")]
     UnattestedHardware,
+    #[msg("the job has been billed its whole maximum duration: no more progress is paid or attested; complete it with the output it has, or report it to end it")]
+    DurationCapReached,
 }

@@ -602,6 +602,7 @@ mod tests {
             bump: 0,
             start: None,
             verified_to: None,
+            gpu_model: "a100-sxm4-80gb".into(),
         };
         let mut out = Vec::new();
         segment.try_serialize(&mut out).unwrap();

@@ -81,17 +81,9 @@ impl<C: DaemonChain> Daemon<C> {
                 VerifyAction::Open {
                     job,
                     segment_generation,
-                    attester_node,
                     interval,
                     checkers,
-                } => ix::open_verification(
-                    &me,
-                    job,
-                    *segment_generation,
-                    attester_node,
-                    *interval,
-                    checkers,
-                ),
+                } => ix::open_verification(&me, job, *segment_generation, *interval, checkers),
                 VerifyAction::Resolve {
                     job,
                     verification,

@@ -104,6 +104,7 @@ impl AssignJob<'_> {
                 bump: ctx.bumps.segment.ok_or(McjsError::SegmentRequired)?,
                 start: accounts.job.last_checkpoint,
                 verified_to: None,
+                gpu_model: accounts.node.hardware.gpu_model.clone(),
             });
             accounts.job.holds_payment = true;
             accounts.job.live_segments = accounts

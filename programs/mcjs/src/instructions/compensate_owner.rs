@@ -56,8 +56,8 @@ impl CompensateOwner<'_> {
     }
 
     /// The only way tokens leave the insurance pool: the admin pays the
-    /// owner of a job that failed for good through its providers' fault,
-    /// at most what that owner paid for the job, to the job's refund account.
+    /// owner of a job that ended unfinished after its providers failed it
+    /// (`Job::compensable`), at most what that owner paid for the job, to the job's refund account.
     #[access_control(ctx.accounts.validate(&args))]
     pub fn compensate_owner(ctx: Context<Self>, args: CompensateOwnerArgs) -> Result<()> {
         let accounts = ctx.accounts;

@@ -37,7 +37,8 @@ pub struct ExpireJob<'info> {
 }
 
 impl ExpireJob<'_> {
-    /// Ends a queued job whose deadline passed and refunds its bond to its owner.
+    /// Ends a queued job whose deadline passed, or that has been billed its
+    /// whole maximum duration, and refunds its bond to its owner.
     pub fn expire_job(ctx: Context<Self>) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
         let accounts = ctx.accounts;

@@ -11,7 +11,7 @@ use crate::state::{
 /// No seeds are checked on the Config, lease, job, segment, checkers' nodes or
 /// providers (state/seeds.rs, "Where a program account's seeds are not
 /// checked again"): the segment names its job (`has_one`), each checker's
-/// node its provider, the attester's node is the segment's, and the
+/// node its provider, and the
 /// scheduler chooses the job and checkers (checked in `validate`). The new
 /// Verification is created at its PDA (`init`).
 #[derive(Accounts)]
@@ -48,10 +48,6 @@ pub struct OpenVerification<'info> {
     )]
     pub referee_node: Box<Account<'info, Node>>,
     pub referee_provider: Box<Account<'info, Provider>>,
-    /// The node whose attestation is checked: the checkers must be of its
-    /// hardware class (bitwise results differ across GPU models).
-    #[account(address = segment.node @ McjsError::WrongSegment)]
-    pub attester_node: Box<Account<'info, Node>>,
     /// CHECK: the SlotHashes sysvar, by address; read raw (its newest
     /// entries only) rather than deserialised whole.
     #[account(address = slot_hashes::ID)]
@@ -105,10 +101,12 @@ impl OpenVerification<'_> {
                 .check(&node.hardware)
                 .map_err(|_| error!(McjsError::InvalidChecker))?;
             // A verified job declares bitwise determinism, which holds only
-            // on the hardware class it ran on: the same GPU model (the job
-            // gets its declared GPU count on any node that fits).
+            // on the hardware class it ran on: the GPU model the attester's
+            // node had when it was assigned (the segment keeps it, so that
+            // renaming the node escapes no check; the job gets its declared
+            // GPU count on any node that fits).
             require!(
-                node.hardware.gpu_model == self.attester_node.hardware.gpu_model,
+                node.hardware.gpu_model == self.segment.gpu_model,
                 McjsError::CheckerHardwareClass
             );
         }

@@ -116,13 +116,15 @@ impl ReportFailure<'_> {
     /// progress only, slashes it into the insurance pool for an
     /// infrastructure failure (never for the job's own), fences the
     /// node (new generation) and queues the job again — or ends it Failed,
-    /// refunding the rest, once the restart budget is spent.
+    /// refunding the rest, once the job's own errors spent its restart
+    /// budget. A job at its cap ends Expired, and nobody is slashed: its
+    /// run is over (`Job::on_report`).
     #[access_control(ctx.accounts.validate(&args, Clock::get()?.unix_timestamp))]
     pub fn report_failure(ctx: Context<Self>, args: ReportFailureArgs) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
         let accounts = ctx.accounts;
         let provider_key = accounts.provider.key();
-        let infrastructure = args.cause.is_infrastructure();
+        let infrastructure = accounts.job.report_slashes(args.cause);
         let slashed = if infrastructure {
             let slashed = accounts
                 .provider
@@ -147,7 +149,7 @@ impl ReportFailure<'_> {
             off_node!(accounts, Some(&accounts.owner_token)),
             !infrastructure,
             now,
-            |job| job.fail(args.cause, now),
+            |job| job.on_report(args.cause, now),
         )?;
         let job = &accounts.job;
         let job_failed = matches!(job.state, JobState::Failed { .. });

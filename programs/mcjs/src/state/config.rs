@@ -18,7 +18,7 @@ pub struct Config {
     pub treasury: Pubkey,
     /// Program-owned token account (authority: this Config) that receives
     /// every slash. It only leaves through `compensate_owner`, to the owner
-    /// of a job that failed for good through its providers' fault.
+    /// of a job that ended unfinished after its providers failed it.
     pub insurance_pool: Pubkey,
     pub params: ConfigParams,
     /// While paused no job is submitted or assigned and no node registered;

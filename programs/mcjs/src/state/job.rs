@@ -7,6 +7,19 @@ use crate::state::node::{HardwareProfile, MAX_GPU_MODEL_LEN};
 pub const MAX_GPU_MODELS: usize = 4;
 pub const SECONDS_PER_HOUR: u64 = 3_600;
 
+/// The shortest checkpoint interval a job may declare (the Job
+/// Specification's floor, `mcjs_spec::MIN_CHECKPOINT_INTERVAL_SECS`, held
+/// on chain too): the liveness window that lets anyone report a job is a
+/// few intervals, so an owner who submitted a shorter one directly could
+/// have its providers reported seconds after they were assigned.
+pub const MIN_CHECKPOINT_INTERVAL_SECS: u32 = 60;
+
+/// How long an assigned job may stage its inputs, on top of its liveness
+/// window, before anyone but the scheduler may report it: the scheduler,
+/// which hears the agent staging, judges a node that never starts by its
+/// own start timeout (10 minutes by default, and never more than this).
+pub const STAGING_GRACE_SECS: i64 = 3_600;
+
 /// A job: its declared requirements, its bond, and its life on chain.
 #[account]
 #[derive(InitSpace, Debug)]
@@ -277,7 +290,7 @@ pub fn model_matches(allowed: &str, model: &str) -> bool {
 impl JobTerms {
     pub fn validate(&self, now: i64) -> Result<()> {
         require!(
-            self.checkpoint_interval_secs > 0
+            self.checkpoint_interval_secs >= MIN_CHECKPOINT_INTERVAL_SECS
                 && self.checkpoint_interval_secs <= self.max_duration_secs,
             McjsError::InvalidCheckpointInterval
         );
@@ -387,10 +400,18 @@ impl Job {
         self.bond.saturating_sub(self.accrued)
     }
 
+    /// Whether the job has been billed its whole maximum duration: no more
+    /// of its work is paid, so none is attested or assigned; it completes
+    /// with the output it has, or is reported and ends (`Job::on_report`).
+    pub fn at_cap(&self) -> bool {
+        self.billed_secs >= u64::from(self.terms.max_duration_secs)
+    }
+
     /// Pending/Recovering → Assigned.
     pub fn assign(&mut self, node: Pubkey, provider: Pubkey, rate: u64, now: i64) -> Result<()> {
         match self.state {
             JobState::Pending { .. } | JobState::Recovering { .. } => {
+                require!(!self.at_cap(), McjsError::DurationCapReached);
                 if let Some(deadline) = self.terms.deadline {
                     require!(now <= deadline, McjsError::DeadlinePassed);
                 }
@@ -489,7 +510,9 @@ impl Job {
         cost_of(self.rate_per_hour, secs).map_or(true, |due| due > self.unencumbered_bond())
     }
 
-    /// Records an attested checkpoint and extends the hash chain.
+    /// Records an attested checkpoint and extends the hash chain. A job at
+    /// its cap attests nothing more: the run is over, and an attestation
+    /// that bills nothing would keep it alive on its node for free.
     pub fn record_checkpoint(
         &mut self,
         epoch: u32,
@@ -501,6 +524,7 @@ impl Job {
             JobState::Running { .. } => {}
             _ => return err!(McjsError::JobNotRunning),
         }
+        require!(!self.at_cap(), McjsError::DurationCapReached);
         if let Some(last) = self.last_checkpoint {
             require!(
                 (epoch, step) > (last.epoch, last.step),
@@ -570,9 +594,12 @@ impl Job {
     }
 
     /// Assigned/Running → Recovering, or Failed once the restart budget is
-    /// spent. A yield after a checkpoint attested on this assignment is
-    /// queued again without using the budget (one without counts as an
-    /// error); a fatal error fails the job at once.
+    /// spent. Only the job's own errors use the budget: a provider's failure
+    /// (`FailureCause::is_infrastructure`) queues it again whatever the
+    /// budget says, since the provider pays for it with its stake and the
+    /// job did nothing wrong. A yield after a checkpoint attested on this
+    /// assignment is queued again without using the budget (one without
+    /// counts as an error); a fatal error fails the job at once.
     pub fn fail(&mut self, cause: FailureCause, now: i64) -> Result<()> {
         match self.state {
             JobState::Assigned { .. } | JobState::Running { .. } => {
@@ -586,6 +613,9 @@ impl Job {
                 self.last_failure = Some(cause);
                 let out_of_restarts = self.restarts_used >= self.terms.restart_budget;
                 match cause {
+                    _ if cause.is_infrastructure() => {
+                        self.state = JobState::Recovering { since: now };
+                    }
                     FailureCause::JobYielded if progressed => {
                         self.state = JobState::Recovering { since: now };
                     }
@@ -602,6 +632,31 @@ impl Job {
                         self.state = JobState::Recovering { since: now };
                     }
                 }
+                Ok(())
+            }
+            _ => err!(McjsError::InvalidJobState),
+        }
+    }
+
+    /// Whether a report of `cause` slashes the provider: a provider's
+    /// failure does, except at the job's cap, where the run is over and
+    /// nothing more was owed (a node that stops attesting then is not late).
+    pub fn report_slashes(&self, cause: FailureCause) -> bool {
+        cause.is_infrastructure() && !self.at_cap()
+    }
+
+    /// What a failure report does to the job: at its cap it ends Expired
+    /// (its run is over, whatever stopped it, and nobody's fault);
+    /// otherwise [`Job::fail`].
+    pub fn on_report(&mut self, cause: FailureCause, now: i64) -> Result<()> {
+        if !self.at_cap() {
+            return self.fail(cause, now);
+        }
+        match self.state {
+            JobState::Assigned { .. } | JobState::Running { .. } => {
+                self.leave_node()?;
+                self.state = JobState::Expired { at: now };
+                self.finished_at = Some(now);
                 Ok(())
             }
             _ => err!(McjsError::InvalidJobState),
@@ -664,12 +719,13 @@ impl Job {
         }
     }
 
-    /// Pending/Recovering past the deadline → Expired.
+    /// Pending/Recovering past the deadline, or at its cap (it can never
+    /// be assigned again) → Expired.
     pub fn expire(&mut self, now: i64) -> Result<()> {
         match self.state {
             JobState::Pending { .. } | JobState::Recovering { .. } => {
-                let deadline = self.terms.deadline.ok_or(McjsError::DeadlineNotPassed)?;
-                require!(now > deadline, McjsError::DeadlineNotPassed);
+                let past_deadline = self.terms.deadline.is_some_and(|d| now > d);
+                require!(past_deadline || self.at_cap(), McjsError::DeadlineNotPassed);
                 self.state = JobState::Expired { at: now };
                 self.finished_at = Some(now);
                 Ok(())
@@ -681,20 +737,28 @@ impl Job {
     /// When the job last showed progress: used for the anyone-may-report
     /// rule. A resolved check counts: a job that waited on one (a finished
     /// job cannot complete while a check is open) gets a full window after.
+    /// An assigned job is staging its inputs: its clock starts
+    /// [`STAGING_GRACE_SECS`] after its assignment.
     pub fn last_progress(&self) -> Option<i64> {
         match self.state {
-            JobState::Assigned { since } => Some(since.max(self.checks_settled_at)),
+            JobState::Assigned { since } => Some(
+                since
+                    .saturating_add(STAGING_GRACE_SECS)
+                    .max(self.checks_settled_at),
+            ),
             JobState::Running { .. } => Some(self.progress_mark.max(self.checks_settled_at)),
             _ => None,
         }
     }
 
     /// What the insurance pool may still pay this job's owner: only a job
-    /// that failed for good through its providers' fault, and never more
-    /// than the owner paid.
+    /// that ended unfinished (failed, cancelled or expired) after its last
+    /// failure was a provider's, and never more than the owner paid.
     pub fn compensable(&self) -> u64 {
-        let failed_by_provider = matches!(self.state, JobState::Failed { .. })
-            && self.last_failure.is_some_and(|c| c.is_infrastructure());
+        let failed_by_provider = matches!(
+            self.state,
+            JobState::Failed { .. } | JobState::Cancelled { .. } | JobState::Expired { .. }
+        ) && self.last_failure.is_some_and(|c| c.is_infrastructure());
         if failed_by_provider {
             // Held pay is still the providers' or, proven wrong, refunded:
             // never compensable.

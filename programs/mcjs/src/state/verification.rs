@@ -1,7 +1,7 @@
 use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
-use crate::state::{CheckpointRecord, BPS_DENOMINATOR};
+use crate::state::{CheckpointRecord, BPS_DENOMINATOR, MAX_GPU_MODEL_LEN};
 use crate::token::split_commission;
 
 /// `Job::last_attest_slot` after a roll-back: no interval may be drawn.
@@ -41,6 +41,11 @@ pub struct Segment {
     pub start: Option<CheckpointRecord>,
     /// The end of the latest interval of this segment confirmed by a check.
     pub verified_to: Option<CheckpointRecord>,
+    /// The node's GPU model when it was assigned: the hardware class the
+    /// segment's intervals ran on, and so the one their checkers must be
+    /// of, whatever the node's profile says later.
+    #[max_len(MAX_GPU_MODEL_LEN)]
+    pub gpu_model: String,
 }
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
