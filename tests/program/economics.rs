@@ -6,6 +6,7 @@
 use mcjs::errors::McjsError;
 use mcjs::state::*;
 use mcjs_client::{Pubkey, ix};
+use solana_signer::Signer;
 
 use crate::harness::*;
 
@@ -287,5 +288,169 @@ fn a_queued_job_at_its_cap_is_never_assigned_and_anyone_may_expire_it() {
         .expect("expire at the cap");
     assert!(matches!(env.job(&job).state, JobState::Expired { .. }));
     assert_eq!(env.balance(&owner.token), owner_before + 99 * USDC);
+    env.assert_invariants();
+}
+
+/// The store is down, or the scheduler's side of the network: the
+/// scheduler, which knows, excuses the lateness, and while it holds a live
+/// lease no stranger may report the stalled job either (the program cannot
+/// tell an outage from a dead node). Once the lease lapses — no scheduler
+/// acts — anyone may, as before.
+#[test]
+fn while_a_scheduler_holds_its_lease_no_stranger_may_report_a_stalled_job() {
+    let mut env = Env::new();
+    let owner = env.wallet(1_000 * USDC);
+    let provider = env.provider_with_nodes(200 * USDC, &[a100_80gb()], USDC);
+    let stranger = env.wallet(0);
+    let job = env.running_job(&owner, &provider, 1);
+    // Three liveness windows without an attestation; the scheduler renews
+    // its lease all along.
+    for _ in 0..3 {
+        env.warp(WINDOW);
+        let scheduler = env.scheduler.insecure_clone();
+        env.send(&[ix::hold_lease(&scheduler.pubkey())], &[&scheduler])
+            .expect("renew the lease");
+    }
+    let before = env.snapshot();
+    for cause in [
+        FailureCause::NodeLost,
+        FailureCause::ContainerDied,
+        FailureCause::CheckpointOverdue,
+    ] {
+        for reporter in [&stranger.kp, &owner.kp] {
+            expect_error(
+                env.report_live(reporter, &job, &owner.token, &provider, 0, cause),
+                McjsError::SchedulerLive,
+            );
+        }
+    }
+    env.assert_unchanged(&before);
+    assert_eq!(env.provider(&provider.pda).slashed_total, 0);
+    // The scheduler stops renewing: its lease lapses, and the stalled job
+    // may be reported by anyone.
+    env.lapse_lease();
+    env.report_live(
+        &stranger.kp,
+        &job,
+        &owner.token,
+        &provider,
+        0,
+        FailureCause::NodeLost,
+    )
+    .expect("no scheduler acts: anyone reports");
+    assert_eq!(env.provider(&provider.pda).slashed_total, 5 * USDC);
+    env.assert_invariants();
+}
+
+/// The owner empties and closes its refund account while its job runs,
+/// hoping to keep the node busy (no completion, no report could refund it)
+/// and to report the stall later: the job completes all the same, the
+/// provider is paid, and the refund waits in the vault until the owner
+/// closes the job to an account of its own.
+#[test]
+fn an_owner_closing_its_refund_account_stops_no_job_from_ending() {
+    let mut env = Env::new();
+    let owner = env.wallet(1_000 * USDC);
+    let provider = env.provider_with_nodes(200 * USDC, &[a100_80gb()], USDC);
+    let job = env.running_job(&owner, &provider, 1);
+    env.warp(900);
+    env.attest(&job, &provider, 0, 1, 0, 1).unwrap();
+    let spare = env.close_token_account(&owner.token, &owner.kp);
+    let payout_before = env.balance(&provider.payout);
+    env.complete(&job, &owner.token, &provider, 0, 1)
+        .expect("the provider completes whatever the owner closed");
+    let state = env.job(&job);
+    assert!(matches!(state.state, JobState::Completed { .. }));
+    assert_eq!(
+        env.balance(&provider.payout),
+        payout_before + USDC * 95 / 100,
+        "the provider is paid the attested interval"
+    );
+    assert_eq!(
+        env.node(&provider.nodes[0]).status,
+        NodeStatus::Available,
+        "the node is free"
+    );
+    assert_eq!(state.bond, 99 * USDC, "the refund waits in the vault");
+    env.assert_invariants();
+    // The owner takes it back to an account of its own.
+    let spare_before = env.balance(&spare);
+    env.close(&owner.kp, &job, &spare).expect("close the job");
+    assert_eq!(env.balance(&spare), spare_before + 99 * USDC);
+    env.assert_invariants();
+
+    // A job that ends by a report (a fatal error) refunds nothing either,
+    // and ends all the same.
+    let owner2 = env.wallet(1_000 * USDC);
+    let job2 = env.running_job(&owner2, &provider, 2);
+    env.close_token_account(&owner2.token, &owner2.kp);
+    let scheduler = env.scheduler.insecure_clone();
+    env.report(
+        &scheduler,
+        &job2,
+        &owner2.token,
+        &provider,
+        0,
+        FailureCause::JobFatal,
+    )
+    .expect("the report ends the job");
+    let state = env.job(&job2);
+    assert!(matches!(state.state, JobState::Failed { .. }));
+    assert_eq!(state.bond, 100 * USDC, "kept for the owner");
+    env.assert_invariants();
+}
+
+/// A provider that closes its payout account, hoping no report can take
+/// its job off its node (and so escape the slash) and its owner cannot
+/// pause: both go through; what the provider would have been paid goes
+/// back to the owner's bond.
+#[test]
+fn a_provider_closing_its_payout_account_escapes_no_report_and_blocks_no_pause() {
+    let mut env = Env::new();
+    let owner = env.wallet(1_000 * USDC);
+    let provider = env.provider_with_nodes(200 * USDC, &[a100_80gb()], USDC);
+    let job = env.running_job(&owner, &provider, 1);
+    env.warp(900);
+    env.attest(&job, &provider, 0, 1, 0, 1).unwrap();
+    env.close_token_account(&provider.payout, &provider.wallet.kp);
+    // The owner pauses: the interval's commission is paid, the provider's
+    // share goes back to the bond.
+    let pause = ix::pause_job(
+        &owner.key(),
+        &job,
+        &provider.nodes[0],
+        &provider.pda,
+        &provider.payout,
+        &env.deployment(),
+    );
+    env.send(&[pause], &[&owner.kp])
+        .expect("the owner pauses whatever the provider closed");
+    let state = env.job(&job);
+    assert!(matches!(state.state, JobState::Paused { .. }));
+    assert_eq!(
+        (state.bond, state.paid),
+        (100 * USDC - USDC / 20, USDC / 20),
+        "only the commission left the bond"
+    );
+    env.assert_invariants();
+    // Resumed on the same provider, it stalls: the scheduler's report goes
+    // through and slashes it.
+    env.send(&[ix::resume_job(&owner.key(), &job)], &[&owner.kp])
+        .expect("resume");
+    env.assign(&job, &provider, 0).unwrap();
+    env.start(&job, &provider, 0).unwrap();
+    env.warp(WINDOW);
+    let scheduler = env.scheduler.insecure_clone();
+    env.report(
+        &scheduler,
+        &job,
+        &owner.token,
+        &provider,
+        0,
+        FailureCause::NodeLost,
+    )
+    .expect("the report goes through");
+    assert_eq!(env.provider(&provider.pda).slashed_total, 5 * USDC);
+    assert!(matches!(env.job(&job).state, JobState::Recovering { .. }));
     env.assert_invariants();
 }

@@ -553,6 +553,42 @@ impl Env {
         Wallet { kp, token }
     }
 
+    /// `owner` empties `account` into a new token account of its own and
+    /// closes it (the rent back to `owner`), as any holder may at any time.
+    /// Returns the new account.
+    pub fn close_token_account(&mut self, account: &Pubkey, owner: &Keypair) -> Pubkey {
+        let mint = self.mint;
+        let spare = self.token_account(&mint, &owner.pubkey());
+        let amount = self.balance(account);
+        let mut ixs = Vec::new();
+        if amount > 0 {
+            ixs.push(
+                spl_token::instruction::transfer(
+                    &spl_token::ID,
+                    account,
+                    &spare,
+                    &owner.pubkey(),
+                    &[],
+                    amount,
+                )
+                .unwrap(),
+            );
+        }
+        ixs.push(
+            spl_token::instruction::close_account(
+                &spl_token::ID,
+                account,
+                &owner.pubkey(),
+                &owner.pubkey(),
+                &[],
+            )
+            .unwrap(),
+        );
+        self.send(&ixs, &[owner]).expect("close the token account");
+        assert!(self.account(account).is_none(), "closed");
+        spare
+    }
+
     pub fn balance(&self, token_account: &Pubkey) -> u64 {
         match self.svm.get_account(token_account) {
             Some(account) if account.owner == spl_token::ID && !account.data.is_empty() => {
@@ -777,7 +813,38 @@ impl Env {
         self.send(&[ix], &[operator])
     }
 
+    /// The scheduler's lease runs out now (its holder stopped renewing it):
+    /// the slot moves past `expires_slot`, the clock's time does not.
+    pub fn lapse_lease(&mut self) {
+        let expires = self.lease().expires_slot;
+        let mut clock = self.svm.get_sysvar::<Clock>();
+        if clock.slot <= expires {
+            clock.slot = expires + 1;
+            self.svm.set_sysvar(&clock);
+        }
+    }
+
+    /// `report_failure` signed by `reporter`. Anyone but the lease's holder
+    /// reports only while no scheduler acts (`SchedulerLease::lapsed`), so a
+    /// report by anyone else is played with the lease lapsed first;
+    /// [`Env::report_live`] plays it with the lease as it is.
     pub fn report(
+        &mut self,
+        reporter: &Keypair,
+        job: &Pubkey,
+        owner_token: &Pubkey,
+        provider: &ProviderActor,
+        node: usize,
+        cause: FailureCause,
+    ) -> Outcome {
+        if self.lease().holder != reporter.pubkey() {
+            self.lapse_lease();
+        }
+        self.report_live(reporter, job, owner_token, provider, node, cause)
+    }
+
+    /// `report_failure` signed by `reporter`, the lease left as it is.
+    pub fn report_live(
         &mut self,
         reporter: &Keypair,
         job: &Pubkey,

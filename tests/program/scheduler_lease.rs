@@ -103,33 +103,17 @@ fn a_deposed_scheduler_cannot_assign_report_or_open_a_verification() {
     let lease = env.lease();
     assert_eq!((lease.holder, lease.term), (standby.pubkey(), 2));
 
-    // The old leader: its assignment and its report of a job that has
-    // not stalled are refused, and nothing changes.
+    // The old leader: its assignment and its reports are refused while the
+    // new leader's lease lives (it alone reports), and nothing changes.
     let before = env.snapshot();
     expect_error(env.assign(&queued, &provider, 1), McjsError::NotLeaseHolder);
     let old = env.scheduler.insecure_clone();
-    expect_error(
-        env.report(
-            &old,
-            &running,
-            &owner.token,
-            &provider,
-            0,
-            FailureCause::NodeLost,
-        ),
-        McjsError::JobNotStalled,
-    );
-    expect_error(
-        env.report(
-            &old,
-            &running,
-            &owner.token,
-            &provider,
-            0,
-            FailureCause::JobError,
-        ),
-        McjsError::JobErrorNeedsScheduler,
-    );
+    for cause in [FailureCause::NodeLost, FailureCause::JobError] {
+        expect_error(
+            env.report_live(&old, &running, &owner.token, &provider, 0, cause),
+            McjsError::SchedulerLive,
+        );
+    }
     expect_error(hold(&mut env, &old), McjsError::LeaseHeld);
     env.assert_unchanged(&before);
 

@@ -638,11 +638,35 @@ fn refused_input_is_explained_and_leaves_the_chain_unchanged() {
         before
     );
 
+    // A job on its way cannot be closed: nothing changes.
+    let out = chain.mcjs(&owner_path, &["job", "close", &job]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("only a finished job"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        snapshot(chain, &[owner.pubkey(), poor.pubkey()], &[job_key]),
+        before
+    );
+
     // And the job is still the owner's to cancel: the whole bond comes back.
     let cancelled = ok_json(chain.mcjs(&owner_path, &["--output", "json", "job", "cancel", &job]));
     assert_eq!(cancelled["job"]["state"], "cancelled");
     let after = snapshot(chain, &[owner.pubkey()], &[]);
     assert_eq!(after.usdc[0], before.usdc[0] + 10_000_000);
+    // Closed, the job's account is gone (its rent back to the owner).
+    let closed = ok_json(chain.mcjs(&owner_path, &["--output", "json", "job", "close", &job]));
+    assert_eq!(closed["action"], "closed");
+    assert!(closed["job"].is_null(), "{closed}");
+    assert!(
+        chain
+            .block_on(chain.client().job(&job_key))
+            .unwrap()
+            .is_none(),
+        "the job account is closed"
+    );
 }
 
 #[test]

@@ -213,6 +213,7 @@ all_errors![
     InvalidAttestation,
     UnattestedHardware,
     DurationCapReached,
+    SchedulerLive,
 ];
 
 #[cfg(test)]

@@ -56,8 +56,10 @@ pub struct SimConfig {
     /// The share of nodes behind a UPS the agent reads: a power cut there costs the job one
     /// checkpoint write, is told to the scheduler at once and uses no restart.
     pub ups_fraction: f64,
-    /// Restarts after a failure a job may use before it fails for good (the spec's
-    /// `restart_budget`); `None`: jobs never fail.
+    /// Restarts after a node failure a job may use before it fails for good: the
+    /// program's rule before a provider's failure stopped using the spec's
+    /// `restart_budget`, kept so that the tables compare; `None` (jobs never fail) is the
+    /// program's rule now.
     pub restart_budget: Option<u8>,
     /// A job still queued after its deadline is expired (the program's `expire_job`).
     pub expire_at_deadline: bool,
@@ -434,8 +436,11 @@ impl Sim<'_> {
                 if self.generation[job] != generation {
                     return;
                 }
-                // The program's rule: a failure uses a restart, and fails the job once none
-                // is left.
+                // Every failure here is a node's. The program no longer counts a
+                // provider's failure against the restart budget (`Job::fail`); the
+                // simulator keeps the earlier rule, a failure uses a restart and fails the
+                // job once none is left, so that its tables compare (docs/scheduler.md).
+                // `restart_budget: None` is today's program.
                 if let Some(budget) = self.config.restart_budget
                     && self.restarts_used[job] >= budget
                 {

@@ -191,4 +191,6 @@ pub enum McjsError {
     UnattestedHardware,
     #[msg("the job has been billed its whole maximum duration: no more progress is paid or attested; complete it with the output it has, or report it to end it")]
     DurationCapReached,
+    #[msg("a scheduler holds a live lease: it alone judges whether a job is late (it knows of the operator's outages); anyone may report a stalled job once the lease has lapsed")]
+    SchedulerLive,
 }

@@ -90,6 +90,53 @@ pub fn pay_out_from<'info>(
     )
 }
 
+/// Whether `to` can take a transfer of `mint` now: a token account of the
+/// SPL Token program for `mint`, initialised and not frozen. Its owner can
+/// close it (and the mint's freeze authority freeze it) at any time, so a
+/// settlement that pays a participant checks first and keeps what it cannot
+/// pay ([`pay_out_or_keep`]): closing an account one is paid into must
+/// never stop a job from leaving a node, a segment from settling or a check
+/// from resolving.
+pub fn can_receive(to: &AccountInfo<'_>, mint: &Pubkey) -> bool {
+    if to.owner != &anchor_spl::token::ID {
+        return false;
+    }
+    let Ok(data) = to.try_borrow_data() else {
+        return false;
+    };
+    TokenAccount::try_deserialize(&mut &data[..]).is_ok_and(|account| {
+        account.mint == *mint
+            && account.state == anchor_spl::token::spl_token::state::AccountState::Initialized
+    })
+}
+
+/// [`pay_out_from`] when `to` can receive ([`can_receive`]); otherwise
+/// nothing moves and the caller keeps `amount` where its owner can still
+/// claim it. Returns what was paid.
+pub fn pay_out_or_keep<'info>(
+    token_program: &Program<'info, Token>,
+    vault: &AccountInfo<'info>,
+    mint: &Account<'info, Mint>,
+    to: &AccountInfo<'info>,
+    vault_authority: AccountInfo<'info>,
+    signer_seeds: &[&[&[u8]]],
+    amount: u64,
+) -> Result<u64> {
+    if amount == 0 || !can_receive(to, &mint.key()) {
+        return Ok(0);
+    }
+    pay_out_from(
+        token_program,
+        vault,
+        mint,
+        to,
+        vault_authority,
+        signer_seeds,
+        amount,
+    )?;
+    Ok(amount)
+}
+
 pub fn close_vault<'info>(
     token_program: &Program<'info, Token>,
     vault: &Account<'info, TokenAccount>,

@@ -83,6 +83,12 @@ pub enum JobCommand {
     Watch { job: String },
     /// Cancel a job that is not on a node; the whole bond comes back.
     Cancel { job: String },
+    /// Close a finished job (completed, failed, cancelled or expired): its
+    /// account's rent comes back, and whatever its vault still holds (a
+    /// refund its refund account could not take because it was closed,
+    /// tokens anyone sent to it) goes to your wallet's USDC account,
+    /// created if missing.
+    Close { job: String },
     /// Pause a job on a node; its provider is paid for attested progress.
     Pause { job: String },
     /// Put a paused job back in the queue.
@@ -272,6 +278,34 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
                 )
                 .await?;
             done(&client, global, key, "cancelled", sig).await
+        }
+        JobCommand::Close { job } => {
+            let key = parse_pubkey(&job, "job")?;
+            let wallet = ctx.wallet()?;
+            let job = owned_job(&client, &key, &wallet.pubkey()).await?;
+            if !job.state.is_terminal() {
+                bail!(
+                    "job {key} is {}: only a finished job (completed, failed, cancelled or expired) can be closed; `mcjs job cancel` ends a queued or paused one",
+                    job.state.name()
+                );
+            }
+            let deployment = client.deployment().await?;
+            let token = ix::usdc_account(&wallet.pubkey(), &deployment.usdc_mint);
+            require_funds(&client, &wallet, &token, 0).await?;
+            let sig = client
+                .send(
+                    &[
+                        ix::create_usdc_account(
+                            &wallet.pubkey(),
+                            &wallet.pubkey(),
+                            &deployment.usdc_mint,
+                        ),
+                        ix::close_job(&wallet.pubkey(), &key, &token, &deployment.usdc_mint),
+                    ],
+                    &[&wallet],
+                )
+                .await?;
+            done(&client, global, key, "closed", sig).await
         }
         JobCommand::Pause { job } => {
             let key = parse_pubkey(&job, "job")?;

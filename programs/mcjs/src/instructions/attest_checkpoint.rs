@@ -55,13 +55,15 @@ pub struct AttestCheckpoint<'info> {
     /// Settlement only.
     #[account(address = config.usdc_mint @ McjsError::WrongMint)]
     pub usdc_mint: Option<Box<Account<'info, Mint>>>,
-    /// Settlement only: the provider's payout account, checked against
-    /// `provider.payout` in the handler.
+    /// CHECK: settlement only: the provider's payout account, checked
+    /// against `provider.payout` in the handler; paid only if it can
+    /// receive (`token::can_receive`).
     #[account(mut)]
-    pub provider_payout: Option<Box<Account<'info, TokenAccount>>>,
-    /// Settlement only.
+    pub provider_payout: Option<UncheckedAccount<'info>>,
+    /// CHECK: settlement only: the treasury, pinned by address; paid only
+    /// if it can receive.
     #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
-    pub treasury: Option<Box<Account<'info, TokenAccount>>>,
+    pub treasury: Option<UncheckedAccount<'info>>,
     /// Settlement only.
     pub token_program: Option<Program<'info, Token>>,
     /// The current assignment's Segment, when the job's payment is held
@@ -135,8 +137,8 @@ impl AttestCheckpoint<'_> {
             self.provider.as_deref_mut(),
             self.job_vault.as_deref(),
             self.usdc_mint.as_deref(),
-            self.provider_payout.as_deref(),
-            self.treasury.as_deref(),
+            self.provider_payout.as_ref(),
+            self.treasury.as_ref(),
             self.token_program.as_ref(),
             node_info.is_writable,
         )

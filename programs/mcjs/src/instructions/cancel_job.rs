@@ -51,7 +51,7 @@ impl CancelJob<'_> {
             &mut accounts.job,
             &accounts.job_vault.to_account_info(),
             &accounts.usdc_mint,
-            &accounts.owner_token,
+            &accounts.owner_token.to_account_info(),
             &accounts.token_program,
         )?;
         accounts.job.invariant()?;

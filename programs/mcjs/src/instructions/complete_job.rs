@@ -45,17 +45,23 @@ pub struct CompleteJob<'info> {
     pub job_vault: Box<Account<'info, TokenAccount>>,
     #[account(address = config.usdc_mint @ McjsError::WrongMint)]
     pub usdc_mint: Box<Account<'info, Mint>>,
+    /// CHECK: pinned to the provider's payout account by address; paid
+    /// only if it can receive (`token::can_receive`: a closed one stops
+    /// nothing, its share goes back to the bond).
     #[account(mut, address = provider.payout @ McjsError::WrongTokenAccount)]
-    pub provider_payout: Box<Account<'info, TokenAccount>>,
+    pub provider_payout: UncheckedAccount<'info>,
+    /// CHECK: pinned to the Config's treasury by address; paid only if it
+    /// can receive, as the payout.
     #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
-    pub treasury: Box<Account<'info, TokenAccount>>,
-    /// The job owner's token account, for the refund.
+    pub treasury: UncheckedAccount<'info>,
+    /// CHECK: the job owner's refund account, pinned by address; refunded
+    /// only if it can receive (a closed one keeps the refund in the vault
+    /// for `close_job`).
     #[account(
         mut,
-        constraint = owner_token.mint == usdc_mint.key() @ McjsError::WrongMint,
         address = job.refund_account @ McjsError::WrongTokenAccount,
     )]
-    pub owner_token: Box<Account<'info, TokenAccount>>,
+    pub owner_token: UncheckedAccount<'info>,
     pub token_program: Program<'info, Token>,
     /// The current assignment's Segment, when the job's payment is held
     /// (a verified job); checked against the job when it is settled.
@@ -83,7 +89,7 @@ impl CompleteJob<'_> {
         let until = job.billed_until(now);
         job.accrue(until, accounts.config.params.liveness_factor)?;
         let refund = take_off_node(
-            off_node!(accounts, Some(&accounts.owner_token)),
+            off_node!(accounts, Some(accounts.owner_token.to_account_info())),
             true,
             now,
             |job| job.complete(args.output_hash, now),

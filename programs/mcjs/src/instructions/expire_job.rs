@@ -26,13 +26,14 @@ pub struct ExpireJob<'info> {
     pub job_vault: Box<Account<'info, TokenAccount>>,
     #[account(address = config.usdc_mint @ McjsError::WrongMint)]
     pub usdc_mint: Box<Account<'info, Mint>>,
-    /// The refund goes to the job owner, whoever calls.
+    /// CHECK: the job owner's refund account, pinned by address: the refund
+    /// goes there, whoever calls, if it can receive (otherwise it stays in
+    /// the vault for `close_job`).
     #[account(
         mut,
-        constraint = owner_token.mint == usdc_mint.key() @ McjsError::WrongMint,
         address = job.refund_account @ McjsError::WrongTokenAccount,
     )]
-    pub owner_token: Box<Account<'info, TokenAccount>>,
+    pub owner_token: UncheckedAccount<'info>,
     pub token_program: Program<'info, Token>,
 }
 
@@ -47,7 +48,7 @@ impl ExpireJob<'_> {
             &mut accounts.job,
             &accounts.job_vault.to_account_info(),
             &accounts.usdc_mint,
-            &accounts.owner_token,
+            &accounts.owner_token.to_account_info(),
             &accounts.token_program,
         )?;
         accounts.job.invariant()?;

@@ -42,10 +42,15 @@ pub struct PauseJob<'info> {
     pub job_vault: Box<Account<'info, TokenAccount>>,
     #[account(address = config.usdc_mint @ McjsError::WrongMint)]
     pub usdc_mint: Box<Account<'info, Mint>>,
+    /// CHECK: pinned to the provider's payout account by address; paid
+    /// only if it can receive (`token::can_receive`: a closed one stops
+    /// nothing, its share goes back to the bond).
     #[account(mut, address = provider.payout @ McjsError::WrongTokenAccount)]
-    pub provider_payout: Box<Account<'info, TokenAccount>>,
+    pub provider_payout: UncheckedAccount<'info>,
+    /// CHECK: pinned to the Config's treasury by address; paid only if it
+    /// can receive, as the payout.
     #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
-    pub treasury: Box<Account<'info, TokenAccount>>,
+    pub treasury: UncheckedAccount<'info>,
     pub token_program: Program<'info, Token>,
     /// The current assignment's Segment, when the job's payment is held
     /// (a verified job); checked against the job when it is settled.

@@ -5,7 +5,7 @@ use crate::errors::McjsError;
 use crate::events::{emit_event, SegmentReleased};
 use crate::job_signer_seeds;
 use crate::state::{seeds::*, Config, Job, Segment, SegmentState};
-use crate::token::pay_out;
+use crate::token::pay_out_or_keep;
 
 #[derive(Accounts)]
 pub struct ReleaseSegment<'info> {
@@ -39,10 +39,14 @@ pub struct ReleaseSegment<'info> {
     pub job_vault: Box<Account<'info, TokenAccount>>,
     #[account(address = config.usdc_mint @ McjsError::WrongMint)]
     pub usdc_mint: Box<Account<'info, Mint>>,
+    /// CHECK: pinned to the payout account recorded at assignment; paid
+    /// only if it can receive (`token::can_receive`: a closed one stops
+    /// nothing, its share goes back to the job's bond).
     #[account(mut, address = segment.provider_payout @ McjsError::WrongTokenAccount)]
-    pub provider_payout: Box<Account<'info, TokenAccount>>,
+    pub provider_payout: UncheckedAccount<'info>,
+    /// CHECK: pinned to the Config's treasury; paid only if it can receive.
     #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
-    pub treasury: Box<Account<'info, TokenAccount>>,
+    pub treasury: UncheckedAccount<'info>,
     pub token_program: Program<'info, Token>,
 }
 
@@ -71,7 +75,7 @@ impl ReleaseSegment<'_> {
         let accounts = ctx.accounts;
         let segment = &accounts.segment;
         let refunded = segment.state == SegmentState::Refunded;
-        let (provider_amount, commission) = if refunded {
+        let (owed_provider, owed_commission) = if refunded {
             (0, 0)
         } else {
             segment.payout_split()?
@@ -80,28 +84,31 @@ impl ReleaseSegment<'_> {
         let (owner, id, bump);
         let seeds = job_signer_seeds!(job, owner, id, bump);
         let authority = job.to_account_info();
-        pay_out(
+        let vault = accounts.job_vault.to_account_info();
+        let provider_amount = pay_out_or_keep(
             &accounts.token_program,
-            &accounts.job_vault,
+            &vault,
             &accounts.usdc_mint,
             &accounts.provider_payout.to_account_info(),
             authority.clone(),
             &[&seeds],
-            provider_amount,
+            owed_provider,
         )?;
-        pay_out(
+        let commission = pay_out_or_keep(
             &accounts.token_program,
-            &accounts.job_vault,
+            &vault,
             &accounts.usdc_mint,
             &accounts.treasury.to_account_info(),
             authority,
             &[&seeds],
-            commission,
+            owed_commission,
         )?;
-        let released = provider_amount
-            .checked_add(commission)
+        let owed = owed_provider
+            .checked_add(owed_commission)
             .ok_or(McjsError::Overflow)?;
-        job.held = job.held.checked_sub(released).ok_or(McjsError::Overflow)?;
+        job.held = job.held.checked_sub(owed).ok_or(McjsError::Overflow)?;
+        // What could not be paid (its account closed) is the owner's again.
+        job.unpay(owed - provider_amount - commission)?;
         job.live_segments = job
             .live_segments
             .checked_sub(1)

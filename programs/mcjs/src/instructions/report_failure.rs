@@ -26,7 +26,7 @@ pub struct ReportFailureArgs {
 #[derive(Accounts)]
 pub struct ReportFailure<'info> {
     /// The scheduler that holds the lease, or anyone once the job has
-    /// stalled (a scheduler that lost the lease included).
+    /// stalled and the lease has lapsed (no scheduler acts).
     pub reporter: Signer<'info>,
     pub config: Box<Account<'info, Config>>,
     pub lease: Box<Account<'info, SchedulerLease>>,
@@ -57,21 +57,27 @@ pub struct ReportFailure<'info> {
     pub job_vault: Box<Account<'info, TokenAccount>>,
     #[account(address = config.usdc_mint @ McjsError::WrongMint)]
     pub usdc_mint: Box<Account<'info, Mint>>,
+    /// CHECK: pinned to the provider's payout account by address; paid
+    /// only if it can receive (`token::can_receive`: a closed one stops
+    /// nothing, its share goes back to the bond).
     #[account(mut, address = provider.payout @ McjsError::WrongTokenAccount)]
-    pub provider_payout: Box<Account<'info, TokenAccount>>,
+    pub provider_payout: UncheckedAccount<'info>,
+    /// CHECK: pinned to the Config's treasury by address; paid only if it
+    /// can receive, as the payout.
     #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
-    pub treasury: Box<Account<'info, TokenAccount>>,
+    pub treasury: UncheckedAccount<'info>,
     /// Receives the slash: never the job's owner or the reporter, so that
     /// nobody profits from a provider's failure.
     #[account(mut, address = config.insurance_pool @ McjsError::WrongTokenAccount)]
     pub insurance_pool: Box<Account<'info, TokenAccount>>,
-    /// The job owner's token account: receives the refund if the job ends.
+    /// CHECK: the job owner's refund account, pinned by address: receives
+    /// the refund if the job ends and it can receive (a closed one keeps
+    /// the refund in the vault for `close_job`).
     #[account(
         mut,
-        constraint = owner_token.mint == usdc_mint.key() @ McjsError::WrongMint,
         address = job.refund_account @ McjsError::WrongTokenAccount,
     )]
-    pub owner_token: Box<Account<'info, TokenAccount>>,
+    pub owner_token: UncheckedAccount<'info>,
     pub token_program: Program<'info, Token>,
     /// The current assignment's Segment, when the job's payment is held
     /// (a verified job); checked against the job when it is settled.
@@ -80,7 +86,9 @@ pub struct ReportFailure<'info> {
 }
 
 impl ReportFailure<'_> {
-    fn validate(&self, args: &ReportFailureArgs, now: i64) -> Result<()> {
+    fn validate(&self, args: &ReportFailureArgs) -> Result<()> {
+        let clock = Clock::get()?;
+        let (now, slot) = (clock.unix_timestamp, clock.slot);
         require!(self.job.state.is_on_node(), McjsError::InvalidJobState);
         self.job.require_generation(args.generation)?;
         // A job whose completion waits on a check is not late: no overdue
@@ -93,6 +101,13 @@ impl ReportFailure<'_> {
             );
         }
         if !self.lease.is_held_by(&self.config, &self.reporter.key()) {
+            // Anyone else only while no scheduler acts: a live scheduler
+            // excuses the lateness an outage of the store or of its own
+            // network causes, and a stranger's report would slash for it.
+            require!(
+                self.lease.lapsed(&self.config, slot),
+                McjsError::SchedulerLive
+            );
             require!(
                 self.job.open_verifications == 0,
                 McjsError::VerificationOpen
@@ -119,7 +134,7 @@ impl ReportFailure<'_> {
     /// refunding the rest, once the job's own errors spent its restart
     /// budget. A job at its cap ends Expired, and nobody is slashed: its
     /// run is over (`Job::on_report`).
-    #[access_control(ctx.accounts.validate(&args, Clock::get()?.unix_timestamp))]
+    #[access_control(ctx.accounts.validate(&args))]
     pub fn report_failure(ctx: Context<Self>, args: ReportFailureArgs) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
         let accounts = ctx.accounts;
@@ -146,7 +161,7 @@ impl ReportFailure<'_> {
         };
 
         let refund = take_off_node(
-            off_node!(accounts, Some(&accounts.owner_token)),
+            off_node!(accounts, Some(accounts.owner_token.to_account_info())),
             !infrastructure,
             now,
             |job| job.on_report(args.cause, now),

@@ -10,7 +10,7 @@ use crate::state::{
     seeds::*, CheckpointRecord, Config, Job, Node, Party, Provider, Segment, SegmentState,
     Verification, VerificationOutcome, VerificationState,
 };
-use crate::token::pay_out_from;
+use crate::token::{can_receive, pay_out_from, pay_out_or_keep};
 
 /// No seeds are checked on the Config, job or verification (state/seeds.rs,
 /// "Where a program account's seeds are not checked again"): the
@@ -52,9 +52,9 @@ pub struct ResolveVerification<'info> {
     /// CHECK: the owner's refund account (receives a proven-wrong
     /// segment), pinned to the job's `refund_account`, a token account of
     /// the Config's mint checked when the job was submitted. The five
-    /// destinations here are only paid into: not deserialised (the SPL
-    /// Token program refuses a transfer to anything but a token account of
-    /// the vault's mint, see `token::pay_out`).
+    /// destinations here are only paid into: not deserialised, and paid
+    /// only if they can receive (`token::can_receive`): a participant who
+    /// closed its account is not paid, and stops nothing.
     #[account(mut, address = job.refund_account @ McjsError::WrongTokenAccount)]
     pub owner_token: UncheckedAccount<'info>,
     /// CHECK: pinned to the Config's treasury (checked at `initialize`).
@@ -228,6 +228,15 @@ impl ResolveVerification<'_> {
     /// Pays `checker` its fee out of the verified segment's payment (its
     /// commission, see `Segment::payout_split`), from the job's vault.
     fn pay_fee_from_segment(&mut self, fee: u64, checker: Party) -> Result<u64> {
+        let to = match checker {
+            Party::Verifier => &self.verifier_payout,
+            Party::Referee => &self.referee_payout,
+        };
+        // A checker that closed its payout account forgoes its fee: the
+        // segment keeps it.
+        if !can_receive(to, &self.usdc_mint.key()) {
+            return Ok(0);
+        }
         let job = &mut self.job;
         let segment = &mut self.segment;
         let fee = match segment.state {
@@ -296,18 +305,14 @@ impl ResolveVerification<'_> {
                 segment.gross -= amount;
                 job.held = job.held.checked_sub(amount).ok_or(McjsError::Overflow)?;
                 job.paid = job.paid.checked_sub(amount).ok_or(McjsError::Overflow)?;
-                let (owner, id, bump);
-                let seeds = job_signer_seeds!(job, owner, id, bump);
-                pay_out_from(
-                    &self.token_program,
+                refund_or_keep(
+                    job,
                     &self.job_vault,
                     &self.usdc_mint,
                     &self.owner_token,
-                    job.to_account_info(),
-                    &[&seeds],
+                    &self.token_program,
                     amount,
-                )?;
-                Ok(amount)
+                )
             }
             SegmentState::Refunded => Ok(0),
         }
@@ -347,15 +352,16 @@ impl ResolveVerification<'_> {
             .into_iter()
             .zip(fees)
         {
-            let fee = (*fee).min(left);
-            pay_out_from(
+            // A checker that closed its payout account forgoes its fee:
+            // the pool takes it with the rest of the slash.
+            let fee = pay_out_or_keep(
                 &self.token_program,
                 vault,
                 &self.usdc_mint,
                 to,
                 authority.clone(),
                 &[seeds],
-                fee,
+                (*fee).min(left),
             )?;
             left -= fee;
             paid_fees += fee;
@@ -471,17 +477,43 @@ impl ResolveVerification<'_> {
         job.paid = job.paid.checked_sub(amount).ok_or(McjsError::Overflow)?;
         segment.gross = 0;
         segment.state = SegmentState::Refunded;
-        let (owner, id, bump);
-        let seeds = job_signer_seeds!(job, owner, id, bump);
-        pay_out_from(
-            &self.token_program,
+        refund_or_keep(
+            job,
             &self.job_vault,
             &self.usdc_mint,
             &self.owner_token,
-            job.to_account_info(),
-            &[&seeds],
+            &self.token_program,
             amount,
-        )?;
-        Ok(amount)
+        )
     }
+}
+
+/// Pays the owner `amount` that just left the job's held payments (out of
+/// `held` and `paid`) if its refund account can receive; otherwise it goes
+/// back to the bond, the owner's still (`close_job` pays a finished job's).
+/// Returns what was paid now.
+fn refund_or_keep<'info>(
+    job: &mut Account<'info, Job>,
+    job_vault: &AccountInfo<'info>,
+    usdc_mint: &Account<'info, Mint>,
+    owner_token: &AccountInfo<'info>,
+    token_program: &Program<'info, Token>,
+    amount: u64,
+) -> Result<u64> {
+    let (owner, id, bump);
+    let seeds = job_signer_seeds!(job, owner, id, bump);
+    let paid = pay_out_or_keep(
+        token_program,
+        job_vault,
+        usdc_mint,
+        owner_token,
+        job.to_account_info(),
+        &[&seeds],
+        amount,
+    )?;
+    job.bond = job
+        .bond
+        .checked_add(amount - paid)
+        .ok_or(McjsError::Overflow)?;
+    Ok(paid)
 }

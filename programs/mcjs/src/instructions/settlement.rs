@@ -1,12 +1,12 @@
 //! Paying a job's segment and refunding its bond: the only ways tokens leave a job vault.
 
 use anchor_lang::prelude::*;
-use anchor_spl::token::{Mint, Token, TokenAccount};
+use anchor_spl::token::{Mint, Token};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, SegmentHeld, SegmentSettled};
 use crate::state::{Job, Node, Provider, Segment, SegmentState};
-use crate::token::{pay_out_from, split_commission};
+use crate::token::{pay_out_or_keep, split_commission};
 
 /// Signer seeds of a job PDA (the authority of its vault).
 #[macro_export]
@@ -61,6 +61,8 @@ pub struct Hold<'a, 'info> {
 /// Pays what the current assignment accrued: the provider's share to its
 /// payout account, the commission to the treasury. A verified job's payment
 /// is held instead, in the vault, for its Segment (see `release_segment`).
+/// A share whose account cannot receive (its owner closed it) goes back to
+/// the job's bond: closing it stops nothing (`token::can_receive`).
 pub fn settle_segment<'info>(
     job: &mut Account<'info, Job>,
     accounts: &SettlementAccounts<'_, 'info>,
@@ -98,29 +100,30 @@ pub fn settle_segment<'info>(
         return Ok(());
     }
     let amount = job.accrued;
-    let (provider_amount, commission) = split_commission(amount, commission_bps)?;
+    let (owed_provider, owed_commission) = split_commission(amount, commission_bps)?;
     let (owner, id, bump);
     let seeds = job_signer_seeds!(job, owner, id, bump);
     let authority = job.to_account_info();
-    pay_out_from(
+    let provider_amount = pay_out_or_keep(
         accounts.token_program,
         &accounts.job_vault,
         accounts.usdc_mint,
         &accounts.provider_payout,
         authority.clone(),
         &[&seeds],
-        provider_amount,
+        owed_provider,
     )?;
-    pay_out_from(
+    let commission = pay_out_or_keep(
         accounts.token_program,
         &accounts.job_vault,
         accounts.usdc_mint,
         &accounts.treasury,
         authority,
         &[&seeds],
-        commission,
+        owed_commission,
     )?;
     job.settle_accrued()?;
+    job.unpay(amount - provider_amount - commission)?;
     emit_event(SegmentSettled {
         job: job.key(),
         provider,
@@ -140,8 +143,9 @@ pub struct OffNode<'a, 'info> {
     pub settlement: SettlementAccounts<'a, 'info>,
     pub commission_bps: u16,
     pub hold: Hold<'a, 'info>,
-    /// The owner's refund account, needed when the transition ends the job.
-    pub owner_token: Option<&'a Account<'info, TokenAccount>>,
+    /// The owner's refund account, needed when the transition ends the job
+    /// (pinned by address to the job's `refund_account`).
+    pub owner_token: Option<AccountInfo<'info>>,
 }
 
 /// The [`OffNode`] of an instruction's accounts: every instruction that
@@ -198,7 +202,7 @@ pub fn take_off_node<'info>(
             off.job,
             &off.settlement.job_vault,
             off.settlement.usdc_mint,
-            owner_token,
+            &owner_token,
             off.settlement.token_program,
         )?
     } else {
@@ -213,26 +217,29 @@ pub fn take_off_node<'info>(
     Ok(refund)
 }
 
-/// Returns the whole remaining bond to the owner's token account.
+/// Returns the whole remaining bond to the owner's refund account. If that
+/// account cannot receive (the owner closed it), the bond stays in the
+/// vault, the owner's: `close_job` pays it to any token account of the
+/// owner's. Returns what was paid.
 pub fn refund_bond<'info>(
     job: &mut Account<'info, Job>,
     job_vault: &AccountInfo<'info>,
     usdc_mint: &Account<'info, Mint>,
-    owner_token: &Account<'info, TokenAccount>,
+    owner_token: &AccountInfo<'info>,
     token_program: &Program<'info, Token>,
 ) -> Result<u64> {
     let amount = job.bond;
     let (owner, id, bump);
     let seeds = job_signer_seeds!(job, owner, id, bump);
-    pay_out_from(
+    let paid = pay_out_or_keep(
         token_program,
         job_vault,
         usdc_mint,
-        &owner_token.to_account_info(),
+        owner_token,
         job.to_account_info(),
         &[&seeds],
         amount,
     )?;
-    job.bond = 0;
-    Ok(amount)
+    job.bond -= paid;
+    Ok(paid)
 }

@@ -449,14 +449,21 @@ impl Job {
         self.verification_ppm > 0 && params.challenge_window_secs > 0
     }
 
-    /// Until when a completion at `now` is billed. A verified job's
-    /// completion is refused while a check is open (`VerificationOpen`), so
-    /// one that comes after a check settled since the last progress mark may
-    /// have waited on it; the wait is not work, and such a completion is
-    /// billed at most one checkpoint interval past the mark (an honest job
-    /// finishes within an interval of its last checkpoint).
+    /// Until when a completion at `now` is billed. An assignment whose
+    /// payment is held for checks is billed only to its last attestation:
+    /// the stretch after it ends in no checkpoint, so no draw can reach it,
+    /// and a provider could otherwise start, wait and complete with any
+    /// output for pay nobody can check (a verified job's last checkpoint is
+    /// at its end: it checkpoints at fixed steps). Otherwise a completion
+    /// that comes after a check settled since the last progress mark may
+    /// have waited on it (completion is refused while a check is open); the
+    /// wait is not work, and it is billed at most one checkpoint interval
+    /// past the mark (an honest job finishes within an interval of its last
+    /// checkpoint).
     pub fn billed_until(&self, now: i64) -> i64 {
-        if self.checks_settled_at > self.progress_mark {
+        if self.holds_payment {
+            self.progress_mark
+        } else if self.checks_settled_at > self.progress_mark {
             now.min(
                 self.progress_mark
                     .saturating_add(i64::from(self.terms.checkpoint_interval_secs)),
@@ -555,6 +562,14 @@ impl Job {
         self.paid = self.paid.checked_add(amount).ok_or(McjsError::Overflow)?;
         self.accrued = 0;
         Ok(amount)
+    }
+
+    /// What a settlement could not pay (its recipient's account closed)
+    /// goes back to the bond: out of `paid`, still in the vault.
+    pub fn unpay(&mut self, amount: u64) -> Result<()> {
+        self.paid = self.paid.checked_sub(amount).ok_or(McjsError::Overflow)?;
+        self.bond = self.bond.checked_add(amount).ok_or(McjsError::Overflow)?;
+        Ok(())
     }
 
     /// Takes the job off its node: the node is fenced by the new generation.
@@ -784,9 +799,6 @@ impl Job {
             self.state.is_on_node() || self.accrued == 0,
             McjsError::InvalidJobState
         );
-        if self.state.is_terminal() {
-            require!(self.bond == 0, McjsError::InvalidJobState);
-        }
         require!(
             self.verification_ppm <= crate::state::PPM,
             McjsError::InvalidSampleRate

@@ -62,6 +62,15 @@ impl SchedulerLease {
         self.holder == *key && self.is_member(config, key)
     }
 
+    /// Whether no scheduler acts now: the holder's lease ran out at
+    /// `expires_slot` without a renewal, or the holder is no longer a
+    /// member. Until then the holder alone reports failures: it knows what
+    /// the program cannot, an outage of the store or of its own network
+    /// (the mass-failure brake), and excuses the lateness they cause.
+    pub fn lapsed(&self, config: &Config, slot: u64) -> bool {
+        slot > self.expires_slot || !self.is_member(config, &self.holder)
+    }
+
     /// Fails unless `key` may act as the scheduler now.
     pub fn require_holder(&self, config: &Config, key: &Pubkey) -> Result<()> {
         require!(self.is_member(config, key), McjsError::NotScheduler);

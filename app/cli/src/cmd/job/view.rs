@@ -27,6 +27,9 @@ pub struct JobView {
     pub paid: String,
     pub accrued: String,
     pub bond_used_percent: f64,
+    /// A finished job's bond still in its vault: its refund account could
+    /// not take it (closed); `mcjs job close` pays it to the owner.
+    pub refund_waiting: bool,
     pub rate_per_hour: String,
     pub checkpoints: u32,
     pub last_checkpoint: Option<CheckpointView>,
@@ -93,6 +96,7 @@ impl JobView {
             bond: usdc(job.bond),
             paid: usdc(job.paid),
             accrued: usdc(job.accrued),
+            refund_waiting: job.state.is_terminal() && job.bond > 0,
             bond_used_percent: if total == 0 {
                 0.0
             } else {
@@ -183,6 +187,13 @@ impl fmt::Display for JobView {
             "  bond         {} USDC held, {} paid, {} accrued ({}% used)",
             self.bond, self.paid, self.accrued, self.bond_used_percent
         )?;
+        if self.refund_waiting {
+            writeln!(
+                f,
+                "  refund       {} USDC waits in the job's vault (its refund account could not take it): `mcjs job close {}` pays it to your wallet",
+                self.bond, self.job
+            )?;
+        }
         match &self.last_checkpoint {
             Some(c) => writeln!(
                 f,
