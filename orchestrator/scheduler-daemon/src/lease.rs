@@ -23,7 +23,7 @@ pub const LEASE_CHECK_EVERY: Duration = Duration::from_secs(1);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LeaseStep {
     /// It holds the lease, which needs no renewal yet (more than half of
-    /// it left, or no standby that could take it).
+    /// it left).
     Lead { term: u64 },
     /// It holds the lease and half of it has run: renew.
     Renew { term: u64 },
@@ -47,10 +47,11 @@ pub fn lease_step(view: &LeaseView, me: &Pubkey) -> LeaseStep {
     }
     let term = lease.term;
     if lease.holder == *me {
-        // Without standbys nobody can take the lease: no renewal, no fee.
-        let contested = lease.standbys.iter().any(|k| *k != Pubkey::default());
+        // Renewed even without standbys: a live lease is what tells the
+        // program a scheduler acts, and so holds strangers' reports off
+        // while this scheduler excuses an outage (`SchedulerLease::lapsed`).
         let left = lease.expires_slot.saturating_sub(*slot);
-        return if contested && left <= lease.lease_slots / 2 {
+        return if left <= lease.lease_slots / 2 {
             LeaseStep::Renew { term }
         } else {
             LeaseStep::Lead { term }

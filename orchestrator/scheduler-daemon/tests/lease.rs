@@ -77,10 +77,16 @@ fn each_member_does_what_the_lease_it_reads_asks() {
             Renew { term: 7 },
         ),
         (
-            "lone holder never renews",
-            view(SCHEDULER, &[], 500),
+            "lone holder, lease fresh",
+            view(SCHEDULER, &[], 85),
             SCHEDULER,
             Lead { term: 7 },
+        ),
+        (
+            "lone holder renews too: its live lease holds strangers' reports off",
+            view(SCHEDULER, &[], 500),
+            SCHEDULER,
+            Renew { term: 7 },
         ),
         (
             "standby, lease running",

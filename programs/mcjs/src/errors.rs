@@ -121,7 +121,7 @@ pub enum McjsError {
     OperatorNotAllowed,
     #[msg("only the program's upgrade authority may initialise the program")]
     NotUpgradeAuthority,
-    #[msg("the job did not fail through its providers' fault")]
+    #[msg("only a job that ended unfinished (failed, cancelled or expired) after its last failure was its provider's may be compensated")]
     NotCompensable,
     #[msg("the compensation exceeds what the job's owner paid, less what was already compensated")]
     CompensationTooLarge,
