@@ -237,6 +237,9 @@ pub struct Env {
     /// (a test of a deliberately rare case turns it off: the bench's figures
     /// are what the suite's ordinary sequences take).
     pub record_cu: bool,
+    /// Token accounts their holders closed ([`Env::close_token_account`]):
+    /// only then may a finished job keep a bond (what it could not pay).
+    pub closed_accounts: Vec<Pubkey>,
 }
 
 impl Env {
@@ -301,6 +304,7 @@ impl Env {
             compensated: 0,
             slash_fees: 0,
             record_cu: true,
+            closed_accounts: Vec::new(),
         };
         env.set_time(START_TIME);
         env.mint = env.create_mint(6);
@@ -326,6 +330,7 @@ impl Env {
             compensated: self.compensated,
             slash_fees: self.slash_fees,
             record_cu: self.record_cu,
+            closed_accounts: self.closed_accounts.clone(),
         }
     }
 
@@ -586,6 +591,7 @@ impl Env {
         );
         self.send(&ixs, &[owner]).expect("close the token account");
         assert!(self.account(account).is_none(), "closed");
+        self.closed_accounts.push(*account);
         spare
     }
 
@@ -1005,6 +1011,14 @@ impl Env {
                     "job vault differs from the job's bond and held payments plus stray tokens"
                 );
                 job.invariant().expect("job invariant");
+                // A finished job refunds its whole bond, unless a payee
+                // closed the account it is paid into (the refund, or a
+                // share that went back to the bond, waits for close_job).
+                assert!(
+                    !job.state.is_terminal() || job.bond == 0 || !self.closed_accounts.is_empty(),
+                    "a finished job kept {} of its bond though every payee could receive",
+                    job.bond
+                );
             } else {
                 assert_eq!(self.balance(&vault), 0);
                 assert_eq!(self.stray(&vault), 0, "a closed vault keeps no strays");

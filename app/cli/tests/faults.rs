@@ -885,13 +885,29 @@ async fn a_60_s_rpc_outage_mid_job_fails_nothing() {
 /// checkpoints it takes meanwhile cannot be stored) and ends; its output is
 /// stored again until the store is back, and nobody is failed for the time
 /// it could not store: the job completes on its first node, byte-identical,
-/// nothing reported, nobody slashed.
+/// nothing reported, nobody slashed. Nor may anyone else report it meanwhile:
+/// the owner's report is refused (`SchedulerLive`) while the scheduler, which
+/// excuses the outage, holds its lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_150_s_store_outage_mid_job_fails_nothing() {
     let mut s = scenario(12, 3).await;
     s.running_with_checkpoints(1).await;
     s.cluster.store_outage(true).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(150)).await;
+    tokio::time::sleep(Duration::from_secs(145)).await;
+    // The job has attested nothing for most of its liveness window: its
+    // owner (anyone) tries to report it, and the program refuses while the
+    // scheduler, which knows of the outage, holds its lease.
+    let wallet = s.cluster.info.wallets.user.clone();
+    let job = s.job.to_string();
+    let refused = s
+        .cluster
+        .run_mcjs(&wallet, &["job", "report-failure", &job])
+        .expect_err("a report during the outage");
+    assert!(
+        format!("{refused:#}").contains("SchedulerLive"),
+        "{refused:#}"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
     let at_end = s.wait("the job", 5, |_| true).await;
     s.cluster.store_outage(false).await.unwrap();
     eprintln!(

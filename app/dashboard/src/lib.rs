@@ -58,10 +58,15 @@ struct App {
     index: Option<mcjs_client::rpc::ProgramIndex>,
     templates: Environment<'static>,
     /// The latest fingerprint of each watched address (`None`: everything)
-    /// and when it was read: every `/live` stream watching the same thing
-    /// shares one chain read per [`LIVE_POLL`].
+    /// and when it was read (`None`: the read failed): every `/live` stream
+    /// watching the same thing shares one chain read per [`LIVE_POLL`],
+    /// a failed one too, so that a slow or failing chain costs no more
+    /// reads however many pages watch.
     live: tokio::sync::Mutex<
-        std::collections::HashMap<Option<mcjs_client::Pubkey>, (std::time::Instant, String)>,
+        std::collections::HashMap<
+            Option<mcjs_client::Pubkey>,
+            (std::time::Instant, Option<String>),
+        >,
     >,
     live_streams: std::sync::atomic::AtomicUsize,
     /// `/live` streams open per peer address; an address leaves the map
@@ -70,12 +75,14 @@ struct App {
 }
 
 impl App {
-    async fn fingerprint(&self, watch: Option<mcjs_client::Pubkey>) -> Result<String, DashError> {
+    /// The fingerprint of what `watch` names, read at most once per
+    /// [`LIVE_POLL`] for every stream; `None` while the chain cannot be read.
+    async fn fingerprint(&self, watch: Option<mcjs_client::Pubkey>) -> Option<String> {
         let mut cache = self.live.lock().await;
         if let Some((at, print)) = cache.get(&watch)
             && at.elapsed() < LIVE_POLL
         {
-            return Ok(print.clone());
+            return print.clone();
         }
         let indexed = match (&watch, &self.index) {
             (None, Some(index)) => {
@@ -84,12 +91,18 @@ impl App {
             _ => None,
         };
         let print = match indexed {
-            Some(print) => print,
-            None => data::fingerprint(&self.client, watch.as_ref()).await?,
+            Some(print) => Some(print),
+            None => match data::fingerprint(&self.client, watch.as_ref()).await {
+                Ok(print) => Some(print),
+                Err(e) => {
+                    tracing::debug!(error = %e, "live update: the chain could not be read");
+                    None
+                }
+            },
         };
         cache.retain(|_, (at, _)| at.elapsed() < LIVE_POLL * 10);
         cache.insert(watch, (std::time::Instant::now(), print.clone()));
-        Ok(print)
+        print
     }
 }
 
@@ -540,12 +553,11 @@ fn fingerprints(
                 }
                 // A chain that cannot be read now is tried again at the next poll.
                 match app.fingerprint(watch).await {
-                    Ok(print) if last.as_ref() != Some(&print) => {
+                    Some(print) if last.as_ref() != Some(&print) => {
                         return Some((Ok(Event::default().data(print.clone())), Some(print)));
                     }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::debug!(error = %e, "live update: the chain could not be read");
+                    Some(_) => {}
+                    None => {
                         if last.is_none() {
                             tokio::time::sleep(LIVE_POLL).await;
                         }

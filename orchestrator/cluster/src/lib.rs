@@ -71,12 +71,14 @@ pub struct ClusterConfig {
     pub scheduler_args: Vec<String>,
 }
 
-/// The lease's length in a cluster with standbys: 200 slots (10 s at the
-/// fault suite's 50 ms slots), so that a holder reading the lease every
-/// second renews it well before it runs out, even on a machine running
-/// several clusters at once (at 100 slots a leader on 2 cores shared by
-/// three clusters once missed its renewal and lost the lease before the
-/// fault was injected).
+/// The lease's length in every cluster: 200 slots (10 s at the fault
+/// suite's 50 ms slots), so that a holder reading the lease every second
+/// renews it well before it runs out, even on a machine running several
+/// clusters at once (at 100 slots a leader on 2 cores shared by three
+/// clusters once missed its renewal and lost the lease before the fault was
+/// injected). A lone scheduler's lease is kept live too: while it is, no
+/// stranger may report a job (`SchedulerLive`), and the default 25 slots
+/// (1.25 s here) would lapse between two reads.
 pub const STANDBY_LEASE_SLOTS: u64 = 200;
 
 /// A standby scheduler: its key, where it listens, its process.
@@ -233,7 +235,7 @@ impl Cluster {
         for i in 0..cluster.config.agents {
             cluster.register_provider(i)?;
         }
-        cluster.name_standbys().await?;
+        cluster.set_scheduler_lease().await?;
         cluster.start_scheduler()?;
         for i in 0..cluster.standbys.len() {
             cluster.start_standby(i)?;
@@ -391,12 +393,9 @@ impl Cluster {
     }
 
     /// Makes a key for each standby the config asks for, funds it from the
-    /// admin's wallet and names them in the scheduler lease
-    /// (`mcjs admin set-schedulers`), as an operator adding standbys would.
-    async fn name_standbys(&mut self) -> anyhow::Result<()> {
-        if self.config.standbys == 0 {
-            return Ok(());
-        }
+    /// admin's wallet and names them in the scheduler lease, with the
+    /// lease's length (`mcjs admin set-schedulers`), as an operator would.
+    async fn set_scheduler_lease(&mut self) -> anyhow::Result<()> {
         let keys = self.config.dir.join("keys");
         std::fs::create_dir_all(&keys)?;
         let admin = mcjs_localnet::read_keypair(&self.info.wallets.admin)?;

@@ -99,7 +99,9 @@ pub enum JobCommand {
         #[arg(long, value_parser = parse_usdc)]
         amount: u64,
     },
-    /// Report a job whose node stopped attesting; allowed to anyone once it has stalled.
+    /// Report a job whose node stopped attesting; allowed to anyone once it
+    /// has stalled and no scheduler acts (its lease has lapsed: a live
+    /// scheduler alone judges lateness).
     ReportFailure {
         job: String,
         #[arg(long, value_enum, default_value_t = CauseArg::NodeLost)]

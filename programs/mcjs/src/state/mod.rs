@@ -6,6 +6,7 @@ pub mod lease;
 pub mod node;
 pub mod provider;
 pub mod seeds;
+pub mod terms;
 pub mod verification;
 
 pub use challenge::*;
@@ -15,4 +16,5 @@ pub use job_counter::*;
 pub use lease::*;
 pub use node::*;
 pub use provider::*;
+pub use terms::*;
 pub use verification::*;
