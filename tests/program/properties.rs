@@ -297,9 +297,6 @@ struct World {
     made_up: std::collections::BTreeSet<u32>,
     /// What each checker sealed, by (verification, referee).
     sealed: std::collections::BTreeMap<(Pubkey, bool), CheckAnswer>,
-    /// A payee closed the account it is paid into: what could not be paid
-    /// to it went back to the bond.
-    closed_any: bool,
     /// The job's refund account (the owner's first token account, closed
     /// or not).
     refund_account: Pubkey,
@@ -371,7 +368,6 @@ impl World {
             verifications: Vec::new(),
             made_up: Default::default(),
             sealed: Default::default(),
-            closed_any: false,
             refund_account,
         }
     }
@@ -827,7 +823,6 @@ impl World {
                     // The owner goes on with a new account of its own.
                     self.owner.token = spare;
                 }
-                self.closed_any = true;
                 Ok(vec![])
             }
             Action::LapseLease => {
@@ -1108,7 +1103,7 @@ fn check_sequence(template: &Template, s: &Scenario) -> Result<(), TestCaseError
                     });
                     // What a closed account could not take goes back to
                     // the bond (a held payment released, a refund kept).
-                    let kept = world.closed_any
+                    let kept = !world.env.closed_accounts.is_empty()
                         && matches!(action, Action::Release | Action::Resolve { .. });
                     prop_assert!(
                         a.paid >= b.paid || refunded || kept,

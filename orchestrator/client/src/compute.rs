@@ -87,7 +87,7 @@ measured! {
     PauseJob "pause_job" 26_555 0,
     ResumeJob "resume_job" 7_657 0,
     TopUp "top_up" 13_621 0,
-    CancelJob "cancel_job" 13_921 0,
+    CancelJob "cancel_job" 13_924 0,
     ExpireJob "expire_job" 13_437 0,
     CloseJob "close_job" 13_064 0,
     OpenVerification "open_verification" 33_052 1,

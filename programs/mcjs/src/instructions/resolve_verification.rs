@@ -3,7 +3,9 @@ use anchor_spl::token::{Mint, Token};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, VerificationResolved};
-use crate::instructions::settlement::{take_off_node, Hold, OffNode, SettlementAccounts};
+use crate::instructions::settlement::{
+    refund_from_bond, take_off_node, Hold, OffNode, SettlementAccounts,
+};
 use crate::job_signer_seeds;
 use crate::provider_signer_seeds;
 use crate::state::{
@@ -489,9 +491,10 @@ impl ResolveVerification<'_> {
 }
 
 /// Pays the owner `amount` that just left the job's held payments (out of
-/// `held` and `paid`) if its refund account can receive; otherwise it goes
-/// back to the bond, the owner's still (`close_job` pays a finished job's).
-/// Returns what was paid now.
+/// `held` and `paid`): back into the bond, and from there to the owner's
+/// refund account if it can receive (otherwise it stays in the bond, the
+/// owner's still: `close_job` pays a finished job's). Returns what was
+/// paid now.
 fn refund_or_keep<'info>(
     job: &mut Account<'info, Job>,
     job_vault: &AccountInfo<'info>,
@@ -500,20 +503,13 @@ fn refund_or_keep<'info>(
     token_program: &Program<'info, Token>,
     amount: u64,
 ) -> Result<u64> {
-    let (owner, id, bump);
-    let seeds = job_signer_seeds!(job, owner, id, bump);
-    let paid = pay_out_or_keep(
-        token_program,
+    job.bond = job.bond.checked_add(amount).ok_or(McjsError::Overflow)?;
+    refund_from_bond(
+        job,
         job_vault,
         usdc_mint,
         owner_token,
-        job.to_account_info(),
-        &[&seeds],
+        token_program,
         amount,
-    )?;
-    job.bond = job
-        .bond
-        .checked_add(amount - paid)
-        .ok_or(McjsError::Overflow)?;
-    Ok(paid)
+    )
 }

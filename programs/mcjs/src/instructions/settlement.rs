@@ -229,6 +229,27 @@ pub fn refund_bond<'info>(
     token_program: &Program<'info, Token>,
 ) -> Result<u64> {
     let amount = job.bond;
+    refund_from_bond(
+        job,
+        job_vault,
+        usdc_mint,
+        owner_token,
+        token_program,
+        amount,
+    )
+}
+
+/// Pays `amount` of the bond to the owner's refund account if it can
+/// receive (`token::can_receive`); what it cannot take stays in the bond.
+/// Returns what was paid.
+pub fn refund_from_bond<'info>(
+    job: &mut Account<'info, Job>,
+    job_vault: &AccountInfo<'info>,
+    usdc_mint: &Account<'info, Mint>,
+    owner_token: &AccountInfo<'info>,
+    token_program: &Program<'info, Token>,
+    amount: u64,
+) -> Result<u64> {
     let (owner, id, bump);
     let seeds = job_signer_seeds!(job, owner, id, bump);
     let paid = pay_out_or_keep(
@@ -240,6 +261,6 @@ pub fn refund_bond<'info>(
         &[&seeds],
         amount,
     )?;
-    job.bond -= paid;
+    job.bond = job.bond.checked_sub(paid).ok_or(McjsError::Overflow)?;
     Ok(paid)
 }
