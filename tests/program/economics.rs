@@ -454,3 +454,58 @@ fn a_provider_closing_its_payout_account_escapes_no_report_and_blocks_no_pause()
     assert!(matches!(env.job(&job).state, JobState::Recovering { .. }));
     env.assert_invariants();
 }
+
+/// A provider attests `(u32::MAX, u64::MAX)` and leaves, hoping that no
+/// later checkpoint can ever go past it (every later provider's
+/// attestations refused, each slashed as overdue in turn). Labels are the
+/// job's own and ordered within an assignment only: the next provider's
+/// first checkpoint, whatever its label, is attested; within its
+/// assignment its labels must still grow.
+#[test]
+fn a_made_up_huge_step_binds_no_later_assignment() {
+    let mut env = Env::new();
+    let owner = env.wallet(1_000 * USDC);
+    let liar = env.provider_with_nodes(200 * USDC, &[a100_80gb()], USDC);
+    let next = env.provider_with_nodes(200 * USDC, &[a100_80gb()], USDC);
+    let job = running_with_budget(&mut env, &owner, &liar, 1);
+    env.warp(900);
+    env.attest(&job, &liar, 0, 1, 0, 100).unwrap();
+    env.warp(900);
+    env.attest(&job, &liar, 0, 1, u32::MAX, u64::MAX).unwrap();
+    let scheduler = env.scheduler.insecure_clone();
+    env.warp(600);
+    env.report(
+        &scheduler,
+        &job,
+        &owner.token,
+        &liar,
+        0,
+        FailureCause::NodeLost,
+    )
+    .unwrap();
+
+    env.assign(&job, &next, 0).unwrap();
+    env.start(&job, &next, 0).unwrap();
+    let generation = env.job(&job).generation;
+    env.warp(900);
+    let stake = env.provider(&next.pda).stake;
+    env.attest(&job, &next, 0, generation, 0, 200).unwrap();
+    let state = env.job(&job);
+    let last = state.last_checkpoint.unwrap();
+    assert_eq!(
+        (last.epoch, last.step, last.generation),
+        (0, 200, generation)
+    );
+    assert_eq!(state.checkpoint_count, 3);
+    // Within the assignment the labels still grow.
+    env.warp(900);
+    let before = env.snapshot();
+    expect_error(
+        env.attest(&job, &next, 0, generation, 0, 200),
+        McjsError::CheckpointNotAdvancing,
+    );
+    env.assert_unchanged(&before);
+    env.attest(&job, &next, 0, generation, 0, 300).unwrap();
+    assert_eq!(env.provider(&next.pda).stake, stake, "nobody slashed it");
+    env.assert_invariants();
+}

@@ -628,3 +628,66 @@ fn only_the_lease_holder_judges_and_only_the_operator_answers_in_turn() {
     );
     assert!(record.in_flight.is_none() && record.proven.is_none());
 }
+
+/// A verdict recorded after the slot hash that draws the opening has left
+/// the SlotHashes sysvar (about 512 slots after the held digest) cannot be
+/// judged. It used to be refused forever, leaving the node mid-challenge
+/// and unassignable; the challenge now lapses: nothing is proven or failed
+/// by it, and the node takes jobs and challenges again.
+#[test]
+fn a_verdict_too_late_to_draw_the_opening_lapses_the_challenge() {
+    let mut env = Env::with_params(params());
+    let provider = env.provider_with_nodes(200 * USDC, &[cpu_node()], USDC);
+    let node = provider.nodes[0];
+    let operator = provider.operator(0).insecure_clone();
+    challenge(&mut env, &provider, 0, honest_node());
+    assert!(env.node(&node).challenge.proven.is_some());
+    env.advance_slots(2);
+    request(&mut env, &node).unwrap();
+    env.advance_slots(2);
+    let commitment = [1; 32];
+    answer(
+        &mut env,
+        &operator,
+        &node,
+        ChallengeStep::Commit { commitment },
+    )
+    .unwrap();
+    env.advance_slots(2);
+    let held_digest = [2; 32];
+    answer(
+        &mut env,
+        &operator,
+        &node,
+        ChallengeStep::Hold { held_digest },
+    )
+    .unwrap();
+    let held_slot = in_flight(&env, &node).hold.unwrap().slot;
+    for _ in 0..520 {
+        env.advance_slots(1);
+    }
+    let before = env.node(&node).challenge;
+    let logs = send_record(
+        &mut env,
+        &node,
+        ChallengeVerdict::Failed(ChallengeFailure::BadProof),
+        None,
+    )
+    .expect("a late verdict lapses the challenge");
+    let lapsed = events::<mcjs::events::ChallengeLapsed>(&logs);
+    assert_eq!(lapsed.len(), 1);
+    assert_eq!((lapsed[0].node, lapsed[0].held_slot), (node, held_slot));
+    assert!(events::<mcjs::events::ChallengeRecorded>(&logs).is_empty());
+    let after = env.node(&node).challenge;
+    assert_eq!(after.in_flight, None);
+    assert_eq!(
+        (after.failed, after.proven, after.last, after.last_at),
+        (before.failed, before.proven, before.last, before.last_at),
+        "nothing proven or failed by a lapsed challenge: the earlier proof stands"
+    );
+    assert!(after.proven.is_some());
+    // The node takes a job again.
+    let owner = env.wallet(1_000 * USDC);
+    let job = env.submit(&owner, job_for_any_node(1)).unwrap();
+    env.assign(&job, &provider, 0).unwrap();
+}

@@ -16,6 +16,7 @@ mod job_faults_and_dust;
 mod job_life;
 mod node_profiles;
 mod operator_keys;
+mod participants;
 mod properties;
 mod scheduler_lease;
 mod verification;

@@ -824,7 +824,7 @@ fn an_inconclusive_check_of_a_held_segment_refunds_the_interval() {
 }
 
 #[test]
-fn a_provider_proven_wrong_is_slashed_the_owner_refunded_and_the_job_rolled_back() {
+fn a_provider_proven_wrong_is_slashed_refunds_only_unconfirmed_work_and_the_job_rolls_back() {
     let mut w = world(PPM);
     w.env.warp(2);
     w.attest(100);
@@ -890,10 +890,10 @@ fn a_provider_proven_wrong_is_slashed_the_owner_refunded_and_the_job_rolled_back
     assert_eq!(resolved[0].slashed, slash);
     assert!(resolved[0].rolled_back);
     assert_eq!(resolved[0].restore_point.map(|c| c.step), Some(100));
-    // Two intervals billed at 8 USDC/h, less the first one's two fees.
-    let gross = 2 * cost(INTERVAL) - 2 * fee_of(cost(INTERVAL));
-    assert_eq!(resolved[0].refund, gross);
-    assert_eq!(w.env.balance(&w.owner.token) - owner_before, gross);
+    // The owner gets back the disproven interval's pay, not the confirmed
+    // one's: the job keeps its progress to step 100, so that stays paid.
+    assert_eq!(resolved[0].refund, cost(INTERVAL));
+    assert_eq!(w.env.balance(&w.owner.token) - owner_before, cost(INTERVAL));
     assert_eq!(w.env.provider(&w.a.pda).stake, stake_before - slash);
     let fee = fee_of(cost(INTERVAL));
     assert_eq!(w.env.balance(&w.b.payout) - b_before, fee);
@@ -911,15 +911,31 @@ fn a_provider_proven_wrong_is_slashed_the_owner_refunded_and_the_job_rolled_back
         job.restarts_used, 0,
         "the job's restart budget is untouched"
     );
-    assert_eq!(job.held, 0);
+    // The first interval's pay, less its two checkers' fees, stays held.
+    let kept = cost(INTERVAL) - 2 * fee_of(cost(INTERVAL));
+    assert_eq!(job.held, kept);
     assert_eq!(w.env.node(&w.a.nodes[0]).status, NodeStatus::Offline);
-    assert_eq!(w.segment(1).unwrap().state, SegmentState::Refunded);
+    let segment = w.segment(1).unwrap();
+    assert!(matches!(segment.state, SegmentState::Held { .. }));
+    assert!(segment.disproven);
+    assert_eq!(segment.gross, kept);
     assert_eq!(w.env.provider(&w.a.pda).active_assignments, 0);
 
-    // The refunded segment only closes; the job goes on elsewhere from 100,
-    // never on the liar's nodes again.
+    // The segment is released as usual once its window passes: the liar is
+    // paid the confirmed interval (less the commission, out of which the
+    // fees came), nothing for the disproven one; the job goes on elsewhere
+    // from 100, never on the liar's nodes again.
+    let SegmentState::Held { release_at } = segment.state else {
+        unreachable!()
+    };
+    w.env.set_time(release_at);
     w.release(1).unwrap();
-    assert_eq!(w.env.balance(&w.a.payout), 0, "the liar is paid nothing");
+    let confirmed = cost(INTERVAL);
+    assert_eq!(
+        w.env.balance(&w.a.payout),
+        confirmed - confirmed * 500 / 10_000,
+        "the liar is paid its confirmed interval only"
+    );
     assert_eq!(w.env.job(&w.job).barred_provider, Some(w.a.pda));
     let a = w.a.fork();
     let before = w.env.snapshot();
@@ -930,6 +946,145 @@ fn a_provider_proven_wrong_is_slashed_the_owner_refunded_and_the_job_rolled_back
     w.env.start(&w.job, &b2, 0).unwrap();
     w.env.warp(INTERVAL);
     w.env.attest(&w.job, &b2, 0, 3, 0, 200).unwrap();
+    w.env.assert_invariants();
+}
+
+/// A confirmed interval that starts from a disproven one proves nothing:
+/// the job goes back to the segment's start, the owner is refunded the
+/// whole segment, and the liar is slashed once for both.
+#[test]
+fn a_wrong_interval_before_a_confirmed_one_refunds_the_whole_segment() {
+    let mut w = world(PPM);
+    w.env.warp(2);
+    w.lie(100);
+    let v1 = w.open();
+    w.attest(200);
+    let v2 = w.open();
+    let later = w.honest(&v2, 200);
+    w.answer(&v2, Some(later), Some(later));
+    w.resolve(&v2, None, None).unwrap();
+    assert_eq!(w.segment(1).unwrap().verified_to.map(|c| c.step), Some(200));
+    let real = w.honest(&v1, 100);
+    w.answer(&v1, Some(real), Some(real));
+    let current = ix::CurrentAssignment {
+        node: w.a.nodes[0],
+        provider: None,
+        provider_payout: w.a.payout,
+        segment: None,
+    };
+    let owner_before = w.env.balance(&w.owner.token);
+    let logs = w.resolve(&v1, Some(w.a.pda), Some(current)).unwrap();
+    let resolved = events::<VerificationResolved>(&logs);
+    assert_eq!(resolved[0].slashed, default_params().slash_amount);
+    assert!(resolved[0].rolled_back);
+    assert_eq!(resolved[0].restore_point, None, "back to the job's start");
+    // Both intervals, less the fees the confirmed one paid its checkers.
+    let all = 2 * cost(INTERVAL) - 2 * fee_of(cost(INTERVAL));
+    assert_eq!(resolved[0].refund, all);
+    assert_eq!(w.env.balance(&w.owner.token) - owner_before, all);
+    let segment = w.segment(1).unwrap();
+    assert_eq!((segment.state, segment.gross), (SegmentState::Refunded, 0));
+    assert_eq!(w.env.job(&w.job).last_checkpoint, None);
+    assert_eq!(w.env.job(&w.job).held, 0);
+    w.env.assert_invariants();
+}
+
+/// A provider whose made-up interval was drawn leaves the job and asks for
+/// its whole stake, hoping to take it out before the check slashes it:
+/// the stake stays until every verified payment to it is released, so the
+/// check's slash finds it.
+#[test]
+fn a_stake_cannot_leave_while_a_check_could_still_slash_it() {
+    let mut w = world(PPM);
+    w.env.warp(2);
+    w.lie(100);
+    let v = w.open();
+    let real = w.honest(&v, 100);
+    w.answer(&v, Some(real), Some(real));
+    let all = w.env.provider(&w.a.pda).stake;
+    let request = ix::request_withdrawal(&w.a.key(), all);
+    let kp = w.a.wallet.kp.insecure_clone();
+    w.env.send(&[request], &[&kp]).unwrap();
+    let scheduler = w.env.scheduler.insecure_clone();
+    let a = w.a.fork();
+    let token = w.owner.token;
+    w.env
+        .report(&scheduler, &w.job, &token, &a, 0, FailureCause::NodeLost)
+        .unwrap();
+    assert_eq!(w.env.provider(&w.a.pda).active_assignments, 0);
+    w.env.warp(default_params().withdrawal_cooldown_secs as i64);
+    let withdraw = ix::withdraw_stake(&w.a.key(), &w.a.wallet.token, &w.env.mint);
+    let before = w.env.snapshot();
+    expect_error(
+        w.env.send(&[withdraw.clone()], &[&kp]),
+        McjsError::SegmentsHeld,
+    );
+    w.env.assert_unchanged(&before);
+
+    let stake = w.env.provider(&w.a.pda).stake;
+    w.resolve(&v, Some(w.a.pda), None).unwrap();
+    let slash = default_params().slash_amount;
+    assert_eq!(
+        w.env.provider(&w.a.pda).stake,
+        stake - slash,
+        "the check's slash found the stake"
+    );
+    w.release(1).unwrap();
+    assert_eq!(w.env.provider(&w.a.pda).held_segments, 0);
+    w.env.send(&[withdraw], &[&kp]).unwrap();
+    assert_eq!(w.env.provider(&w.a.pda).stake, 0);
+    w.env.assert_invariants();
+}
+
+/// An owner pauses and resumes its verified job in a loop: each
+/// assignment's Segment is paid for by the scheduler until its challenge
+/// window passes. The job may hold at most `MAX_LIVE_SEGMENTS` of them
+/// unreleased: the next assignment is refused (the scheduler's rent is
+/// bounded per job) until one is released.
+#[test]
+fn pausing_and_resuming_in_a_loop_holds_at_most_a_bounded_number_of_segments() {
+    let mut w = world(PPM);
+    let mut generations = vec![w.env.job(&w.job).generation];
+    let pause_resume = |w: &mut World| {
+        let pause = ix::pause_job(
+            &w.owner.key(),
+            &w.job,
+            &w.a.nodes[0],
+            &w.a.pda,
+            &w.a.payout,
+            &w.env.deployment(),
+        );
+        let pause = ix::with_segment(pause, w.env.segment_of(&w.job));
+        let kp = w.owner.kp.insecure_clone();
+        w.env.send(&[pause], &[&kp]).expect("pause");
+        w.env
+            .send(&[ix::resume_job(&w.owner.key(), &w.job)], &[&kp])
+            .expect("resume");
+    };
+    while w.env.job(&w.job).live_segments < MAX_LIVE_SEGMENTS {
+        w.env.warp(60);
+        pause_resume(&mut w);
+        let a = w.a.fork();
+        w.env.assign(&w.job, &a, 0).unwrap();
+        w.env.start(&w.job, &a, 0).unwrap();
+        generations.push(w.env.job(&w.job).generation);
+    }
+    assert_eq!(generations.len(), MAX_LIVE_SEGMENTS as usize);
+    w.env.warp(60);
+    pause_resume(&mut w);
+    let a = w.a.fork();
+    let before = w.env.snapshot();
+    expect_error(w.env.assign(&w.job, &a, 0), McjsError::SegmentsFull);
+    w.env.assert_unchanged(&before);
+
+    // Once the first segment's window has passed and it is released, the
+    // job is placed again.
+    let SegmentState::Held { release_at } = w.segment(generations[0]).unwrap().state else {
+        panic!("the first segment is held")
+    };
+    w.env.set_time(release_at);
+    w.release(generations[0]).unwrap();
+    w.env.assign(&w.job, &a, 0).unwrap();
     w.env.assert_invariants();
 }
 

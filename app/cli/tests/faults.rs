@@ -94,6 +94,11 @@ struct Setup {
     agents: Option<usize>,
     /// Standby schedulers beside the Config's.
     standbys: usize,
+    /// The job's `request.duration.limit`, when not the workload's 1 h.
+    limit: Option<&'static str>,
+    /// The job is not meant to complete: no uninterrupted run to compare
+    /// its model with (its trainer would run for as long as it is let).
+    no_reference: bool,
 }
 
 /// A cluster of three agents, `prepare`d, then one submitted training job.
@@ -151,9 +156,12 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
     .await
     .expect("the cluster starts");
     let args = setup.args;
-    let reference =
+    let reference = if setup.no_reference {
+        PathBuf::new()
+    } else {
         workload::uninterrupted_run(image(), &data, &dir.path().join("reference"), &args)
-            .expect("the uninterrupted run");
+            .expect("the uninterrupted run")
+    };
     let (uri, uploaded_sha) = cluster
         .upload_input(&data.join("train.csv"))
         .expect("the dataset uploads");
@@ -167,6 +175,9 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
         setup.restart_budget,
     ))
     .unwrap();
+    if let Some(limit) = setup.limit {
+        json["request"]["duration"]["limit"] = limit.into();
+    }
     if let Some(rate) = setup.verified {
         json["work"]["determinism"] = "bitwise".into();
         json["verification"] = serde_json::json!({ "sample_rate": rate });
@@ -888,15 +899,36 @@ async fn a_60_s_rpc_outage_mid_job_fails_nothing() {
 /// nothing reported, nobody slashed. Nor may anyone else report it meanwhile:
 /// the owner's report is refused (`SchedulerLive`) while the scheduler, which
 /// excuses the outage, holds its lease.
+/// The store (and with it the scheduler's gateway) is down for three
+/// liveness windows mid-job (the factor set to 1: 3 × 60 s). Nothing can be
+/// attested meanwhile, yet nobody is reported or slashed: not by the
+/// scheduler, which sees the outage and excuses the lateness, nor by a
+/// stranger, whose report the program refuses while the scheduler holds its
+/// lease. The job completes on its first node when the store is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_150_s_store_outage_mid_job_fails_nothing() {
-    let mut s = scenario(12, 3).await;
+async fn a_store_outage_of_three_liveness_windows_fails_nothing() {
+    let mut s = scenario_with(12, 3, async |c| {
+        c.run_mcjs(
+            &c.info.wallets.admin,
+            &["admin", "set", "--liveness-factor", "1"],
+        )
+        .expect("liveness factor 1");
+    })
+    .await;
     s.running_with_checkpoints(1).await;
     s.cluster.store_outage(true).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(145)).await;
-    // The job has attested nothing for most of its liveness window: its
-    // owner (anyone) tries to report it, and the program refuses while the
-    // scheduler, which knows of the outage, holds its lease.
+    let client = s.cluster.client();
+    let window = s
+        .wait("the job", 5, |_| true)
+        .await
+        .terms
+        .billing_window_secs(client.config().await.unwrap().1.params.liveness_factor)
+        .unwrap();
+    assert_eq!(window, 60, "one checkpoint interval");
+    // Two windows in, the job has attested nothing for longer than its
+    // liveness window: its owner (anyone) tries to report it, and the
+    // program refuses while the scheduler holds its lease.
+    tokio::time::sleep(Duration::from_secs(2 * window)).await;
     let wallet = s.cluster.info.wallets.user.clone();
     let job = s.job.to_string();
     let refused = s
@@ -907,7 +939,7 @@ async fn a_150_s_store_outage_mid_job_fails_nothing() {
         format!("{refused:#}").contains("SchedulerLive"),
         "{refused:#}"
     );
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_secs(window + 5)).await;
     let at_end = s.wait("the job", 5, |_| true).await;
     s.cluster.store_outage(false).await.unwrap();
     eprintln!(
@@ -925,6 +957,86 @@ async fn a_150_s_store_outage_mid_job_fails_nothing() {
         "store outage: the output was stored again {} times",
         s.cluster.log_lines("cannot store the output").len()
     );
+}
+
+/// The owner's job declares a cap of one checkpoint interval (`limit:
+/// 1m`) and would train for far longer. Once its attestations have billed
+/// the whole minute, the chain says it is at its cap: the agent stops the
+/// container and reports the stop as nobody's fault, and the job ends
+/// `Expired` (nobody slashed, the rest of the bond back), well before the
+/// scheduler would have found its attestations overdue. Its partial output
+/// is its last attested checkpoint, which `mcjs job output --partial`
+/// delivers; the plain download says why there is no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_capped_at_one_interval_is_stopped_at_its_cap_with_its_partial_output() {
+    let s = scenario_of(
+        Setup {
+            args: workload::trainer_args(100_000),
+            restart_budget: 3,
+            limit: Some("1m"),
+            no_reference: true,
+            ..Setup::default()
+        },
+        async |_| {},
+    )
+    .await;
+    let ended = s
+        .wait("the job to end at its cap", 240, |j| j.state.is_terminal())
+        .await;
+    assert!(
+        matches!(ended.state, JobState::Expired { .. }),
+        "the job ended {}; logs in {}",
+        ended.state.name(),
+        s.dir.path().display()
+    );
+    assert_eq!(ended.billed_secs, 60, "billed exactly its cap");
+    let last = ended.last_checkpoint.expect("an attested checkpoint");
+    let finished = ended.finished_at.expect("a finish time");
+    assert!(
+        finished - last.time < 60,
+        "stopped {} s after the attestation that reached the cap: not by the \
+         overdue rule (two intervals)",
+        finished - last.time
+    );
+    assert!(
+        !s.cluster.log_lines("stopping it at its cap").is_empty(),
+        "the agent stopped it"
+    );
+    let events = s.events().await;
+    let slashed: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            McjsEvent::FailureReported(r) if r.slashed > 0 => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        slashed.is_empty(),
+        "nobody is slashed: {} reports slashed",
+        slashed.len()
+    );
+    let client = s.cluster.client();
+    for wallet in &s.cluster.info.wallets.providers {
+        let key = mcjs_client::keyfile::read_keypair(wallet).unwrap().pubkey();
+        let provider = client.provider(&pda::provider(&key)).await.unwrap();
+        assert_eq!(provider.map(|p| p.slashed_total), Some(0));
+    }
+
+    let out = s.dir.path().join("partial");
+    s.cluster
+        .job_output(&s.job, &out, &["--partial"])
+        .expect("the partial output is delivered, verified against the chain");
+    assert!(out.is_dir() && std::fs::read_dir(&out).unwrap().next().is_some());
+    let refused = s
+        .cluster
+        .job_output(&s.job, &s.dir.path().join("full"), &[])
+        .expect_err("no completed output");
+    assert!(
+        format!("{refused:#}").contains("maximum duration"),
+        "{refused:#}"
+    );
+    s.assert_audit_verifies();
+    s.assert_tokens_conserved().await;
 }
 
 /// Six agents and three jobs; the three nodes running them are cut off
@@ -1954,6 +2066,8 @@ async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_s
             endpoint: None,
             agents: None,
             standbys: 0,
+            limit: None,
+            no_reference: false,
         },
         async |_| {},
     )
@@ -2041,6 +2155,8 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
             endpoint: Some(EndpointProfile::METERED),
             agents: None,
             standbys: 0,
+            limit: None,
+            no_reference: false,
         },
         async |_| {},
     )
@@ -2156,6 +2272,8 @@ async fn verification_cost_at_sample_rate_one_tenth() {
             endpoint: None,
             agents: None,
             standbys: 0,
+            limit: None,
+            no_reference: false,
         },
         async |_| {},
     )
@@ -2310,6 +2428,8 @@ async fn an_image_built_to_frame_its_provider_under_check_cannot_tell_a_check_ru
             endpoint: None,
             agents: None,
             standbys: 0,
+            limit: None,
+            no_reference: false,
         },
         async |_| {},
     )

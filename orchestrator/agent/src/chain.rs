@@ -131,6 +131,7 @@ pub fn chain_job(key: Pubkey, job: &Job, node: &Pubkey) -> Option<ChainJob> {
         }),
         checkpoint_interval: Duration::from_secs(u64::from(job.terms.checkpoint_interval_secs)),
         verified: job.verification_ppm > 0,
+        at_cap: job.at_cap(),
         // The chain as last read is older than any attestation it is used
         // for, which only makes this more careful.
         keep: if job.verification_ppm == 0 {

@@ -102,7 +102,8 @@ pub struct Assignment {
     pub last_signal_at: Option<SystemTime>,
     /// The newest checkpoint attested by this agent (epoch, step).
     pub last_attested: Option<(u32, u64)>,
-    /// The chain's newest checkpoint (any generation), to skip what it has.
+    /// The chain's newest checkpoint of this assignment, to skip what it
+    /// has ([`ChainJob::chain_last`]).
     pub chain_last: Option<(u32, u64)>,
     /// Transactions waiting their turn: one is in flight at a time, in order.
     pub queue: VecDeque<Tx>,
@@ -121,6 +122,41 @@ pub struct Assignment {
 }
 
 impl Assignment {
+    /// The chain says the job has been billed its whole maximum duration:
+    /// its container is removed and the stop reported as `cap_reached`
+    /// (the program ends a job at its cap `Expired`, nobody slashed); what
+    /// it has not attested is not attested now (it would be refused).
+    /// Nothing changes for a job already completing or stopped.
+    fn stop_at_cap(&mut self, job: Pubkey, actions: &mut Vec<Action>) {
+        let container = match &self.phase {
+            Phase::Running { container } => Some(container.clone()),
+            Phase::Launching => None,
+            _ => return,
+        };
+        tracing::info!(%job, generation = self.generation, "the job has been billed its whole maximum duration: stopping it at its cap");
+        let exit = Exit {
+            stop: StopReason::CapReached,
+            last_logs: vec![
+                "the job reached its maximum duration (its cap): stopped; its last attested \
+                 checkpoint is its partial output"
+                    .to_string(),
+            ],
+        };
+        self.exit = Some(exit.clone());
+        self.phase = Phase::Exited {
+            exit,
+            container: container.clone(),
+        };
+        self.queue.retain(|t| !matches!(t, Tx::Attest { .. }));
+        if let Some(container) = container {
+            actions.push(Action::Remove {
+                job,
+                generation: self.generation,
+                container,
+            });
+        }
+    }
+
     fn new(job: &ChainJob, policy: CheckpointPolicy, phase: Phase) -> Self {
         Self {
             job: job.key,
@@ -133,7 +169,7 @@ impl Assignment {
             last_checkpoint_at: None,
             last_signal_at: None,
             last_attested: None,
-            chain_last: job.last_checkpoint.map(|c| (c.epoch, c.step)),
+            chain_last: job.chain_last(),
             queue: VecDeque::new(),
             in_flight: None,
             retry_at: None,
@@ -259,7 +295,7 @@ impl Core {
         for job in snapshot {
             let policy = self.checkpoint_policy(job);
             if let Some(a) = self.jobs.get_mut(&job.key) {
-                a.chain_last = job.last_checkpoint.map(|c| (c.epoch, c.step));
+                a.chain_last = job.chain_last();
                 a.keep = job.keep;
                 // A start whose confirmation was lost: the chain says it happened.
                 if job.state == ChainState::Running && !a.started {
@@ -268,6 +304,9 @@ impl Core {
                         a.in_flight = None;
                     }
                     a.queue.retain(|t| *t != Tx::Start);
+                }
+                if job.at_cap {
+                    a.stop_at_cap(job.key, &mut actions);
                 }
                 continue;
             }
@@ -286,11 +325,17 @@ impl Core {
                         a.queue.push_back(Tx::Start);
                     }
                 }
+                // Nothing more of a job at its cap would be paid: it is
+                // not launched again (the agent restarted after the cap).
+                None if job.at_cap => {}
                 None => actions.push(Action::Launch {
                     job: job.key,
                     generation: job.generation,
                     restore: job.last_checkpoint,
                 }),
+            }
+            if job.at_cap {
+                a.stop_at_cap(job.key, &mut actions);
             }
             self.jobs.insert(job.key, a);
         }
@@ -338,6 +383,14 @@ impl Core {
             return actions;
         };
         match event {
+            // Stopped while it launched (at its cap): removed at once.
+            Event::Launched { container } if matches!(a.phase, Phase::Exited { .. }) => {
+                actions.push(Action::Remove {
+                    job,
+                    generation,
+                    container,
+                });
+            }
             Event::Launched { container } => {
                 a.phase = Phase::Running { container };
                 a.last_checkpoint_at = Some(now);

@@ -30,6 +30,7 @@ fn job(n: u8, generation: u32, state: ChainState) -> ChainJob {
         checkpoint_interval: Duration::from_secs(60),
         verified: false,
         keep: Keep::Attested,
+        at_cap: false,
     }
 }
 
@@ -711,6 +712,32 @@ fn checkpoints_the_chain_already_has_are_not_attested_again() {
     );
 }
 
+/// A label an earlier assignment attested binds this one to nothing: a
+/// provider that made up `(u32::MAX, u64::MAX)` and left cannot make this
+/// node's checkpoints look old (the program orders labels within an
+/// assignment only).
+#[test]
+fn an_earlier_assignments_made_up_label_holds_back_no_attestation() {
+    let mut c = running();
+    let mut j = job(1, 3, ChainState::Running);
+    j.last_checkpoint = Some(Attested {
+        epoch: u32::MAX,
+        step: u64::MAX,
+        hash: hash(99),
+        generation: 2,
+    });
+    c.on_chain(&[j], at(5));
+    let actions = c.on_event(key(1), 3, checkpoints(&[10]), at(6));
+    assert_eq!(
+        sends(&actions),
+        [Tx::Attest {
+            epoch: 1,
+            step: 10,
+            hash: hash(10)
+        }]
+    );
+}
+
 #[test]
 fn after_a_restart_containers_are_adopted_or_removed() {
     let mut c = core();
@@ -1109,5 +1136,45 @@ fn a_flapping_ups_gets_one_round_of_checkpoint_signals_per_floor() {
         signals(&c.on_power(PowerState::OnBattery, at(10 + floor))),
         vec![key(1)],
         "the next loss after the floor is signalled"
+    );
+}
+
+/// A job the chain says has been billed its whole maximum duration is
+/// stopped: its container removed, nothing more attested (it would be
+/// refused), and the stop reported as `cap_reached`, which ends the job
+/// with nobody slashed. Relaunched nowhere: an agent that restarts after
+/// the cap launches nothing.
+#[test]
+fn a_job_at_its_cap_is_stopped_and_its_stop_reported_as_nobodys_fault() {
+    let mut c = running();
+    c.on_event(key(1), 3, checkpoints(&[5]), at(10));
+    c.on_event(key(1), 3, attested(5), at(11));
+    let mut at_cap = job(1, 3, ChainState::Running);
+    at_cap.at_cap = true;
+    // A checkpoint stored after the cap is not attested.
+    c.on_event(key(1), 3, checkpoints(&[9]), at(12));
+    let stopped = c.on_chain(std::slice::from_ref(&at_cap), at(13));
+    assert_eq!(removed(&stopped), vec![key(1)], "{stopped:?}");
+    assert!(sends(&stopped).is_empty(), "{stopped:?}");
+    let report = &c.reports()[0];
+    assert_eq!(report.phase, JobPhase::Exited);
+    let stop = report.exit.as_ref().expect("an exit").stop;
+    assert_eq!(stop, StopReason::CapReached);
+    assert_eq!(stop.fault(), Some(Fault::Job(JobOutcome::FailNow)));
+    assert!(!stop.slashes());
+    // Seen again: nothing more.
+    let again = c.on_chain(std::slice::from_ref(&at_cap), at(14));
+    assert!(removed(&again).is_empty() && sends(&again).is_empty());
+
+    // An agent that restarts after the cap launches nothing.
+    let mut fresh = core();
+    let actions = fresh.on_chain(std::slice::from_ref(&at_cap), at(20));
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Launch { .. })),
+        "{actions:?}"
+    );
+    assert_eq!(
+        fresh.reports()[0].exit.as_ref().map(|e| e.stop),
+        Some(StopReason::CapReached)
     );
 }

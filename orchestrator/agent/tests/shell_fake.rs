@@ -103,6 +103,7 @@ impl AgentChain for FakeChain {
             registered_at: 0,
             bump: 0,
             vault_bump: 0,
+            held_segments: 0,
         }))
     }
 
@@ -174,6 +175,7 @@ fn job_account(node: Pubkey, spec_hash: [u8; 32]) -> Job {
         barred_provider: None,
         last_opened_interval: 0,
         checks_settled_at: 0,
+        assignment_earned: 0,
     }
 }
 
@@ -384,6 +386,7 @@ fn due_check(node: Pubkey, spec_hash: [u8; 32]) -> Check {
                 generation: 1,
             },
             interval_amount: 1,
+            earned_to: 1,
             possession_key: [9; 32],
             verifier_commitment: None,
             referee_commitment: None,

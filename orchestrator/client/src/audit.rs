@@ -79,7 +79,9 @@ pub enum Divergence {
         attested: u32,
         assigned: Option<u32>,
     },
-    /// An attestation does not advance past the previous (epoch, step).
+    /// An attestation does not advance past the previous (epoch, step) of
+    /// its assignment (labels are the job's own, ordered within an
+    /// assignment only: the program's rule).
     NotAdvancing {
         signature: String,
         index: u32,
@@ -216,7 +218,8 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
     let mut divergence = None;
     let mut attestations = 0u32;
     let mut assigned: Option<u32> = None;
-    let mut previous: Option<(u32, u64)> = None;
+    // The last (generation, epoch, step) of the history.
+    let mut previous: Option<(u32, u32, u64)> = None;
     let mut last: Option<String> = None;
     let mut verifications: Vec<VerificationRecord> = Vec::new();
 
@@ -271,7 +274,7 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
                 // point is the last checkpoint from here on.
                 if e.rolled_back {
                     assigned = None;
-                    previous = e.restore_point.map(|c| (c.epoch, c.step));
+                    previous = e.restore_point.map(|c| (c.generation, c.epoch, c.step));
                     last = e
                         .restore_point
                         .map(|c| checkpoint_label(c.epoch, c.step, c.generation, &c.hash));
@@ -288,18 +291,19 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
                         assigned,
                     });
                 }
-                if let Some(prev) = previous
-                    && (e.epoch, e.step) <= prev
+                if let Some((generation, epoch, step)) = previous
+                    && generation == e.generation
+                    && (e.epoch, e.step) <= (epoch, step)
                     && divergence.is_none()
                 {
                     divergence = Some(Divergence::NotAdvancing {
                         signature: entry.signature.clone(),
                         index,
-                        previous: prev,
+                        previous: (epoch, step),
                         attested: (e.epoch, e.step),
                     });
                 }
-                previous = Some((e.epoch, e.step));
+                previous = Some((e.generation, e.epoch, e.step));
                 chain = chain_link(&chain, e.generation, e.epoch, e.step, &e.checkpoint_hash);
                 if divergence.is_none() && chain != e.chain {
                     divergence = Some(Divergence::EventChain {
@@ -553,6 +557,41 @@ mod tests {
             Some(Divergence::Generation {
                 attested: 1,
                 assigned: Some(2),
+                ..
+            })
+        ));
+    }
+
+    /// Labels must grow within an assignment, as the program requires; a
+    /// later assignment may start from any (it restored an older
+    /// checkpoint, or an earlier one made a label up).
+    #[test]
+    fn labels_grow_within_an_assignment_and_start_anew_with_the_next() {
+        let job = key(1);
+        let mut chain = [0u8; 32];
+        let history = vec![
+            entry(1, assigned(job, 1)),
+            entry(2, attested(job, 1, 30, &mut chain)),
+            entry(3, assigned(job, 3)),
+            entry(4, attested(job, 3, 20, &mut chain)),
+            entry(5, attested(job, 3, 40, &mut chain)),
+        ];
+        let audit = audit_job(&job, None, &history);
+        assert!(audit.verified(), "{:?}", audit.divergence);
+
+        let mut chain = [0u8; 32];
+        let history = vec![
+            entry(1, assigned(job, 1)),
+            entry(2, attested(job, 1, 30, &mut chain)),
+            entry(3, attested(job, 1, 20, &mut chain)),
+        ];
+        let audit = audit_job(&job, None, &history);
+        assert!(matches!(
+            audit.divergence,
+            Some(Divergence::NotAdvancing {
+                index: 2,
+                previous: (1, 30),
+                attested: (1, 20),
                 ..
             })
         ));

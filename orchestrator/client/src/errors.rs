@@ -214,6 +214,8 @@ all_errors![
     UnattestedHardware,
     DurationCapReached,
     SchedulerLive,
+    SegmentsHeld,
+    SegmentsFull,
 ];
 
 #[cfg(test)]

@@ -82,6 +82,7 @@ program_events![
     ChallengeRequested,
     ChallengeAnswered,
     ChallengeRecorded,
+    ChallengeLapsed,
 ];
 
 impl std::fmt::Debug for McjsEvent {
@@ -193,6 +194,7 @@ impl McjsEvent {
             ChallengeRequested(e) => e.at,
             ChallengeAnswered(e) => e.at,
             ChallengeRecorded(e) => e.at,
+            ChallengeLapsed(e) => e.at,
             _ => return None,
         })
     }
@@ -414,6 +416,11 @@ impl McjsEvent {
                     mcjs::state::ChallengeStep::Hold { .. } => "held digest",
                 },
                 e.seed_slot
+            ),
+            ChallengeLapsed(e) => format!(
+                "hardware challenge of node {} lapsed: its verdict came after slot {}'s \
+                 successor left the slot hashes, so it proves and fails nothing",
+                e.node, e.held_slot
             ),
             ChallengeRecorded(e) => format!(
                 "hardware challenge of node {}: {}{}",

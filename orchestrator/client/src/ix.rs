@@ -777,6 +777,7 @@ pub fn release_segment(
             config: pda::config(),
             job: *job,
             segment: pda::segment(job, segment.generation),
+            provider: segment.provider,
             rent_payer: segment.rent_payer,
             job_vault: pda::vault(job),
             usdc_mint: deployment.usdc_mint,

@@ -66,6 +66,12 @@ pub enum StopReason {
     /// the job lost at most that checkpoint's write, so nobody pays; it is
     /// requeued as a yield.
     PowerLost,
+    /// The chain says the job has been billed its whole maximum duration
+    /// (`max_duration_secs`): the agent stopped it, since nothing more of
+    /// its work would be paid or attested. Nobody's fault; it ends (the
+    /// program ends a job at its cap `Expired`, nobody slashed), and its
+    /// last attested checkpoint is its partial output.
+    CapReached,
     /// The agent stopped the container itself for a reason of its own (not a
     /// fencing, not a broken contract).
     StoppedByAgent,
@@ -130,7 +136,7 @@ pub const EXIT_PREEMPTED: i64 = 75;
 
 impl StopReason {
     /// Every reason, for tables and tests (`Exited` once per kind of code).
-    pub const ROWS: [StopReason; 27] = [
+    pub const ROWS: [StopReason; 28] = [
         StopReason::Exited { code: EXIT_DONE },
         StopReason::Exited {
             code: EXIT_BAD_INPUT,
@@ -156,6 +162,7 @@ impl StopReason {
         StopReason::ContractBroken,
         StopReason::StagingTooSlow,
         StopReason::PowerLost,
+        StopReason::CapReached,
         StopReason::StoppedByAgent,
         StopReason::EngineFailure,
         StopReason::NodeDiskFull,
@@ -201,6 +208,8 @@ impl StopReason {
             // with nothing attested on the assignment pays one restart
             // all the same (the program's rule for every yield).
             StopReason::PowerLost => Fault::Job(RetryFree),
+            // Retrying cannot help: no more of its work is paid.
+            StopReason::CapReached => Fault::Job(FailNow),
             StopReason::StoppedByAgent
             | StopReason::EngineFailure
             | StopReason::NodeDiskFull
@@ -335,6 +344,7 @@ mod tests {
                 Some(Fault::Job(RetryFree)),
                 Some(C::JobYielded),
             ),
+            (S::CapReached, Some(Fault::Job(FailNow)), Some(C::JobFatal)),
             (
                 S::StoppedByAgent,
                 Some(Fault::Provider),

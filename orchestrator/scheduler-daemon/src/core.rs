@@ -492,6 +492,9 @@ fn place(
         .chain(requeued)
         .filter(|(_, job)| job.state.can_assign())
         .filter(|(_, job)| job.terms.deadline.is_none_or(|d| now_secs <= d))
+        // A verified job holding as many unreleased Segments as it may
+        // waits for one to be released (the program refuses it meanwhile).
+        .filter(|(_, job)| job.live_segments < mcjs::state::MAX_LIVE_SEGMENTS)
         .map(|(key, job)| (*key, job))
         .collect();
     if queued.is_empty() {

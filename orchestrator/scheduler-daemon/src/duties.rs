@@ -82,6 +82,7 @@ mod tests {
                 generation: 1,
             },
             interval_amount: 1,
+            earned_to: 1,
             possession_key: [0; 32],
             verifier_commitment: None,
             referee_commitment: None,

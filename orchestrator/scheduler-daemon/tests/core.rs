@@ -479,6 +479,7 @@ fn the_agents_stop_report_is_judged_by_the_failure_table() {
         (S::ContractBroken, Some(C::JobError)),
         (S::CheckpointMissed, Some(C::JobError)),
         (S::PowerLost, Some(C::JobYielded)),
+        (S::CapReached, Some(C::JobFatal)),
         (S::StoppedByAgent, Some(C::ContainerDied)),
         (S::EngineFailure, Some(C::ContainerDied)),
         (S::NodeDiskFull, Some(C::ContainerDied)),
@@ -1019,6 +1020,10 @@ mod verify {
             start: None,
             verified_to: None,
             gpu_model: "a100-sxm4-80gb".into(),
+            earned: 0,
+            verified_earned: 0,
+            withheld: 0,
+            disproven: false,
         }
     }
 
@@ -1274,6 +1279,7 @@ mod verify {
             from: None,
             to: job.last_checkpoint.unwrap(),
             interval_amount: 1_000_000,
+            earned_to: 1_000_000,
             possession_key: [3; 32],
             verifier_commitment: None,
             referee_commitment: None,

@@ -193,4 +193,8 @@ pub enum McjsError {
     DurationCapReached,
     #[msg("a scheduler holds a live lease: it alone judges whether a job is late (it knows of the operator's outages); anyone may report a stalled job once the lease has lapsed")]
     SchedulerLive,
+    #[msg("a check may still take from this stake: a verified job's payment to this provider is held for its challenge window; withdraw once every held segment is released (anyone may release one when it is due)")]
+    SegmentsHeld,
+    #[msg("this verified job already holds as many assignments' payments as it may (MAX_LIVE_SEGMENTS) waiting for their challenge windows: it is placed again once one is released")]
+    SegmentsFull,
 }

@@ -333,6 +333,20 @@ pub struct ChallengeRecorded {
     pub attestation: Option<GpuAttestation>,
 }
 
+/// A challenge whose verdict came after the slot hash that draws its
+/// opening left the SlotHashes sysvar (about 512 slots after the held
+/// digest): nobody can judge it, so it proves and fails nothing, and the
+/// node may take jobs and challenges again. The checker's lateness is no
+/// fault of the node.
+#[event]
+pub struct ChallengeLapsed {
+    pub node: Pubkey,
+    pub requested_slot: u64,
+    /// The slot that recorded the held digest, whose successor's hash is gone.
+    pub held_slot: u64,
+    pub at: i64,
+}
+
 /// An attested interval was drawn and handed to a verifier and a referee.
 #[event]
 pub struct VerificationOpened {

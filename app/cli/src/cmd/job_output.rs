@@ -177,6 +177,19 @@ pub async fn run(
         )
     } else {
         let Some(attested) = job.output_hash else {
+            if job.at_cap() {
+                bail!(
+                    "job {key} reached its maximum duration ({} s) before it completed, so it was stopped there{}",
+                    job.terms.max_duration_secs,
+                    if spec.output.return_partial {
+                        format!(
+                            ": its partial output is its last attested checkpoint, `mcjs job output {key} --partial`"
+                        )
+                    } else {
+                        ": its spec did not ask for partial results (output.return_partial), but its checkpoints stay yours in the store".to_string()
+                    }
+                );
+            }
             bail!(
                 "job {key} is {}: its output is attested on completion{}",
                 format!("{:?}", job.state)

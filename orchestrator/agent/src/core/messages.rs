@@ -41,6 +41,22 @@ pub struct ChainJob {
     pub verified: bool,
     /// What a newly attested checkpoint lets go of in the store.
     pub keep: Keep,
+    /// The job has been billed its whole maximum duration (`Job::at_cap`):
+    /// nothing more of its work is paid or attested, so it is stopped.
+    pub at_cap: bool,
+}
+
+impl ChainJob {
+    /// The chain's newest checkpoint if this assignment attested it: what
+    /// an attestation must go past. A label attested by an earlier
+    /// assignment binds nothing (the program orders labels within an
+    /// assignment only), so one made up by a provider that left cannot
+    /// make this one's checkpoints look old.
+    pub fn chain_last(&self) -> Option<(u32, u64)> {
+        self.last_checkpoint
+            .filter(|c| c.generation == self.generation)
+            .map(|c| (c.epoch, c.step))
+    }
 }
 
 /// Which stored checkpoints a job still needs once a newer one is attested.

@@ -603,6 +603,10 @@ mod tests {
             start: None,
             verified_to: None,
             gpu_model: "a100-sxm4-80gb".into(),
+            earned: 0,
+            verified_earned: 0,
+            withheld: 0,
+            disproven: false,
         };
         let mut out = Vec::new();
         segment.try_serialize(&mut out).unwrap();

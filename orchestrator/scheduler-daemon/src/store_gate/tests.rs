@@ -61,6 +61,7 @@ fn job(owner: Pubkey, node: Pubkey, state: JobState, generation: u32) -> Job {
         barred_provider: None,
         last_opened_interval: 0,
         checks_settled_at: 0,
+        assignment_earned: 0,
     }
 }
 

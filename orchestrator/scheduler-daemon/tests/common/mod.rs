@@ -69,6 +69,7 @@ impl JobBuilder {
             barred_provider: None,
             last_opened_interval: 0,
             checks_settled_at: 0,
+            assignment_earned: 0,
         })
     }
 
@@ -176,5 +177,6 @@ pub fn provider(stake: u64) -> Provider {
         registered_at: T0,
         bump: 255,
         vault_bump: 255,
+        held_segments: 0,
     }
 }

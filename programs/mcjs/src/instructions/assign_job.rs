@@ -68,6 +68,10 @@ impl AssignJob<'_> {
         );
         let holds = self.job.holds_payment_under(&self.config.params);
         require!(holds == self.segment.is_some(), McjsError::SegmentRequired);
+        require!(
+            self.job.has_segment_room(&self.config.params),
+            McjsError::SegmentsFull
+        );
         Ok(())
     }
 
@@ -105,8 +109,17 @@ impl AssignJob<'_> {
                 start: accounts.job.last_checkpoint,
                 verified_to: None,
                 gpu_model: accounts.node.hardware.gpu_model.clone(),
+                earned: 0,
+                verified_earned: 0,
+                withheld: 0,
+                disproven: false,
             });
             accounts.job.holds_payment = true;
+            accounts.provider.held_segments = accounts
+                .provider
+                .held_segments
+                .checked_add(1)
+                .ok_or(McjsError::Overflow)?;
             accounts.job.live_segments = accounts
                 .job
                 .live_segments

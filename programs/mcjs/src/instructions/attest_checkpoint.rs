@@ -91,6 +91,10 @@ impl AttestCheckpoint<'_> {
         let accrual = job.accrue(now, accounts.config.params.liveness_factor)?;
         job.last_attest_slot = clock.slot;
         job.last_interval_amount = accrual.amount;
+        job.assignment_earned = job
+            .assignment_earned
+            .checked_add(accrual.amount)
+            .ok_or(McjsError::Overflow)?;
         emit_event(CheckpointAttested {
             job: job.key(),
             node: accounts.node.key(),

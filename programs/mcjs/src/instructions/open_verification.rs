@@ -77,7 +77,8 @@ impl OpenVerification<'_> {
                 && job.last_attest_slot != NO_OPEN_INTERVAL
                 && now <= to.time.saturating_add(window)
                 && self.segment.generation == to.generation
-                && self.segment.state != SegmentState::Refunded,
+                && self.segment.state != SegmentState::Refunded
+                && !self.segment.disproven,
             McjsError::IntervalNotOpenToVerification
         );
         // Two other providers, apart from each other, with nodes that could
@@ -137,6 +138,13 @@ impl OpenVerification<'_> {
             .last_checkpoint
             .ok_or(McjsError::IntervalNotOpenToVerification)?;
         let segment = &mut accounts.segment;
+        // Still on its node the assignment's earnings are the job's;
+        // settled, its segment keeps them.
+        let earned_to = if segment.state == SegmentState::OnNode {
+            job.assignment_earned
+        } else {
+            segment.earned
+        };
         let key = accounts.verification.key();
         accounts.verification.set_inner(Verification {
             job: job_key,
@@ -154,6 +162,7 @@ impl OpenVerification<'_> {
             from: job.prev_checkpoint,
             to,
             interval_amount: job.last_interval_amount,
+            earned_to,
             possession_key: possession_key(&slot_hash, &key),
             verifier_commitment: None,
             referee_commitment: None,

@@ -2,7 +2,7 @@ use anchor_lang::compat::solana_sysvar::slot_hashes;
 use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
-use crate::events::{emit_event, ChallengeRecorded};
+use crate::events::{emit_event, ChallengeLapsed, ChallengeRecorded};
 use crate::state::{
     seeds::*, ChallengeVerdict, Config, GpuAttestation, Node, ProvenHardware, SchedulerLease,
     SlotDraw,
@@ -53,7 +53,9 @@ impl RecordChallenge<'_> {
     /// the lowest class. A pass may carry what NVIDIA's attestation proved
     /// of the GPUs, kept with the proof. The open seed (the first slot hash after the held
     /// digest landed) is drawn here and logged, so that anyone can judge
-    /// the same opening again.
+    /// the same opening again. A verdict recorded after that slot hash is
+    /// gone from the sysvar cannot be judged: the challenge lapses
+    /// (`ChallengeLapsed`), the node neither proven nor failed by it.
     #[access_control(ctx.accounts.validate())]
     pub fn record_challenge(ctx: Context<Self>, args: RecordChallengeArgs) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
@@ -68,7 +70,19 @@ impl RecordChallenge<'_> {
         let open_seed = match challenge.hold {
             Some(hold) => {
                 let data = ctx.accounts.slot_hashes.try_borrow_data()?;
-                Some(SlotDraw::after(&data, hold.slot)?)
+                match SlotDraw::after(&data, hold.slot) {
+                    Ok(draw) => Some(draw),
+                    // Too late to draw the opening: the challenge lapses.
+                    Err(_) => {
+                        emit_event(ChallengeLapsed {
+                            node: key,
+                            requested_slot: challenge.requested_slot,
+                            held_slot: hold.slot,
+                            at: now,
+                        });
+                        return Ok(());
+                    }
+                }
             }
             None => None,
         };

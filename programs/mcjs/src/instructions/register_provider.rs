@@ -83,6 +83,7 @@ impl RegisterProvider<'_> {
             registered_at: Clock::get()?.unix_timestamp,
             bump: ctx.bumps.provider,
             vault_bump: ctx.bumps.stake_vault,
+            held_segments: 0,
         });
         provider.invariant()?;
         emit_event(ProviderRegistered {

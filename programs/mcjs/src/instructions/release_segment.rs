@@ -4,7 +4,7 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 use crate::errors::McjsError;
 use crate::events::{emit_event, SegmentReleased};
 use crate::job_signer_seeds;
-use crate::state::{seeds::*, Config, Job, Segment, SegmentState};
+use crate::state::{seeds::*, Config, Job, Provider, Segment, SegmentState};
 use crate::token::pay_out_or_keep;
 
 #[derive(Accounts)]
@@ -28,6 +28,10 @@ pub struct ReleaseSegment<'info> {
         close = rent_payer,
     )]
     pub segment: Box<Account<'info, Segment>>,
+    /// The segment's provider: its stake is free of this segment's checks
+    /// once it is released.
+    #[account(mut, address = segment.provider @ McjsError::WrongProvider)]
+    pub provider: Box<Account<'info, Provider>>,
     /// CHECK: receives the segment's rent; checked against `segment.rent_payer`.
     #[account(mut)]
     pub rent_payer: UncheckedAccount<'info>,
@@ -111,6 +115,11 @@ impl ReleaseSegment<'_> {
         job.unpay(owed - provider_amount - commission)?;
         job.live_segments = job
             .live_segments
+            .checked_sub(1)
+            .ok_or(McjsError::Overflow)?;
+        let provider = &mut accounts.provider;
+        provider.held_segments = provider
+            .held_segments
             .checked_sub(1)
             .ok_or(McjsError::Overflow)?;
         job.invariant()?;

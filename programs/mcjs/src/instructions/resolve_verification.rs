@@ -138,12 +138,14 @@ impl ResolveVerification<'_> {
     ///
     /// * Confirmed: each checker is paid its fee out of the interval's
     ///   commission (`verification_fee_bps` of it).
-    /// * ProviderWrong: the job's provider is slashed (the verifier's and
-    ///   referee's fees out of the slash, the rest to the pool), the owner
-    ///   is refunded the whole segment, and the job goes back to the
-    ///   interval's start if that can be trusted (the segment's start or a
-    ///   confirmed checkpoint; otherwise the segment's start): taken off its
-    ///   node if it is on one.
+    /// * ProviderWrong: the job's provider is slashed, once per segment (the
+    ///   verifier's and referee's fees out of the slash, the rest to the
+    ///   pool); the job goes back to the latest checkpoint that can be
+    ///   trusted (the end of the latest confirmed interval no later than
+    ///   the wrong one's start, otherwise the segment's start), taken off
+    ///   its node if it is on one; and the owner is refunded the segment's
+    ///   pay for every interval past that point: the confirmed work the job
+    ///   keeps stays paid.
     /// * Nondeterministic, Inconclusive: nobody is slashed; the interval's
     ///   amount goes back to the owner.
     ///
@@ -169,8 +171,8 @@ impl ResolveVerification<'_> {
             VerificationOutcome::Confirmed => {
                 fees = a.pay_fee_from_segment(fee, Party::Verifier)?;
                 fees += a.pay_fee_from_segment(fee, Party::Referee)?;
-                let to = a.verification.to;
-                a.segment.confirm(to);
+                let (to, earned_to) = (a.verification.to, a.verification.earned_to);
+                a.segment.confirm(to, earned_to);
             }
             // Another interval of a segment already proven wrong (its
             // start was the made-up checkpoint, say): the provider was
@@ -178,13 +180,17 @@ impl ResolveVerification<'_> {
             // the job's progress since is another assignment's.
             VerificationOutcome::ProviderWrong if a.segment.state == SegmentState::Refunded => {}
             VerificationOutcome::ProviderWrong => {
-                let expected = a.verification.provider;
-                let (s, f) = a.slash(expected, &[fee, fee])?;
-                (slashed, fees, slashed_provider) = (s, f, Some(expected));
+                // Slashed once per segment: another interval of it proven
+                // wrong too only moves the job (and the refund) further back.
+                if !a.segment.disproven {
+                    let expected = a.verification.provider;
+                    let (s, f) = a.slash(expected, &[fee, fee])?;
+                    (slashed, fees, slashed_provider) = (s, f, Some(expected));
+                    a.job.barred_provider = Some(expected);
+                }
                 restore_point = a.segment.restore_point(a.verification.from);
                 rolled_back = a.take_job_back(restore_point, now)?;
-                refund = a.refund_segment()?;
-                a.job.barred_provider = Some(expected);
+                refund = a.refund_segment(restore_point)?;
             }
             VerificationOutcome::Inconclusive | VerificationOutcome::Nondeterministic => {
                 refund = a.withhold_interval()?;
@@ -299,12 +305,21 @@ impl ResolveVerification<'_> {
                     job.holds_payment && job.generation == segment.generation,
                     McjsError::WrongSegment
                 );
-                job.accrued -= amount.min(job.accrued);
+                let amount = amount.min(job.accrued);
+                job.accrued -= amount;
+                segment.withheld = segment
+                    .withheld
+                    .checked_add(amount)
+                    .ok_or(McjsError::Overflow)?;
                 Ok(0)
             }
             SegmentState::Held { .. } => {
                 let amount = amount.min(segment.gross);
                 segment.gross -= amount;
+                segment.withheld = segment
+                    .withheld
+                    .checked_add(amount)
+                    .ok_or(McjsError::Overflow)?;
                 job.held = job.held.checked_sub(amount).ok_or(McjsError::Overflow)?;
                 job.paid = job.paid.checked_sub(amount).ok_or(McjsError::Overflow)?;
                 refund_or_keep(
@@ -390,7 +405,7 @@ impl ResolveVerification<'_> {
         let past_interval = self
             .job
             .last_checkpoint
-            .is_some_and(|l| (l.epoch, l.step) >= (to.epoch, to.step));
+            .is_some_and(|l| l.history_key() >= to.history_key());
         if self.job.state.is_terminal() || !past_interval {
             return Ok(false);
         }
@@ -465,20 +480,28 @@ impl ResolveVerification<'_> {
         Ok(true)
     }
 
-    /// Returns a proven-wrong segment's held payment to the owner.
-    fn refund_segment(&mut self) -> Result<u64> {
+    /// Returns a proven-wrong segment's held payment to the owner, all but
+    /// the confirmed work the job keeps when it goes back to `restore`
+    /// (`Segment::confirmed_pay`): the owner pays for no disproven work,
+    /// and gets no confirmed work for free. What the segment keeps is
+    /// released to its provider as usual.
+    fn refund_segment(&mut self, restore: Option<CheckpointRecord>) -> Result<u64> {
         let segment = &mut self.segment;
+        segment.disproven = true;
         if !matches!(segment.state, SegmentState::Held { .. }) {
             // Already refunded for another interval (or, impossibly, still
             // on its node: `take_job_back` settles it first).
             return Ok(0);
         }
-        let amount = segment.gross;
+        let keep = segment.confirmed_pay(restore);
+        let amount = segment.gross - keep;
         let job = &mut self.job;
         job.held = job.held.checked_sub(amount).ok_or(McjsError::Overflow)?;
         job.paid = job.paid.checked_sub(amount).ok_or(McjsError::Overflow)?;
-        segment.gross = 0;
-        segment.state = SegmentState::Refunded;
+        segment.gross = keep;
+        if keep == 0 {
+            segment.state = SegmentState::Refunded;
+        }
         refund_or_keep(
             job,
             &self.job_vault,

@@ -88,6 +88,7 @@ pub fn settle_segment<'info>(
         let release_at = now
             .checked_add(i64::from(hold.challenge_window_secs))
             .ok_or(McjsError::Overflow)?;
+        segment.earned = job.assignment_earned;
         segment.state = SegmentState::Held { release_at };
         emit_event(SegmentHeld {
             job: job.key(),

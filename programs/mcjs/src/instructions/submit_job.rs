@@ -136,6 +136,7 @@ impl SubmitJob<'_> {
             barred_provider: None,
             last_opened_interval: 0,
             checks_settled_at: 0,
+            assignment_earned: 0,
         });
         job.invariant()?;
         emit_event(JobSubmitted {

@@ -47,11 +47,13 @@ impl WithdrawStake<'_> {
             self.provider.active_assignments == 0,
             McjsError::ActiveAssignments
         );
+        require!(self.provider.held_segments == 0, McjsError::SegmentsHeld);
         Ok(())
     }
 
-    /// Withdraws the requested stake once the cooldown has passed and no job
-    /// is assigned. A slash since the request reduces what leaves. Tokens
+    /// Withdraws the requested stake once the cooldown has passed, no job
+    /// is assigned and no verified payment is held (a check could still
+    /// slash it). A slash since the request reduces what leaves. Tokens
     /// sent into the vault from outside its bookkeeping leave with it.
     #[access_control(ctx.accounts.validate(Clock::get()?.unix_timestamp))]
     pub fn withdraw_stake(ctx: Context<Self>) -> Result<()> {

@@ -3,6 +3,7 @@ use anchor_lang::prelude::*;
 use crate::errors::McjsError;
 use crate::state::config::ConfigParams;
 use crate::state::terms::{cost_of, minimum_bond, JobRequirements, JobTerms, STAGING_GRACE_SECS};
+use crate::state::verification::MAX_LIVE_SEGMENTS;
 
 /// A job: its declared requirements, its bond, and its life on chain.
 #[account]
@@ -83,6 +84,10 @@ pub struct Job {
     /// When the job's last open verification resolved: the stall clock of
     /// the anyone-may-report rule does not run while a check is open.
     pub checks_settled_at: i64,
+    /// What the current (or, once off its node, the last) assignment's
+    /// attestations accrued, fees and withheld intervals not taken off:
+    /// where a check's interval ends in the assignment's pay.
+    pub assignment_earned: u64,
 }
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
@@ -92,6 +97,16 @@ pub struct CheckpointRecord {
     pub step: u64,
     pub time: i64,
     pub generation: u32,
+}
+
+impl CheckpointRecord {
+    /// Where the checkpoint stands in the job's history: its generation
+    /// (every assignment has a later one than the last), then the job's own
+    /// labels, which are the job's to pick and ordered only within an
+    /// assignment.
+    pub fn history_key(&self) -> (u32, u32, u64) {
+        (self.generation, self.epoch, self.step)
+    }
 }
 
 /// Where a job is; each variant carries the time it was entered.
@@ -267,6 +282,13 @@ impl Job {
         self.bond.saturating_sub(self.accrued)
     }
 
+    /// Whether another assignment may begin without exceeding the Segments
+    /// a verified job may hold unreleased ([`MAX_LIVE_SEGMENTS`]). A job
+    /// that does not hold payments always may.
+    pub fn has_segment_room(&self, params: &ConfigParams) -> bool {
+        !self.holds_payment_under(params) || self.live_segments < MAX_LIVE_SEGMENTS
+    }
+
     /// Whether the job has been billed its whole maximum duration: no more
     /// of its work is paid, so none is attested or assigned; it completes
     /// with the output it has, or is reported and ends (`Job::on_report`).
@@ -287,6 +309,7 @@ impl Job {
                 self.provider = Some(provider);
                 self.rate_per_hour = rate;
                 self.accrued = 0;
+                self.assignment_earned = 0;
                 self.state = JobState::Assigned { since: now };
                 Ok(())
             }
@@ -387,6 +410,13 @@ impl Job {
     /// Records an attested checkpoint and extends the hash chain. A job at
     /// its cap attests nothing more: the run is over, and an attestation
     /// that bills nothing would keep it alive on its node for free.
+    ///
+    /// (epoch, step) must grow within an assignment only: they are the
+    /// job's own labels, and one assignment's cannot bind the next. A
+    /// provider that attests `(u32::MAX, u64::MAX)` and leaves would
+    /// otherwise make every later attestation unacceptable; the next
+    /// assignment's first checkpoint may carry any label. Across
+    /// assignments, history is ordered by [`CheckpointRecord::history_key`].
     pub fn record_checkpoint(
         &mut self,
         epoch: u32,
@@ -399,7 +429,10 @@ impl Job {
             _ => return err!(McjsError::JobNotRunning),
         }
         require!(!self.at_cap(), McjsError::DurationCapReached);
-        if let Some(last) = self.last_checkpoint {
+        if let Some(last) = self
+            .last_checkpoint
+            .filter(|last| last.generation == self.generation)
+        {
             require!(
                 (epoch, step) > (last.epoch, last.step),
                 McjsError::CheckpointNotAdvancing

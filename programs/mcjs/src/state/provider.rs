@@ -21,6 +21,10 @@ pub struct Provider {
     pub registered_at: i64,
     pub bump: u8,
     pub vault_bump: u8,
+    /// Segments of verified jobs this provider attested whose payment is
+    /// not yet released: a check of them may still slash the stake, so it
+    /// cannot be withdrawn before they are.
+    pub held_segments: u32,
 }
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]

@@ -4,6 +4,14 @@ use crate::errors::McjsError;
 use crate::state::{CheckpointRecord, BPS_DENOMINATOR, MAX_GPU_MODEL_LEN};
 use crate::token::split_commission;
 
+/// The most Segments a job may hold unreleased at once. Each assignment of
+/// a verified job creates one, paid for by the scheduler until its
+/// challenge window passes: an owner that pauses and resumes its job in a
+/// loop would otherwise lock the scheduler's SOL in their rent, one
+/// Segment per loop. Beyond this the job waits in its queue until one is
+/// released.
+pub const MAX_LIVE_SEGMENTS: u32 = 8;
+
 /// `Job::last_attest_slot` after a roll-back: no interval may be drawn.
 pub const NO_OPEN_INTERVAL: u64 = u64::MAX;
 
@@ -46,6 +54,17 @@ pub struct Segment {
     /// of, whatever the node's profile says later.
     #[max_len(MAX_GPU_MODEL_LEN)]
     pub gpu_model: String,
+    /// What the assignment's attestations accrued in all
+    /// (`Job::assignment_earned`, kept when it leaves its node).
+    pub earned: u64,
+    /// Of `earned`, what was accrued up to `verified_to`: the confirmed
+    /// work a later proven-wrong interval does not refund.
+    pub verified_earned: u64,
+    /// Intervals' amounts given back to the owner by inconclusive checks.
+    pub withheld: u64,
+    /// An interval of the segment was proven wrong: its provider was
+    /// slashed once, and the segment holds at most its confirmed work.
+    pub disproven: bool,
 }
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
@@ -60,26 +79,42 @@ pub enum SegmentState {
 
 impl Segment {
     /// Where a job goes back to when its interval `from → …` of this
-    /// segment is proven wrong: `from` if it can be trusted (the segment's
-    /// start, or the end of an interval a check confirmed), otherwise the
-    /// segment's start, since every other checkpoint the liar attested in
-    /// it may be made up too.
+    /// segment is proven wrong: the latest checkpoint at or before `from`
+    /// that can be trusted: the end of the latest interval a check
+    /// confirmed if it is no later than `from`, otherwise the segment's
+    /// start, since every other checkpoint the liar attested in it may be
+    /// made up too.
     pub fn restore_point(&self, from: Option<CheckpointRecord>) -> Option<CheckpointRecord> {
-        if from == self.start || (from.is_some() && from == self.verified_to) {
-            from
-        } else {
-            self.start
+        match (self.verified_to, from) {
+            (Some(v), Some(f)) if (v.epoch, v.step) <= (f.epoch, f.step) => Some(v),
+            _ => self.start,
         }
     }
 
-    /// A check confirmed the interval ending at `to`.
-    pub fn confirm(&mut self, to: CheckpointRecord) {
+    /// A check confirmed the interval ending at `to`, where the segment had
+    /// earned `earned_to`.
+    pub fn confirm(&mut self, to: CheckpointRecord, earned_to: u64) {
         let later = self
             .verified_to
             .is_none_or(|v| (to.epoch, to.step) > (v.epoch, v.step));
         if later {
             self.verified_to = Some(to);
+            self.verified_earned = earned_to;
         }
+    }
+
+    /// What a proven-wrong segment may still hold once its job goes back
+    /// to `restore`: the confirmed work up to it (less the fees already
+    /// paid out of it and any interval withheld), nothing if the job goes
+    /// back to the segment's start.
+    pub fn confirmed_pay(&self, restore: Option<CheckpointRecord>) -> u64 {
+        if restore.is_none() || restore != self.verified_to {
+            return 0;
+        }
+        self.verified_earned
+            .saturating_sub(self.fees_paid)
+            .saturating_sub(self.withheld)
+            .min(self.gross)
     }
 
     /// `(provider share, treasury share)` of the held payment: the
@@ -134,6 +169,9 @@ pub struct Verification {
     /// What the provider was paid for the interval (its fee base, and what
     /// goes back to the owner when the check is inconclusive).
     pub interval_amount: u64,
+    /// What the segment's attestations had accrued up to `to`, this
+    /// interval included (`Segment::verified_earned` once confirmed).
+    pub earned_to: u64,
     /// The key of the possession digests (`possession_key`).
     pub possession_key: [u8; 32],
     /// Each party's sealed answer (`check_commitment`), then its revealed one.

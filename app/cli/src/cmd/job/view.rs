@@ -36,6 +36,9 @@ pub struct JobView {
     pub checkpoint_chain: String,
     pub billed_secs: u64,
     pub max_duration_secs: u32,
+    /// Billed its whole maximum duration: no more of its work is paid, so
+    /// its node stops it (its last attested checkpoint is its partial output).
+    pub at_cap: bool,
     pub checkpoint_interval_secs: u32,
     pub deadline: Option<i64>,
     pub secs_to_deadline: Option<i64>,
@@ -114,6 +117,7 @@ impl JobView {
             checkpoint_chain: hex::encode(job.checkpoint_chain),
             billed_secs: job.billed_secs,
             max_duration_secs: job.terms.max_duration_secs,
+            at_cap: job.at_cap(),
             checkpoint_interval_secs: job.terms.checkpoint_interval_secs,
             deadline: job.terms.deadline,
             secs_to_deadline: job.terms.deadline.map(|d| d - now),
@@ -208,6 +212,13 @@ impl fmt::Display for JobView {
             "  billed       {} s of at most {} s (checkpoint every {} s)",
             self.billed_secs, self.max_duration_secs, self.checkpoint_interval_secs
         )?;
+        if self.at_cap {
+            writeln!(
+                f,
+                "  cap          reached: no more of its work is paid, so it is stopped; its last attested checkpoint is its partial output (`mcjs job output {} --partial`)",
+                self.job
+            )?;
+        }
         match self.secs_to_deadline {
             Some(s) => writeln!(
                 f,

@@ -1,0 +1,801 @@
+//! Participants who each keep to one strategy for a whole sequence: three
+//! providers, each honest or playing one greed (lie, stall, close its
+//! payout account, rename its GPU, withdraw its stake early), an owner who
+//! is honest or griefs (pauses and resumes, reports, closes its refund
+//! account, cancels), and a stranger who reports the job with any cause.
+//! The scheduler, the honest providers and the checkers play by the book
+//! between the moves: the scheduler renews its lease, places the job,
+//! reports a stalled one, opens a check of every interval of a verified
+//! job and releases held pay when due; an honest provider attests each
+//! interval on time and completes after its share of the work.
+//!
+//! After every move: the harness's invariants (tokens conserved, vaults
+//! match their books), and no provider that kept its word (attested on
+//! time, truthfully) was slashed. At the end, with the greed stopped:
+//! - every job ends, at its cap, on completion or at its owner's word,
+//!   within a bounded number of turns;
+//! - every provider that kept its word (and kept its payout account) was
+//!   paid at least its share of what its attestations earned;
+//! - on a verified job, a liar whose lie was checked is paid nothing, and
+//!   the owner paid no more than the attestations earned;
+//! - every account that holds tokens is emptied by its rightful party: the
+//!   owner closes the job (its vault to the owner), every provider
+//!   withdraws its whole stake.
+//!
+//! Checkers answer honestly here: a silent checker withholds the checked
+//! interval's pay (`Inconclusive`), the documented price of a check that
+//! nobody answered (docs/verification.md), which `properties.rs` plays.
+//!
+//! `PROPTEST_CASES` sets the number of sequences (default 1000).
+
+use mcjs::instructions::*;
+use mcjs::state::*;
+use mcjs_client::{Pubkey, ix, pda};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use solana_signer::Signer;
+
+use crate::harness::*;
+
+const INTERVAL: i64 = 900;
+const STAKE: u64 = 150 * USDC;
+
+/// A provider's strategy for the whole sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Play {
+    /// Attests every interval on time, truthfully.
+    Honest,
+    /// Attests made-up checkpoint hashes.
+    Liar,
+    /// Starts the job, then never attests.
+    Staller,
+    /// Attests honestly, and closes its payout account while it holds the job.
+    Closer,
+    /// Attests honestly, and renames its node's GPU model while busy.
+    Renamer,
+    /// Attests honestly, asks for its whole stake back once it holds the
+    /// job, and tries to withdraw at every turn.
+    EarlyWithdrawer,
+}
+
+impl Play {
+    /// Attests on time and truthfully: never to be slashed.
+    fn keeps_its_word(self) -> bool {
+        !matches!(self, Play::Liar | Play::Staller)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OwnerPlay {
+    Honest,
+    Griefer,
+}
+
+#[derive(Clone, Debug)]
+enum Move {
+    /// Time passes (at most half an interval); the honest parties act.
+    Wait { secs: i64 },
+    /// The griefing owner's move; an honest owner lets it pass.
+    Grief { kind: u8 },
+    /// A stranger reports the job, with any cause.
+    StrangerReport { cause: u8 },
+    /// A greedy provider plays its greed; an honest one lets it pass.
+    Greed { provider: usize },
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    plays: [Play; 3],
+    owner: OwnerPlay,
+    verified: bool,
+    /// The job's cap, in checkpoint intervals.
+    cap_intervals: u32,
+    /// An honest provider completes after this many attestations of its own.
+    finish_after: u32,
+    moves: Vec<Move>,
+}
+
+fn play() -> impl Strategy<Value = Play> {
+    prop_oneof![
+        4 => Just(Play::Honest),
+        2 => Just(Play::Liar),
+        2 => Just(Play::Staller),
+        1 => Just(Play::Closer),
+        1 => Just(Play::Renamer),
+        1 => Just(Play::EarlyWithdrawer),
+    ]
+}
+
+fn a_move() -> impl Strategy<Value = Move> {
+    prop_oneof![
+        8 => (60i64..=INTERVAL / 2).prop_map(|secs| Move::Wait { secs }),
+        2 => (0u8..5).prop_map(|kind| Move::Grief { kind }),
+        1 => (0u8..6).prop_map(|cause| Move::StrangerReport { cause }),
+        2 => (0usize..3).prop_map(|provider| Move::Greed { provider }),
+    ]
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        [play(), play(), play()],
+        prop_oneof![Just(OwnerPlay::Honest), Just(OwnerPlay::Griefer)],
+        any::<bool>(),
+        2u32..8,
+        1u32..5,
+        prop::collection::vec(a_move(), 10..60),
+    )
+        .prop_map(
+            |(plays, owner, verified, cap_intervals, finish_after, moves)| Case {
+                plays,
+                owner,
+                verified,
+                cap_intervals,
+                finish_after,
+                moves,
+            },
+        )
+}
+
+fn cause(n: u8) -> FailureCause {
+    match n % 6 {
+        0 => FailureCause::NodeLost,
+        1 => FailureCause::ContainerDied,
+        2 => FailureCause::CheckpointOverdue,
+        3 => FailureCause::JobError,
+        4 => FailureCause::JobYielded,
+        _ => FailureCause::JobFatal,
+    }
+}
+
+struct Template {
+    env: Env,
+    owner: Wallet,
+    stranger: Wallet,
+    providers: Vec<ProviderActor>,
+}
+
+impl Template {
+    fn new() -> Self {
+        let mut env = Env::initialised(default_params(), false);
+        let owner = env.wallet(500 * USDC);
+        let stranger = env.wallet(10 * USDC);
+        let providers = (0..3)
+            .map(|_| env.provider_with_nodes(STAKE, &[a100_80gb()], 2 * USDC))
+            .collect();
+        Self {
+            env,
+            owner,
+            stranger,
+            providers,
+        }
+    }
+}
+
+struct World {
+    env: Env,
+    owner: Wallet,
+    stranger: Wallet,
+    providers: Vec<ProviderActor>,
+    plays: [Play; 3],
+    owner_play: OwnerPlay,
+    job: Pubkey,
+    verified: bool,
+    finish_after: u32,
+    /// Attestations of the current assignment.
+    attested_here: u32,
+    /// Each assignment's earnings by its attestations: (provider, amount).
+    earned: Vec<(usize, u64)>,
+    /// Lies attested on a verified job that no check could be opened on.
+    unchecked_lies: [u32; 3],
+    withdrawn: [u64; 3],
+    /// Fees each provider was paid as a checker.
+    checker_fees: [u64; 3],
+    next_step: u64,
+    next_provider: usize,
+}
+
+impl World {
+    fn new(template: &Template, case: &Case) -> Self {
+        let mut env = template.env.fork();
+        let owner = template.owner.fork();
+        let mut args = job_args(1, 100 * USDC);
+        args.terms.max_duration_secs = case.cap_intervals * INTERVAL as u32;
+        if case.verified {
+            args.verification_ppm = PPM;
+        }
+        let job = env.submit(&owner, args).expect("submit");
+        Self {
+            env,
+            owner,
+            stranger: template.stranger.fork(),
+            providers: template.providers.iter().map(ProviderActor::fork).collect(),
+            plays: case.plays,
+            owner_play: case.owner,
+            job,
+            verified: case.verified,
+            finish_after: case.finish_after,
+            attested_here: 0,
+            earned: Vec::new(),
+            unchecked_lies: [0; 3],
+            withdrawn: [0; 3],
+            checker_fees: [0; 3],
+            next_step: 1,
+            next_provider: 0,
+        }
+    }
+
+    fn state(&self) -> Job {
+        self.env.job(&self.job)
+    }
+
+    /// The provider index the job is on, if it is on a node.
+    fn holder(&self) -> Option<usize> {
+        let job = self.state();
+        if !job.state.is_on_node() {
+            return None;
+        }
+        self.providers
+            .iter()
+            .position(|p| Some(p.pda) == job.provider)
+    }
+
+    // ----- the honest parties' turn -----
+
+    fn drive(&mut self) {
+        let scheduler = self.env.scheduler.insecure_clone();
+        let _ = self
+            .env
+            .send(&[ix::hold_lease(&scheduler.pubkey())], &[&scheduler]);
+        self.release_due();
+        let job = self.state();
+        if job.state.is_terminal() {
+            return;
+        }
+        if job.state.can_assign() {
+            self.place();
+            return;
+        }
+        let Some(p) = self.holder() else {
+            return;
+        };
+        let now = self.env.now();
+        // At its cap the agent stops the job and reports it (`cap_reached`).
+        if job.at_cap() {
+            self.report(&scheduler, p, FailureCause::JobFatal);
+            return;
+        }
+        let progress = job.progress_mark.max(job.checks_settled_at);
+        if now - progress >= INTERVAL * i64::from(default_params().liveness_factor) {
+            self.report(&scheduler, p, FailureCause::CheckpointOverdue);
+            return;
+        }
+        if !matches!(job.state, JobState::Running { .. }) {
+            return;
+        }
+        if self.attested_here >= self.finish_after
+            && self.plays[p].keeps_its_word()
+            && job.open_verifications == 0
+        {
+            let generation = job.generation;
+            let token = job.refund_account;
+            let provider = self.providers[p].fork();
+            if self
+                .env
+                .complete(&self.job, &token, &provider, 0, generation)
+                .is_ok()
+            {
+                return;
+            }
+        }
+        if now - job.progress_mark >= INTERVAL && self.plays[p] != Play::Staller {
+            self.attest(p);
+        }
+    }
+
+    fn place(&mut self) {
+        for i in 0..3 {
+            let p = (self.next_provider + i) % 3;
+            let provider = self.providers[p].fork();
+            if self.env.assign(&self.job, &provider, 0).is_ok() {
+                self.next_provider = p + 1;
+                self.attested_here = 0;
+                self.earned.push((p, 0));
+                self.env
+                    .start(&self.job, &provider, 0)
+                    .expect("the assigned node starts");
+                return;
+            }
+        }
+    }
+
+    fn report(&mut self, reporter: &solana_keypair::Keypair, p: usize, cause: FailureCause) {
+        let token = self.state().refund_account;
+        let provider = self.providers[p].fork();
+        self.env
+            .report_live(reporter, &self.job, &token, &provider, 0, cause)
+            .expect("the scheduler's report of a job on its node goes through");
+    }
+
+    fn attest(&mut self, p: usize) {
+        let job = self.state();
+        let step = self.next_step;
+        self.next_step += 1;
+        let provider = self.providers[p].fork();
+        let lie = self.plays[p] == Play::Liar;
+        let operator = provider.operator(0).insecure_clone();
+        let settle = self.env.attest_needs_settlement(&self.job);
+        let attest = ix::attest_checkpoint(
+            &operator.pubkey(),
+            &self.job,
+            &provider.nodes[0],
+            &provider.pda,
+            &provider.payout,
+            &self.env.deployment(),
+            settle,
+            AttestCheckpointArgs {
+                generation: job.generation,
+                epoch: 0,
+                step,
+                checkpoint_hash: if lie {
+                    [0x5a; 32]
+                } else {
+                    checkpoint_hash(0, step)
+                },
+            },
+        );
+        let attest = if settle {
+            ix::with_segment(attest, self.env.segment_of(&self.job))
+        } else {
+            attest
+        };
+        if self.env.send(&[attest], &[&operator]).is_err() {
+            return;
+        }
+        self.attested_here += 1;
+        let amount = self.state().last_interval_amount;
+        self.earned.last_mut().expect("an assignment").1 += amount;
+        if self.verified {
+            let checked = self.check(p);
+            if lie && !checked {
+                self.unchecked_lies[p] += 1;
+            }
+        }
+    }
+
+    /// The scheduler opens a check of the interval just attested by `p`,
+    /// the two other providers answer it honestly, and anyone resolves it.
+    /// Returns whether a check was opened.
+    fn check(&mut self, p: usize) -> bool {
+        // The draw's slot, and the one that records its hash.
+        let now = self.env.now();
+        self.env.set_time(now);
+        self.env.set_time(now);
+        let job = self.state();
+        let (v, r) = ((p + 1) % 3, (p + 2) % 3);
+        let checkers = ix::Checkers {
+            verifier_node: self.providers[v].nodes[0],
+            verifier_provider: self.providers[v].pda,
+            referee_node: self.providers[r].nodes[0],
+            referee_provider: self.providers[r].pda,
+        };
+        let scheduler = self.env.scheduler.insecure_clone();
+        let generation = job.last_checkpoint.map_or(0, |c| c.generation);
+        let open = ix::open_verification(
+            &scheduler.pubkey(),
+            &self.job,
+            generation,
+            job.checkpoint_count,
+            &checkers,
+        );
+        if self.env.send(&[open], &[&scheduler]).is_err() {
+            return false;
+        }
+        let key = pda::verification(&self.job, job.checkpoint_count);
+        let verification = |env: &Env| {
+            mcjs_client::decode::verification(&env.account(&key).unwrap().data).unwrap()
+        };
+        let v0 = verification(&self.env);
+        let truth = checkpoint_hash(v0.to.epoch, v0.to.step);
+        let answer = CheckAnswer::Reproduced {
+            hash: truth,
+            possession: possession_of(&v0.possession_key, &truth),
+        };
+        for reveal in [false, true] {
+            for c in [v, r] {
+                let checker = self.providers[c].fork();
+                let operator = checker.operator(0).insecure_clone();
+                let salt = checker.nodes[0].to_bytes();
+                let step = if reveal {
+                    CheckerStep::Reveal { answer, salt }
+                } else {
+                    CheckerStep::Seal {
+                        commitment: check_commitment(&key, &checker.nodes[0], &answer, &salt),
+                    }
+                };
+                let ix = ix::attest_verification(&operator.pubkey(), &checker.nodes[0], &key, step);
+                self.env
+                    .send(&[ix], &[&operator])
+                    .expect("an honest checker answers");
+            }
+        }
+        let v1 = verification(&self.env);
+        let VerificationState::Decided { outcome } = v1.state else {
+            panic!("both answered: decided, not {:?}", v1.state)
+        };
+        let loser = (outcome == VerificationOutcome::ProviderWrong).then_some(v1.provider);
+        let state = self.state();
+        let current = match (state.node, state.provider) {
+            (Some(node), Some(provider)) if state.state.is_on_node() => {
+                let segment = pda::segment(&self.job, state.generation);
+                Some(ix::CurrentAssignment {
+                    node,
+                    provider: (Some(provider) != loser).then_some(provider),
+                    provider_payout: self.env.provider(&provider).payout,
+                    segment: (state.holds_payment && segment != v1.segment).then_some(segment),
+                })
+            }
+            _ => None,
+        };
+        let resolver = self.stranger.kp.insecure_clone();
+        let before = [v, r].map(|c| self.env.balance(&self.providers[c].payout));
+        let resolve = ix::resolve_verification(
+            &resolver.pubkey(),
+            &self.job,
+            &v1,
+            &state.refund_account,
+            &self.env.deployment(),
+            loser,
+            current,
+        );
+        self.env
+            .send(&[resolve], &[&resolver])
+            .expect("a decided check resolves");
+        for (c, before) in [v, r].into_iter().zip(before) {
+            self.checker_fees[c] += self.env.balance(&self.providers[c].payout) - before;
+        }
+        true
+    }
+
+    fn release_due(&mut self) {
+        let now = self.env.now();
+        let resolver = self.stranger.kp.insecure_clone();
+        let Some(job) = self.env.try_job(&self.job) else {
+            return;
+        };
+        for generation in 0..=job.generation {
+            let key = pda::segment(&self.job, generation);
+            let Some(account) = self.env.account(&key) else {
+                continue;
+            };
+            let segment = mcjs_client::decode::segment(&account.data).unwrap();
+            let due = match segment.state {
+                SegmentState::Held { release_at } => release_at <= now,
+                SegmentState::Refunded => true,
+                SegmentState::OnNode => false,
+            };
+            if due && segment.open_verifications == 0 {
+                let release = ix::release_segment(
+                    &resolver.pubkey(),
+                    &self.job,
+                    &segment,
+                    &self.env.deployment(),
+                );
+                self.env
+                    .send(&[release], &[&resolver])
+                    .expect("a due segment is released");
+            }
+        }
+    }
+
+    // ----- the greedy moves -----
+
+    fn play(&mut self, m: &Move) {
+        match *m {
+            Move::Wait { secs } => self.env.warp(secs),
+            Move::Grief { kind } if self.owner_play == OwnerPlay::Griefer => self.grief(kind),
+            Move::Grief { .. } => {}
+            Move::StrangerReport { cause: c } => {
+                if let Some(p) = self.holder() {
+                    let stranger = self.stranger.kp.insecure_clone();
+                    let token = self.state().refund_account;
+                    let provider = self.providers[p].fork();
+                    let _ =
+                        self.env
+                            .report_live(&stranger, &self.job, &token, &provider, 0, cause(c));
+                }
+            }
+            Move::Greed { provider } => self.greed(provider),
+        }
+        self.drive();
+    }
+
+    fn grief(&mut self, kind: u8) {
+        let job = self.state();
+        let owner = self.owner.kp.insecure_clone();
+        match kind {
+            0 => {
+                if let Some(p) = self.holder() {
+                    let provider = &self.providers[p];
+                    let pause = ix::pause_job(
+                        &owner.pubkey(),
+                        &self.job,
+                        &provider.nodes[0],
+                        &provider.pda,
+                        &provider.payout,
+                        &self.env.deployment(),
+                    );
+                    let pause = ix::with_segment(pause, self.env.segment_of(&self.job));
+                    let _ = self.env.send(&[pause], &[&owner]);
+                }
+            }
+            1 => {
+                let _ = self
+                    .env
+                    .send(&[ix::resume_job(&owner.pubkey(), &self.job)], &[&owner]);
+            }
+            2 => {
+                if let Some(p) = self.holder() {
+                    let provider = self.providers[p].fork();
+                    let _ = self.env.report_live(
+                        &owner,
+                        &self.job,
+                        &job.refund_account,
+                        &provider,
+                        0,
+                        FailureCause::NodeLost,
+                    );
+                }
+            }
+            3 => {
+                if self.env.account(&job.refund_account).is_some() {
+                    self.owner.token = self.env.close_token_account(&job.refund_account, &owner);
+                }
+            }
+            _ => self.cancel(),
+        }
+    }
+
+    fn cancel(&mut self) {
+        // Any token account of the owner's takes the refund.
+        let owner = self.owner.kp.insecure_clone();
+        let token = self.owner.token;
+        let cancel = ix::cancel_job(&owner.pubkey(), &self.job, &token, &self.env.mint);
+        let _ = self.env.send(&[cancel], &[&owner]);
+    }
+
+    fn greed(&mut self, p: usize) {
+        let provider = self.providers[p].fork();
+        let holds = self.holder() == Some(p);
+        match self.plays[p] {
+            Play::Closer if holds => {
+                if self.env.account(&provider.payout).is_some() {
+                    self.env
+                        .close_token_account(&provider.payout, &provider.wallet.kp);
+                }
+            }
+            Play::Renamer if holds => {
+                let operator = provider.operator(0).insecure_clone();
+                let mut hardware = self.env.node(&provider.nodes[0]).hardware;
+                hardware.gpu_model = if hardware.gpu_model == "a100-sxm4-80gb" {
+                    "a100-pcie-80gb".into()
+                } else {
+                    "a100-sxm4-80gb".into()
+                };
+                let rename = ix::update_node(
+                    &operator.pubkey(),
+                    &provider.pda,
+                    0,
+                    UpdateNodeArgs {
+                        hardware: Some(hardware),
+                        ..Default::default()
+                    },
+                );
+                let _ = self.env.send(&[rename], &[&operator]);
+            }
+            Play::EarlyWithdrawer => {
+                let record = self.env.provider(&provider.pda);
+                if holds && record.pending_withdrawal.is_none() && record.stake > 0 {
+                    let request = ix::request_withdrawal(&provider.key(), record.stake);
+                    let _ = self.env.send(&[request], &[&provider.wallet.kp]);
+                }
+                self.withdraw(p);
+            }
+            _ => {}
+        }
+    }
+
+    fn withdraw(&mut self, p: usize) -> bool {
+        let provider = self.providers[p].fork();
+        let record = self.env.provider(&provider.pda);
+        let Some(request) = record.pending_withdrawal else {
+            return false;
+        };
+        let ok = self.env.withdraw(&provider).is_ok();
+        if ok {
+            self.withdrawn[p] += request.amount.min(record.stake);
+        }
+        ok
+    }
+
+    // ----- what every participant is owed -----
+
+    fn check_step(&self, case: &Case) -> Result<(), TestCaseError> {
+        self.env.assert_invariants();
+        for (p, provider) in self.providers.iter().enumerate() {
+            let record = self.env.provider(&provider.pda);
+            if case.plays[p].keeps_its_word() {
+                prop_assert_eq!(
+                    record.slashed_total,
+                    0,
+                    "provider {} ({:?}) kept its word and was slashed",
+                    p,
+                    case.plays[p]
+                );
+            }
+            prop_assert_eq!(
+                record.stake + record.slashed_total + self.withdrawn[p],
+                STAKE,
+                "provider {}'s stake is not accounted for",
+                p
+            );
+        }
+        Ok(())
+    }
+
+    /// The greed stops; the honest parties play on. Every job ends, at its
+    /// cap, on completion or at its owner's word (a paused one, or one no
+    /// provider can take any more, is cancelled).
+    fn finish(&mut self, case: &Case) -> Result<(), TestCaseError> {
+        let mut queued_turns = 0;
+        for _ in 0..400 {
+            let job = self.state();
+            if job.state.is_terminal() {
+                break;
+            }
+            if matches!(job.state, JobState::Paused { .. }) {
+                self.cancel();
+            } else if job.state.can_assign() {
+                queued_turns += 1;
+                if queued_turns > 3 {
+                    self.cancel();
+                }
+            } else {
+                queued_turns = 0;
+            }
+            self.env.warp(INTERVAL / 2);
+            self.drive();
+            self.check_step(case)?;
+        }
+        let job = self.state();
+        prop_assert!(
+            job.state.is_terminal(),
+            "the job never ended: {:?}",
+            job.state
+        );
+        // Past the challenge window every held payment is released.
+        self.env
+            .warp(i64::from(default_params().challenge_window_secs) + 1);
+        self.release_due();
+        let job = self.state();
+        prop_assert_eq!(job.live_segments, 0, "a segment was never released");
+        prop_assert_eq!(job.held, 0);
+        Ok(())
+    }
+
+    fn check_end(&mut self, case: &Case) -> Result<(), TestCaseError> {
+        let job = self.state();
+        let commission_bps = default_params().commission_bps;
+        let mut owed = [0u64; 3];
+        for (p, amount) in &self.earned {
+            owed[*p] += mcjs::token::split_commission(*amount, commission_bps)
+                .unwrap()
+                .0;
+        }
+        for (p, provider) in self.providers.iter().enumerate() {
+            let paid = self.env.balance(&provider.payout);
+            let closed = self.env.closed_accounts.contains(&provider.payout);
+            if case.plays[p].keeps_its_word() && !closed {
+                prop_assert!(
+                    paid >= owed[p],
+                    "provider {} ({:?}) kept its word and was paid {} of the {} its attestations earned",
+                    p,
+                    case.plays[p],
+                    paid,
+                    owed[p]
+                );
+            }
+            if self.verified && case.plays[p] == Play::Liar && self.unchecked_lies[p] == 0 {
+                prop_assert_eq!(
+                    paid - self.checker_fees[p],
+                    0,
+                    "a liar whose lies were checked was paid for them"
+                );
+            }
+        }
+        if self.verified {
+            let earned: u64 = self.earned.iter().map(|(_, a)| a).sum();
+            prop_assert!(
+                job.paid <= earned,
+                "the owner paid {} where the attestations earned {}",
+                job.paid,
+                earned
+            );
+        }
+
+        // Every account is emptied by its rightful party.
+        let owner = self.owner.kp.insecure_clone();
+        let token = self.owner.token;
+        self.env
+            .close(&owner, &self.job, &token)
+            .map_err(|f| TestCaseError::fail(format!("the owner cannot close its job: {f:?}")))?;
+        prop_assert_eq!(self.env.balance(&pda::vault(&self.job)), 0);
+        let cooldown = i64::from(default_params().withdrawal_cooldown_secs);
+        for p in 0..3 {
+            let provider = self.providers[p].fork();
+            let record = self.env.provider(&provider.pda);
+            if record.pending_withdrawal.is_none() && record.stake > 0 {
+                let request = ix::request_withdrawal(&provider.key(), record.stake);
+                self.env
+                    .send(&[request], &[&provider.wallet.kp])
+                    .map_err(|f| TestCaseError::fail(format!("withdrawal request: {f:?}")))?;
+            }
+        }
+        self.env.warp(cooldown);
+        for p in 0..3 {
+            let provider = self.providers[p].fork();
+            let record = self.env.provider(&provider.pda);
+            if record.stake > 0 {
+                // A partial request (an early withdrawer's) leaves the rest
+                // for a second one.
+                let left_after = record.stake
+                    - record
+                        .pending_withdrawal
+                        .map_or(0, |w| w.amount)
+                        .min(record.stake);
+                prop_assert!(self.withdraw(p), "provider {} cannot withdraw its stake", p);
+                if left_after > 0 {
+                    let request = ix::request_withdrawal(&provider.key(), left_after);
+                    self.env.send(&[request], &[&provider.wallet.kp]).unwrap();
+                    self.env.warp(cooldown);
+                    prop_assert!(self.withdraw(p));
+                }
+            }
+            prop_assert_eq!(self.env.provider(&provider.pda).stake, 0);
+            prop_assert_eq!(self.env.balance(&pda::vault(&provider.pda)), 0);
+        }
+        self.env.assert_invariants();
+        Ok(())
+    }
+}
+
+fn possession_of(key: &[u8; 32], hash: &[u8; 32]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest([key.as_slice(), hash.as_slice()].concat()).into()
+}
+
+fn run_case(template: &Template, case: &Case) -> Result<(), TestCaseError> {
+    let mut world = World::new(template, case);
+    world.drive();
+    world.check_step(case)?;
+    for m in &case.moves {
+        world.play(m);
+        world.check_step(case)?;
+    }
+    world.finish(case)?;
+    world.check_end(case)
+}
+
+#[test]
+fn participants_keeping_to_one_strategy_take_nothing_from_the_others() {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let template = Template::new();
+    runner.run(&case(), |c| run_case(&template, &c)).unwrap();
+}
