@@ -34,6 +34,7 @@ use mcjs_client::{Pubkey, ix, pda};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use solana_signer::Signer;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::harness::*;
 
@@ -773,7 +774,20 @@ fn possession_of(key: &[u8; 32], hash: &[u8; 32]) -> [u8; 32] {
     sha2::Sha256::digest([key.as_slice(), hash.as_slice()].concat()).into()
 }
 
-fn run_case(template: &Template, case: &Case) -> Result<(), TestCaseError> {
+/// What the sequences reached, counted over a run: a property over
+/// sequences that never slash a liar or never end a job at its cap would
+/// prove little.
+#[derive(Default)]
+struct Reached {
+    completed: AtomicU32,
+    expired: AtomicU32,
+    cancelled: AtomicU32,
+    liar_slashed: AtomicU32,
+    staller_slashed: AtomicU32,
+    closed_payout: AtomicU32,
+}
+
+fn run_case(template: &Template, case: &Case, reached: &Reached) -> Result<(), TestCaseError> {
     let mut world = World::new(template, case);
     world.drive();
     world.check_step(case)?;
@@ -782,6 +796,26 @@ fn run_case(template: &Template, case: &Case) -> Result<(), TestCaseError> {
         world.check_step(case)?;
     }
     world.finish(case)?;
+    let count = |c: &AtomicU32| {
+        c.fetch_add(1, Ordering::Relaxed);
+    };
+    match world.state().state {
+        JobState::Completed { .. } => count(&reached.completed),
+        JobState::Expired { .. } => count(&reached.expired),
+        JobState::Cancelled { .. } => count(&reached.cancelled),
+        _ => {}
+    }
+    for (p, provider) in world.providers.iter().enumerate() {
+        let slashed = world.env.provider(&provider.pda).slashed_total > 0;
+        match case.plays[p] {
+            Play::Liar if slashed => count(&reached.liar_slashed),
+            Play::Staller if slashed => count(&reached.staller_slashed),
+            _ => {}
+        }
+        if world.env.closed_accounts.contains(&provider.payout) {
+            count(&reached.closed_payout);
+        }
+    }
     world.check_end(case)
 }
 
@@ -797,5 +831,23 @@ fn participants_keeping_to_one_strategy_take_nothing_from_the_others() {
         ..Config::default()
     });
     let template = Template::new();
-    runner.run(&case(), |c| run_case(&template, &c)).unwrap();
+    let reached = Reached::default();
+    runner
+        .run(&case(), |c| run_case(&template, &c, &reached))
+        .unwrap();
+    if cases >= 200 {
+        for (what, count) in [
+            ("a completion", &reached.completed),
+            ("an end at the cap", &reached.expired),
+            ("a cancellation", &reached.cancelled),
+            ("a liar slashed", &reached.liar_slashed),
+            ("a staller slashed", &reached.staller_slashed),
+            ("a payout account closed", &reached.closed_payout),
+        ] {
+            assert!(
+                count.load(Ordering::Relaxed) > 0,
+                "no sequence reached {what} in {cases} cases"
+            );
+        }
+    }
 }
