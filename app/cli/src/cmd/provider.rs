@@ -148,6 +148,17 @@ async fn run_async(cmd: ProviderCommand, global: &GlobalArgs, ctx: Ctx) -> anyho
                                 config.params.withdrawal_cooldown_secs
                             )
                         }
+                        Err(ChainError::Program { name, .. }) if name == "SegmentsHeld" => {
+                            let held = client.provider(&key).await?.map_or(0, |p| p.held_segments);
+                            bail!(
+                                "{held} verified job payments to this provider are still held for their \
+                                 challenge windows ({} s after each assignment ended), and a check \
+                                 may still slash the stake: run this again once they are released \
+                                 (the scheduler releases each when it is due; `mcjs provider show` \
+                                 counts them)",
+                                config.params.challenge_window_secs
+                            )
+                        }
                         Err(e) => Err(e.into()),
                     }
                 }
@@ -200,6 +211,7 @@ async fn show(
             .map(|w| format!("{} USDC requested at {}", usdc(w.amount), w.requested_at)),
         nodes: provider.node_count,
         active_assignments: provider.active_assignments,
+        held_segments: provider.held_segments,
         jobs_completed: provider.jobs_completed,
         failures: provider.failures,
         slashed_total: usdc(provider.slashed_total),
@@ -219,6 +231,10 @@ struct ProviderView {
     pending_withdrawal: Option<String>,
     nodes: u32,
     active_assignments: u32,
+    /// Verified jobs' payments to this provider still held for their
+    /// challenge window: a check may still slash the stake, so none of it
+    /// can be withdrawn before they are released.
+    held_segments: u32,
     jobs_completed: u64,
     failures: u64,
     slashed_total: String,
@@ -242,6 +258,13 @@ impl fmt::Display for ProviderView {
             "  nodes        {} ({} jobs active)",
             self.nodes, self.active_assignments
         )?;
+        if self.held_segments > 0 {
+            writeln!(
+                f,
+                "  held         {} verified payments wait for their challenge windows; the stake cannot be withdrawn before they are released",
+                self.held_segments
+            )?;
+        }
         write!(
             f,
             "  record       {} completed, {} failures, {} USDC slashed",
