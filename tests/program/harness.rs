@@ -1082,3 +1082,18 @@ where
 {
     mcjs_client::events::of_type::<E>(logs)
 }
+
+/// A property test's runner: `PROPTEST_CASES` sequences (default 1,000),
+/// nothing persisted (a failing case is printed whole); and that number.
+pub fn property_runner() -> (proptest::test_runner::TestRunner, u32) {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000);
+    let runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    });
+    (runner, cases)
+}

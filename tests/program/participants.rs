@@ -32,7 +32,6 @@ use mcjs::instructions::*;
 use mcjs::state::*;
 use mcjs_client::{Pubkey, ix, pda};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
 use solana_signer::Signer;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -821,15 +820,7 @@ fn run_case(template: &Template, case: &Case, reached: &Reached) -> Result<(), T
 
 #[test]
 fn participants_keeping_to_one_strategy_take_nothing_from_the_others() {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let (mut runner, cases) = property_runner();
     let template = Template::new();
     let reached = Reached::default();
     runner

@@ -33,7 +33,7 @@ use mcjs::state::*;
 use mcjs_client::{Pubkey, ix};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::TestRunner;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
@@ -1150,15 +1150,7 @@ fn check_sequence(template: &Template, s: &Scenario) -> Result<(), TestCaseError
 
 #[test]
 fn random_instruction_sequences_keep_every_invariant() {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let (mut runner, _) = property_runner();
     let template = Template::new();
     runner
         .run(&scenario(), |s| check_sequence(&template, &s))

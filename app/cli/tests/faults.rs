@@ -101,6 +101,16 @@ struct Setup {
     no_reference: bool,
 }
 
+/// A `prepare` that sets the Config's liveness factor to 1: a job's
+/// liveness window is then one checkpoint interval (60 s).
+async fn liveness_factor_one(c: &Cluster) {
+    c.run_mcjs(
+        &c.info.wallets.admin,
+        &["admin", "set", "--liveness-factor", "1"],
+    )
+    .expect("liveness factor 1");
+}
+
 /// A cluster of three agents, `prepare`d, then one submitted training job.
 async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scenario {
     // MCJS_KEEP_TEST_DIRS=1 keeps every cluster's directory (logs, store) for a post-mortem.
@@ -579,14 +589,7 @@ async fn the_scheduler_killed_and_restarted_mid_job() {
 /// slashed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scheduler_down_three_liveness_windows_fails_nothing() {
-    let mut s = scenario_with(12, 3, async |c| {
-        c.run_mcjs(
-            &c.info.wallets.admin,
-            &["admin", "set", "--liveness-factor", "1"],
-        )
-        .expect("liveness factor 1");
-    })
-    .await;
+    let mut s = scenario_with(12, 3, liveness_factor_one).await;
     s.running_with_checkpoints(1).await;
     s.cluster.kill_scheduler();
     // What was stored before the kill is attested within moments.
@@ -889,32 +892,20 @@ async fn a_60_s_rpc_outage_mid_job_fails_nothing() {
     assert_never_failed(&s).await;
 }
 
-/// The store (the S3 server) down for 150 s mid-job, every connection
-/// refused: longer than the detector allows a job without an attested
-/// checkpoint (two intervals of 1 min), so only its probes of the store keep
-/// it from blaming the node. The job runs on in its container (the
-/// checkpoints it takes meanwhile cannot be stored) and ends; its output is
-/// stored again until the store is back, and nobody is failed for the time
-/// it could not store: the job completes on its first node, byte-identical,
-/// nothing reported, nobody slashed. Nor may anyone else report it meanwhile:
-/// the owner's report is refused (`SchedulerLive`) while the scheduler, which
+/// The store (the S3 server) down for three liveness windows mid-job (the
+/// factor set to 1: 3 × 60 s, 185 s in all), every connection refused:
+/// longer than the detector allows a job without an attested checkpoint,
+/// so only its probes of the store keep it from blaming the node. The job
+/// runs on in its container (the checkpoints it takes meanwhile cannot be
+/// stored) and ends; its output is stored again until the store is back,
+/// and nobody is failed for the time it could not store: the job completes
+/// on its first node, byte-identical, nothing reported, nobody slashed.
+/// Nor may anyone else report it meanwhile: the owner's report, two
+/// windows in, is refused (`SchedulerLive`) while the scheduler, which
 /// excuses the outage, holds its lease.
-/// The store (and with it the scheduler's gateway) is down for three
-/// liveness windows mid-job (the factor set to 1: 3 × 60 s). Nothing can be
-/// attested meanwhile, yet nobody is reported or slashed: not by the
-/// scheduler, which sees the outage and excuses the lateness, nor by a
-/// stranger, whose report the program refuses while the scheduler holds its
-/// lease. The job completes on its first node when the store is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_outage_of_three_liveness_windows_fails_nothing() {
-    let mut s = scenario_with(12, 3, async |c| {
-        c.run_mcjs(
-            &c.info.wallets.admin,
-            &["admin", "set", "--liveness-factor", "1"],
-        )
-        .expect("liveness factor 1");
-    })
-    .await;
+    let mut s = scenario_with(12, 3, liveness_factor_one).await;
     s.running_with_checkpoints(1).await;
     s.cluster.store_outage(true).await.unwrap();
     let client = s.cluster.client();

@@ -307,19 +307,13 @@ impl ResolveVerification<'_> {
                 );
                 let amount = amount.min(job.accrued);
                 job.accrued -= amount;
-                segment.withheld = segment
-                    .withheld
-                    .checked_add(amount)
-                    .ok_or(McjsError::Overflow)?;
+                segment.withhold(amount)?;
                 Ok(0)
             }
             SegmentState::Held { .. } => {
                 let amount = amount.min(segment.gross);
                 segment.gross -= amount;
-                segment.withheld = segment
-                    .withheld
-                    .checked_add(amount)
-                    .ok_or(McjsError::Overflow)?;
+                segment.withhold(amount)?;
                 job.held = job.held.checked_sub(amount).ok_or(McjsError::Overflow)?;
                 job.paid = job.paid.checked_sub(amount).ok_or(McjsError::Overflow)?;
                 refund_or_keep(

@@ -103,6 +103,16 @@ impl Segment {
         }
     }
 
+    /// An inconclusive check gave `amount` of the segment's pay back to the
+    /// owner.
+    pub fn withhold(&mut self, amount: u64) -> Result<()> {
+        self.withheld = self
+            .withheld
+            .checked_add(amount)
+            .ok_or(McjsError::Overflow)?;
+        Ok(())
+    }
+
     /// What a proven-wrong segment may still hold once its job goes back
     /// to `restore`: the confirmed work up to it (less the fees already
     /// paid out of it and any interval withheld), nothing if the job goes
