@@ -1097,3 +1097,28 @@ pub fn property_runner() -> (proptest::test_runner::TestRunner, u32) {
     });
     (runner, cases)
 }
+
+impl Env {
+    /// `provider`'s node `node` renames its GPU model (between the two A100
+    /// names), as its operator key may at any time: a provider hoping to
+    /// escape a check of its model.
+    pub fn rename_gpu(&mut self, provider: &ProviderActor, node: usize) -> Outcome {
+        let operator = provider.operator(node).insecure_clone();
+        let mut hardware = self.node(&provider.nodes[node]).hardware;
+        hardware.gpu_model = if hardware.gpu_model == "a100-sxm4-80gb" {
+            "a100-pcie-80gb".into()
+        } else {
+            "a100-sxm4-80gb".into()
+        };
+        let rename = ix::update_node(
+            &operator.pubkey(),
+            &provider.pda,
+            node as u32,
+            UpdateNodeArgs {
+                hardware: Some(hardware),
+                ..Default::default()
+            },
+        );
+        self.send(&[rename], &[&operator])
+    }
+}

@@ -574,23 +574,7 @@ impl World {
                 }
             }
             Play::Renamer if holds => {
-                let operator = provider.operator(0).insecure_clone();
-                let mut hardware = self.env.node(&provider.nodes[0]).hardware;
-                hardware.gpu_model = if hardware.gpu_model == "a100-sxm4-80gb" {
-                    "a100-pcie-80gb".into()
-                } else {
-                    "a100-sxm4-80gb".into()
-                };
-                let rename = ix::update_node(
-                    &operator.pubkey(),
-                    &provider.pda,
-                    0,
-                    UpdateNodeArgs {
-                        hardware: Some(hardware),
-                        ..Default::default()
-                    },
-                );
-                let _ = self.env.send(&[rename], &[&operator]);
+                let _ = self.env.rename_gpu(&provider, 0);
             }
             Play::EarlyWithdrawer => {
                 let record = self.env.provider(&provider.pda);

@@ -831,23 +831,8 @@ impl World {
             }
             Action::RenameNode => {
                 let (p, n) = self.assigned();
-                let operator = self.providers[p].operator(n).insecure_clone();
-                let mut hardware = self.env.node(&self.providers[p].nodes[n]).hardware;
-                hardware.gpu_model = if hardware.gpu_model == "a100-sxm4-80gb" {
-                    "a100-pcie-80gb".into()
-                } else {
-                    "a100-sxm4-80gb".into()
-                };
-                let ix = ix::update_node(
-                    &operator.pubkey(),
-                    &self.providers[p].pda,
-                    n as u32,
-                    UpdateNodeArgs {
-                        hardware: Some(hardware),
-                        ..Default::default()
-                    },
-                );
-                self.env.send(&[ix], &[&operator])
+                let provider = self.providers[p].fork();
+                self.env.rename_gpu(&provider, n)
             }
         }
     }
