@@ -379,10 +379,14 @@ fn an_owner_closing_its_refund_account_stops_no_job_from_ending() {
     assert_eq!(env.balance(&spare), spare_before + 99 * USDC);
     env.assert_invariants();
 
-    // A job that ends by a report (a fatal error) refunds nothing either,
-    // and ends all the same.
+    // A job that ends by a report (a fatal error, no restart left) refunds
+    // nothing either, and ends all the same.
     let owner2 = env.wallet(1_000 * USDC);
-    let job2 = env.running_job(&owner2, &provider, 2);
+    let mut args = job_args(2, 100 * USDC);
+    args.terms.restart_budget = 0;
+    let job2 = env.submit(&owner2, args).unwrap();
+    env.assign(&job2, &provider, 0).unwrap();
+    env.start(&job2, &provider, 0).unwrap();
     env.close_token_account(&owner2.token, &owner2.kp);
     let scheduler = env.scheduler.insecure_clone();
     env.report(

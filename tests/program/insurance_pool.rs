@@ -345,16 +345,24 @@ fn compensation_is_refused_for_a_job_not_failed_by_its_providers() {
         FailureCause::JobError,
     )
     .unwrap();
+    // Fatal on two providers' nodes, with restarts to spare.
     let by_fatal = job_with_checkpoints(&mut env, &owner, &second, 3, 2, 1);
-    env.report(
-        &scheduler,
-        &by_fatal,
-        &owner.token,
-        &second,
-        0,
-        FailureCause::JobFatal,
-    )
-    .unwrap();
+    let third = env.provider_with_nodes(200 * USDC, &[a100_80gb()], PRICE);
+    for on in [&second, &third] {
+        if on.pda == third.pda {
+            env.assign(&by_fatal, on, 0).unwrap();
+            env.start(&by_fatal, on, 0).unwrap();
+        }
+        env.report(
+            &scheduler,
+            &by_fatal,
+            &owner.token,
+            on,
+            0,
+            FailureCause::JobFatal,
+        )
+        .unwrap();
+    }
     let cancelled = env.submit(&owner, job_args(4, 10 * USDC)).unwrap();
     let cancel = ix::cancel_job(&owner.key(), &cancelled, &owner.token, &env.mint);
     env.send(&[cancel], &[&owner.kp]).unwrap();

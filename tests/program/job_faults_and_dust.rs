@@ -135,39 +135,93 @@ fn a_yield_without_a_checkpoint_on_its_assignment_uses_the_restart_budget() {
     env.assert_invariants();
 }
 
+/// "Cannot succeed anywhere" is one node's word: a provider could say it to
+/// end any job unslashed. The first says it costs the job one restart, as
+/// an error; the job fails, the rest of its bond refunded, when another
+/// provider's node says it too. The same provider saying it again is one
+/// more error, so a job that is fatal everywhere still ends within its
+/// budget.
 #[test]
-fn a_fatal_job_error_fails_the_job_at_once_and_refunds_the_rest_of_the_bond() {
+fn a_fatal_job_error_fails_the_job_only_when_a_second_provider_says_so() {
     let mut env = Env::new();
     let owner = env.wallet(1_000 * USDC);
-    let provider = env.provider_with_nodes(200 * USDC, &[a100_80gb()], PRICE);
-    let job = running_with_a_checkpoint(&mut env, &owner, &provider, 2);
+    let liar = env.provider_with_nodes(200 * USDC, &[a100_80gb()], PRICE);
+    let other = env.provider_with_nodes(200 * USDC, &[a100_80gb()], PRICE);
+    let job = running_with_a_checkpoint(&mut env, &owner, &liar, 3);
     env.warp(600); // unattested work: never billed
     let scheduler = env.scheduler.insecure_clone();
-    let logs = env
-        .report(
-            &scheduler,
-            &job,
-            &owner.token,
-            &provider,
-            0,
-            FailureCause::JobFatal,
-        )
-        .unwrap();
-    let reported = &events::<FailureReported>(&logs)[0];
-    assert!(reported.job_failed);
-    assert_eq!(reported.slashed, 0);
-    assert_eq!(reported.refund, 99 * USDC);
+    let fatal = |env: &mut Env, on: &ProviderActor| {
+        let logs = env
+            .report(&scheduler, &job, &owner.token, on, 0, FailureCause::JobFatal)
+            .unwrap();
+        let r = &events::<FailureReported>(&logs)[0];
+        (r.job_failed, r.slashed, r.refund, r.restarts_used)
+    };
+    let first = fatal(&mut env, &liar);
+    assert_eq!(first, (false, 0, 0, 1), "one provider's word ends nothing");
+    let state = env.job(&job);
+    assert!(matches!(state.state, JobState::Recovering { .. }));
+    assert_eq!(state.fatal_claim, Some(liar.pda));
+    assert_eq!(state.bond, 99 * USDC, "the bond stays the job's");
+    // Back on the same provider, which says it again: one more error.
+    env.assign(&job, &liar, 0).unwrap();
+    env.start(&job, &liar, 0).unwrap();
+    let again = fatal(&mut env, &liar);
+    assert_eq!(
+        again,
+        (false, 0, 0, 2),
+        "the same word twice is still one provider's"
+    );
+    // Another provider's node says it too: the job fails now, with a
+    // restart to spare, the rest of the bond refunded, nobody slashed.
+    env.assign(&job, &other, 0).unwrap();
+    env.start(&job, &other, 0).unwrap();
+    let second = fatal(&mut env, &other);
+    assert_eq!(second, (true, 0, 99 * USDC, 2));
     let state = env.job(&job);
     assert!(matches!(state.state, JobState::Failed { .. }));
-    assert_eq!(state.restarts_used, 0, "failed with restarts to spare");
+    assert_eq!(state.restarts_used, 2, "failed with restarts to spare");
     assert_eq!((state.bond, state.paid), (0, USDC));
     assert_eq!(state.last_failure, Some(FailureCause::JobFatal));
     assert_eq!(env.balance(&owner.token), 999 * USDC);
     assert_eq!(env.balance(&pda::vault(&job)), 0);
-    assert_eq!(env.balance(&provider.payout), USDC * 95 / 100);
-    assert_eq!(env.provider(&provider.pda).stake, 200 * USDC);
+    assert_eq!(env.balance(&liar.payout), USDC * 95 / 100);
+    for p in [&liar, &other] {
+        assert_eq!(env.provider(&p.pda).stake, 200 * USDC);
+        assert_eq!(env.node(&p.nodes[0]).status, NodeStatus::Available);
+    }
     assert_eq!(env.pool(), 0);
-    assert_eq!(env.node(&provider.nodes[0]).status, NodeStatus::Available);
+    env.assert_invariants();
+}
+
+/// Progress after a node called the job fatal answers that node: a later
+/// fatal stop is a new claim, and a second provider must confirm it anew.
+/// A job out of restarts fails on the first word, as on any error.
+#[test]
+fn progress_after_a_fatal_claim_answers_it_and_the_budget_still_bounds_the_claims() {
+    let mut env = Env::new();
+    let owner = env.wallet(1_000 * USDC);
+    let a = env.provider_with_nodes(200 * USDC, &[a100_80gb()], PRICE);
+    let b = env.provider_with_nodes(200 * USDC, &[a100_80gb()], PRICE);
+    let job = running_with_a_checkpoint(&mut env, &owner, &a, 1);
+    let scheduler = env.scheduler.insecure_clone();
+    env.report(&scheduler, &job, &owner.token, &a, 0, FailureCause::JobFatal)
+        .unwrap();
+    assert_eq!(env.job(&job).fatal_claim, Some(a.pda));
+    env.assign(&job, &b, 0).unwrap();
+    env.start(&job, &b, 0).unwrap();
+    env.warp(900);
+    let generation = env.job(&job).generation;
+    env.attest(&job, &b, 0, generation, 0, 2).unwrap();
+    assert_eq!(env.job(&job).fatal_claim, None, "the job went on past it");
+    // B now says fatal: a first word again, but the budget (1) is spent.
+    let logs = env
+        .report(&scheduler, &job, &owner.token, &b, 0, FailureCause::JobFatal)
+        .unwrap();
+    let reported = &events::<FailureReported>(&logs)[0];
+    assert!(reported.job_failed, "out of restarts");
+    assert_eq!(reported.slashed, 0);
+    assert_eq!(env.job(&job).restarts_used, 1);
     env.assert_invariants();
 }
 

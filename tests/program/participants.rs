@@ -447,9 +447,20 @@ impl World {
             loser,
             current,
         );
-        self.env
+        let logs = self
+            .env
             .send(&[resolve], &[&resolver])
             .expect("a decided check resolves");
+        // A verdict sends the job back exactly to the checkpoint the job
+        // named (and the store therefore kept) as its restore floor.
+        for resolved in events::<mcjs::events::VerificationResolved>(&logs) {
+            if resolved.rolled_back {
+                assert_eq!(
+                    resolved.restore_point, state.restore_floor,
+                    "a roll-back went elsewhere than the job's restore floor"
+                );
+            }
+        }
         for (c, before) in [v, r].into_iter().zip(before) {
             self.checker_fees[c] += self.env.balance(&self.providers[c].payout) - before;
         }

@@ -949,6 +949,67 @@ fn a_provider_proven_wrong_is_slashed_refunds_only_unconfirmed_work_and_the_job_
     w.env.assert_invariants();
 }
 
+/// The job names, at every step, the checkpoint a lie found in its latest
+/// interval would send it back to (`Job::restore_floor`), so that the
+/// store can keep it however many checkpoints follow: the assignment's
+/// start until a check confirms one of its intervals, that confirmed end
+/// after, the restore point after a roll-back, and the same for the next
+/// assignment. Each time a verdict sends the job back, it goes exactly
+/// there.
+#[test]
+fn the_job_names_where_a_lie_would_send_it_back_and_a_verdict_goes_there() {
+    let mut w = world(PPM);
+    w.env.warp(2);
+    w.attest(100);
+    assert_eq!(w.env.job(&w.job).restore_floor, None, "from the start");
+    let v1 = w.open();
+    let honest = w.honest(&v1, 100);
+    w.answer(&v1, Some(honest), Some(honest));
+    w.resolve(&v1, None, None).unwrap();
+    let confirmed = w.env.job(&w.job).last_checkpoint;
+    assert_eq!(w.env.job(&w.job).restore_floor, confirmed);
+    // Three more intervals pass unchecked (never opened): the floor stays
+    // at the confirmed end however many checkpoints follow it.
+    for step in [200, 300, 400] {
+        w.attest(step);
+        assert_eq!(w.env.job(&w.job).restore_floor, confirmed);
+    }
+    w.lie(500);
+    let v2 = w.open();
+    let real = w.honest(&v2, 500);
+    w.answer(&v2, Some(real), Some(real));
+    let floor = w.env.job(&w.job).restore_floor;
+    let current = ix::CurrentAssignment {
+        node: w.a.nodes[0],
+        provider: None,
+        provider_payout: w.a.payout,
+        segment: None,
+    };
+    let logs = w.resolve(&v2, Some(w.a.pda), Some(current)).unwrap();
+    let resolved = events::<VerificationResolved>(&logs);
+    assert!(resolved[0].rolled_back);
+    assert_eq!(resolved[0].restore_point, floor, "the verdict went to the floor");
+    let job = w.env.job(&w.job);
+    assert_eq!((job.last_checkpoint, job.restore_floor), (floor, floor));
+
+    // The next assignment starts from the floor; its first attestation
+    // makes that start its floor, and a lie in its first interval goes
+    // back there.
+    let b = w.b.fork();
+    w.env.assign(&w.job, &b, 0).unwrap();
+    w.env.start(&w.job, &b, 0).unwrap();
+    w.env.warp(INTERVAL);
+    let generation = w.env.job(&w.job).generation;
+    w.env.attest(&w.job, &b, 0, generation, 0, 200).unwrap();
+    let job = w.env.job(&w.job);
+    assert_eq!(job.restore_floor, floor);
+    assert_eq!(job.prev_checkpoint, floor);
+    w.env.warp(INTERVAL);
+    w.env.attest(&w.job, &b, 0, generation, 0, 300).unwrap();
+    assert_eq!(w.env.job(&w.job).restore_floor, floor, "still unconfirmed");
+    w.env.assert_invariants();
+}
+
 /// A confirmed interval that starts from a disproven one proves nothing:
 /// the job goes back to the segment's start, the owner is refunded the
 /// whole segment, and the liar is slashed once for both.
@@ -986,6 +1047,174 @@ fn a_wrong_interval_before_a_confirmed_one_refunds_the_whole_segment() {
     assert_eq!((segment.state, segment.gross), (SegmentState::Refunded, 0));
     assert_eq!(w.env.job(&w.job).last_checkpoint, None);
     assert_eq!(w.env.job(&w.job).held, 0);
+    w.env.assert_invariants();
+}
+
+/// A checker that has not sealed by half the challenge window (busy with
+/// paid work, offline, or colluding with the liar by its silence) would
+/// leave the check Inconclusive: the liar unslashed, the job going on from
+/// a made-up checkpoint. The scheduler names another checker in its place,
+/// of a provider other than the attester's and the two named; the other
+/// checker's seal stands, the window starts again, and the lie is caught.
+/// A replacement too early, of a checker that sealed, of a provider already
+/// involved, or by anyone but the lease holder changes nothing.
+#[test]
+fn a_checker_silent_past_half_the_window_is_replaced_and_the_lie_is_still_caught() {
+    let mut w = world(PPM);
+    let d = w
+        .env
+        .provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
+    w.env.warp(2);
+    w.lie(100);
+    let v = w.open();
+    let real = w.honest(&v, 100);
+    let b = w.b.fork();
+    w.seal(&b, &v, real).expect("the verifier seals");
+    // C, the referee, stays silent.
+    let window = i64::from(default_params().challenge_window_secs);
+    let segment = pda::segment(&w.job, 1);
+    let scheduler = w.env.scheduler.insecure_clone();
+    let replace = |role: Party, by: &ProviderActor| {
+        ix::replace_checker(
+            &scheduler.pubkey(),
+            &v,
+            &w.job,
+            &segment,
+            role,
+            &by.nodes[0],
+            &by.pda,
+        )
+    };
+    let before = w.env.snapshot();
+    let opened_at = w.verification(&v).opened_at;
+    w.env.set_time(opened_at + window / 2);
+    let too_early = replace(Party::Referee, &d);
+    expect_error(
+        w.env.send(&[too_early], &[&scheduler]),
+        McjsError::CheckerNotReplaceable,
+    );
+    w.env.set_time(opened_at + window / 2 + 1);
+    let sealed = replace(Party::Verifier, &d);
+    expect_error(
+        w.env.send(&[sealed], &[&scheduler]),
+        McjsError::CheckerNotReplaceable,
+    );
+    for involved in [&w.a, &w.b, &w.c] {
+        let ix = replace(Party::Referee, involved);
+        expect_error(w.env.send(&[ix], &[&scheduler]), McjsError::InvalidChecker);
+    }
+    let stranger = w.env.wallet(0).kp;
+    let mut by_stranger = replace(Party::Referee, &d);
+    by_stranger.accounts[0].pubkey = stranger.pubkey();
+    expect_error(
+        w.env.send(&[by_stranger], &[&stranger]),
+        McjsError::NotScheduler,
+    );
+    w.env.assert_unchanged(&before);
+
+    let now = w.env.now();
+    let logs = w
+        .env
+        .send(&[replace(Party::Referee, &d)], &[&scheduler])
+        .expect("the silent referee is replaced");
+    let replaced = events::<CheckerReplaced>(&logs);
+    assert_eq!(replaced[0].replaced_node, w.c.nodes[0]);
+    assert_eq!(replaced[0].node, d.nodes[0]);
+    let state = w.verification(&v);
+    assert_eq!(
+        (state.referee_node, state.referee_provider, state.referee_payout),
+        (d.nodes[0], d.pda, d.payout)
+    );
+    assert_eq!((state.opened_at, state.replacements), (now, 1));
+    assert_eq!(state.verifier_commitment.is_some(), true, "B's seal stands");
+    // The replaced checker can no longer answer; the new one can, past the
+    // first window's end, since the window started again.
+    let c = w.c.fork();
+    expect_error(w.seal(&c, &v, real), McjsError::NotVerifierTurn);
+    w.env.set_time(opened_at + window + 10);
+    w.seal(&d, &v, real).expect("the new referee seals");
+    w.reveal(&b, &v, real).expect("reveal");
+    w.reveal(&d, &v, real).expect("reveal");
+    assert_eq!(
+        w.verification(&v).state,
+        VerificationState::Decided {
+            outcome: VerificationOutcome::ProviderWrong
+        }
+    );
+    let current = ix::CurrentAssignment {
+        node: w.a.nodes[0],
+        provider: None,
+        provider_payout: w.a.payout,
+        segment: None,
+    };
+    let (d_before, c_before) = (w.env.balance(&d.payout), w.env.balance(&w.c.payout));
+    let logs = w.resolve(&v, Some(w.a.pda), Some(current)).unwrap();
+    let resolved = events::<VerificationResolved>(&logs);
+    assert_eq!(resolved[0].slashed, default_params().slash_amount);
+    assert!(w.env.balance(&d.payout) > d_before, "the new referee is paid its fee");
+    assert_eq!(w.env.balance(&w.c.payout), c_before, "the silent one nothing");
+    w.env.assert_invariants();
+}
+
+/// A check is held open at most `MAX_CHECKER_REPLACEMENTS` replacements
+/// long, and never past its window: then it ends on what it has.
+#[test]
+fn a_check_replaces_at_most_twice_and_never_past_its_window() {
+    let mut w = world(PPM);
+    let d = w
+        .env
+        .provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
+    let e = w
+        .env
+        .provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
+    w.env.warp(2);
+    w.attest(100);
+    let v = w.open();
+    let window = i64::from(default_params().challenge_window_secs);
+    let segment = pda::segment(&w.job, 1);
+    let scheduler = w.env.scheduler.insecure_clone();
+    let replace = |role: Party, by: &ProviderActor| {
+        ix::replace_checker(
+            &scheduler.pubkey(),
+            &v,
+            &w.job,
+            &segment,
+            role,
+            &by.nodes[0],
+            &by.pda,
+        )
+    };
+    // Past the window: too late, the check ends on what it has.
+    let opened_at = w.verification(&v).opened_at;
+    w.env.set_time(opened_at + window + 1);
+    let before = w.env.snapshot();
+    expect_error(
+        w.env.send(&[replace(Party::Verifier, &d)], &[&scheduler]),
+        McjsError::CheckerNotReplaceable,
+    );
+    w.env.assert_unchanged(&before);
+    // Within it, both silent checkers are replaced, one after the other.
+    w.env.set_time(opened_at + window / 2 + 1);
+    w.env
+        .send(&[replace(Party::Verifier, &d)], &[&scheduler])
+        .unwrap();
+    let opened_at = w.verification(&v).opened_at;
+    w.env.set_time(opened_at + window / 2 + 1);
+    w.env
+        .send(&[replace(Party::Referee, &e)], &[&scheduler])
+        .unwrap();
+    let opened_at = w.verification(&v).opened_at;
+    w.env.set_time(opened_at + window / 2 + 1);
+    let before = w.env.snapshot();
+    let c = w.c.fork();
+    expect_error(
+        w.env.send(&[replace(Party::Verifier, &c)], &[&scheduler]),
+        McjsError::CheckerNotReplaceable,
+    );
+    w.env.assert_unchanged(&before);
+    let state = w.verification(&v);
+    assert_eq!(state.replacements, MAX_CHECKER_REPLACEMENTS);
+    assert_eq!((state.verifier_node, state.referee_node), (d.nodes[0], e.nodes[0]));
     w.env.assert_invariants();
 }
 
@@ -1150,8 +1379,8 @@ fn three_different_checkpoints_slash_nobody_and_leave_the_interval_unpaid() {
 #[test]
 fn ending_the_job_after_a_draw_is_no_escape_from_its_check() {
     // The liar sees its interval drawn (the draw is public once the slot
-    // hash is) and ends the job itself with a fatal exit before the
-    // scheduler opens the check.
+    // hash is) and stops the job with a fatal exit before the scheduler
+    // opens the check. One provider's word ends no job: it is queued again.
     let mut w = world(PPM);
     w.env.warp(2);
     w.attest(100);
@@ -1161,7 +1390,8 @@ fn ending_the_job_after_a_draw_is_no_escape_from_its_check() {
     w.env
         .report(&scheduler, &w.job, &token, &a, 0, FailureCause::JobFatal)
         .unwrap();
-    assert!(w.env.job(&w.job).state.is_terminal());
+    let state = w.env.job(&w.job).state;
+    assert!(matches!(state, JobState::Recovering { .. }), "{state:?}");
     let v = w.open();
     let real = w.honest(&v, 200);
     w.answer(&v, Some(real), Some(real));

@@ -139,7 +139,10 @@ pub fn chain_job(key: Pubkey, job: &Job, node: &Pubkey) -> Option<ChainJob> {
         } else if job.open_verifications > 0 {
             Keep::Everything
         } else {
-            Keep::FromPrevious(job.prev_checkpoint.map(|c| c.step))
+            Keep::FromPrevious {
+                previous: job.prev_checkpoint.map(|c| c.step),
+                floor: job.restore_floor.map(|c| Sha256Digest(c.hash)),
+            }
         },
     })
 }

@@ -545,6 +545,7 @@ impl Core {
                                 job,
                                 generation,
                                 below,
+                                floor: a.keep.floor(),
                             });
                         }
                         if a.power_stop

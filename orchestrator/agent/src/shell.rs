@@ -543,9 +543,14 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 job,
                 generation,
                 below,
+                floor,
             } => {
                 if let Ok(ctx) = self.ctx(job, generation).await
-                    && let Err(e) = ctx.pipeline.store.prune(&job.to_string(), below).await
+                    && let Err(e) = ctx
+                        .pipeline
+                        .store
+                        .prune(&job.to_string(), below, floor.as_ref())
+                        .await
                 {
                     tracing::warn!(%job, error = %e, "cannot prune old checkpoints");
                 }

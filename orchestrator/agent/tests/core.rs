@@ -362,7 +362,7 @@ fn every_way_a_container_ends_is_reported_with_the_tables_payer() {
         (
             exit(2),
             StopReason::Exited { code: 2 },
-            Some(Fault::Job(FailNow)),
+            Some(Fault::Job(Fatal)),
         ),
         (
             exit(75),
@@ -416,9 +416,9 @@ fn a_launch_that_fails_reports_why_and_the_spec_problems_fail_the_job() {
     use JobOutcome::*;
     for (stop, fault) in [
         (StopReason::ImageMissing, Fault::Job(Retry)),
-        (StopReason::SpecMissing, Fault::Job(FailNow)),
-        (StopReason::SpecMismatch, Fault::Job(FailNow)),
-        (StopReason::SpecUnusable, Fault::Job(FailNow)),
+        (StopReason::SpecMissing, Fault::Job(Fatal)),
+        (StopReason::SpecMismatch, Fault::Job(Fatal)),
+        (StopReason::SpecUnusable, Fault::Job(Fatal)),
         (StopReason::StoreUnavailable, Fault::Job(Retry)),
         (StopReason::RestoreFailed, Fault::Job(Retry)),
         (StopReason::StartRefused, Fault::Job(Retry)),
@@ -816,14 +816,27 @@ fn after_a_restart_containers_are_adopted_or_removed() {
 
 /// What an attested checkpoint lets go of in the store, by what the chain
 /// says the job still needs: a plain job keeps only the attested one, a
-/// verified job also the previous attested one (a check restores it), and
-/// nothing goes while a check is open.
+/// verified job also the previous attested one (a check restores it) and
+/// its restore floor (where a lie found later sends it back), and nothing
+/// goes while a check is open.
 #[test]
 fn an_attestation_prunes_only_what_the_job_no_longer_needs() {
     let table = [
-        (Keep::Attested, Some(10)),
-        (Keep::FromPrevious(Some(6)), Some(6)),
-        (Keep::FromPrevious(None), None),
+        (Keep::Attested, Some((10, None))),
+        (
+            Keep::FromPrevious {
+                previous: Some(6),
+                floor: Some(hash(2)),
+            },
+            Some((6, Some(hash(2)))),
+        ),
+        (
+            Keep::FromPrevious {
+                previous: None,
+                floor: None,
+            },
+            None,
+        ),
         (Keep::Everything, None),
     ];
     for (keep, expected) in table {
@@ -848,14 +861,15 @@ fn an_attestation_prunes_only_what_the_job_no_longer_needs() {
             hash: hash(10),
         };
         let confirmed = c.on_event(key(1), 3, Event::TxConfirmed(attest), at(11));
-        let pruned: Vec<u64> = confirmed
+        let pruned: Vec<(u64, Option<Sha256Digest>)> = confirmed
             .iter()
             .filter_map(|a| match a {
                 Action::Prune {
                     job,
                     generation,
                     below,
-                } if *job == key(1) && *generation == 3 => Some(*below),
+                    floor,
+                } if *job == key(1) && *generation == 3 => Some((*below, *floor)),
                 _ => None,
             })
             .collect();
@@ -1160,7 +1174,7 @@ fn a_job_at_its_cap_is_stopped_and_its_stop_reported_as_nobodys_fault() {
     assert_eq!(report.phase, JobPhase::Exited);
     let stop = report.exit.as_ref().expect("an exit").stop;
     assert_eq!(stop, StopReason::CapReached);
-    assert_eq!(stop.fault(), Some(Fault::Job(JobOutcome::FailNow)));
+    assert_eq!(stop.fault(), Some(Fault::Job(JobOutcome::Fatal)));
     assert!(!stop.slashes());
     // Seen again: nothing more.
     let again = c.on_chain(std::slice::from_ref(&at_cap), at(14));

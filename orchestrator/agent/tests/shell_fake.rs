@@ -176,6 +176,8 @@ fn job_account(node: Pubkey, spec_hash: [u8; 32]) -> Job {
         last_opened_interval: 0,
         checks_settled_at: 0,
         assignment_earned: 0,
+        restore_floor: None,
+        fatal_claim: None,
     }
 }
 
@@ -399,6 +401,7 @@ fn due_check(node: Pubkey, spec_hash: [u8; 32]) -> Check {
             slashed: 0,
             rent_payer: Pubkey::new_unique(),
             bump: 0,
+            replacements: 0,
         },
         role: Party::Verifier,
         job: job_account(other, spec_hash),

@@ -78,6 +78,7 @@ program_events![
     SegmentReleased,
     VerificationOpened,
     VerificationAttested,
+    CheckerReplaced,
     VerificationResolved,
     ChallengeRequested,
     ChallengeAnswered,
@@ -123,6 +124,7 @@ impl McjsEvent {
             SegmentReleased(e) => e.job,
             VerificationOpened(e) => e.job,
             VerificationAttested(e) => e.job,
+            CheckerReplaced(e) => e.job,
             VerificationResolved(e) => e.job,
             _ => return None,
         })
@@ -190,6 +192,7 @@ impl McjsEvent {
             SegmentReleased(e) => e.at,
             VerificationOpened(e) => e.at,
             VerificationAttested(e) => e.at,
+            CheckerReplaced(e) => e.at,
             VerificationResolved(e) => e.at,
             ChallengeRequested(e) => e.at,
             ChallengeAnswered(e) => e.at,
@@ -360,6 +363,18 @@ impl McjsEvent {
                 short(&e.claimed_hash),
                 e.verifier_node,
                 e.referee_node
+            ),
+            CheckerReplaced(e) => format!(
+                "interval {}: the {} node {} did not seal its answer in time, replaced by node {} ({} of {} replacements; the window starts again)",
+                e.interval,
+                match e.role {
+                    mcjs::state::Party::Verifier => "verifier",
+                    mcjs::state::Party::Referee => "referee",
+                },
+                e.replaced_node,
+                e.node,
+                e.replacements,
+                mcjs::state::MAX_CHECKER_REPLACEMENTS
             ),
             VerificationAttested(e) => match e.answer {
                 CheckerStep::Seal { .. } => format!(

@@ -689,6 +689,34 @@ pub fn open_verification(
     )
 }
 
+/// The scheduler names `node` of `provider` as `role` of `verification` in
+/// place of a checker that has not sealed its answer by half the window.
+pub fn replace_checker(
+    scheduler: &Pubkey,
+    verification: &Pubkey,
+    job: &Pubkey,
+    segment: &Pubkey,
+    role: mcjs::state::Party,
+    node: &Pubkey,
+    provider: &Pubkey,
+) -> Instruction {
+    build(
+        acc::ReplaceChecker {
+            scheduler: *scheduler,
+            config: pda::config(),
+            lease: pda::lease(),
+            verification: *verification,
+            job: *job,
+            segment: *segment,
+            node: *node,
+            provider: *provider,
+        },
+        data::ReplaceChecker {
+            args: args::ReplaceCheckerArgs { role },
+        },
+    )
+}
+
 /// `authority` is the checking node's operator key; `step` seals its
 /// answer or reveals it.
 pub fn attest_verification(

@@ -101,8 +101,11 @@ pub enum JobOutcome {
     Retry,
     /// Resume from the last checkpoint without using the budget.
     RetryFree,
-    /// Fail the job now, refunding the rest of its bond: retrying cannot help.
-    FailNow,
+    /// The job cannot succeed anywhere: retrying cannot help. That is one
+    /// node's word, so the program (`Job::fail`, `Job::fatal_claim`) fails
+    /// the job, refunding the rest of its bond, when a second provider's
+    /// node says so too; until then it counts as a `Retry`.
+    Fatal,
 }
 
 /// Who pays for a stop.
@@ -182,14 +185,14 @@ impl StopReason {
             } => Fault::Job(RetryFree),
             StopReason::Exited {
                 code: EXIT_BAD_INPUT,
-            } => Fault::Job(FailNow),
+            } => Fault::Job(Fatal),
             StopReason::Exited { .. } => Fault::Job(Retry),
             StopReason::OutOfMemory => Fault::Job(Retry),
             // Another node may reach the registry; an image that exists
             // nowhere ends the job when its budget is spent.
             StopReason::ImageMissing => Fault::Job(Retry),
             StopReason::SpecMissing | StopReason::SpecMismatch | StopReason::SpecUnusable => {
-                Fault::Job(FailNow)
+                Fault::Job(Fatal)
             }
             // A later run may write it, or the store may take it then.
             StopReason::OutputMissing => Fault::Job(Retry),
@@ -209,7 +212,7 @@ impl StopReason {
             // all the same (the program's rule for every yield).
             StopReason::PowerLost => Fault::Job(RetryFree),
             // Retrying cannot help: no more of its work is paid.
-            StopReason::CapReached => Fault::Job(FailNow),
+            StopReason::CapReached => Fault::Job(Fatal),
             StopReason::StoppedByAgent
             | StopReason::EngineFailure
             | StopReason::NodeDiskFull
@@ -224,7 +227,7 @@ impl StopReason {
         Some(match self.fault()? {
             Fault::Job(JobOutcome::Retry) => ChainCause::JobError,
             Fault::Job(JobOutcome::RetryFree) => ChainCause::JobYielded,
-            Fault::Job(JobOutcome::FailNow) => ChainCause::JobFatal,
+            Fault::Job(JobOutcome::Fatal) => ChainCause::JobFatal,
             Fault::Provider => match self {
                 StopReason::NodeLost | StopReason::NeverStarted => ChainCause::NodeLost,
                 StopReason::AttestationOverdue => ChainCause::CheckpointOverdue,
@@ -264,7 +267,7 @@ mod tests {
             (S::Exited { code: 0 }, None, None),
             (
                 S::Exited { code: 2 },
-                Some(Fault::Job(FailNow)),
+                Some(Fault::Job(Fatal)),
                 Some(C::JobFatal),
             ),
             (
@@ -304,15 +307,15 @@ mod tests {
             ),
             (S::OutOfMemory, Some(Fault::Job(Retry)), Some(C::JobError)),
             (S::ImageMissing, Some(Fault::Job(Retry)), Some(C::JobError)),
-            (S::SpecMissing, Some(Fault::Job(FailNow)), Some(C::JobFatal)),
+            (S::SpecMissing, Some(Fault::Job(Fatal)), Some(C::JobFatal)),
             (
                 S::SpecMismatch,
-                Some(Fault::Job(FailNow)),
+                Some(Fault::Job(Fatal)),
                 Some(C::JobFatal),
             ),
             (
                 S::SpecUnusable,
-                Some(Fault::Job(FailNow)),
+                Some(Fault::Job(Fatal)),
                 Some(C::JobFatal),
             ),
             (S::OutputMissing, Some(Fault::Job(Retry)), Some(C::JobError)),
@@ -344,7 +347,7 @@ mod tests {
                 Some(Fault::Job(RetryFree)),
                 Some(C::JobYielded),
             ),
-            (S::CapReached, Some(Fault::Job(FailNow)), Some(C::JobFatal)),
+            (S::CapReached, Some(Fault::Job(Fatal)), Some(C::JobFatal)),
             (
                 S::StoppedByAgent,
                 Some(Fault::Provider),
@@ -421,7 +424,10 @@ mod tests {
                 None => "completed",
                 Some(Fault::Job(Retry)) => "one restart used",
                 Some(Fault::Job(RetryFree)) => "no restart used",
-                Some(Fault::Job(FailNow)) => "fails now",
+                // The chain itself says the job is at its cap: no node's
+                // word is needed to end it.
+                Some(Fault::Job(Fatal)) if stop == StopReason::CapReached => "fails now",
+                Some(Fault::Job(Fatal)) => "fails when a second provider's node says so too",
                 Some(Fault::Provider) => "slash",
             };
             assert!(what.contains(said), "{line}: expected {said:?}");

@@ -311,19 +311,22 @@ impl CheckpointStore {
     /// chain has attested) it keeps the newest K; everything after it stays,
     /// since it may yet be attested. A node cut off from the chain therefore
     /// never deletes the checkpoint another node must resume from. Skipped
-    /// descriptors are neither counted nor touched. Returns the deleted
-    /// checkpoints.
+    /// descriptors are neither counted nor touched. A checkpoint hashing
+    /// to `floor` (a verified job's restore floor, `Job::restore_floor`:
+    /// where a lie found later sends the job back) is neither counted nor
+    /// touched either, however old. Returns the deleted checkpoints.
     pub async fn prune(
         &self,
         job_id: &str,
         attested_step: u64,
+        floor: Option<&Sha256Digest>,
     ) -> Result<Vec<StoredCheckpoint>, StoreError> {
         let settled: Vec<StoredCheckpoint> = self
             .list(job_id)
             .await?
             .checkpoints
             .into_iter()
-            .filter(|c| c.step <= attested_step)
+            .filter(|c| c.step <= attested_step && Some(&c.hash) != floor)
             .collect();
         let excess = settled.len().saturating_sub(self.keep);
         let mut removed = Vec::new();

@@ -117,11 +117,11 @@ async fn only_the_last_k_attested_checkpoints_are_kept() {
     assert_eq!(steps(&f).await, [10, 20, 30, 40, 50]);
     // Step 40 attested: of 10..=40 the newest two stay, and 50, not yet
     // attested, stays too.
-    let removed = f.pipeline.store.prune("job-7", 40).await.unwrap();
+    let removed = f.pipeline.store.prune("job-7", 40, None).await.unwrap();
     assert_eq!(removed.iter().map(|c| c.step).collect::<Vec<_>>(), [10, 20]);
     assert_eq!(steps(&f).await, [30, 40, 50]);
     // A node that cannot attest (partitioned) never loses the attested one.
-    let removed = f.pipeline.store.prune("job-7", 30).await.unwrap();
+    let removed = f.pipeline.store.prune("job-7", 30, None).await.unwrap();
     assert!(removed.is_empty());
     let remaining: Vec<u64> = f
         .pipeline
@@ -140,6 +140,37 @@ async fn only_the_last_k_attested_checkpoints_are_kept() {
         files.iter().all(|p| !p.contains("00000000000000000010")),
         "{files:?}"
     );
+}
+
+/// A verified job's restore floor (where a lie found in its latest
+/// interval sends it back) outlives any number of newer attested
+/// checkpoints: an honest prune keeps it, and counts it in no keep.
+#[tokio::test]
+async fn a_prune_keeps_the_restore_floor_however_old() {
+    let f = fixture(1);
+    for step in [10, 20, 30, 40, 50] {
+        write_checkpoint(&f.local, step, format!("payload {step}").as_bytes());
+        f.pipeline.collect().await.unwrap();
+    }
+    let listed = f.pipeline.store.list("job-7").await.unwrap().checkpoints;
+    let floor = listed.iter().find(|c| c.step == 10).unwrap().hash;
+    let removed = f.pipeline.store.prune("job-7", 40, Some(&floor)).await.unwrap();
+    assert_eq!(removed.iter().map(|c| c.step).collect::<Vec<_>>(), [20, 30]);
+    let remaining: Vec<u64> = f
+        .pipeline
+        .store
+        .list("job-7")
+        .await
+        .unwrap()
+        .checkpoints
+        .iter()
+        .map(|c| c.step)
+        .collect();
+    assert_eq!(remaining, [10, 40, 50]);
+    // Once the floor moves up (a check confirmed 40), the old one goes.
+    let floor = listed.iter().find(|c| c.step == 40).unwrap().hash;
+    let removed = f.pipeline.store.prune("job-7", 50, Some(&floor)).await.unwrap();
+    assert_eq!(removed.iter().map(|c| c.step).collect::<Vec<_>>(), [10]);
 }
 
 fn walk(root: &Path) -> Vec<String> {

@@ -514,7 +514,7 @@ async fn listing_skips_and_reports_garbage_descriptors_and_prune_still_works() {
     );
 
     // Step 20 attested, keep 1: step 10 goes, the garbage is not touched.
-    let removed = f.pipeline.store.prune(JOB, 20).await.unwrap();
+    let removed = f.pipeline.store.prune(JOB, 20, None).await.unwrap();
     assert_eq!(removed, std::slice::from_ref(&ten));
     assert!(
         !f.objects

@@ -554,11 +554,13 @@ fn place(
     for (i, (key, job)) in queued.iter().enumerate() {
         match to_queued_job(i as u64, job) {
             Ok(mut queued_job) => {
-                // A provider proven wrong on the job: steer away from it.
-                if let Some(barred) = job.barred_provider {
+                // A provider proven wrong on the job, or the one whose node
+                // last called it fatal (another provider's word is what
+                // ends it, or answers it): steer away from it.
+                if let Some(avoid) = job.barred_provider.or(job.fatal_claim) {
                     queued_job.terms.recovering_from = candidates
                         .iter()
-                        .position(|(_, n)| n.provider == barred)
+                        .position(|(_, n)| n.provider == avoid)
                         .map(|i| NodeId(i as u64));
                 }
                 jobs.push(queued_job);

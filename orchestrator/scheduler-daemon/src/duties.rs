@@ -95,6 +95,7 @@ mod tests {
             slashed: 0,
             rent_payer: Pubkey::new_unique(),
             bump: 0,
+            replacements: 0,
         }
     }
 

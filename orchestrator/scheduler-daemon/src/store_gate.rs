@@ -110,6 +110,15 @@ fn prunable(job: &Job) -> Option<u64> {
     )
 }
 
+/// Whether the checkpoint `generation`/`step` is the job's restore floor
+/// (`Job::restore_floor`): where a lie found in its latest interval sends
+/// it back. Kept whatever its age, so that a caught liar cannot take the
+/// job down with it by deleting it, and an honest prune never does.
+fn pinned(job: &Job, generation: u32, step: u64) -> bool {
+    job.restore_floor
+        .is_some_and(|f| f.generation == generation && f.step == step)
+}
+
 fn find<'j>(jobs: &'j [(Pubkey, Job)], job: &str) -> Option<&'j Job> {
     jobs.iter()
         .find(|(key, _)| key.to_string() == job)
@@ -186,6 +195,9 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                 };
                 let deletes = matches!(op, StoreOp::Delete { .. });
                 match (generation, step) {
+                    (Some(g), Some(s)) if deletes && pinned(j, g, s) => deny(&format!(
+                        "step {s} of generation {g} is where the job goes back to if its latest interval is proven wrong; it is kept"
+                    )),
                     (Some(_), Some(s)) if deletes && prunable(j).is_some_and(|b| s < b) => Ok(()),
                     // Its own upload that was never attested (a failed one).
                     (Some(g), Some(s))

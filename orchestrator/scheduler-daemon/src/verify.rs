@@ -9,9 +9,11 @@ use mcjs_client::Pubkey;
 use mcjs_client::ix::{Checkers, CurrentAssignment};
 use mcjs_client::pda;
 use mcjs_client::program::state::{
-    ConfigParams, Job, JobState, NO_OPEN_INTERVAL, Node, NodeStatus, Provider, Segment,
-    SegmentState, Verification, VerificationOutcome, VerificationState, sampled, slot_hash_after,
+    ConfigParams, Job, JobState, MAX_CHECKER_REPLACEMENTS, NO_OPEN_INTERVAL, Node, NodeStatus,
+    Party, Provider, Segment, SegmentState, Verification, VerificationOutcome, VerificationState,
+    sampled, slot_hash_after,
 };
+use sha2::{Digest, Sha256};
 
 /// What the chain says, as the verification duties need it.
 pub struct VerifyObservation<'a> {
@@ -51,6 +53,15 @@ pub enum VerifyAction {
     },
     /// A held payment is due (or a refunded one can close).
     Release { job: Pubkey, segment: Box<Segment> },
+    /// A named checker has not sealed by half the window: name another.
+    Replace {
+        job: Pubkey,
+        verification: Pubkey,
+        segment: Pubkey,
+        role: Party,
+        node: Pubkey,
+        provider: Pubkey,
+    },
 }
 
 impl VerifyAction {
@@ -59,6 +70,7 @@ impl VerifyAction {
             VerifyAction::Open { .. } => "open_verification",
             VerifyAction::Resolve { .. } => "resolve_verification",
             VerifyAction::Release { .. } => "release_segment",
+            VerifyAction::Replace { .. } => "replace_checker",
         }
     }
 
@@ -66,7 +78,8 @@ impl VerifyAction {
         match self {
             VerifyAction::Open { job, .. }
             | VerifyAction::Resolve { job, .. }
-            | VerifyAction::Release { job, .. } => *job,
+            | VerifyAction::Release { job, .. }
+            | VerifyAction::Replace { job, .. } => *job,
         }
     }
 }
@@ -151,8 +164,10 @@ pub fn verify_duties(o: &VerifyObservation<'_>) -> Vec<VerifyAction> {
         }
     }
     let jobs: HashMap<Pubkey, &Job> = o.jobs.iter().map(|(k, j)| (*k, j)).collect();
-    for (_, v) in o.verifications {
+    for (key, v) in o.verifications {
         if let Some(action) = resolve(o, v, &jobs) {
+            out.push(action);
+        } else if let Some(action) = replace(o, key, v, &jobs, &segments) {
             out.push(action);
         }
     }
@@ -222,11 +237,12 @@ fn draw(
 /// A verifier and a referee of two providers other than `claimed`: drawn
 /// by the draw's slot hash among the providers with a node that could run
 /// the job, of `gpu_model` (the attester's when it was assigned, which its
-/// segment keeps: bitwise results hold only within a hardware class), not offline and in `alive`, each provider weighted by the
-/// stake that backs it, at most one node per provider. Idle or busy makes
-/// no difference, so a node kept idle (priced out of every job) gains no
-/// more draws than its provider's stake buys. `None` (the interval is not
-/// drawn) when fewer than two providers qualify.
+/// segment keeps: bitwise results hold only within a hardware class), not
+/// offline and in `alive`, each provider weighted by the stake that backs
+/// it, at most one node per provider. Idle or busy makes no difference, so
+/// a node kept idle (priced out of every job) gains no more draws than its
+/// provider's stake buys. `None` (the interval is not drawn) when fewer
+/// than two providers qualify.
 pub fn choose_checkers(
     o: &VerifyObservation<'_>,
     job: &Job,
@@ -234,42 +250,69 @@ pub fn choose_checkers(
     gpu_model: &str,
     hash: &[u8; 32],
 ) -> Option<Checkers> {
-    let fits = |key: &Pubkey, n: &Node| {
-        n.provider != claimed
-            && n.status != NodeStatus::Offline
-            && o.alive.contains(key)
-            && n.hardware.gpu_model == gpu_model
-            && job.requirements.check(&n.hardware).is_ok()
-    };
-    // Providers in a fixed order (their keys), each with its fitting nodes.
-    let mut by_provider: Vec<(Pubkey, u64, Vec<Pubkey>)> = Vec::new();
-    for (key, node) in o.nodes.iter().filter(|(k, n)| fits(k, n)) {
-        let Some(stake) = o
-            .providers
-            .get(&node.provider)
-            .map(|p| p.committed_stake())
-            .filter(|s| *s >= o.params.min_provider_stake && *s > 0)
-        else {
-            continue;
+    let pool = CheckerPool::new(o, job, gpu_model);
+    let (verifier_node, verifier_provider) = pool.pick(&[claimed], word(hash, 0), word(hash, 1))?;
+    let (referee_node, referee_provider) =
+        pool.pick(&[claimed, verifier_provider], word(hash, 2), word(hash, 3))?;
+    Some(Checkers {
+        verifier_node,
+        verifier_provider,
+        referee_node,
+        referee_provider,
+    })
+}
+
+/// The `i`th little-endian u64 of a 32-byte draw.
+fn word(hash: &[u8; 32], i: usize) -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&hash[8 * i..8 * i + 8]);
+    u64::from_le_bytes(bytes)
+}
+
+/// The providers that may check a job's interval, as [`choose_checkers`]
+/// says: in a fixed order (their keys), each with its stake and its
+/// fitting nodes (sorted).
+struct CheckerPool {
+    providers: Vec<(Pubkey, u64, Vec<Pubkey>)>,
+}
+
+impl CheckerPool {
+    fn new(o: &VerifyObservation<'_>, job: &Job, gpu_model: &str) -> Self {
+        let fits = |key: &Pubkey, n: &Node| {
+            n.status != NodeStatus::Offline
+                && o.alive.contains(key)
+                && n.hardware.gpu_model == gpu_model
+                && job.requirements.check(&n.hardware).is_ok()
         };
-        match by_provider.iter_mut().find(|(p, ..)| *p == node.provider) {
-            Some((_, _, nodes)) => nodes.push(*key),
-            None => by_provider.push((node.provider, stake, vec![*key])),
+        let mut providers: Vec<(Pubkey, u64, Vec<Pubkey>)> = Vec::new();
+        for (key, node) in o.nodes.iter().filter(|(k, n)| fits(k, n)) {
+            let Some(stake) = o
+                .providers
+                .get(&node.provider)
+                .map(|p| p.committed_stake())
+                .filter(|s| *s >= o.params.min_provider_stake && *s > 0)
+            else {
+                continue;
+            };
+            match providers.iter_mut().find(|(p, ..)| *p == node.provider) {
+                Some((_, _, nodes)) => nodes.push(*key),
+                None => providers.push((node.provider, stake, vec![*key])),
+            }
         }
+        providers.sort_by_key(|(p, ..)| *p);
+        for (_, _, nodes) in &mut providers {
+            nodes.sort();
+        }
+        CheckerPool { providers }
     }
-    by_provider.sort_by_key(|(p, ..)| *p);
-    for (_, _, nodes) in &mut by_provider {
-        nodes.sort();
-    }
-    let word = |i: usize| {
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(&hash[8 * i..8 * i + 8]);
-        u64::from_le_bytes(bytes)
-    };
-    let pick = |exclude: Option<Pubkey>, draw: u64, node_draw: u64| -> Option<(Pubkey, Pubkey)> {
-        let pool: Vec<&(Pubkey, u64, Vec<Pubkey>)> = by_provider
+
+    /// One node of a provider not in `exclude`, the provider drawn by
+    /// `draw` weighted by stake, the node by `node_draw`.
+    fn pick(&self, exclude: &[Pubkey], draw: u64, node_draw: u64) -> Option<(Pubkey, Pubkey)> {
+        let pool: Vec<&(Pubkey, u64, Vec<Pubkey>)> = self
+            .providers
             .iter()
-            .filter(|(p, ..)| Some(*p) != exclude)
+            .filter(|(p, ..)| !exclude.contains(p))
             .collect();
         let total: u128 = pool.iter().map(|(_, s, _)| u128::from(*s)).sum();
         if total == 0 {
@@ -284,14 +327,52 @@ pub fn choose_checkers(
             at -= u128::from(*stake);
         }
         None
-    };
-    let (verifier_node, verifier_provider) = pick(None, word(0), word(1))?;
-    let (referee_node, referee_provider) = pick(Some(verifier_provider), word(2), word(3))?;
-    Some(Checkers {
-        verifier_node,
-        verifier_provider,
-        referee_node,
-        referee_provider,
+    }
+}
+
+/// A checker of `v` that has not sealed by half the window
+/// (`Verification::seal_deadline`), replaced while the program takes one:
+/// drawn as [`choose_checkers`] draws, among the providers other than the
+/// attester's and the two named, by
+/// `sha256("mcjs-replace-checker/1" ‖ verification ‖ replacements)`, so
+/// that anyone can recompute it. `None` when nobody is to be replaced or
+/// no other provider qualifies (the check then ends on what it has).
+fn replace(
+    o: &VerifyObservation<'_>,
+    key: &Pubkey,
+    v: &Verification,
+    jobs: &HashMap<Pubkey, &Job>,
+    segments: &HashMap<Pubkey, &Segment>,
+) -> Option<VerifyAction> {
+    let window = o.params.challenge_window_secs;
+    if v.state != VerificationState::Open
+        || v.replacements >= MAX_CHECKER_REPLACEMENTS
+        || o.now <= v.seal_deadline(window)
+        || o.now > v.opened_at.saturating_add(i64::from(window))
+    {
+        return None;
+    }
+    let role = [Party::Verifier, Party::Referee]
+        .into_iter()
+        .find(|r| v.commitment(*r).is_none())?;
+    let job = jobs.get(&v.job)?;
+    let segment = segments.get(&v.segment)?;
+    let draw: [u8; 32] = Sha256::new()
+        .chain_update(b"mcjs-replace-checker/1")
+        .chain_update(key.as_ref())
+        .chain_update([v.replacements])
+        .finalize()
+        .into();
+    let pool = CheckerPool::new(o, job, &segment.gpu_model);
+    let exclude = [v.provider, v.verifier_provider, v.referee_provider];
+    let (node, provider) = pool.pick(&exclude, word(&draw, 0), word(&draw, 1))?;
+    Some(VerifyAction::Replace {
+        job: v.job,
+        verification: *key,
+        segment: v.segment,
+        role,
+        node,
+        provider,
     })
 }
 

@@ -1261,6 +1261,64 @@ mod verify {
         );
     }
 
+    /// A named checker that has not sealed by half the window is replaced
+    /// by a provider not yet involved (not the attester's, not either
+    /// named): here 60, the only one left. Nothing is replaced before then,
+    /// once both sealed, after two replacements, past the window, or when
+    /// no provider is left to name.
+    #[test]
+    fn a_checker_silent_past_half_the_window_is_replaced_by_a_provider_not_yet_involved() {
+        let mut w = World::new(PPM);
+        let mut open = verification(&w, VerificationState::Open);
+        open.verifier_commitment = Some([1; 32]);
+        w.verifications.push((key(90), open.clone()));
+        let window = i64::from(params().challenge_window_secs);
+        let replaces = |w: &World| -> Vec<(Pubkey, Party, Pubkey, Pubkey)> {
+            w.duties()
+                .into_iter()
+                .filter_map(|d| match d {
+                    VerifyAction::Replace {
+                        verification,
+                        role,
+                        node,
+                        provider,
+                        ..
+                    } => Some((verification, role, node, provider)),
+                    _ => None,
+                })
+                .collect()
+        };
+        w.now = open.opened_at + window / 2;
+        assert_eq!(replaces(&w), vec![], "not before half the window");
+        w.now += 1;
+        assert_eq!(
+            replaces(&w),
+            vec![(key(90), Party::Referee, key(23), key(60))]
+        );
+        // Both silent: the verifier first.
+        w.verifications[0].1.verifier_commitment = None;
+        assert_eq!(
+            replaces(&w),
+            vec![(key(90), Party::Verifier, key(23), key(60))]
+        );
+        let quiet = |edit: &dyn Fn(&mut Verification), why: &str| {
+            let mut w2 = World::new(PPM);
+            let mut v = open.clone();
+            edit(&mut v);
+            w2.verifications.push((key(90), v));
+            w2.now = w.now;
+            assert_eq!(replaces(&w2), vec![], "{why}");
+        };
+        quiet(&|v| v.referee_commitment = Some([2; 32]), "both sealed");
+        quiet(&|v| v.replacements = 2, "replaced twice already");
+        quiet(
+            &|v| v.opened_at -= window,
+            "past the window: it ends on what it has",
+        );
+        w.nodes.retain(|(k, _)| *k != key(23));
+        assert_eq!(replaces(&w), vec![], "nobody left to name");
+    }
+
     fn verification(w: &World, state: VerificationState) -> Verification {
         let job = &w.jobs[0].1;
         Verification {
@@ -1292,6 +1350,7 @@ mod verify {
             slashed: 0,
             rent_payer: key(99),
             bump: 255,
+            replacements: 0,
         }
     }
 
@@ -1464,6 +1523,42 @@ fn a_job_is_never_placed_on_the_provider_proven_wrong_on_it() {
     live.record(heartbeat(other_node, vec![]), T0 * MS).unwrap();
     let both = [
         (liar_node, node(liar, 81_920)),
+        (other_node, node(other, 81_920)),
+    ];
+    assert_eq!(
+        decide(T0 * MS + 500, &jobs, &both, &live),
+        vec![Action::Assign {
+            job,
+            node: other_node,
+            provider: other
+        }]
+    );
+}
+
+/// A job one provider's node called fatal fails only if another's says so
+/// too, so its next node is another provider's where there is one; where
+/// there is none, the same provider may run it again (one more restart).
+#[test]
+fn a_job_called_fatal_goes_to_another_provider_where_there_is_one() {
+    let (job, first_node, first, other_node, other) = (key(10), key(20), key(30), key(21), key(31));
+    let mut live = Liveness::new(T0 * MS);
+    live.record(heartbeat(first_node, vec![]), T0 * MS).unwrap();
+    let mut claimed = JobBuilder::pending().0;
+    claimed.fatal_claim = Some(first);
+    let jobs = [(job, claimed)];
+    let alone = [(first_node, node(first, 81_920))];
+    assert_eq!(
+        decide(T0 * MS + 500, &jobs, &alone, &live),
+        vec![Action::Assign {
+            job,
+            node: first_node,
+            provider: first
+        }],
+        "no other provider: the claimer runs it again"
+    );
+    live.record(heartbeat(other_node, vec![]), T0 * MS).unwrap();
+    let both = [
+        (first_node, node(first, 81_920)),
         (other_node, node(other, 81_920)),
     ];
     assert_eq!(

@@ -197,4 +197,6 @@ pub enum McjsError {
     SegmentsHeld,
     #[msg("this verified job already holds as many assignments' payments as it may (MAX_LIVE_SEGMENTS) waiting for their challenge windows: it is placed again once one is released")]
     SegmentsFull,
+    #[msg("a checker is replaced only while the check is open and before its window ends, once half the window has passed without its sealed answer, at most twice per check")]
+    CheckerNotReplaceable,
 }

@@ -6,8 +6,8 @@ use anchor_lang::prelude::*;
 use crate::instructions::CheckerStep;
 use crate::state::{
     ChallengeSizing, ChallengeStep, ChallengeVerdict, CheckpointRecord, ConfigParams,
-    ConfigSnapshot, FailureCause, GpuAttestation, HardwareProfile, NodeStatus, PauseReason,
-    SlotDraw, VerificationOutcome, VerificationState,
+    ConfigSnapshot, FailureCause, GpuAttestation, HardwareProfile, NodeStatus, Party,
+    PauseReason, SlotDraw, VerificationOutcome, VerificationState,
 };
 
 #[event]
@@ -360,6 +360,20 @@ pub struct VerificationOpened {
     pub verifier_node: Pubkey,
     pub referee_node: Pubkey,
     pub draw_slot: u64,
+    pub at: i64,
+}
+
+/// A checker that had not sealed its answer by half the challenge window
+/// was replaced; the window started again.
+#[event]
+pub struct CheckerReplaced {
+    pub job: Pubkey,
+    pub verification: Pubkey,
+    pub interval: u32,
+    pub role: Party,
+    pub replaced_node: Pubkey,
+    pub node: Pubkey,
+    pub replacements: u8,
     pub at: i64,
 }
 

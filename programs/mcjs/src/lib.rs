@@ -198,6 +198,13 @@ pub mod mcjs {
         AttestVerification::attest_verification(ctx, args)
     }
 
+    /// The scheduler names another checker in place of one that has not
+    /// sealed its answer by half the challenge window.
+    pub fn replace_checker(ctx: Context<ReplaceChecker>, args: ReplaceCheckerArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
+        ReplaceChecker::replace_checker(ctx, args)
+    }
+
     /// Anyone applies a decided verification: fees, slashes, refund, roll-back.
     pub fn resolve_verification(ctx: Context<ResolveVerification>) -> Result<()> {
         no_extra_accounts(&ctx)?;

@@ -67,8 +67,13 @@ pub enum Keep {
     Attested,
     /// A verified job's checkers restore an interval's start: everything
     /// from the previous attested checkpoint (`None`: there is none, keep
-    /// everything) on stays.
-    FromPrevious(Option<u64>),
+    /// everything) on stays, and so does its restore floor
+    /// (`Job::restore_floor`, by hash): where a lie found in the latest
+    /// interval sends the job back, however old.
+    FromPrevious {
+        previous: Option<u64>,
+        floor: Option<Sha256Digest>,
+    },
     /// A check of the job is open: nothing goes.
     Everything,
 }
@@ -78,8 +83,16 @@ impl Keep {
     pub fn prune_below(self, step: u64) -> Option<u64> {
         match self {
             Keep::Attested => Some(step),
-            Keep::FromPrevious(previous) => previous.map(|p| p.min(step)),
+            Keep::FromPrevious { previous, .. } => previous.map(|p| p.min(step)),
             Keep::Everything => None,
+        }
+    }
+
+    /// The checkpoint kept whatever its age.
+    pub fn floor(self) -> Option<Sha256Digest> {
+        match self {
+            Keep::FromPrevious { floor, .. } => floor,
+            Keep::Attested | Keep::Everything => None,
         }
     }
 }
@@ -248,11 +261,12 @@ pub enum Action {
     /// Hash and store the declared output.
     CollectOutput { job: Pubkey, generation: u32 },
     /// Delete the job's stored checkpoints below `below` (an attested
-    /// checkpoint superseded them).
+    /// checkpoint superseded them), all but the one hashing to `floor`.
     Prune {
         job: Pubkey,
         generation: u32,
         below: u64,
+        floor: Option<Sha256Digest>,
     },
     Send {
         job: Pubkey,

@@ -102,6 +102,14 @@ impl<C: DaemonChain> Daemon<C> {
                 VerifyAction::Release { job, segment } => {
                     ix::release_segment(&me, job, segment, deployment)
                 }
+                VerifyAction::Replace {
+                    job,
+                    verification,
+                    segment,
+                    role,
+                    node,
+                    provider,
+                } => ix::replace_checker(&me, verification, job, segment, *role, node, provider),
             };
             match self.chain.send(&[ix]).await {
                 Ok(()) => info!(action = duty.name(), job = %duty.job(), "done"),

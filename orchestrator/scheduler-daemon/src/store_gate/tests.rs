@@ -62,6 +62,8 @@ fn job(owner: Pubkey, node: Pubkey, state: JobState, generation: u32) -> Job {
         last_opened_interval: 0,
         checks_settled_at: 0,
         assignment_earned: 0,
+        restore_floor: None,
+        fatal_claim: None,
     }
 }
 
@@ -251,6 +253,63 @@ fn a_verified_jobs_interval_start_cannot_be_deleted() {
         inputs: &w.inputs,
     };
     assert!(authorize(&delete(30, 1), &me).is_err(), "a check is open");
+}
+
+/// Where a lie found in the latest interval sends the job back (its
+/// assignment's start, or its latest confirmed end) stays, however old: a
+/// node that expects to be caught cannot delete it to take the job down
+/// with it. Older checkpoints around it still go.
+#[test]
+fn a_verified_jobs_restore_floor_cannot_be_deleted_however_old() {
+    let mut w = world(JobState::Running { since: 0 });
+    let record = |step: u64, generation: u32| CheckpointRecord {
+        hash: [step as u8; 32],
+        epoch: 0,
+        step,
+        time: 0,
+        generation,
+    };
+    let job = &mut w.jobs[0].1;
+    job.verification_ppm = 100_000;
+    // The assignment (generation 2) started from generation 1's step 20
+    // and has attested 40, 60, 80 and 100 since, none confirmed.
+    job.restore_floor = Some(record(20, 1));
+    job.prev_checkpoint = Some(record(80, 2));
+    job.last_checkpoint = Some(record(100, 2));
+    let j = w.job;
+    let delete = |step: u64, generation: u32| StoreOp::Delete {
+        path: format!(
+            "jobs/{j}/checkpoints/{}/files/model.bin",
+            key(step, generation)
+        ),
+    };
+    let me = Caller::Node {
+        node: w.node,
+        jobs: &w.jobs,
+        checking: &[],
+        inputs: &w.inputs,
+    };
+    let refused = authorize(&delete(20, 1), &me).expect_err("the restore floor");
+    assert!(refused.contains("goes back to"), "{refused}");
+    for (step, generation) in [(10, 1), (20, 2), (40, 2), (60, 2)] {
+        assert_eq!(
+            authorize(&delete(step, generation), &me),
+            Ok(()),
+            "step {step} of generation {generation} is older than the interval and not the floor"
+        );
+    }
+    assert!(authorize(&delete(80, 2), &me).is_err(), "the interval's start");
+    // A check confirmed the assignment up to 60: the floor moves there,
+    // and the assignment's start may go.
+    w.jobs[0].1.restore_floor = Some(record(60, 2));
+    let me = Caller::Node {
+        node: w.node,
+        jobs: &w.jobs,
+        checking: &[],
+        inputs: &w.inputs,
+    };
+    assert_eq!(authorize(&delete(20, 1), &me), Ok(()));
+    assert!(authorize(&delete(60, 2), &me).is_err(), "the confirmed end");
 }
 
 #[test]

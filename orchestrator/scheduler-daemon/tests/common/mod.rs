@@ -70,6 +70,8 @@ impl JobBuilder {
             last_opened_interval: 0,
             checks_settled_at: 0,
             assignment_earned: 0,
+            restore_floor: None,
+            fatal_claim: None,
         })
     }
 

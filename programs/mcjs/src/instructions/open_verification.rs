@@ -175,6 +175,7 @@ impl OpenVerification<'_> {
             slashed: 0,
             rent_payer: accounts.scheduler.key(),
             bump: ctx.bumps.verification,
+            replacements: 0,
         });
         job.last_opened_interval = interval;
         job.open_verifications = job

@@ -173,6 +173,9 @@ impl ResolveVerification<'_> {
                 fees += a.pay_fee_from_segment(fee, Party::Referee)?;
                 let (to, earned_to) = (a.verification.to, a.verification.earned_to);
                 a.segment.confirm(to, earned_to);
+                let segment = &a.segment;
+                a.job
+                    .confirmed(segment.generation, segment.verified_to, segment.disproven);
             }
             // Another interval of a segment already proven wrong (its
             // start was the made-up checkpoint, say): the provider was

@@ -137,6 +137,8 @@ impl SubmitJob<'_> {
             last_opened_interval: 0,
             checks_settled_at: 0,
             assignment_earned: 0,
+            restore_floor: None,
+            fatal_claim: None,
         });
         job.invariant()?;
         emit_event(JobSubmitted {

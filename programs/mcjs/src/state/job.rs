@@ -88,6 +88,17 @@ pub struct Job {
     /// attestations accrued, fees and withheld intervals not taken off:
     /// where a check's interval ends in the assignment's pay.
     pub assignment_earned: u64,
+    /// Where a check proving the latest interval wrong would take the job
+    /// back to (`Segment::restore_point`): the start of the assignment that
+    /// attested it, or the end of that assignment's latest confirmed
+    /// interval. The store keeps this checkpoint whatever its age: neither
+    /// the agent's prune nor any node's delete may remove it.
+    pub restore_floor: Option<CheckpointRecord>,
+    /// The provider on whose node the job last stopped as unable to succeed
+    /// anywhere (`FailureCause::JobFatal`): that is one node's word, which
+    /// a provider could give to end any job unslashed, so the job fails on
+    /// it only when another provider's node says it too.
+    pub fatal_claim: Option<Pubkey>,
 }
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
@@ -147,7 +158,8 @@ pub enum FailureCause {
     /// assignment (otherwise like `JobError`), no slash.
     JobYielded,
     /// The job cannot succeed anywhere (exit 2, a spec that does not match
-    /// its hash): Failed at once, the bond refunded, no slash.
+    /// its hash), as a node says: no slash; Failed (the bond refunded) when
+    /// a second provider's node says so too, until then as `JobError`.
     JobFatal,
 }
 
@@ -440,6 +452,17 @@ impl Job {
         }
         self.checkpoint_chain =
             extend_chain(&self.checkpoint_chain, self.generation, epoch, step, &hash);
+        if self
+            .last_checkpoint
+            .is_none_or(|last| last.generation != self.generation)
+        {
+            // The assignment's first interval: until a check confirms one
+            // of its intervals, a lie in it sends the job back to here.
+            self.restore_floor = self.last_checkpoint;
+        }
+        // The job made progress since a node last called it fatal: a
+        // fatal stop from here on is a new claim, to be confirmed anew.
+        self.fatal_claim = None;
         self.prev_checkpoint = self.last_checkpoint;
         self.last_checkpoint = Some(CheckpointRecord {
             hash,
@@ -514,7 +537,10 @@ impl Job {
     /// budget says, since the provider pays for it with its stake and the
     /// job did nothing wrong. A yield after a checkpoint attested on this
     /// assignment is queued again without using the budget (one without
-    /// counts as an error); a fatal error fails the job at once.
+    /// counts as an error). A fatal error fails the job when a second
+    /// provider's node reports one too (`Job::fatal_claim`); the first
+    /// counts as an error, so that no provider ends a job on its word alone
+    /// and a job that is fatal everywhere still ends within its budget.
     pub fn fail(&mut self, cause: FailureCause, now: i64) -> Result<()> {
         match self.state {
             JobState::Assigned { .. } | JobState::Running { .. } => {
@@ -524,6 +550,12 @@ impl Job {
                 let progressed = self
                     .last_checkpoint
                     .is_some_and(|c| c.generation == self.generation);
+                let fatal = cause == FailureCause::JobFatal;
+                let confirmed_fatal =
+                    fatal && self.fatal_claim.is_some_and(|first| Some(first) != self.provider);
+                if fatal && !confirmed_fatal {
+                    self.fatal_claim = self.provider;
+                }
                 self.leave_node()?;
                 self.last_failure = Some(cause);
                 let out_of_restarts = self.restarts_used >= self.terms.restart_budget;
@@ -534,7 +566,7 @@ impl Job {
                     FailureCause::JobYielded if progressed => {
                         self.state = JobState::Recovering { since: now };
                     }
-                    FailureCause::JobFatal => {
+                    _ if confirmed_fatal => {
                         self.state = JobState::Failed { at: now };
                         self.finished_at = Some(now);
                     }
@@ -589,10 +621,25 @@ impl Job {
         }
         self.last_checkpoint = from;
         self.prev_checkpoint = None;
+        self.restore_floor = from;
         // `from` was attested long ago: no interval is open to a draw until
         // the next attestation.
         self.last_attest_slot = crate::state::NO_OPEN_INTERVAL;
         Ok(())
+    }
+
+    /// A check confirmed the assignment of `generation` up to `verified_to`
+    /// (its Segment's latest confirmed end). While the job's latest
+    /// interval is that assignment's, a lie found in it later goes back no
+    /// further than there, so the floor moves up to it. A confirmation of a
+    /// segment already proven wrong moves nothing.
+    pub fn confirmed(&mut self, generation: u32, verified_to: Option<CheckpointRecord>, disproven: bool) {
+        let latest_is_its = self
+            .last_checkpoint
+            .is_some_and(|last| last.generation == generation);
+        if latest_is_its && !disproven && verified_to.is_some() {
+            self.restore_floor = verified_to;
+        }
     }
 
     /// Assigned/Running → Paused.

@@ -18,6 +18,11 @@ pub const NO_OPEN_INTERVAL: u64 = u64::MAX;
 /// Parts per million: the unit of a job's verification sample rate.
 pub const PPM: u32 = 1_000_000;
 
+/// The most checkers one verification may have replaced for silence: each
+/// replacement starts the challenge window again, so this bounds how long
+/// a check can hold the segment's payment and the job's completion.
+pub const MAX_CHECKER_REPLACEMENTS: u8 = 2;
+
 /// One assignment's payment of a job that asked for verification. Created
 /// when the job is assigned; the payment is held in the job's vault until
 /// the Config's challenge window has passed with no verification open on
@@ -199,6 +204,8 @@ pub struct Verification {
     /// Receives this account's rent when it closes (the scheduler that opened it).
     pub rent_payer: Pubkey,
     pub bump: u8,
+    /// Checkers replaced for not sealing in time (`replace_checker`).
+    pub replacements: u8,
 }
 
 /// What a checker found when it re-executed the interval.
@@ -217,7 +224,7 @@ pub enum CheckAnswer {
 }
 
 /// Which checker is answering a verification.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, InitSpace)]
 pub enum Party {
     Verifier,
     Referee,
@@ -309,6 +316,59 @@ impl Verification {
         } else {
             None
         }
+    }
+
+    /// The sealed answer of `party`, if it sealed.
+    pub fn commitment(&self, party: Party) -> Option<[u8; 32]> {
+        match party {
+            Party::Verifier => self.verifier_commitment,
+            Party::Referee => self.referee_commitment,
+        }
+    }
+
+    /// Until when the named checkers have to seal before one that has not
+    /// may be replaced: half the challenge window after the opening (or the
+    /// latest replacement).
+    pub fn seal_deadline(&self, challenge_window_secs: u32) -> i64 {
+        self.opened_at
+            .saturating_add(i64::from(challenge_window_secs / 2))
+    }
+
+    /// Names `node` of `provider` (paid at `payout`) as `party` in place of
+    /// the checker that did not seal, and starts the window again. Returns
+    /// the replaced node.
+    pub fn replace(
+        &mut self,
+        party: Party,
+        node: Pubkey,
+        provider: Pubkey,
+        payout: Pubkey,
+        now: i64,
+    ) -> Result<Pubkey> {
+        require!(
+            self.state == VerificationState::Open && self.commitment(party).is_none(),
+            McjsError::CheckerNotReplaceable
+        );
+        let replaced = match party {
+            Party::Verifier => {
+                let old = self.verifier_node;
+                (self.verifier_node, self.verifier_provider, self.verifier_payout) =
+                    (node, provider, payout);
+                old
+            }
+            Party::Referee => {
+                let old = self.referee_node;
+                (self.referee_node, self.referee_provider, self.referee_payout) =
+                    (node, provider, payout);
+                old
+            }
+        };
+        self.replacements = self
+            .replacements
+            .checked_add(1)
+            .ok_or(McjsError::Overflow)?;
+        self.opened_at = now;
+        Ok(replaced)
     }
 
     /// Records a checker's sealed answer; both sealed opens the reveals.

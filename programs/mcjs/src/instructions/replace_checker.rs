@@ -1,0 +1,111 @@
+use anchor_lang::prelude::*;
+
+use crate::errors::McjsError;
+use crate::events::{emit_event, CheckerReplaced};
+use crate::state::{
+    seeds::*, Party, Config, Job, Node, NodeStatus, Provider, SchedulerLease, Segment,
+    Verification, VerificationState, MAX_CHECKER_REPLACEMENTS,
+};
+
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug)]
+pub struct ReplaceCheckerArgs {
+    /// The checker that has not sealed its answer.
+    pub role: Party,
+}
+
+#[derive(Accounts)]
+pub struct ReplaceChecker<'info> {
+    pub scheduler: Signer<'info>,
+    pub config: Box<Account<'info, Config>>,
+    pub lease: Box<Account<'info, SchedulerLease>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, verification.job.as_ref(), SEED_VERIFICATION, &verification.interval.to_le_bytes()],
+        bump = verification.bump,
+    )]
+    pub verification: Box<Account<'info, Verification>>,
+    #[account(address = verification.job @ McjsError::WrongSegment)]
+    pub job: Box<Account<'info, Job>>,
+    #[account(address = verification.segment @ McjsError::WrongSegment)]
+    pub segment: Box<Account<'info, Segment>>,
+    #[account(
+        constraint = node.provider == provider.key() @ McjsError::WrongProvider,
+    )]
+    pub node: Box<Account<'info, Node>>,
+    pub provider: Box<Account<'info, Provider>>,
+}
+
+impl ReplaceChecker<'_> {
+    fn validate(&self, now: i64, role: Party) -> Result<()> {
+        self.lease
+            .require_holder(&self.config, &self.scheduler.key())?;
+        let v = &self.verification;
+        let window = self.config.params.challenge_window_secs;
+        require!(
+            v.state == VerificationState::Open
+                && v.commitment(role).is_none()
+                && v.replacements < MAX_CHECKER_REPLACEMENTS
+                && now > v.seal_deadline(window)
+                && now <= v.opened_at.saturating_add(i64::from(window)),
+            McjsError::CheckerNotReplaceable
+        );
+        let new = self.provider.key();
+        let (replaced, other) = match role {
+            Party::Verifier => (v.verifier_provider, v.referee_provider),
+            Party::Referee => (v.referee_provider, v.verifier_provider),
+        };
+        require!(
+            new != v.provider && new != other && new != replaced,
+            McjsError::InvalidChecker
+        );
+        require!(
+            self.node.status != NodeStatus::Offline,
+            McjsError::InvalidChecker
+        );
+        self.provider
+            .require_min_stake(self.config.params.min_provider_stake)?;
+        self.job
+            .requirements
+            .check(&self.node.hardware)
+            .map_err(|_| error!(McjsError::InvalidChecker))?;
+        require!(
+            self.node.hardware.gpu_model == self.segment.gpu_model,
+            McjsError::CheckerHardwareClass
+        );
+        Ok(())
+    }
+
+    /// The scheduler names another checker in place of one that has not
+    /// sealed its answer by half the challenge window (busy with paid work,
+    /// offline, or silent on purpose): a silent checker would otherwise
+    /// leave the check Inconclusive, so that a liar went unslashed and an
+    /// honest provider unpaid for the interval. The new checker is of a
+    /// provider other than the attester's, the other checker's and the
+    /// replaced one's, and passes every test `open_verification` applies.
+    /// The other checker's seal stands; the window starts again, at most
+    /// `MAX_CHECKER_REPLACEMENTS` times.
+    #[access_control(ctx.accounts.validate(Clock::get()?.unix_timestamp, args.role))]
+    pub fn replace_checker(ctx: Context<Self>, args: ReplaceCheckerArgs) -> Result<()> {
+        let now = Clock::get()?.unix_timestamp;
+        let accounts = ctx.accounts;
+        let key = accounts.verification.key();
+        let (node, provider, payout) = (
+            accounts.node.key(),
+            accounts.provider.key(),
+            accounts.provider.payout,
+        );
+        let v = &mut accounts.verification;
+        let replaced = v.replace(args.role, node, provider, payout, now)?;
+        emit_event(CheckerReplaced {
+            job: v.job,
+            verification: key,
+            interval: v.interval,
+            role: args.role,
+            replaced_node: replaced,
+            node,
+            replacements: v.replacements,
+            at: now,
+        });
+        Ok(())
+    }
+}
