@@ -152,7 +152,14 @@ fn a_fatal_job_error_fails_the_job_only_when_a_second_provider_says_so() {
     let scheduler = env.scheduler.insecure_clone();
     let fatal = |env: &mut Env, on: &ProviderActor| {
         let logs = env
-            .report(&scheduler, &job, &owner.token, on, 0, FailureCause::JobFatal)
+            .report(
+                &scheduler,
+                &job,
+                &owner.token,
+                on,
+                0,
+                FailureCause::JobFatal,
+            )
             .unwrap();
         let r = &events::<FailureReported>(&logs)[0];
         (r.job_failed, r.slashed, r.refund, r.restarts_used)
@@ -205,8 +212,15 @@ fn progress_after_a_fatal_claim_answers_it_and_the_budget_still_bounds_the_claim
     let b = env.provider_with_nodes(200 * USDC, &[a100_80gb()], PRICE);
     let job = running_with_a_checkpoint(&mut env, &owner, &a, 1);
     let scheduler = env.scheduler.insecure_clone();
-    env.report(&scheduler, &job, &owner.token, &a, 0, FailureCause::JobFatal)
-        .unwrap();
+    env.report(
+        &scheduler,
+        &job,
+        &owner.token,
+        &a,
+        0,
+        FailureCause::JobFatal,
+    )
+    .unwrap();
     assert_eq!(env.job(&job).fatal_claim, Some(a.pda));
     env.assign(&job, &b, 0).unwrap();
     env.start(&job, &b, 0).unwrap();
@@ -216,7 +230,14 @@ fn progress_after_a_fatal_claim_answers_it_and_the_budget_still_bounds_the_claim
     assert_eq!(env.job(&job).fatal_claim, None, "the job went on past it");
     // B now says fatal: a first word again, but the budget (1) is spent.
     let logs = env
-        .report(&scheduler, &job, &owner.token, &b, 0, FailureCause::JobFatal)
+        .report(
+            &scheduler,
+            &job,
+            &owner.token,
+            &b,
+            0,
+            FailureCause::JobFatal,
+        )
         .unwrap();
     let reported = &events::<FailureReported>(&logs)[0];
     assert!(reported.job_failed, "out of restarts");

@@ -22,9 +22,12 @@
 //!   owner closes the job (its vault to the owner), every provider
 //!   withdraws its whole stake.
 //!
-//! Checkers answer honestly here: a silent checker withholds the checked
-//! interval's pay (`Inconclusive`), the documented price of a check that
-//! nobody answered (docs/verification.md), which `properties.rs` plays.
+//! A provider may also stay silent whenever it is named to check another's
+//! interval. The scheduler then replaces it, past half the window, with one
+//! of two reserve providers that only ever check (`replace_checker`), so
+//! that an honest provider is still paid and a liar still caught; the
+//! other checkers answer honestly. Checkers that answer wrongly are played
+//! by `properties.rs`.
 //!
 //! `PROPTEST_CASES` sets the number of sequences (default 1000).
 
@@ -56,6 +59,8 @@ enum Play {
     /// Attests honestly, asks for its whole stake back once it holds the
     /// job, and tries to withdraw at every turn.
     EarlyWithdrawer,
+    /// Attests honestly, and never answers a check it is named to.
+    SilentChecker,
 }
 
 impl Play {
@@ -103,6 +108,7 @@ fn play() -> impl Strategy<Value = Play> {
         1 => Just(Play::Closer),
         1 => Just(Play::Renamer),
         1 => Just(Play::EarlyWithdrawer),
+        1 => Just(Play::SilentChecker),
     ]
 }
 
@@ -152,6 +158,9 @@ struct Template {
     owner: Wallet,
     stranger: Wallet,
     providers: Vec<ProviderActor>,
+    /// Providers that never take the job: they check in place of a silent
+    /// checker.
+    reserves: Vec<ProviderActor>,
 }
 
 impl Template {
@@ -162,11 +171,15 @@ impl Template {
         let providers = (0..3)
             .map(|_| env.provider_with_nodes(STAKE, &[a100_80gb()], 2 * USDC))
             .collect();
+        let reserves = (0..2)
+            .map(|_| env.provider_with_nodes(STAKE, &[a100_80gb()], 2 * USDC))
+            .collect();
         Self {
             env,
             owner,
             stranger,
             providers,
+            reserves,
         }
     }
 }
@@ -176,6 +189,9 @@ struct World {
     owner: Wallet,
     stranger: Wallet,
     providers: Vec<ProviderActor>,
+    reserves: Vec<ProviderActor>,
+    /// Checkers replaced for silence.
+    replaced: u32,
     plays: [Play; 3],
     owner_play: OwnerPlay,
     job: Pubkey,
@@ -209,6 +225,8 @@ impl World {
             owner,
             stranger: template.stranger.fork(),
             providers: template.providers.iter().map(ProviderActor::fork).collect(),
+            reserves: template.reserves.iter().map(ProviderActor::fork).collect(),
+            replaced: 0,
             plays: case.plays,
             owner_play: case.owner,
             job,
@@ -400,23 +418,68 @@ impl World {
             hash: truth,
             possession: possession_of(&v0.possession_key, &truth),
         };
-        for reveal in [false, true] {
-            for c in [v, r] {
-                let checker = self.providers[c].fork();
-                let operator = checker.operator(0).insecure_clone();
-                let salt = checker.nodes[0].to_bytes();
-                let step = if reveal {
-                    CheckerStep::Reveal { answer, salt }
-                } else {
-                    CheckerStep::Seal {
-                        commitment: check_commitment(&key, &checker.nodes[0], &answer, &salt),
-                    }
-                };
-                let ix = ix::attest_verification(&operator.pubkey(), &checker.nodes[0], &key, step);
-                self.env
-                    .send(&[ix], &[&operator])
-                    .expect("an honest checker answers");
+        // Each named checker: a provider (silent if it plays so), or a
+        // reserve once it replaced a silent one.
+        let mut named: Vec<(Party, Option<ProviderActor>)> =
+            [(Party::Verifier, v), (Party::Referee, r)]
+                .into_iter()
+                .map(|(role, c)| {
+                    let silent = self.plays[c] == Play::SilentChecker;
+                    (role, (!silent).then(|| self.providers[c].fork()))
+                })
+                .collect();
+        let seal = |env: &mut Env, checker: &ProviderActor| {
+            let operator = checker.operator(0).insecure_clone();
+            let salt = checker.nodes[0].to_bytes();
+            let step = CheckerStep::Seal {
+                commitment: check_commitment(&key, &checker.nodes[0], &answer, &salt),
+            };
+            let ix = ix::attest_verification(&operator.pubkey(), &checker.nodes[0], &key, step);
+            env.send(&[ix], &[&operator])
+                .expect("an honest checker seals");
+        };
+        for (_, checker) in &named {
+            if let Some(checker) = checker {
+                seal(&mut self.env, checker);
             }
+        }
+        // Past half the window, the scheduler replaces each silent one with
+        // a reserve, which answers.
+        let window = i64::from(default_params().challenge_window_secs);
+        let mut reserves = self.reserves.iter().map(ProviderActor::fork);
+        for (role, checker) in named.iter_mut().filter(|(_, c)| c.is_none()) {
+            let reserve = reserves.next().expect("a reserve for each silent checker");
+            let opened_at = verification(&self.env).opened_at;
+            self.env.set_time(opened_at + window / 2 + 1);
+            let _ = self
+                .env
+                .send(&[ix::hold_lease(&scheduler.pubkey())], &[&scheduler]);
+            let segment = verification(&self.env).segment;
+            let replace = ix::replace_checker(
+                &scheduler.pubkey(),
+                &key,
+                &self.job,
+                &segment,
+                *role,
+                &reserve.nodes[0],
+                &reserve.pda,
+            );
+            self.env
+                .send(&[replace], &[&scheduler])
+                .expect("a checker silent past half the window is replaced");
+            self.replaced += 1;
+            seal(&mut self.env, &reserve);
+            *checker = Some(reserve);
+        }
+        for (_, checker) in &named {
+            let checker = checker.as_ref().expect("every seat answered");
+            let operator = checker.operator(0).insecure_clone();
+            let salt = checker.nodes[0].to_bytes();
+            let step = CheckerStep::Reveal { answer, salt };
+            let ix = ix::attest_verification(&operator.pubkey(), &checker.nodes[0], &key, step);
+            self.env
+                .send(&[ix], &[&operator])
+                .expect("an honest checker reveals");
         }
         let v1 = verification(&self.env);
         let VerificationState::Decided { outcome } = v1.state else {
@@ -779,6 +842,7 @@ struct Reached {
     liar_slashed: AtomicU32,
     staller_slashed: AtomicU32,
     closed_payout: AtomicU32,
+    checker_replaced: AtomicU32,
 }
 
 fn run_case(template: &Template, case: &Case, reached: &Reached) -> Result<(), TestCaseError> {
@@ -793,6 +857,9 @@ fn run_case(template: &Template, case: &Case, reached: &Reached) -> Result<(), T
     let count = |c: &AtomicU32| {
         c.fetch_add(1, Ordering::Relaxed);
     };
+    if world.replaced > 0 {
+        count(&reached.checker_replaced);
+    }
     match world.state().state {
         JobState::Completed { .. } => count(&reached.completed),
         JobState::Expired { .. } => count(&reached.expired),
@@ -829,6 +896,7 @@ fn participants_keeping_to_one_strategy_take_nothing_from_the_others() {
             ("a liar slashed", &reached.liar_slashed),
             ("a staller slashed", &reached.staller_slashed),
             ("a payout account closed", &reached.closed_payout),
+            ("a silent checker replaced", &reached.checker_replaced),
         ] {
             assert!(
                 count.load(Ordering::Relaxed) > 0,

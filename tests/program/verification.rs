@@ -988,7 +988,10 @@ fn the_job_names_where_a_lie_would_send_it_back_and_a_verdict_goes_there() {
     let logs = w.resolve(&v2, Some(w.a.pda), Some(current)).unwrap();
     let resolved = events::<VerificationResolved>(&logs);
     assert!(resolved[0].rolled_back);
-    assert_eq!(resolved[0].restore_point, floor, "the verdict went to the floor");
+    assert_eq!(
+        resolved[0].restore_point, floor,
+        "the verdict went to the floor"
+    );
     let job = w.env.job(&w.job);
     assert_eq!((job.last_checkpoint, job.restore_floor), (floor, floor));
 
@@ -1122,7 +1125,11 @@ fn a_checker_silent_past_half_the_window_is_replaced_and_the_lie_is_still_caught
     assert_eq!(replaced[0].node, d.nodes[0]);
     let state = w.verification(&v);
     assert_eq!(
-        (state.referee_node, state.referee_provider, state.referee_payout),
+        (
+            state.referee_node,
+            state.referee_provider,
+            state.referee_payout
+        ),
         (d.nodes[0], d.pda, d.payout)
     );
     assert_eq!((state.opened_at, state.replacements), (now, 1));
@@ -1151,8 +1158,15 @@ fn a_checker_silent_past_half_the_window_is_replaced_and_the_lie_is_still_caught
     let logs = w.resolve(&v, Some(w.a.pda), Some(current)).unwrap();
     let resolved = events::<VerificationResolved>(&logs);
     assert_eq!(resolved[0].slashed, default_params().slash_amount);
-    assert!(w.env.balance(&d.payout) > d_before, "the new referee is paid its fee");
-    assert_eq!(w.env.balance(&w.c.payout), c_before, "the silent one nothing");
+    assert!(
+        w.env.balance(&d.payout) > d_before,
+        "the new referee is paid its fee"
+    );
+    assert_eq!(
+        w.env.balance(&w.c.payout),
+        c_before,
+        "the silent one nothing"
+    );
     w.env.assert_invariants();
 }
 
@@ -1214,7 +1228,10 @@ fn a_check_replaces_at_most_twice_and_never_past_its_window() {
     w.env.assert_unchanged(&before);
     let state = w.verification(&v);
     assert_eq!(state.replacements, MAX_CHECKER_REPLACEMENTS);
-    assert_eq!((state.verifier_node, state.referee_node), (d.nodes[0], e.nodes[0]));
+    assert_eq!(
+        (state.verifier_node, state.referee_node),
+        (d.nodes[0], e.nodes[0])
+    );
     w.env.assert_invariants();
 }
 

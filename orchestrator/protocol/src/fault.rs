@@ -308,16 +308,8 @@ mod tests {
             (S::OutOfMemory, Some(Fault::Job(Retry)), Some(C::JobError)),
             (S::ImageMissing, Some(Fault::Job(Retry)), Some(C::JobError)),
             (S::SpecMissing, Some(Fault::Job(Fatal)), Some(C::JobFatal)),
-            (
-                S::SpecMismatch,
-                Some(Fault::Job(Fatal)),
-                Some(C::JobFatal),
-            ),
-            (
-                S::SpecUnusable,
-                Some(Fault::Job(Fatal)),
-                Some(C::JobFatal),
-            ),
+            (S::SpecMismatch, Some(Fault::Job(Fatal)), Some(C::JobFatal)),
+            (S::SpecUnusable, Some(Fault::Job(Fatal)), Some(C::JobFatal)),
             (S::OutputMissing, Some(Fault::Job(Retry)), Some(C::JobError)),
             (S::InputRejected, Some(Fault::Job(Retry)), Some(C::JobError)),
             (

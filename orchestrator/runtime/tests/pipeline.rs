@@ -154,7 +154,12 @@ async fn a_prune_keeps_the_restore_floor_however_old() {
     }
     let listed = f.pipeline.store.list("job-7").await.unwrap().checkpoints;
     let floor = listed.iter().find(|c| c.step == 10).unwrap().hash;
-    let removed = f.pipeline.store.prune("job-7", 40, Some(&floor)).await.unwrap();
+    let removed = f
+        .pipeline
+        .store
+        .prune("job-7", 40, Some(&floor))
+        .await
+        .unwrap();
     assert_eq!(removed.iter().map(|c| c.step).collect::<Vec<_>>(), [20, 30]);
     let remaining: Vec<u64> = f
         .pipeline
@@ -169,7 +174,12 @@ async fn a_prune_keeps_the_restore_floor_however_old() {
     assert_eq!(remaining, [10, 40, 50]);
     // Once the floor moves up (a check confirmed 40), the old one goes.
     let floor = listed.iter().find(|c| c.step == 40).unwrap().hash;
-    let removed = f.pipeline.store.prune("job-7", 50, Some(&floor)).await.unwrap();
+    let removed = f
+        .pipeline
+        .store
+        .prune("job-7", 50, Some(&floor))
+        .await
+        .unwrap();
     assert_eq!(removed.iter().map(|c| c.step).collect::<Vec<_>>(), [10]);
 }
 

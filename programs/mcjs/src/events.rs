@@ -6,8 +6,8 @@ use anchor_lang::prelude::*;
 use crate::instructions::CheckerStep;
 use crate::state::{
     ChallengeSizing, ChallengeStep, ChallengeVerdict, CheckpointRecord, ConfigParams,
-    ConfigSnapshot, FailureCause, GpuAttestation, HardwareProfile, NodeStatus, Party,
-    PauseReason, SlotDraw, VerificationOutcome, VerificationState,
+    ConfigSnapshot, FailureCause, GpuAttestation, HardwareProfile, NodeStatus, Party, PauseReason,
+    SlotDraw, VerificationOutcome, VerificationState,
 };
 
 #[event]

@@ -298,7 +298,10 @@ fn a_verified_jobs_restore_floor_cannot_be_deleted_however_old() {
             "step {step} of generation {generation} is older than the interval and not the floor"
         );
     }
-    assert!(authorize(&delete(80, 2), &me).is_err(), "the interval's start");
+    assert!(
+        authorize(&delete(80, 2), &me).is_err(),
+        "the interval's start"
+    );
     // A check confirmed the assignment up to 60: the floor moves there,
     // and the assignment's start may go.
     w.jobs[0].1.restore_floor = Some(record(60, 2));

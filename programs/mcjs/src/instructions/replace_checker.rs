@@ -3,7 +3,7 @@ use anchor_lang::prelude::*;
 use crate::errors::McjsError;
 use crate::events::{emit_event, CheckerReplaced};
 use crate::state::{
-    seeds::*, Party, Config, Job, Node, NodeStatus, Provider, SchedulerLease, Segment,
+    seeds::*, Config, Job, Node, NodeStatus, Party, Provider, SchedulerLease, Segment,
     Verification, VerificationState, MAX_CHECKER_REPLACEMENTS,
 };
 

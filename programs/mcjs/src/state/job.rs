@@ -551,8 +551,10 @@ impl Job {
                     .last_checkpoint
                     .is_some_and(|c| c.generation == self.generation);
                 let fatal = cause == FailureCause::JobFatal;
-                let confirmed_fatal =
-                    fatal && self.fatal_claim.is_some_and(|first| Some(first) != self.provider);
+                let confirmed_fatal = fatal
+                    && self
+                        .fatal_claim
+                        .is_some_and(|first| Some(first) != self.provider);
                 if fatal && !confirmed_fatal {
                     self.fatal_claim = self.provider;
                 }
@@ -633,7 +635,12 @@ impl Job {
     /// interval is that assignment's, a lie found in it later goes back no
     /// further than there, so the floor moves up to it. A confirmation of a
     /// segment already proven wrong moves nothing.
-    pub fn confirmed(&mut self, generation: u32, verified_to: Option<CheckpointRecord>, disproven: bool) {
+    pub fn confirmed(
+        &mut self,
+        generation: u32,
+        verified_to: Option<CheckpointRecord>,
+        disproven: bool,
+    ) {
         let latest_is_its = self
             .last_checkpoint
             .is_some_and(|last| last.generation == generation);

@@ -224,7 +224,9 @@ pub enum CheckAnswer {
 }
 
 /// Which checker is answering a verification.
-#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, InitSpace)]
+#[derive(
+    AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, InitSpace,
+)]
 pub enum Party {
     Verifier,
     Referee,
@@ -352,14 +354,20 @@ impl Verification {
         let replaced = match party {
             Party::Verifier => {
                 let old = self.verifier_node;
-                (self.verifier_node, self.verifier_provider, self.verifier_payout) =
-                    (node, provider, payout);
+                (
+                    self.verifier_node,
+                    self.verifier_provider,
+                    self.verifier_payout,
+                ) = (node, provider, payout);
                 old
             }
             Party::Referee => {
                 let old = self.referee_node;
-                (self.referee_node, self.referee_provider, self.referee_payout) =
-                    (node, provider, payout);
+                (
+                    self.referee_node,
+                    self.referee_provider,
+                    self.referee_payout,
+                ) = (node, provider, payout);
                 old
             }
         };
