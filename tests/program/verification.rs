@@ -5,7 +5,7 @@ use mcjs::errors::McjsError;
 use mcjs::events::*;
 use mcjs::instructions::CheckerStep;
 use mcjs::state::*;
-use mcjs_client::{Pubkey, decode, ix, pda};
+use mcjs_client::{Instruction, Pubkey, decode, ix, pda};
 use solana_signer::Signer;
 
 use crate::harness::*;
@@ -258,6 +258,21 @@ impl World {
         );
         let kp = self.owner.kp.insecure_clone();
         self.env.send(&[ix], &[&kp])
+    }
+
+    /// The scheduler's `replace_checker`: `by`'s node 0 as `role` of
+    /// `verification`, in place of a checker that has not sealed.
+    fn replacement(&self, verification: &Pubkey, role: Party, by: &ProviderActor) -> Instruction {
+        let v = self.verification(verification);
+        ix::replace_checker(
+            &self.env.scheduler.pubkey(),
+            verification,
+            &self.job,
+            &v.segment,
+            role,
+            &by.nodes[0],
+            &by.pda,
+        )
     }
 
     fn release(&mut self, generation: u32) -> Outcome {
@@ -1075,39 +1090,27 @@ fn a_checker_silent_past_half_the_window_is_replaced_and_the_lie_is_still_caught
     w.seal(&b, &v, real).expect("the verifier seals");
     // C, the referee, stays silent.
     let window = i64::from(default_params().challenge_window_secs);
-    let segment = pda::segment(&w.job, 1);
     let scheduler = w.env.scheduler.insecure_clone();
-    let replace = |role: Party, by: &ProviderActor| {
-        ix::replace_checker(
-            &scheduler.pubkey(),
-            &v,
-            &w.job,
-            &segment,
-            role,
-            &by.nodes[0],
-            &by.pda,
-        )
-    };
     let before = w.env.snapshot();
     let opened_at = w.verification(&v).opened_at;
     w.env.set_time(opened_at + window / 2);
-    let too_early = replace(Party::Referee, &d);
+    let too_early = w.replacement(&v, Party::Referee, &d);
     expect_error(
         w.env.send(&[too_early], &[&scheduler]),
         McjsError::CheckerNotReplaceable,
     );
     w.env.set_time(opened_at + window / 2 + 1);
-    let sealed = replace(Party::Verifier, &d);
+    let sealed = w.replacement(&v, Party::Verifier, &d);
     expect_error(
         w.env.send(&[sealed], &[&scheduler]),
         McjsError::CheckerNotReplaceable,
     );
     for involved in [&w.a, &w.b, &w.c] {
-        let ix = replace(Party::Referee, involved);
+        let ix = w.replacement(&v, Party::Referee, involved);
         expect_error(w.env.send(&[ix], &[&scheduler]), McjsError::InvalidChecker);
     }
     let stranger = w.env.wallet(0).kp;
-    let mut by_stranger = replace(Party::Referee, &d);
+    let mut by_stranger = w.replacement(&v, Party::Referee, &d);
     by_stranger.accounts[0].pubkey = stranger.pubkey();
     expect_error(
         w.env.send(&[by_stranger], &[&stranger]),
@@ -1118,7 +1121,7 @@ fn a_checker_silent_past_half_the_window_is_replaced_and_the_lie_is_still_caught
     let now = w.env.now();
     let logs = w
         .env
-        .send(&[replace(Party::Referee, &d)], &[&scheduler])
+        .send(&[w.replacement(&v, Party::Referee, &d)], &[&scheduler])
         .expect("the silent referee is replaced");
     let replaced = events::<CheckerReplaced>(&logs);
     assert_eq!(replaced[0].replaced_node, w.c.nodes[0]);
@@ -1185,44 +1188,34 @@ fn a_check_replaces_at_most_twice_and_never_past_its_window() {
     w.attest(100);
     let v = w.open();
     let window = i64::from(default_params().challenge_window_secs);
-    let segment = pda::segment(&w.job, 1);
     let scheduler = w.env.scheduler.insecure_clone();
-    let replace = |role: Party, by: &ProviderActor| {
-        ix::replace_checker(
-            &scheduler.pubkey(),
-            &v,
-            &w.job,
-            &segment,
-            role,
-            &by.nodes[0],
-            &by.pda,
-        )
-    };
     // Past the window: too late, the check ends on what it has.
     let opened_at = w.verification(&v).opened_at;
     w.env.set_time(opened_at + window + 1);
     let before = w.env.snapshot();
     expect_error(
-        w.env.send(&[replace(Party::Verifier, &d)], &[&scheduler]),
+        w.env
+            .send(&[w.replacement(&v, Party::Verifier, &d)], &[&scheduler]),
         McjsError::CheckerNotReplaceable,
     );
     w.env.assert_unchanged(&before);
     // Within it, both silent checkers are replaced, one after the other.
     w.env.set_time(opened_at + window / 2 + 1);
     w.env
-        .send(&[replace(Party::Verifier, &d)], &[&scheduler])
+        .send(&[w.replacement(&v, Party::Verifier, &d)], &[&scheduler])
         .unwrap();
     let opened_at = w.verification(&v).opened_at;
     w.env.set_time(opened_at + window / 2 + 1);
     w.env
-        .send(&[replace(Party::Referee, &e)], &[&scheduler])
+        .send(&[w.replacement(&v, Party::Referee, &e)], &[&scheduler])
         .unwrap();
     let opened_at = w.verification(&v).opened_at;
     w.env.set_time(opened_at + window / 2 + 1);
     let before = w.env.snapshot();
     let c = w.c.fork();
     expect_error(
-        w.env.send(&[replace(Party::Verifier, &c)], &[&scheduler]),
+        w.env
+            .send(&[w.replacement(&v, Party::Verifier, &c)], &[&scheduler]),
         McjsError::CheckerNotReplaceable,
     );
     w.env.assert_unchanged(&before);

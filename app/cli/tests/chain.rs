@@ -995,19 +995,11 @@ fn an_owner_pauses_a_verified_job_and_its_pay_is_held_in_the_assignments_segment
     );
 }
 
-#[test]
-fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
-    let chain = chain();
-    let client = chain.client();
-    let dir = tempfile::tempdir().unwrap();
-    let (provider, provider_path) = fresh_wallet(chain, dir.path(), "provider", 300_000_000);
-    let (owner, owner_path) = fresh_wallet(chain, dir.path(), "owner", 100_000_000);
-    let (stranger, stranger_path) = fresh_wallet(chain, dir.path(), "stranger", 0);
-    let scheduler = read_keypair(&chain.info.wallets.scheduler).unwrap();
-    let mint = chain.info.usdc_mint();
-    let (operator, node_key) = provider_with_node(chain, &provider_path);
+/// `examples/specs/training-a100.json` submitted on chain only, with a
+/// 20 USDC bond: the job's address, as text and as a key.
+fn submit_training_job(chain: &Chain, owner_path: &Path) -> (String, Pubkey) {
     let submitted = ok_json(chain.mcjs(
-        &owner_path,
+        owner_path,
         &[
             "--output",
             "json",
@@ -1020,38 +1012,139 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
         ],
     ));
     let job = submitted["job"].as_str().unwrap().to_string();
-    let job_key: Pubkey = job.parse().unwrap();
-    let provider_account = pda::provider(&provider.pubkey());
+    let job_key = job.parse().unwrap();
+    (job, job_key)
+}
 
-    let assign_and_start = || {
+/// What the scheduler and the node's agent do to start a queued job: the
+/// scheduler assigns it to `node`, the node's operator starts it. Returns
+/// the assignment's generation.
+fn assign_and_start(
+    chain: &Chain,
+    job: &Pubkey,
+    node: &Pubkey,
+    provider: &Pubkey,
+    operator: &Keypair,
+) -> u32 {
+    let client = chain.client();
+    let scheduler = read_keypair(&chain.info.wallets.scheduler).unwrap();
+    chain.block_on(async {
+        client
+            .send(
+                &[ix::assign_job(&scheduler.pubkey(), job, node, provider)],
+                &[&scheduler],
+            )
+            .await
+            .expect("assign");
+        let generation = client.job(job).await.unwrap().unwrap().generation;
+        client
+            .send(
+                &[ix::start_job(
+                    &operator.pubkey(),
+                    job,
+                    node,
+                    provider,
+                    generation,
+                )],
+                &[operator],
+            )
+            .await
+            .expect("start");
+        generation
+    })
+}
+
+/// A node that says the job cannot succeed anywhere (exit 2) is one
+/// provider's word: the job runs again, one restart used, and
+/// `mcjs job status` tells the owner what was said and what happens next.
+/// When another provider's node says it too, the job fails.
+#[test]
+fn a_job_one_node_calls_fatal_is_shown_so_and_fails_on_a_second_providers_word() {
+    let chain = chain();
+    let client = chain.client();
+    let dir = tempfile::tempdir().unwrap();
+    let first_dir = dir.path().join("first");
+    let second_dir = dir.path().join("second");
+    std::fs::create_dir_all(&first_dir).unwrap();
+    std::fs::create_dir_all(&second_dir).unwrap();
+    let (first, first_path) = fresh_wallet(chain, &first_dir, "provider", 300_000_000);
+    let (second, second_path) = fresh_wallet(chain, &second_dir, "provider", 300_000_000);
+    let (owner, owner_path) = fresh_wallet(chain, dir.path(), "owner", 100_000_000);
+    let scheduler = read_keypair(&chain.info.wallets.scheduler).unwrap();
+    let mint = chain.info.usdc_mint();
+    let deployment = chain.block_on(client.deployment()).unwrap();
+    let nodes = [
+        (&first, provider_with_node(chain, &first_path)),
+        (&second, provider_with_node(chain, &second_path)),
+    ];
+    let (job, job_key) = submit_training_job(chain, &owner_path);
+    let owner_token = ix::usdc_account(&owner.pubkey(), &mint);
+    let call_fatal = |provider: &Keypair, (operator, node): &(Keypair, Pubkey)| {
+        let provider_account = pda::provider(&provider.pubkey());
+        let generation = assign_and_start(chain, &job_key, node, &provider_account, operator);
         chain.block_on(async {
             client
                 .send(
-                    &[ix::assign_job(
+                    &[ix::report_failure(
                         &scheduler.pubkey(),
                         &job_key,
-                        &node_key,
+                        node,
                         &provider_account,
+                        &ix::usdc_account(&provider.pubkey(), &mint),
+                        &owner_token,
+                        &deployment,
+                        mcjs::instructions::ReportFailureArgs {
+                            generation,
+                            cause: mcjs::state::FailureCause::JobFatal,
+                        },
                     )],
                     &[&scheduler],
                 )
                 .await
-                .expect("assign");
-            let generation = client.job(&job_key).await.unwrap().unwrap().generation;
-            client
-                .send(
-                    &[ix::start_job(
-                        &operator.pubkey(),
-                        &job_key,
-                        &node_key,
-                        &provider_account,
-                        generation,
-                    )],
-                    &[&operator],
-                )
-                .await
-                .expect("start");
-        })
+                .expect("the scheduler reports the node's exit 2");
+        });
+    };
+
+    call_fatal(nodes[0].0, &nodes[0].1);
+    let status = ok_json(chain.mcjs(&owner_path, &["--output", "json", "job", "status", &job]));
+    assert_eq!(status["state"], "recovering", "{status}");
+    assert_eq!(status["restarts_used"], 1, "{status}");
+    assert_eq!(
+        status["fatal_claim"],
+        pda::provider(&first.pubkey()).to_string(),
+        "{status}"
+    );
+    let out = chain.mcjs(&owner_path, &["job", "status", &job]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("said the job cannot succeed anywhere")
+            && said.contains("fails if another provider's node says so too"),
+        "{said}"
+    );
+
+    call_fatal(nodes[1].0, &nodes[1].1);
+    let status = ok_json(chain.mcjs(&owner_path, &["--output", "json", "job", "status", &job]));
+    assert_eq!(status["state"], "failed", "{status}");
+    assert_eq!(status["restarts_used"], 1, "{status}");
+    assert_eq!(status["fatal_claim"], Value::Null, "{status}");
+}
+
+#[test]
+fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
+    let chain = chain();
+    let client = chain.client();
+    let dir = tempfile::tempdir().unwrap();
+    let (provider, provider_path) = fresh_wallet(chain, dir.path(), "provider", 300_000_000);
+    let (owner, owner_path) = fresh_wallet(chain, dir.path(), "owner", 100_000_000);
+    let (stranger, stranger_path) = fresh_wallet(chain, dir.path(), "stranger", 0);
+    let mint = chain.info.usdc_mint();
+    let (operator, node_key) = provider_with_node(chain, &provider_path);
+    let (job, job_key) = submit_training_job(chain, &owner_path);
+    let provider_account = pda::provider(&provider.pubkey());
+
+    let assign_and_start = || {
+        assign_and_start(chain, &job_key, &node_key, &provider_account, &operator);
     };
     assign_and_start();
 

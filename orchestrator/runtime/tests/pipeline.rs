@@ -100,19 +100,6 @@ async fn only_the_last_k_attested_checkpoints_are_kept() {
         write_checkpoint(&f.local, step, format!("payload {step}").as_bytes());
         f.pipeline.collect().await.unwrap();
     }
-    let steps = |f: &Fixture| {
-        let store = f.pipeline.store.clone();
-        async move {
-            store
-                .list("job-7")
-                .await
-                .unwrap()
-                .checkpoints
-                .iter()
-                .map(|c| c.step)
-                .collect::<Vec<u64>>()
-        }
-    };
     // Storing deletes nothing: the chain has not attested any of them yet.
     assert_eq!(steps(&f).await, [10, 20, 30, 40, 50]);
     // Step 40 attested: of 10..=40 the newest two stay, and 50, not yet
@@ -123,16 +110,7 @@ async fn only_the_last_k_attested_checkpoints_are_kept() {
     // A node that cannot attest (partitioned) never loses the attested one.
     let removed = f.pipeline.store.prune("job-7", 30, None).await.unwrap();
     assert!(removed.is_empty());
-    let remaining: Vec<u64> = f
-        .pipeline
-        .store
-        .list("job-7")
-        .await
-        .unwrap()
-        .checkpoints
-        .iter()
-        .map(|c| c.step)
-        .collect();
+    let remaining = steps(&f).await;
     assert_eq!(remaining, [30, 40, 50]);
     // Deleted ones leave no files behind.
     let files = walk(&f.store_root);
@@ -161,16 +139,7 @@ async fn a_prune_keeps_the_restore_floor_however_old() {
         .await
         .unwrap();
     assert_eq!(removed.iter().map(|c| c.step).collect::<Vec<_>>(), [20, 30]);
-    let remaining: Vec<u64> = f
-        .pipeline
-        .store
-        .list("job-7")
-        .await
-        .unwrap()
-        .checkpoints
-        .iter()
-        .map(|c| c.step)
-        .collect();
+    let remaining = steps(&f).await;
     assert_eq!(remaining, [10, 40, 50]);
     // Once the floor moves up (a check confirmed 40), the old one goes.
     let floor = listed.iter().find(|c| c.step == 40).unwrap().hash;
@@ -181,6 +150,19 @@ async fn a_prune_keeps_the_restore_floor_however_old() {
         .await
         .unwrap();
     assert_eq!(removed.iter().map(|c| c.step).collect::<Vec<_>>(), [10]);
+}
+
+/// The steps of job-7's stored checkpoints, oldest first.
+async fn steps(f: &Fixture) -> Vec<u64> {
+    f.pipeline
+        .store
+        .list("job-7")
+        .await
+        .unwrap()
+        .checkpoints
+        .iter()
+        .map(|c| c.step)
+        .collect()
 }
 
 fn walk(root: &Path) -> Vec<String> {

@@ -44,6 +44,10 @@ pub struct JobView {
     pub secs_to_deadline: Option<i64>,
     pub restarts_used: u8,
     pub restart_budget: u8,
+    /// The provider whose node last said the job cannot succeed anywhere
+    /// (`JobFatal`, e.g. exit 2): the job fails if another provider's node
+    /// says it too, before the job attests more progress.
+    pub fatal_claim: Option<String>,
     pub output_hash: Option<String>,
     pub submitted_at: i64,
 }
@@ -123,6 +127,10 @@ impl JobView {
             secs_to_deadline: job.terms.deadline.map(|d| d - now),
             restarts_used: job.restarts_used,
             restart_budget: job.terms.restart_budget,
+            fatal_claim: job
+                .fatal_claim
+                .filter(|_| !job.state.is_terminal())
+                .map(|k| k.to_string()),
             output_hash: job.output_hash.map(hex::encode),
             submitted_at: job.submitted_at,
         }
@@ -233,6 +241,12 @@ impl fmt::Display for JobView {
             "  restarts     {} of {}",
             self.restarts_used, self.restart_budget
         )?;
+        if let Some(provider) = &self.fatal_claim {
+            write!(
+                f,
+                "\n  fatal?       provider {provider}'s node said the job cannot succeed anywhere (exit 2, or a spec it cannot run); it runs again elsewhere, and fails if another provider's node says so too before it makes progress"
+            )?;
+        }
         if let Some(out) = &self.output_hash {
             write!(f, "\n  output       {out}")?;
         }
