@@ -247,6 +247,17 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
                 slashed: 0,
                 refund: 0,
             }),
+            // A checker silent past half the window was replaced: the
+            // record names who checks now.
+            McjsEvent::CheckerReplaced(e) => {
+                if let Some(v) = verifications.iter_mut().find(|v| v.interval == e.interval) {
+                    let seat = match e.role {
+                        mcjs::state::Party::Verifier => &mut v.verifier_node,
+                        mcjs::state::Party::Referee => &mut v.referee_node,
+                    };
+                    *seat = e.node.to_string();
+                }
+            }
             McjsEvent::VerificationAttested(e) => {
                 // A sealed answer says nothing yet; a revealed one is a check.
                 let found = match e.answer {
@@ -501,6 +512,43 @@ mod tests {
             by: key(5),
             at: 0,
         })
+    }
+
+    /// The record of a check names the checkers that answered it: a
+    /// replaced one gives its seat to its replacement.
+    #[test]
+    fn a_replaced_checker_gives_its_seat_in_the_record() {
+        use mcjs::events::{CheckerReplaced, VerificationOpened};
+        let job = key(1);
+        let opened = McjsEvent::VerificationOpened(VerificationOpened {
+            job,
+            verification: key(6),
+            interval: 1,
+            provider: key(3),
+            from_step: None,
+            to_step: 10,
+            claimed_hash: [1; 32],
+            verifier_node: key(21),
+            referee_node: key(22),
+            draw_slot: 0,
+            at: 0,
+        });
+        let replaced = McjsEvent::CheckerReplaced(CheckerReplaced {
+            job,
+            verification: key(6),
+            interval: 1,
+            role: mcjs::state::Party::Referee,
+            replaced_node: key(22),
+            node: key(23),
+            replacements: 1,
+            at: 0,
+        });
+        let audit = audit_job(&job, None, &[entry(1, opened), entry(2, replaced)]);
+        let v = &audit.verifications[0];
+        assert_eq!(
+            (v.verifier_node.as_str(), v.referee_node.as_str()),
+            (key(21).to_string().as_str(), key(23).to_string().as_str())
+        );
     }
 
     #[test]
