@@ -275,6 +275,17 @@ impl World {
         )
     }
 
+    /// The job's assignment on A's node 0, when A (the loser, passed as
+    /// such) is proven wrong while the job runs there.
+    fn on_the_liar(&self) -> ix::CurrentAssignment {
+        ix::CurrentAssignment {
+            node: self.a.nodes[0],
+            provider: None,
+            provider_payout: self.a.payout,
+            segment: None,
+        }
+    }
+
     fn release(&mut self, generation: u32) -> Outcome {
         let segment = self.segment(generation).expect("segment");
         let ix = ix::release_segment(
@@ -530,12 +541,7 @@ fn renaming_the_attesters_gpu_does_not_change_who_may_check_it() {
     let honest = w.honest(&v, 100);
     w.answer(&v, Some(honest), Some(honest));
     let a = w.a.pda;
-    let current = ix::CurrentAssignment {
-        node: w.a.nodes[0],
-        provider: None,
-        provider_payout: w.a.payout,
-        segment: None,
-    };
+    let current = w.on_the_liar();
     w.resolve(&v, Some(a), Some(current)).expect("resolve");
     assert_eq!(w.env.job(&w.job).barred_provider, Some(a));
     w.env.assert_invariants();
@@ -860,12 +866,7 @@ fn a_provider_proven_wrong_is_slashed_refunds_only_unconfirmed_work_and_the_job_
         }
     );
 
-    let current = ix::CurrentAssignment {
-        node: w.a.nodes[0],
-        provider: None,
-        provider_payout: w.a.payout,
-        segment: None,
-    };
+    let current = w.on_the_liar();
     // The wrong loser, no assignment accounts, or the loser's account passed
     // twice (its second copy would undo the slash) is refused.
     let before = w.env.snapshot();
@@ -994,12 +995,7 @@ fn the_job_names_where_a_lie_would_send_it_back_and_a_verdict_goes_there() {
     let real = w.honest(&v2, 500);
     w.answer(&v2, Some(real), Some(real));
     let floor = w.env.job(&w.job).restore_floor;
-    let current = ix::CurrentAssignment {
-        node: w.a.nodes[0],
-        provider: None,
-        provider_payout: w.a.payout,
-        segment: None,
-    };
+    let current = w.on_the_liar();
     let logs = w.resolve(&v2, Some(w.a.pda), Some(current)).unwrap();
     let resolved = events::<VerificationResolved>(&logs);
     assert!(resolved[0].rolled_back);
@@ -1045,12 +1041,7 @@ fn a_wrong_interval_before_a_confirmed_one_refunds_the_whole_segment() {
     assert_eq!(w.segment(1).unwrap().verified_to.map(|c| c.step), Some(200));
     let real = w.honest(&v1, 100);
     w.answer(&v1, Some(real), Some(real));
-    let current = ix::CurrentAssignment {
-        node: w.a.nodes[0],
-        provider: None,
-        provider_payout: w.a.payout,
-        segment: None,
-    };
+    let current = w.on_the_liar();
     let owner_before = w.env.balance(&w.owner.token);
     let logs = w.resolve(&v1, Some(w.a.pda), Some(current)).unwrap();
     let resolved = events::<VerificationResolved>(&logs);
@@ -1151,12 +1142,7 @@ fn a_checker_silent_past_half_the_window_is_replaced_and_the_lie_is_still_caught
             outcome: VerificationOutcome::ProviderWrong
         }
     );
-    let current = ix::CurrentAssignment {
-        node: w.a.nodes[0],
-        provider: None,
-        provider_payout: w.a.payout,
-        segment: None,
-    };
+    let current = w.on_the_liar();
     let (d_before, c_before) = (w.env.balance(&d.payout), w.env.balance(&w.c.payout));
     let logs = w.resolve(&v, Some(w.a.pda), Some(current)).unwrap();
     let resolved = events::<VerificationResolved>(&logs);

@@ -80,6 +80,18 @@ struct World {
     inputs: Vec<SpecInput>,
 }
 
+impl World {
+    /// The world's node, checking nothing, as the gateway sees its request.
+    fn node_caller(&self) -> Caller<'_> {
+        Caller::Node {
+            node: self.node,
+            jobs: &self.jobs,
+            checking: &[],
+            inputs: &self.inputs,
+        }
+    }
+}
+
 fn world(state: JobState) -> World {
     let (owner, node, job_key) = (
         Pubkey::new_unique(),
@@ -220,12 +232,7 @@ fn a_verified_jobs_interval_start_cannot_be_deleted() {
             key(step, generation)
         ),
     };
-    let me = Caller::Node {
-        node: w.node,
-        jobs: &w.jobs,
-        checking: &[],
-        inputs: &w.inputs,
-    };
+    let me = w.node_caller();
     assert_eq!(
         authorize(&delete(30, 1), &me),
         Ok(()),
@@ -246,12 +253,7 @@ fn a_verified_jobs_interval_start_cannot_be_deleted() {
         "its own unattested upload"
     );
     w.jobs[0].1.open_verifications = 1;
-    let me = Caller::Node {
-        node: w.node,
-        jobs: &w.jobs,
-        checking: &[],
-        inputs: &w.inputs,
-    };
+    let me = w.node_caller();
     assert!(authorize(&delete(30, 1), &me).is_err(), "a check is open");
 }
 
@@ -283,12 +285,7 @@ fn a_verified_jobs_restore_floor_cannot_be_deleted_however_old() {
             key(step, generation)
         ),
     };
-    let me = Caller::Node {
-        node: w.node,
-        jobs: &w.jobs,
-        checking: &[],
-        inputs: &w.inputs,
-    };
+    let me = w.node_caller();
     let refused = authorize(&delete(20, 1), &me).expect_err("the restore floor");
     assert!(refused.contains("goes back to"), "{refused}");
     for (step, generation) in [(10, 1), (20, 2), (40, 2), (60, 2)] {
@@ -305,12 +302,7 @@ fn a_verified_jobs_restore_floor_cannot_be_deleted_however_old() {
     // A check confirmed the assignment up to 60: the floor moves there,
     // and the assignment's start may go.
     w.jobs[0].1.restore_floor = Some(record(60, 2));
-    let me = Caller::Node {
-        node: w.node,
-        jobs: &w.jobs,
-        checking: &[],
-        inputs: &w.inputs,
-    };
+    let me = w.node_caller();
     assert_eq!(authorize(&delete(20, 1), &me), Ok(()));
     assert!(authorize(&delete(60, 2), &me).is_err(), "the confirmed end");
 }
@@ -318,12 +310,7 @@ fn a_verified_jobs_restore_floor_cannot_be_deleted_however_old() {
 #[test]
 fn the_assigned_node_reads_the_job_and_writes_only_its_generation() {
     let w = world(JobState::Running { since: 0 });
-    let me = Caller::Node {
-        node: w.node,
-        jobs: &w.jobs,
-        checking: &[],
-        inputs: &w.inputs,
-    };
+    let me = w.node_caller();
     let j = w.job;
     let spec = format!("specs/{}.json", hex::encode([7u8; 32]));
     assert_eq!(authorize(&get(spec.clone()), &me), Ok(()));
@@ -429,12 +416,7 @@ fn any_other_node_and_a_node_whose_job_moved_on_are_refused() {
         JobState::Pending { since: 0 },
     ] {
         let w = world(state);
-        let me = Caller::Node {
-            node: w.node,
-            jobs: &w.jobs,
-            checking: &[],
-            inputs: &w.inputs,
-        };
+        let me = w.node_caller();
         assert!(
             authorize(
                 &put(format!("jobs/{}/checkpoints/{}/x", w.job, key(50, 2))),

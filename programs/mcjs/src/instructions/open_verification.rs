@@ -93,23 +93,7 @@ impl OpenVerification<'_> {
             (&self.verifier_node, &self.verifier_provider),
             (&self.referee_node, &self.referee_provider),
         ] {
-            require!(
-                node.status != NodeStatus::Offline,
-                McjsError::InvalidChecker
-            );
-            provider.require_min_stake(self.config.params.min_provider_stake)?;
-            job.requirements
-                .check(&node.hardware)
-                .map_err(|_| error!(McjsError::InvalidChecker))?;
-            // A verified job declares bitwise determinism, which holds only
-            // on the hardware class it ran on: the GPU model the attester's
-            // node had when it was assigned (the segment keeps it, so that
-            // renaming the node escapes no check; the job gets its declared
-            // GPU count on any node that fits).
-            require!(
-                node.hardware.gpu_model == self.segment.gpu_model,
-                McjsError::CheckerHardwareClass
-            );
+            require_fit_checker(node, provider, &self.config, job, &self.segment)?;
         }
         Ok(())
     }
@@ -202,4 +186,34 @@ impl OpenVerification<'_> {
         });
         Ok(())
     }
+}
+
+/// A checker's node and provider fit a segment's check: the node is not
+/// offline, the provider keeps the minimum stake, and the node could run
+/// the job and is of the segment's GPU model. A verified job declares
+/// bitwise determinism, which holds only on the hardware class it ran on:
+/// the GPU model the attester's node had when it was assigned (the segment
+/// keeps it, so that renaming the node escapes no check; the job gets its
+/// declared GPU count on any node that fits). `open_verification` asks it
+/// of both checkers, `replace_checker` of a replacement.
+pub fn require_fit_checker(
+    node: &Node,
+    provider: &Provider,
+    config: &Config,
+    job: &Job,
+    segment: &Segment,
+) -> Result<()> {
+    require!(
+        node.status != NodeStatus::Offline,
+        McjsError::InvalidChecker
+    );
+    provider.require_min_stake(config.params.min_provider_stake)?;
+    job.requirements
+        .check(&node.hardware)
+        .map_err(|_| error!(McjsError::InvalidChecker))?;
+    require!(
+        node.hardware.gpu_model == segment.gpu_model,
+        McjsError::CheckerHardwareClass
+    );
+    Ok(())
 }

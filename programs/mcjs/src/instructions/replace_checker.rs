@@ -2,9 +2,10 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, CheckerReplaced};
+use crate::instructions::require_fit_checker;
 use crate::state::{
-    seeds::*, Config, Job, Node, NodeStatus, Party, Provider, SchedulerLease, Segment,
-    Verification, VerificationState, MAX_CHECKER_REPLACEMENTS,
+    seeds::*, Config, Job, Node, Party, Provider, SchedulerLease, Segment, Verification,
+    VerificationState, MAX_CHECKER_REPLACEMENTS,
 };
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug)]
@@ -58,20 +59,13 @@ impl ReplaceChecker<'_> {
             new != v.provider && new != other && new != replaced,
             McjsError::InvalidChecker
         );
-        require!(
-            self.node.status != NodeStatus::Offline,
-            McjsError::InvalidChecker
-        );
-        self.provider
-            .require_min_stake(self.config.params.min_provider_stake)?;
-        self.job
-            .requirements
-            .check(&self.node.hardware)
-            .map_err(|_| error!(McjsError::InvalidChecker))?;
-        require!(
-            self.node.hardware.gpu_model == self.segment.gpu_model,
-            McjsError::CheckerHardwareClass
-        );
+        require_fit_checker(
+            &self.node,
+            &self.provider,
+            &self.config,
+            &self.job,
+            &self.segment,
+        )?;
         Ok(())
     }
 

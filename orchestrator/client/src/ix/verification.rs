@@ -1,0 +1,171 @@
+//! Verified progress's instructions (docs/verification.md): opening a
+//! check, replacing a silent checker, the checkers' answers, resolving the
+//! check and releasing held pay.
+
+use super::*;
+
+/// The checkers an open verification names: a verifier and a referee node
+/// (with their Provider accounts) of two providers other than the job's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checkers {
+    pub verifier_node: Pubkey,
+    pub verifier_provider: Pubkey,
+    pub referee_node: Pubkey,
+    pub referee_provider: Pubkey,
+}
+
+/// `segment_generation` is the generation that attested the job's latest
+/// checkpoint; `interval` the job's checkpoint count.
+pub fn open_verification(
+    scheduler: &Pubkey,
+    job: &Pubkey,
+    segment_generation: u32,
+    interval: u32,
+    checkers: &Checkers,
+) -> Instruction {
+    build(
+        acc::OpenVerification {
+            scheduler: *scheduler,
+            config: pda::config(),
+            lease: pda::lease(),
+            job: *job,
+            segment: pda::segment(job, segment_generation),
+            verification: pda::verification(job, interval),
+            verifier_node: checkers.verifier_node,
+            verifier_provider: checkers.verifier_provider,
+            referee_node: checkers.referee_node,
+            referee_provider: checkers.referee_provider,
+            slot_hashes: anchor_lang::compat::solana_sysvar::slot_hashes::ID,
+            system_program: SYSTEM_PROGRAM,
+        },
+        data::OpenVerification {},
+    )
+}
+
+/// The scheduler names `node` of `provider` as `role` of `verification` in
+/// place of a checker that has not sealed its answer by half the window.
+pub fn replace_checker(
+    scheduler: &Pubkey,
+    verification: &Pubkey,
+    job: &Pubkey,
+    segment: &Pubkey,
+    role: mcjs::state::Party,
+    node: &Pubkey,
+    provider: &Pubkey,
+) -> Instruction {
+    build(
+        acc::ReplaceChecker {
+            scheduler: *scheduler,
+            config: pda::config(),
+            lease: pda::lease(),
+            verification: *verification,
+            job: *job,
+            segment: *segment,
+            node: *node,
+            provider: *provider,
+        },
+        data::ReplaceChecker {
+            args: args::ReplaceCheckerArgs { role },
+        },
+    )
+}
+
+/// `authority` is the checking node's operator key; `step` seals its
+/// answer or reveals it.
+pub fn attest_verification(
+    authority: &Pubkey,
+    node: &Pubkey,
+    verification: &Pubkey,
+    step: args::CheckerStep,
+) -> Instruction {
+    build(
+        acc::AttestVerification {
+            authority: *authority,
+            config: pda::config(),
+            node: *node,
+            verification: *verification,
+        },
+        data::AttestVerification {
+            args: args::AttestVerificationArgs { step },
+        },
+    )
+}
+
+/// The job's current assignment, when resolving a proven-wrong interval
+/// must take the job off its node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CurrentAssignment {
+    pub node: Pubkey,
+    /// `None` when it is the loser's (passed as the loser).
+    pub provider: Option<Pubkey>,
+    pub provider_payout: Pubkey,
+    /// `None` when it is the verified segment or the payment is not held.
+    pub segment: Option<Pubkey>,
+}
+
+/// Resolves a decided verification. `loser` is the Provider account whose
+/// hash lost (none for a confirmation or an inconclusive one).
+#[allow(clippy::too_many_arguments)]
+pub fn resolve_verification(
+    resolver: &Pubkey,
+    job: &Pubkey,
+    verification: &mcjs::state::Verification,
+    owner_token: &Pubkey,
+    deployment: &Deployment,
+    loser: Option<Pubkey>,
+    current: Option<CurrentAssignment>,
+) -> Instruction {
+    build(
+        acc::ResolveVerification {
+            resolver: *resolver,
+            config: pda::config(),
+            job: *job,
+            verification: pda::verification(job, verification.interval),
+            rent_payer: verification.rent_payer,
+            segment: verification.segment,
+            job_vault: pda::vault(job),
+            usdc_mint: deployment.usdc_mint,
+            owner_token: *owner_token,
+            treasury: deployment.treasury,
+            insurance_pool: pda::insurance_pool(),
+            verifier_payout: verification.verifier_payout,
+            referee_payout: verification.referee_payout,
+            loser,
+            loser_stake_vault: loser.map(|l| pda::vault(&l)),
+            node: current.map(|c| c.node),
+            provider: current.and_then(|c| c.provider),
+            // A checker's payout account is passed once, as the checker's.
+            provider_payout: current.map(|c| c.provider_payout).filter(|p| {
+                *p != verification.verifier_payout && *p != verification.referee_payout
+            }),
+            current_segment: current.and_then(|c| c.segment),
+            token_program: TOKEN_PROGRAM,
+        },
+        data::ResolveVerification {},
+    )
+}
+
+/// Pays (or closes, once refunded) a held segment.
+pub fn release_segment(
+    payer: &Pubkey,
+    job: &Pubkey,
+    segment: &mcjs::state::Segment,
+    deployment: &Deployment,
+) -> Instruction {
+    build(
+        acc::ReleaseSegment {
+            payer: *payer,
+            config: pda::config(),
+            job: *job,
+            segment: pda::segment(job, segment.generation),
+            provider: segment.provider,
+            rent_payer: segment.rent_payer,
+            job_vault: pda::vault(job),
+            usdc_mint: deployment.usdc_mint,
+            provider_payout: segment.provider_payout,
+            treasury: deployment.treasury,
+            token_program: TOKEN_PROGRAM,
+        },
+        data::ReleaseSegment {},
+    )
+}
