@@ -26,8 +26,12 @@
 //! interval. The scheduler then replaces it, past half the window, with one
 //! of two reserve providers that only ever check (`replace_checker`), so
 //! that an honest provider is still paid and a liar still caught; the
-//! other checkers answer honestly. Checkers that answer wrongly are played
-//! by `properties.rs`.
+//! other checkers answer honestly. A provider may instead vouch for
+//! whatever it checks (the claimed hash, with bytes a liar would share):
+//! against an honest checker that is a dispute, and the scheduler sends it
+//! to a second round of two more reserves, honest (`open_second_round`),
+//! so that the liar is still caught and the honest provider still paid.
+//! Checkers that answer at random are played by `properties.rs`.
 //!
 //! `PROPTEST_CASES` sets the number of sequences (default 1000).
 
@@ -61,6 +65,10 @@ enum Play {
     EarlyWithdrawer,
     /// Attests honestly, and never answers a check it is named to.
     SilentChecker,
+    /// Attests honestly, and vouches for whatever it is named to check:
+    /// the claimed hash, with the digest of bytes a liar would share with
+    /// it (a checker in league with every liar).
+    VouchingChecker,
 }
 
 impl Play {
@@ -109,6 +117,7 @@ fn play() -> impl Strategy<Value = Play> {
         1 => Just(Play::Renamer),
         1 => Just(Play::EarlyWithdrawer),
         1 => Just(Play::SilentChecker),
+        1 => Just(Play::VouchingChecker),
     ]
 }
 
@@ -158,8 +167,8 @@ struct Template {
     owner: Wallet,
     stranger: Wallet,
     providers: Vec<ProviderActor>,
-    /// Providers that never take the job: they check in place of a silent
-    /// checker.
+    /// Providers that never take the job: the first two check in place of
+    /// a silent checker, the last two in second rounds.
     reserves: Vec<ProviderActor>,
 }
 
@@ -171,7 +180,7 @@ impl Template {
         let providers = (0..3)
             .map(|_| env.provider_with_nodes(STAKE, &[a100_80gb()], 2 * USDC))
             .collect();
-        let reserves = (0..2)
+        let reserves = (0..4)
             .map(|_| env.provider_with_nodes(STAKE, &[a100_80gb()], 2 * USDC))
             .collect();
         Self {
@@ -192,6 +201,8 @@ struct World {
     reserves: Vec<ProviderActor>,
     /// Checkers replaced for silence.
     replaced: u32,
+    /// Disputed checks sent to a second round.
+    second_rounds: u32,
     plays: [Play; 3],
     owner_play: OwnerPlay,
     job: Pubkey,
@@ -227,6 +238,7 @@ impl World {
             providers: template.providers.iter().map(ProviderActor::fork).collect(),
             reserves: template.reserves.iter().map(ProviderActor::fork).collect(),
             replaced: 0,
+            second_rounds: 0,
             plays: case.plays,
             owner_play: case.owner,
             job,
@@ -418,30 +430,43 @@ impl World {
             hash: truth,
             possession: possession_of(&v0.possession_key, &truth),
         };
-        // Each named checker: a provider (silent if it plays so), or a
-        // reserve once it replaced a silent one.
-        let mut named: Vec<(Party, Option<ProviderActor>)> =
+        let vouch = CheckAnswer::Reproduced {
+            hash: v0.to.hash,
+            possession: possession_of(&v0.possession_key, &[0xee; 32]),
+        };
+        // Each named checker and its answer: a provider (silent or vouching
+        // if it plays so), or a reserve once it replaced a silent one.
+        let mut named: Vec<(Party, Option<(ProviderActor, CheckAnswer)>)> =
             [(Party::Verifier, v), (Party::Referee, r)]
                 .into_iter()
                 .map(|(role, c)| {
-                    let silent = self.plays[c] == Play::SilentChecker;
-                    (role, (!silent).then(|| self.providers[c].fork()))
+                    let checker = self.providers[c].fork();
+                    let seat = match self.plays[c] {
+                        Play::SilentChecker => None,
+                        Play::VouchingChecker => Some((checker, vouch)),
+                        _ => Some((checker, answer)),
+                    };
+                    (role, seat)
                 })
                 .collect();
-        let seal = |env: &mut Env, checker: &ProviderActor| {
+        let seal = |env: &mut Env, checker: &ProviderActor, key: &Pubkey, answer: &CheckAnswer| {
             let operator = checker.operator(0).insecure_clone();
             let salt = checker.nodes[0].to_bytes();
             let step = CheckerStep::Seal {
-                commitment: check_commitment(&key, &checker.nodes[0], &answer, &salt),
+                commitment: check_commitment(key, &checker.nodes[0], answer, &salt),
             };
-            let ix = ix::attest_verification(&operator.pubkey(), &checker.nodes[0], &key, step);
-            env.send(&[ix], &[&operator])
-                .expect("an honest checker seals");
+            let ix = ix::attest_verification(&operator.pubkey(), &checker.nodes[0], key, step);
+            env.send(&[ix], &[&operator]).expect("a checker seals");
         };
-        for (_, checker) in &named {
-            if let Some(checker) = checker {
-                seal(&mut self.env, checker);
-            }
+        let reveal = |env: &mut Env, checker: &ProviderActor, key: &Pubkey, answer: CheckAnswer| {
+            let operator = checker.operator(0).insecure_clone();
+            let salt = checker.nodes[0].to_bytes();
+            let step = CheckerStep::Reveal { answer, salt };
+            let ix = ix::attest_verification(&operator.pubkey(), &checker.nodes[0], key, step);
+            env.send(&[ix], &[&operator]).expect("a checker reveals");
+        };
+        for (checker, answer) in named.iter().flat_map(|(_, seat)| seat) {
+            seal(&mut self.env, checker, &key, answer);
         }
         // Past half the window, the scheduler replaces each silent one with
         // a reserve, which answers.
@@ -468,18 +493,47 @@ impl World {
                 .send(&[replace], &[&scheduler])
                 .expect("a checker silent past half the window is replaced");
             self.replaced += 1;
-            seal(&mut self.env, &reserve);
-            *checker = Some(reserve);
+            seal(&mut self.env, &reserve, &key, &answer);
+            *checker = Some((reserve, answer));
         }
-        for (_, checker) in &named {
-            let checker = checker.as_ref().expect("every seat answered");
-            let operator = checker.operator(0).insecure_clone();
-            let salt = checker.nodes[0].to_bytes();
-            let step = CheckerStep::Reveal { answer, salt };
-            let ix = ix::attest_verification(&operator.pubkey(), &checker.nodes[0], &key, step);
+        for (_, seat) in &named {
+            let (checker, answer) = seat.as_ref().expect("every seat answered");
+            reveal(&mut self.env, checker, &key, *answer);
+        }
+        if verification(&self.env).state == VerificationState::Disputed {
+            // The checkers disagreed: the scheduler names the two other
+            // reserves, which answer honestly under the new key.
+            let _ = self
+                .env
+                .send(&[ix::hold_lease(&scheduler.pubkey())], &[&scheduler]);
+            let (d, e) = (self.reserves[2].fork(), self.reserves[3].fork());
+            let second = ix::open_second_round(
+                &scheduler.pubkey(),
+                &key,
+                &self.job,
+                &v0.segment,
+                &ix::Checkers {
+                    verifier_node: d.nodes[0],
+                    verifier_provider: d.pda,
+                    referee_node: e.nodes[0],
+                    referee_provider: e.pda,
+                },
+            );
             self.env
-                .send(&[ix], &[&operator])
-                .expect("an honest checker reveals");
+                .send(&[second], &[&scheduler])
+                .expect("a disputed check goes to a second round");
+            self.second_rounds += 1;
+            let new_key = verification(&self.env).possession_key;
+            let answer = CheckAnswer::Reproduced {
+                hash: truth,
+                possession: possession_of(&new_key, &truth),
+            };
+            for checker in [&d, &e] {
+                seal(&mut self.env, checker, &key, &answer);
+            }
+            for checker in [&d, &e] {
+                reveal(&mut self.env, checker, &key, answer);
+            }
         }
         let v1 = verification(&self.env);
         let VerificationState::Decided { outcome } = v1.state else {
@@ -843,6 +897,7 @@ struct Reached {
     staller_slashed: AtomicU32,
     closed_payout: AtomicU32,
     checker_replaced: AtomicU32,
+    second_round: AtomicU32,
 }
 
 fn run_case(template: &Template, case: &Case, reached: &Reached) -> Result<(), TestCaseError> {
@@ -859,6 +914,9 @@ fn run_case(template: &Template, case: &Case, reached: &Reached) -> Result<(), T
     };
     if world.replaced > 0 {
         count(&reached.checker_replaced);
+    }
+    if world.second_rounds > 0 {
+        count(&reached.second_round);
     }
     match world.state().state {
         JobState::Completed { .. } => count(&reached.completed),
@@ -897,6 +955,7 @@ fn participants_keeping_to_one_strategy_take_nothing_from_the_others() {
             ("a staller slashed", &reached.staller_slashed),
             ("a payout account closed", &reached.closed_payout),
             ("a silent checker replaced", &reached.checker_replaced),
+            ("a dispute settled by a second round", &reached.second_round),
         ] {
             assert!(
                 count.load(Ordering::Relaxed) > 0,

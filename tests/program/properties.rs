@@ -116,6 +116,11 @@ enum Action {
     OpenVerification {
         swap_checkers: bool,
     },
+    /// The scheduler sends the latest verification to a second round, of
+    /// the two checkers that do not sit in first rounds.
+    SecondRound {
+        swap_checkers: bool,
+    },
     CheckAnswer {
         /// Answer as the other checker than the first one with a step due.
         other: bool,
@@ -209,6 +214,8 @@ fn action() -> impl Strategy<Value = Action> {
             .prop_map(|(target, amount)| Action::SendStray { target, amount }),
         4 => prop::bool::weighted(0.2)
             .prop_map(|swap_checkers| Action::OpenVerification { swap_checkers }),
+        2 => prop::bool::weighted(0.2)
+            .prop_map(|swap_checkers| Action::SecondRound { swap_checkers }),
         14 => (
             prop::bool::weighted(0.1),
             prop_oneof![
@@ -287,8 +294,9 @@ struct World {
     owner: Wallet,
     stranger: Wallet,
     providers: [ProviderActor; 2],
-    /// Two more providers, only ever verifier and referee.
-    checkers: [ProviderActor; 2],
+    /// Four more providers, only ever verifier and referee: the first two
+    /// in first rounds, the last two in second rounds.
+    checkers: [ProviderActor; 4],
     job: Pubkey,
     last_epoch_step: (u32, u64),
     /// Verifications opened, oldest first.
@@ -308,7 +316,7 @@ struct Template {
     owner: Wallet,
     stranger: Wallet,
     providers: [ProviderActor; 2],
-    checkers: [ProviderActor; 2],
+    checkers: [ProviderActor; 4],
 }
 
 impl Template {
@@ -320,10 +328,7 @@ impl Template {
             env.provider_with_nodes(150 * USDC, &[a100_80gb(), a100_80gb()], 2 * USDC),
             env.provider_with_nodes(150 * USDC, &[a100_80gb(), a100_80gb()], USDC),
         ];
-        let checkers = [
-            env.provider_with_nodes(150 * USDC, &[a100_80gb()], USDC),
-            env.provider_with_nodes(150 * USDC, &[a100_80gb()], USDC),
-        ];
+        let checkers = [(); 4].map(|_| env.provider_with_nodes(150 * USDC, &[a100_80gb()], USDC));
         Self {
             env,
             owner,
@@ -340,7 +345,7 @@ impl World {
         let owner = template.owner.fork();
         let stranger = template.stranger.fork();
         let providers = [template.providers[0].fork(), template.providers[1].fork()];
-        let checkers = [template.checkers[0].fork(), template.checkers[1].fork()];
+        let checkers = template.checkers.each_ref().map(|c| c.fork());
         let mut args = job_args(1, s.bond);
         if s.verified {
             args.verification_ppm = PPM;
@@ -663,6 +668,27 @@ impl World {
                 }
                 outcome
             }
+            Action::SecondRound { swap_checkers } => {
+                let signer = self.signer(actor, Actor::Scheduler);
+                let Some(key) = self.verifications.last().copied() else {
+                    return Ok(vec![]);
+                };
+                let v = self.verification(&key);
+                let (a, b) = if *swap_checkers { (3, 2) } else { (2, 3) };
+                let checkers = ix::Checkers {
+                    verifier_node: self.checkers[a].nodes[0],
+                    verifier_provider: self.checkers[a].pda,
+                    referee_node: self.checkers[b].nodes[0],
+                    referee_provider: self.checkers[b].pda,
+                };
+                let ix = ix::open_second_round(&signer.pubkey(), &key, &job, &v.segment, &checkers);
+                let outcome = self.env.send(&[ix], &[&signer]);
+                if outcome.is_ok() {
+                    // The second round's checkers seal anew.
+                    self.sealed.retain(|(k, _), _| *k != key);
+                }
+                outcome
+            }
             Action::CheckAnswer {
                 other,
                 behaviour,
@@ -758,6 +784,7 @@ impl World {
                 // revealed: the resolver reads that as the program will.
                 let outcome = match v.state {
                     VerificationState::Decided { outcome } => Some(outcome),
+                    VerificationState::Disputed => Some(v.decide()),
                     state if state.is_pending() => Some(v.decide()),
                     _ => None,
                 };
@@ -1178,6 +1205,9 @@ fn random_sequences_reach_every_kind_of_state() {
                 (Action::OpenVerification { .. }, true) => {
                     seen.insert("verification opened".to_string());
                 }
+                (Action::SecondRound { .. }, true) => {
+                    seen.insert("second round opened".to_string());
+                }
                 (Action::CheckAnswer { .. }, true) => {
                     seen.insert("a check answered".to_string());
                 }
@@ -1218,6 +1248,7 @@ fn random_sequences_reach_every_kind_of_state() {
         "a foreign key refused",
         "verification opened",
         "a check answered",
+        "second round opened",
         "verification resolved",
         // Confirmed takes both checkers sealing and revealing the same
         // honest answer in turn, too rare at random in 800 sequences: the
@@ -1303,7 +1334,27 @@ fn spelled_out_verified_sequences_keep_every_invariant() {
         tail.clone(),
     ]
     .concat();
-    let copied = [head(true), both(Behaviour::Copies, Behaviour::Honest), tail].concat();
+    let copied = [head(true), both(Behaviour::Copies, Behaviour::Honest)].concat();
+    // The checkers disagree: without a second round in half a window, the
+    // first round's answers decide; with one, its two checkers do.
+    let half_window = i64::from(default_params().challenge_window_secs / 2);
+    let copied_alone = [
+        copied.clone(),
+        vec![natural(Action::Warp {
+            secs: half_window + 1,
+        })],
+        tail.clone(),
+    ]
+    .concat();
+    let copied_outvoted = [
+        copied,
+        vec![natural(Action::SecondRound {
+            swap_checkers: false,
+        })],
+        both(Behaviour::Honest, Behaviour::Honest),
+        tail,
+    ]
+    .concat();
     for (name, steps, outcome) in [
         ("confirmed", confirmed, VerificationOutcome::Confirmed),
         (
@@ -1312,9 +1363,14 @@ fn spelled_out_verified_sequences_keep_every_invariant() {
             VerificationOutcome::ProviderWrong,
         ),
         (
-            "a copying checker",
-            copied,
+            "a copying checker, no second round",
+            copied_alone,
             VerificationOutcome::Inconclusive,
+        ),
+        (
+            "a copying checker, outvoted by a second round",
+            copied_outvoted,
+            VerificationOutcome::ProviderWrong,
         ),
     ] {
         let s = Scenario {

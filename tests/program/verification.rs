@@ -275,6 +275,47 @@ impl World {
         )
     }
 
+    /// The scheduler's `open_second_round`: `verifier`'s and `referee`'s
+    /// node 0 check `verification` again.
+    fn second_round(
+        &self,
+        verification: &Pubkey,
+        verifier: &ProviderActor,
+        referee: &ProviderActor,
+    ) -> Instruction {
+        let v = self.verification(verification);
+        ix::open_second_round(
+            &self.env.scheduler.pubkey(),
+            verification,
+            &self.job,
+            &v.segment,
+            &ix::Checkers {
+                verifier_node: verifier.nodes[0],
+                verifier_provider: verifier.pda,
+                referee_node: referee.nodes[0],
+                referee_provider: referee.pda,
+            },
+        )
+    }
+
+    /// Each of `answers` seals, then each reveals (in order), where its
+    /// answer is given; `reveal: false` stops after the seals.
+    fn answer_as(
+        &mut self,
+        verification: &Pubkey,
+        answers: &[(&ProviderActor, CheckAnswer)],
+        reveal: bool,
+    ) {
+        for (who, answer) in answers {
+            self.seal(who, verification, *answer).expect("seal");
+        }
+        if reveal {
+            for (who, answer) in answers {
+                self.reveal(who, verification, *answer).expect("reveal");
+            }
+        }
+    }
+
     /// The job's assignment on A's node 0, when A (the loser, passed as
     /// such) is proven wrong while the job runs there.
     fn on_the_liar(&self) -> ix::CurrentAssignment {
@@ -738,6 +779,13 @@ fn a_checker_that_copies_the_claimed_hash_never_gets_a_made_up_checkpoint_paid()
                 Other::Silent => None,
             };
             w.answer(&v, Some(copied), referee);
+            if w.verification(&v).state == VerificationState::Disputed {
+                // No second round here (see
+                // `a_checker_vouching_for_a_liar_is_outvoted_by_a_second_round`):
+                // once its time has passed, the first round's answers decide.
+                w.env
+                    .warp(default_params().challenge_window_secs as i64 / 2 + 1);
+            }
             if matches!(other, Other::Silent) {
                 // Decided on what was revealed once its window has passed.
                 w.env
@@ -1214,6 +1262,284 @@ fn a_check_replaces_at_most_twice_and_never_past_its_window() {
     w.env.assert_invariants();
 }
 
+/// What a checker in league with a liar reveals: the claimed hash, with a
+/// real possession digest of the made-up bytes the liar shared with it.
+fn vouching(w: &World, verification: &Pubkey) -> CheckAnswer {
+    let v = w.verification(verification);
+    CheckAnswer::Reproduced {
+        hash: v.to.hash,
+        possession: possession(&v, b"the liar's made-up bytes"),
+    }
+}
+
+/// Two more providers with a node that fits the world's job (a second
+/// round's checkers).
+fn two_more(w: &mut World) -> (ProviderActor, ProviderActor) {
+    let d = w
+        .env
+        .provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
+    let e = w
+        .env
+        .provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
+    (d, e)
+}
+
+/// A checker in league with the liar vouches for its made-up checkpoint,
+/// bytes and all, against an honest one: two answers cannot tell who is
+/// right, so the check goes to a second round of two checkers of providers
+/// it has not involved, under a fresh key. They catch the lie: the liar is
+/// slashed and barred, the second round's checkers are paid, and the first
+/// round's nothing. The second round is the scheduler's alone, for fresh
+/// fitting providers, within half a window of the dispute.
+#[test]
+fn a_checker_vouching_for_a_liar_is_outvoted_by_a_second_round() {
+    let mut w = world(PPM);
+    let (d, e) = two_more(&mut w);
+    w.env.warp(2);
+    w.lie(100);
+    let v = w.open();
+    let (b, c) = (w.b.fork(), w.c.fork());
+    let (vouch, real) = (vouching(&w, &v), w.honest(&v, 100));
+    w.answer_as(&v, &[(&b, vouch), (&c, real)], true);
+    let disputed = w.verification(&v);
+    assert_eq!(disputed.state, VerificationState::Disputed);
+    assert_eq!(disputed.opened_at, w.env.now(), "its time counts from here");
+    assert_eq!(disputed.decide(), VerificationOutcome::Inconclusive);
+    expect_error(
+        w.resolve(&v, Some(w.a.pda), Some(w.on_the_liar())),
+        McjsError::VerificationUndecided,
+    );
+
+    let scheduler = w.env.scheduler.insecure_clone();
+    let before = w.env.snapshot();
+    for (verifier, referee) in [(&w.a, &d), (&d, &w.b), (&w.c, &e), (&d, &d)] {
+        let ix = w.second_round(&v, verifier, referee);
+        expect_error(w.env.send(&[ix], &[&scheduler]), McjsError::InvalidChecker);
+    }
+    let stranger = w.env.wallet(0).kp;
+    let mut by_stranger = w.second_round(&v, &d, &e);
+    by_stranger.accounts[0].pubkey = stranger.pubkey();
+    expect_error(
+        w.env.send(&[by_stranger], &[&stranger]),
+        McjsError::NotScheduler,
+    );
+    w.env.assert_unchanged(&before);
+
+    let logs = w
+        .env
+        .send(&[w.second_round(&v, &d, &e)], &[&scheduler])
+        .expect("the scheduler opens the second round");
+    let opened = events::<SecondRoundOpened>(&logs);
+    assert_eq!(opened.len(), 1);
+    assert_eq!(opened[0].first_round.verifier_answer, Some(vouch));
+    assert_eq!(opened[0].first_round.referee_answer, Some(real));
+    let round = w.verification(&v);
+    assert_eq!(round.state, VerificationState::Open);
+    assert_eq!(
+        (round.verifier_node, round.referee_node),
+        (d.nodes[0], e.nodes[0])
+    );
+    assert_eq!(
+        (round.verifier_payout, round.referee_payout),
+        (d.payout, e.payout)
+    );
+    assert_ne!(
+        round.possession_key, disputed.possession_key,
+        "no first-round digest can be replayed"
+    );
+    assert_eq!(round.first_round.unwrap().verifier_node, w.b.nodes[0]);
+    // The first round's checkers have no seat any more.
+    expect_error(w.seal(&b, &v, vouch), McjsError::NotVerifierTurn);
+
+    let real = w.honest(&v, 100);
+    w.answer_as(&v, &[(&d, real), (&e, real)], true);
+    assert_eq!(
+        w.verification(&v).state,
+        VerificationState::Decided {
+            outcome: VerificationOutcome::ProviderWrong
+        }
+    );
+    let payouts = [&w.b.payout, &w.c.payout, &d.payout, &e.payout].map(|p| w.env.balance(p));
+    let logs = w.resolve(&v, Some(w.a.pda), Some(w.on_the_liar())).unwrap();
+    let resolved = events::<VerificationResolved>(&logs);
+    assert_eq!(resolved[0].outcome, VerificationOutcome::ProviderWrong);
+    assert_eq!(resolved[0].slashed, default_params().slash_amount);
+    assert_eq!(
+        w.env.provider(&w.a.pda).slashed_total,
+        default_params().slash_amount
+    );
+    assert_eq!(w.env.job(&w.job).barred_provider, Some(w.a.pda));
+    let after = [&w.b.payout, &w.c.payout, &d.payout, &e.payout].map(|p| w.env.balance(p));
+    assert_eq!(after[0], payouts[0], "the vouching checker earns nothing");
+    assert_eq!(after[1], payouts[1], "nor does the first round's other");
+    assert!(
+        after[2] > payouts[2] && after[3] > payouts[3],
+        "the second round is paid"
+    );
+    assert_eq!(
+        after[2] - payouts[2] + after[3] - payouts[3],
+        resolved[0].fees
+    );
+    for p in [&w.b, &w.c, &d, &e] {
+        assert_eq!(w.env.provider(&p.pda).slashed_total, 0);
+    }
+    w.env.assert_invariants();
+}
+
+/// A checker that answers wrongly to withhold an honest provider's pay
+/// (Inconclusive leaves the interval unpaid) is outvoted the same way: the
+/// second round confirms, and the provider is paid the interval.
+#[test]
+fn a_checker_answering_wrongly_withholds_nothing_from_an_honest_provider() {
+    let mut w = world(PPM);
+    let (d, e) = two_more(&mut w);
+    w.env.warp(2);
+    w.attest(100);
+    let v = w.open();
+    let (b, c) = (w.b.fork(), w.c.fork());
+    let vv = w.verification(&v);
+    let wrong = CheckAnswer::Reproduced {
+        hash: [0x77; 32],
+        possession: possession(&vv, b"other bytes"),
+    };
+    let real = w.honest(&v, 100);
+    w.answer_as(&v, &[(&b, wrong), (&c, real)], true);
+    assert_eq!(w.verification(&v).state, VerificationState::Disputed);
+    let scheduler = w.env.scheduler.insecure_clone();
+    w.env.warp(10);
+    w.env
+        .send(&[w.second_round(&v, &e, &d)], &[&scheduler])
+        .unwrap();
+    let real = w.honest(&v, 100);
+    w.answer_as(&v, &[(&e, real), (&d, real)], true);
+    let logs = w.resolve(&v, None, None).unwrap();
+    let resolved = events::<VerificationResolved>(&logs);
+    assert_eq!(resolved[0].outcome, VerificationOutcome::Confirmed);
+    assert_eq!(resolved[0].refund, 0);
+    let job = w.env.job(&w.job);
+    assert_eq!(
+        job.accrued,
+        cost(INTERVAL) - resolved[0].fees,
+        "the interval stays owed to the provider (less the checkers' fees)"
+    );
+    assert_eq!(w.segment(1).unwrap().withheld, 0);
+    assert_eq!(w.segment(1).unwrap().verified_to, Some(vv.to));
+    w.env.assert_invariants();
+}
+
+/// A checker in league with the liar seals, waits for the honest one's
+/// reveal, and then keeps its own: one answer is a dispute too, once the
+/// window has passed, and the second round catches the lie.
+#[test]
+fn a_checker_silent_after_the_others_reveal_goes_to_a_second_round() {
+    let mut w = world(PPM);
+    let (d, e) = two_more(&mut w);
+    w.env.warp(2);
+    w.lie(100);
+    let v = w.open();
+    let (b, c) = (w.b.fork(), w.c.fork());
+    let (vouch, real) = (vouching(&w, &v), w.honest(&v, 100));
+    w.answer_as(&v, &[(&b, vouch), (&c, real)], false);
+    w.reveal(&c, &v, real).expect("the honest referee reveals");
+    let window = i64::from(default_params().challenge_window_secs);
+    let opened_at = w.verification(&v).opened_at;
+    let scheduler = w.env.scheduler.insecure_clone();
+    // While the verifier may still reveal, there is no dispute yet.
+    w.env.set_time(opened_at + window);
+    expect_error(
+        w.env.send(&[w.second_round(&v, &d, &e)], &[&scheduler]),
+        McjsError::SecondRoundNotOpen,
+    );
+    // Past the window, nobody may resolve it before its second round had
+    // its chance.
+    w.env.set_time(opened_at + window + 1);
+    expect_error(
+        w.resolve(&v, Some(w.a.pda), Some(w.on_the_liar())),
+        McjsError::VerificationUndecided,
+    );
+    w.env
+        .send(&[w.second_round(&v, &d, &e)], &[&scheduler])
+        .expect("the second round opens");
+    let real = w.honest(&v, 100);
+    w.answer_as(&v, &[(&d, real), (&e, real)], true);
+    let logs = w.resolve(&v, Some(w.a.pda), Some(w.on_the_liar())).unwrap();
+    let resolved = events::<VerificationResolved>(&logs);
+    assert_eq!(resolved[0].outcome, VerificationOutcome::ProviderWrong);
+    assert_eq!(resolved[0].slashed, default_params().slash_amount);
+    w.env.assert_invariants();
+}
+
+/// A dispute waits for its second round half a window, no longer: then it
+/// resolves on what the first round revealed (Inconclusive). A second
+/// round that disagrees too decides at once, and there is no third.
+#[test]
+fn a_dispute_waits_half_a_window_for_its_second_round_and_never_goes_to_a_third() {
+    let mut w = world(PPM);
+    let (d, e) = two_more(&mut w);
+    w.env.warp(2);
+    w.lie(100);
+    let v = w.open();
+    let (b, c) = (w.b.fork(), w.c.fork());
+    let (vouch, real) = (vouching(&w, &v), w.honest(&v, 100));
+    w.answer_as(&v, &[(&b, vouch), (&c, real)], true);
+    let window = i64::from(default_params().challenge_window_secs);
+    let disputed_at = w.verification(&v).opened_at;
+    let scheduler = w.env.scheduler.insecure_clone();
+    w.env.set_time(disputed_at + window / 2);
+    expect_error(w.resolve(&v, None, None), McjsError::VerificationUndecided);
+    w.env.set_time(disputed_at + window / 2 + 1);
+    let before = w.env.snapshot();
+    expect_error(
+        w.env.send(&[w.second_round(&v, &d, &e)], &[&scheduler]),
+        McjsError::SecondRoundNotOpen,
+    );
+    w.env.assert_unchanged(&before);
+    let logs = w.resolve(&v, None, None).unwrap();
+    let resolved = events::<VerificationResolved>(&logs);
+    assert_eq!(resolved[0].outcome, VerificationOutcome::Inconclusive);
+    assert_eq!(resolved[0].slashed, 0);
+    w.env.assert_invariants();
+
+    // The next interval's check: its second round splits again.
+    let mut w = world(PPM);
+    let (d, e) = two_more(&mut w);
+    w.env.warp(2);
+    w.lie(100);
+    let v = w.open();
+    let (b, c) = (w.b.fork(), w.c.fork());
+    let (vouch, real) = (vouching(&w, &v), w.honest(&v, 100));
+    w.answer_as(&v, &[(&b, vouch), (&c, real)], true);
+    let scheduler = w.env.scheduler.insecure_clone();
+    w.env
+        .send(&[w.second_round(&v, &d, &e)], &[&scheduler])
+        .unwrap();
+    let (vouch, real) = (vouching(&w, &v), w.honest(&v, 100));
+    w.answer_as(&v, &[(&d, real), (&e, vouch)], true);
+    assert_eq!(
+        w.verification(&v).state,
+        VerificationState::Decided {
+            outcome: VerificationOutcome::Inconclusive
+        },
+        "decided by the second round alone"
+    );
+    let f = w
+        .env
+        .provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
+    let g = w
+        .env
+        .provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
+    expect_error(
+        w.env.send(&[w.second_round(&v, &f, &g)], &[&scheduler]),
+        McjsError::SecondRoundNotOpen,
+    );
+    let logs = w.resolve(&v, None, None).unwrap();
+    assert_eq!(
+        events::<VerificationResolved>(&logs)[0].outcome,
+        VerificationOutcome::Inconclusive
+    );
+    w.env.assert_invariants();
+}
+
 /// A provider whose made-up interval was drawn leaves the job and asks for
 /// its whole stake, hoping to take it out before the check slashes it:
 /// the stake stays until every verified payment to it is released, so the
@@ -1356,6 +1682,10 @@ fn three_different_checkpoints_slash_nobody_and_leave_the_interval_unpaid() {
         possession: possession(&vv, &[tag, b"bytes"].concat()),
     };
     w.answer(&v, Some(run(b"one")), Some(run(b"two")));
+    // A second round would find two more checkpoints; none is opened here.
+    assert_eq!(w.verification(&v).state, VerificationState::Disputed);
+    w.env
+        .warp(default_params().challenge_window_secs as i64 / 2 + 1);
     let logs = w.resolve(&v, None, None).unwrap();
     let resolved = events::<VerificationResolved>(&logs);
     assert_eq!(resolved[0].outcome, VerificationOutcome::Nondeterministic);

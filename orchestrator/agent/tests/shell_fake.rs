@@ -402,6 +402,7 @@ fn due_check(node: Pubkey, spec_hash: [u8; 32]) -> Check {
             rent_payer: Pubkey::new_unique(),
             bump: 0,
             replacements: 0,
+            first_round: None,
         },
         role: Party::Verifier,
         job: job_account(other, spec_hash),

@@ -188,8 +188,10 @@ pub struct VerificationRecord {
     pub verifier_node: String,
     pub referee_node: String,
     /// Each checker's revealed answer: node and hash (or
-    /// [`START_UNAVAILABLE`]).
+    /// [`START_UNAVAILABLE`]), both rounds' where there were two.
     pub checks: Vec<(String, String)>,
+    /// The first round's checkers disagreed and two more decided.
+    pub second_round: bool,
     /// `confirmed`, `proven wrong`, …; `None` while it is open.
     pub outcome: Option<&'static str>,
     pub slashed_provider: Option<String>,
@@ -242,6 +244,7 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
                 verifier_node: e.verifier_node.to_string(),
                 referee_node: e.referee_node.to_string(),
                 checks: Vec::new(),
+                second_round: false,
                 outcome: None,
                 slashed_provider: None,
                 slashed: 0,
@@ -256,6 +259,15 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
                         mcjs::state::Party::Referee => &mut v.referee_node,
                     };
                     *seat = e.node.to_string();
+                }
+            }
+            // The first round's checkers disagreed: two more check it, and
+            // their answers decide (the first round's stay in `checks`).
+            McjsEvent::SecondRoundOpened(e) => {
+                if let Some(v) = verifications.iter_mut().find(|v| v.interval == e.interval) {
+                    v.verifier_node = e.verifier_node.to_string();
+                    v.referee_node = e.referee_node.to_string();
+                    v.second_round = true;
                 }
             }
             McjsEvent::VerificationAttested(e) => {

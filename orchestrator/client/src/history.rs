@@ -79,6 +79,7 @@ program_events![
     VerificationOpened,
     VerificationAttested,
     CheckerReplaced,
+    SecondRoundOpened,
     VerificationResolved,
     ChallengeRequested,
     ChallengeAnswered,
@@ -125,6 +126,7 @@ impl McjsEvent {
             VerificationOpened(e) => e.job,
             VerificationAttested(e) => e.job,
             CheckerReplaced(e) => e.job,
+            SecondRoundOpened(e) => e.job,
             VerificationResolved(e) => e.job,
             _ => return None,
         })
@@ -193,6 +195,7 @@ impl McjsEvent {
             VerificationOpened(e) => e.at,
             VerificationAttested(e) => e.at,
             CheckerReplaced(e) => e.at,
+            SecondRoundOpened(e) => e.at,
             VerificationResolved(e) => e.at,
             ChallengeRequested(e) => e.at,
             ChallengeAnswered(e) => e.at,
@@ -376,6 +379,16 @@ impl McjsEvent {
                 e.replacements,
                 mcjs::state::MAX_CHECKER_REPLACEMENTS
             ),
+            SecondRoundOpened(e) => format!(
+                "interval {}: the checkers disagreed (verifier node {}: {}, referee node {}: {}), so two more check it: verifier node {}, referee node {}",
+                e.interval,
+                e.first_round.verifier_node,
+                revealed(e.first_round.verifier_answer),
+                e.first_round.referee_node,
+                revealed(e.first_round.referee_answer),
+                e.verifier_node,
+                e.referee_node
+            ),
             VerificationAttested(e) => match e.answer {
                 CheckerStep::Seal { .. } => format!(
                     "interval {} sealed by node {} ({})",
@@ -482,9 +495,23 @@ fn verification_state(state: &VerificationState) -> &'static str {
     match state {
         VerificationState::Open => "waiting for the checkers' sealed answers",
         VerificationState::Revealing => "waiting for the sealed answers to be revealed",
+        VerificationState::Disputed => {
+            "the checkers disagreed: waiting for two more to be named (a second round)"
+        }
         VerificationState::Decided { outcome } | VerificationState::Resolved { outcome } => {
             verification_outcome(*outcome)
         }
+    }
+}
+
+/// A revealed answer, as a history line shows it.
+fn revealed(answer: Option<mcjs::state::CheckAnswer>) -> String {
+    match answer {
+        Some(mcjs::state::CheckAnswer::Reproduced { hash, .. }) => {
+            format!("hash {}…", short(&hash))
+        }
+        Some(mcjs::state::CheckAnswer::StartUnavailable) => "start unavailable".to_string(),
+        None => "no answer".to_string(),
     }
 }
 

@@ -96,6 +96,7 @@ mod tests {
             rent_payer: Pubkey::new_unique(),
             bump: 0,
             replacements: 0,
+            first_round: None,
         }
     }
 

@@ -53,6 +53,13 @@ pub enum VerifyAction {
     },
     /// A held payment is due (or a refunded one can close).
     Release { job: Pubkey, segment: Box<Segment> },
+    /// The first round's checkers disagreed: name two fresh ones.
+    SecondRound {
+        job: Pubkey,
+        verification: Pubkey,
+        segment: Pubkey,
+        checkers: Checkers,
+    },
     /// A named checker has not sealed by half the window: name another.
     Replace {
         job: Pubkey,
@@ -71,6 +78,7 @@ impl VerifyAction {
             VerifyAction::Resolve { .. } => "resolve_verification",
             VerifyAction::Release { .. } => "release_segment",
             VerifyAction::Replace { .. } => "replace_checker",
+            VerifyAction::SecondRound { .. } => "open_second_round",
         }
     }
 
@@ -79,7 +87,8 @@ impl VerifyAction {
             VerifyAction::Open { job, .. }
             | VerifyAction::Resolve { job, .. }
             | VerifyAction::Release { job, .. }
-            | VerifyAction::Replace { job, .. } => *job,
+            | VerifyAction::Replace { job, .. }
+            | VerifyAction::SecondRound { job, .. } => *job,
         }
     }
 }
@@ -168,6 +177,8 @@ pub fn verify_duties(o: &VerifyObservation<'_>) -> Vec<VerifyAction> {
         if let Some(action) = resolve(o, v, &jobs) {
             out.push(action);
         } else if let Some(action) = replace(o, key, v, &jobs, &segments) {
+            out.push(action);
+        } else if let Some(action) = second_round(o, key, v, &jobs, &segments) {
             out.push(action);
         }
     }
@@ -376,24 +387,58 @@ fn replace(
     })
 }
 
+/// Two fresh checkers for a check whose first round's checkers revealed
+/// different answers (or one stayed silent after the other revealed),
+/// while the program takes them (`Verification::second_round_window`):
+/// drawn as [`choose_checkers`] draws, among the providers the check has
+/// not involved, by `sha256("mcjs-second-round/1" ‖ verification)`, so
+/// that anyone can recompute it. `None` when fewer than two such
+/// providers qualify (the check then ends on what the first round
+/// revealed).
+fn second_round(
+    o: &VerifyObservation<'_>,
+    key: &Pubkey,
+    v: &Verification,
+    jobs: &HashMap<Pubkey, &Job>,
+    segments: &HashMap<Pubkey, &Segment>,
+) -> Option<VerifyAction> {
+    let (from, until) = v.second_round_window(o.params.challenge_window_secs)?;
+    if o.now < from || o.now > until {
+        return None;
+    }
+    let job = jobs.get(&v.job)?;
+    let segment = segments.get(&v.segment)?;
+    let draw: [u8; 32] = Sha256::new()
+        .chain_update(b"mcjs-second-round/1")
+        .chain_update(key.as_ref())
+        .finalize()
+        .into();
+    let pool = CheckerPool::new(o, job, &segment.gpu_model);
+    let mut exclude = v.involved_providers().to_vec();
+    let (verifier_node, verifier_provider) = pool.pick(&exclude, word(&draw, 0), word(&draw, 1))?;
+    exclude.push(verifier_provider);
+    let (referee_node, referee_provider) = pool.pick(&exclude, word(&draw, 2), word(&draw, 3))?;
+    Some(VerifyAction::SecondRound {
+        job: v.job,
+        verification: *key,
+        segment: v.segment,
+        checkers: Checkers {
+            verifier_node,
+            verifier_provider,
+            referee_node,
+            referee_provider,
+        },
+    })
+}
+
 fn resolve(
     o: &VerifyObservation<'_>,
     v: &Verification,
     jobs: &HashMap<Pubkey, &Job>,
 ) -> Option<VerifyAction> {
-    let outcome = match v.state {
-        VerificationState::Decided { outcome } => outcome,
-        // Past its window it is decided on what was revealed by then.
-        state
-            if state.is_pending()
-                && o.now
-                    > v.opened_at
-                        .saturating_add(i64::from(o.params.challenge_window_secs)) =>
-        {
-            v.decide()
-        }
-        _ => return None,
-    };
+    // Past its window (and a dispute's time for a second round) it is
+    // decided on what was revealed by then.
+    let outcome = v.resolution(o.now, o.params.challenge_window_secs)?;
     let job = jobs.get(&v.job)?;
     // A segment already proven wrong is not punished twice: its later
     // intervals' ProviderWrong moves nothing.

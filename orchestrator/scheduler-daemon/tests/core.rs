@@ -1319,6 +1319,96 @@ mod verify {
         assert_eq!(replaces(&w), vec![], "nobody left to name");
     }
 
+    /// A check whose first round's checkers revealed different answers goes
+    /// to a second round of two providers the check has not involved (here
+    /// 60 and 70, the only two left), within half a window of the dispute;
+    /// a first round where one revealed, once its window has passed. Not
+    /// when the answers agree, after a second round, past its time or with
+    /// fewer than two providers left; and it resolves only once the second
+    /// round's time has passed.
+    #[test]
+    fn a_disputed_check_goes_to_a_second_round_of_providers_not_yet_involved() {
+        let mut w = World::new(PPM);
+        w.nodes.push((key(24), node(key(70), 81_920)));
+        w.providers.insert(key(70), provider(200_000_000));
+        w.alive.insert(key(24));
+        let answer = |h: u8| CheckAnswer::Reproduced {
+            hash: [h; 32],
+            possession: [h; 32],
+        };
+        let mut disputed = verification(&w, VerificationState::Disputed);
+        disputed.verifier_answer = Some(answer(1));
+        disputed.referee_answer = Some(answer(2));
+        w.verifications.push((key(90), disputed.clone()));
+        let window = i64::from(params().challenge_window_secs);
+        let seconds = |w: &World| -> Vec<(Pubkey, mcjs_client::ix::Checkers)> {
+            w.duties()
+                .into_iter()
+                .filter_map(|d| match d {
+                    VerifyAction::SecondRound {
+                        verification,
+                        checkers,
+                        ..
+                    } => Some((verification, checkers)),
+                    _ => None,
+                })
+                .collect()
+        };
+        let resolves = |w: &World| {
+            w.duties()
+                .iter()
+                .filter(|d| matches!(d, VerifyAction::Resolve { .. }))
+                .count()
+        };
+        w.now = disputed.opened_at;
+        let found = seconds(&w);
+        assert_eq!(found.len(), 1);
+        let c = found[0].1;
+        let mut chosen = [c.verifier_provider, c.referee_provider];
+        chosen.sort();
+        assert_eq!(chosen, [key(60), key(70)]);
+        assert_eq!(resolves(&w), 0, "it waits for its second round");
+        w.now = disputed.opened_at + window / 2 + 1;
+        assert_eq!(seconds(&w), vec![], "past half a window: too late");
+        assert_eq!(resolves(&w), 1, "and it resolves on the first round");
+
+        // One revealed: a dispute once the first round's window has passed.
+        let mut one = verification(&w, VerificationState::Revealing);
+        one.referee_answer = Some(answer(2));
+        w.verifications = vec![(key(90), one.clone())];
+        w.now = one.opened_at + window;
+        assert_eq!(seconds(&w), vec![]);
+        w.now += 1;
+        assert_eq!(seconds(&w).len(), 1);
+        assert_eq!(resolves(&w), 0);
+
+        // Answers alike, a second round already held, or 70 gone: none.
+        let mut alike = disputed.clone();
+        alike.referee_answer = alike.verifier_answer;
+        alike.state = VerificationState::Decided {
+            outcome: VerificationOutcome::Confirmed,
+        };
+        let mut second = disputed.clone();
+        second.first_round = Some(FirstRound {
+            verifier_node: key(21),
+            verifier_provider: key(40),
+            verifier_answer: Some(answer(1)),
+            referee_node: key(22),
+            referee_provider: key(50),
+            referee_answer: Some(answer(2)),
+            possession_key: [3; 32],
+        });
+        for v in [alike, second] {
+            w.verifications = vec![(key(90), v.clone())];
+            w.now = v.opened_at;
+            assert_eq!(seconds(&w), vec![]);
+        }
+        w.verifications = vec![(key(90), disputed.clone())];
+        w.now = disputed.opened_at;
+        w.alive.remove(&key(24));
+        assert_eq!(seconds(&w), vec![], "one provider left is not two");
+    }
+
     fn verification(w: &World, state: VerificationState) -> Verification {
         let job = &w.jobs[0].1;
         Verification {
@@ -1351,6 +1441,7 @@ mod verify {
             rent_payer: key(99),
             bump: 255,
             replacements: 0,
+            first_round: None,
         }
     }
 

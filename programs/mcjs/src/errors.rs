@@ -199,4 +199,6 @@ pub enum McjsError {
     SegmentsFull,
     #[msg("a checker is replaced only while the check is open and before its window ends, once half the window has passed without its sealed answer, at most twice per check")]
     CheckerNotReplaceable,
+    #[msg("a second round opens only on a first round whose checkers revealed different answers (or only one revealed), within half the challenge window of the dispute")]
+    SecondRoundNotOpen,
 }

@@ -6,8 +6,8 @@ use anchor_lang::prelude::*;
 use crate::instructions::CheckerStep;
 use crate::state::{
     ChallengeSizing, ChallengeStep, ChallengeVerdict, CheckpointRecord, ConfigParams,
-    ConfigSnapshot, FailureCause, GpuAttestation, HardwareProfile, NodeStatus, Party, PauseReason,
-    SlotDraw, VerificationOutcome, VerificationState,
+    ConfigSnapshot, FailureCause, FirstRound, GpuAttestation, HardwareProfile, NodeStatus, Party,
+    PauseReason, SlotDraw, VerificationOutcome, VerificationState,
 };
 
 #[event]
@@ -374,6 +374,19 @@ pub struct CheckerReplaced {
     pub replaced_node: Pubkey,
     pub node: Pubkey,
     pub replacements: u8,
+    pub at: i64,
+}
+
+/// A disputed check went to its second round: two fresh checkers, a fresh
+/// possession key and window.
+#[event]
+pub struct SecondRoundOpened {
+    pub job: Pubkey,
+    pub verification: Pubkey,
+    pub interval: u32,
+    pub first_round: FirstRound,
+    pub verifier_node: Pubkey,
+    pub referee_node: Pubkey,
     pub at: i64,
 }
 

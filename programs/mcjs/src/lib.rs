@@ -205,6 +205,13 @@ pub mod mcjs {
         ReplaceChecker::replace_checker(ctx, args)
     }
 
+    /// The scheduler names two fresh checkers for a check whose first
+    /// round's checkers disagreed.
+    pub fn open_second_round(ctx: Context<OpenSecondRound>) -> Result<()> {
+        no_extra_accounts(&ctx)?;
+        OpenSecondRound::open_second_round(ctx)
+    }
+
     /// Anyone applies a decided verification: fees, slashes, refund, roll-back.
     pub fn resolve_verification(ctx: Context<ResolveVerification>) -> Result<()> {
         no_extra_accounts(&ctx)?;

@@ -1,5 +1,5 @@
 //! Verified progress's instructions (docs/verification.md): opening a
-//! check, replacing a silent checker, the checkers' answers, resolving the
+//! check, replacing a silent checker, a disputed check's second round, the checkers' answers, resolving the
 //! check and releasing held pay.
 
 use super::*;
@@ -67,6 +67,33 @@ pub fn replace_checker(
         data::ReplaceChecker {
             args: args::ReplaceCheckerArgs { role },
         },
+    )
+}
+
+/// The scheduler sends `verification` (of `job`, `segment`), disputed by
+/// its first round's checkers, to a second round with two fresh checkers.
+pub fn open_second_round(
+    scheduler: &Pubkey,
+    verification: &Pubkey,
+    job: &Pubkey,
+    segment: &Pubkey,
+    checkers: &Checkers,
+) -> Instruction {
+    build(
+        acc::OpenSecondRound {
+            scheduler: *scheduler,
+            config: pda::config(),
+            lease: pda::lease(),
+            verification: *verification,
+            job: *job,
+            segment: *segment,
+            verifier_node: checkers.verifier_node,
+            verifier_provider: checkers.verifier_provider,
+            referee_node: checkers.referee_node,
+            referee_provider: checkers.referee_provider,
+            slot_hashes: anchor_lang::compat::solana_sysvar::slot_hashes::ID,
+        },
+        data::OpenSecondRound {},
     )
 }
 

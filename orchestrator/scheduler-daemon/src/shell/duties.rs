@@ -110,6 +110,12 @@ impl<C: DaemonChain> Daemon<C> {
                     node,
                     provider,
                 } => ix::replace_checker(&me, verification, job, segment, *role, node, provider),
+                VerifyAction::SecondRound {
+                    job,
+                    verification,
+                    segment,
+                    checkers,
+                } => ix::open_second_round(&me, verification, job, segment, checkers),
             };
             match self.chain.send(&[ix]).await {
                 Ok(()) => info!(action = duty.name(), job = %duty.job(), "done"),

@@ -68,7 +68,7 @@ impl AttestVerification<'_> {
         let state = match args.step {
             CheckerStep::Seal { commitment } => verification.seal(&node, commitment)?,
             CheckerStep::Reveal { answer, salt } => {
-                verification.reveal(&key, &node, answer, &salt)?
+                verification.reveal(&key, &node, answer, &salt, now)?
             }
         };
         emit_event(VerificationAttested {

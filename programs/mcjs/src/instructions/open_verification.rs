@@ -160,6 +160,7 @@ impl OpenVerification<'_> {
             rent_payer: accounts.scheduler.key(),
             bump: ctx.bumps.verification,
             replacements: 0,
+            first_round: None,
         });
         job.last_opened_interval = interval;
         job.open_verifications = job

@@ -116,25 +116,17 @@ impl ResolveVerification<'_> {
         Ok(())
     }
 
+    /// Nobody blocks a check for longer than its window (and a disputed
+    /// one's second round): it is then decided on what was revealed.
     fn outcome(&self, now: i64) -> Result<VerificationOutcome> {
-        match self.verification.state {
-            VerificationState::Decided { outcome } => Ok(outcome),
-            // Nobody blocks a check for longer than a challenge window: it
-            // is decided on what was revealed by then.
-            state if state.is_pending() => {
-                let deadline = self
-                    .verification
-                    .opened_at
-                    .saturating_add(i64::from(self.config.params.challenge_window_secs));
-                require!(now > deadline, McjsError::VerificationUndecided);
-                Ok(self.verification.decide())
-            }
-            _ => err!(McjsError::VerificationUndecided),
-        }
+        self.verification
+            .resolution(now, self.config.params.challenge_window_secs)
+            .ok_or_else(|| error!(McjsError::VerificationUndecided))
     }
 
     /// Applies a decided verification (or one whose checkers stayed silent
-    /// past the challenge window):
+    /// past the challenge window, or whose dispute got no second round in
+    /// time; `Verification::resolution`):
     ///
     /// * Confirmed: each checker is paid its fee out of the interval's
     ///   commission (`verification_fee_bps` of it).

@@ -204,8 +204,36 @@ pub struct Verification {
     /// Receives this account's rent when it closes (the scheduler that opened it).
     pub rent_payer: Pubkey,
     pub bump: u8,
-    /// Checkers replaced for not sealing in time (`replace_checker`).
+    /// Checkers replaced for not sealing in time (`replace_checker`), in
+    /// the current round.
     pub replacements: u8,
+    /// The first round, once its checkers' disagreement sent the check to
+    /// a second (`open_second_round`): the named checkers and answers above
+    /// are then the second round's, and decide.
+    pub first_round: Option<FirstRound>,
+}
+
+/// A first round's checkers and what they revealed, kept when the check
+/// went to a second round.
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
+pub struct FirstRound {
+    pub verifier_node: Pubkey,
+    pub verifier_provider: Pubkey,
+    pub verifier_answer: Option<CheckAnswer>,
+    pub referee_node: Pubkey,
+    pub referee_provider: Pubkey,
+    pub referee_answer: Option<CheckAnswer>,
+    /// The first round's possession key.
+    pub possession_key: [u8; 32],
+}
+
+/// A checker named by the scheduler: its node, Provider account and payout
+/// token account.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamedChecker {
+    pub node: Pubkey,
+    pub provider: Pubkey,
+    pub payout: Pubkey,
 }
 
 /// What a checker found when it re-executed the interval.
@@ -242,6 +270,13 @@ pub enum VerificationState {
     Decided { outcome: VerificationOutcome },
     /// Applied.
     Resolved { outcome: VerificationOutcome },
+    /// The first round's checkers revealed different answers: one of them
+    /// (or the provider) is wrong, and which cannot be told from two. The
+    /// scheduler may name two fresh checkers (`open_second_round`) until
+    /// half the challenge window from here; after that it is decided on
+    /// what was revealed. (Last, so that the other states keep their
+    /// encoding.)
+    Disputed,
 }
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug, PartialEq, Eq, InitSpace)]
@@ -300,6 +335,14 @@ pub fn check_commitment(
 /// `sha256("mcjs-possession-key/1" ‖ draw slot hash ‖ verification)`.
 pub fn possession_key(slot_hash: &[u8; 32], verification: &Pubkey) -> [u8; 32] {
     solana_sha256_hasher::hashv(&[b"mcjs-possession-key/1", slot_hash, verification.as_ref()])
+        .to_bytes()
+}
+
+/// The key of a second round's possession digests:
+/// `sha256("mcjs-possession-key/2" ‖ newest slot hash at its opening ‖
+/// verification)`, known to nobody before the round opened.
+pub fn second_round_possession_key(slot_hash: &[u8; 32], verification: &Pubkey) -> [u8; 32] {
+    solana_sha256_hasher::hashv(&[b"mcjs-possession-key/2", slot_hash, verification.as_ref()])
         .to_bytes()
 }
 
@@ -406,6 +449,7 @@ impl Verification {
         node: &Pubkey,
         answer: CheckAnswer,
         salt: &[u8; 32],
+        now: i64,
     ) -> Result<VerificationState> {
         require!(
             self.state == VerificationState::Revealing,
@@ -423,11 +467,138 @@ impl Verification {
         );
         *slot = Some(answer);
         if self.verifier_answer.is_some() && self.referee_answer.is_some() {
-            self.state = VerificationState::Decided {
-                outcome: self.decide(),
+            self.state = if self.disputable() {
+                // The second round's time counts from here.
+                self.opened_at = now;
+                VerificationState::Disputed
+            } else {
+                VerificationState::Decided {
+                    outcome: self.decide(),
+                }
             };
         }
         Ok(self.state)
+    }
+
+    /// Whether what the first round revealed can go to a second: its
+    /// checkers revealed different answers, or only one revealed. One of
+    /// the two is wrong (or, with one answer, silent after it saw the
+    /// other's): a checker in league with a liar that vouches for its
+    /// made-up checkpoint, or one that answers wrongly to withhold an
+    /// honest provider's pay, would otherwise decide the check as
+    /// Inconclusive on its own. Two fresh checkers settle it.
+    pub fn disputable(&self) -> bool {
+        self.first_round.is_none()
+            && self.verifier_answer != self.referee_answer
+            && (self.verifier_answer.is_some() || self.referee_answer.is_some())
+    }
+
+    /// When the scheduler may open the second round, inclusive: from the
+    /// dispute for half the challenge window; for a first round where only
+    /// one checker revealed, from the end of its window for half a window
+    /// more. `None` where no second round can be opened.
+    pub fn second_round_window(&self, challenge_window_secs: u32) -> Option<(i64, i64)> {
+        if !self.disputable() {
+            return None;
+        }
+        let window = i64::from(challenge_window_secs);
+        let half = i64::from(challenge_window_secs / 2);
+        match self.state {
+            VerificationState::Disputed => {
+                Some((self.opened_at, self.opened_at.saturating_add(half)))
+            }
+            VerificationState::Revealing => {
+                let end = self.opened_at.saturating_add(window);
+                Some((end.saturating_add(1), end.saturating_add(half)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The outcome `resolve_verification` applies at `now`: the decided
+    /// one, or, for a check still waiting, what was revealed once nobody
+    /// may answer any more (past its window, and past the time a second
+    /// round could have been opened). `None` while it must wait, and once
+    /// applied.
+    pub fn resolution(&self, now: i64, challenge_window_secs: u32) -> Option<VerificationOutcome> {
+        match self.state {
+            VerificationState::Decided { outcome } => Some(outcome),
+            VerificationState::Resolved { .. } => None,
+            VerificationState::Open
+            | VerificationState::Revealing
+            | VerificationState::Disputed => {
+                let deadline = match self.second_round_window(challenge_window_secs) {
+                    Some((_, until)) => until,
+                    None => self
+                        .opened_at
+                        .saturating_add(i64::from(challenge_window_secs)),
+                };
+                (now > deadline).then(|| self.decide())
+            }
+        }
+    }
+
+    /// Sends a disputed check to its second round: two fresh checkers, a
+    /// fresh possession key (so that no first-round answer can be
+    /// replayed), a fresh window and replacements. The first round is kept
+    /// for the record; the second decides alone.
+    pub fn open_second_round(
+        &mut self,
+        verifier: NamedChecker,
+        referee: NamedChecker,
+        possession_key: [u8; 32],
+        now: i64,
+        challenge_window_secs: u32,
+    ) -> Result<()> {
+        let open = self
+            .second_round_window(challenge_window_secs)
+            .is_some_and(|(from, until)| from <= now && now <= until);
+        require!(open, McjsError::SecondRoundNotOpen);
+        self.first_round = Some(FirstRound {
+            verifier_node: self.verifier_node,
+            verifier_provider: self.verifier_provider,
+            verifier_answer: self.verifier_answer,
+            referee_node: self.referee_node,
+            referee_provider: self.referee_provider,
+            referee_answer: self.referee_answer,
+            possession_key: self.possession_key,
+        });
+        (
+            self.verifier_node,
+            self.verifier_provider,
+            self.verifier_payout,
+        ) = (verifier.node, verifier.provider, verifier.payout);
+        (
+            self.referee_node,
+            self.referee_provider,
+            self.referee_payout,
+        ) = (referee.node, referee.provider, referee.payout);
+        self.verifier_commitment = None;
+        self.referee_commitment = None;
+        self.verifier_answer = None;
+        self.referee_answer = None;
+        self.possession_key = possession_key;
+        self.state = VerificationState::Open;
+        self.opened_at = now;
+        self.replacements = 0;
+        Ok(())
+    }
+
+    /// Every provider the check has involved: the attester and each
+    /// round's checkers (none of them may sit in a second round).
+    pub fn involved_providers(&self) -> [Pubkey; 5] {
+        let first = self
+            .first_round
+            .map_or([self.verifier_provider, self.referee_provider], |f| {
+                [f.verifier_provider, f.referee_provider]
+            });
+        [
+            self.provider,
+            self.verifier_provider,
+            self.referee_provider,
+            first[0],
+            first[1],
+        ]
     }
 
     /// The outcome on what was revealed (what is missing counts as silence).
@@ -485,6 +656,18 @@ pub fn sampled(slot_hash: &[u8; 32], job: &Pubkey, interval: u32, rate_ppm: u32)
     let mut head = [0u8; 8];
     head.copy_from_slice(&digest.to_bytes()[..8]);
     u64::from_le_bytes(head) % u64::from(PPM) < u64::from(rate_ppm)
+}
+
+/// The newest entry of the SlotHashes sysvar's data.
+pub fn newest_slot_hash(data: &[u8]) -> Option<(u64, [u8; 32])> {
+    let count = u64::from_le_bytes(data.get(..8)?.try_into().ok()?);
+    if count == 0 {
+        return None;
+    }
+    let entry = data.get(8..48)?;
+    let mut hash = [0u8; 32];
+    hash.copy_from_slice(&entry[8..]);
+    Some((u64::from_le_bytes(entry[..8].try_into().ok()?), hash))
 }
 
 /// The hash of the first slot after `after` in the SlotHashes sysvar's

@@ -1,0 +1,116 @@
+use anchor_lang::compat::solana_sysvar::slot_hashes;
+use anchor_lang::prelude::*;
+
+use crate::errors::McjsError;
+use crate::events::{emit_event, SecondRoundOpened};
+use crate::instructions::require_fit_checker;
+use crate::state::{
+    newest_slot_hash, second_round_possession_key, seeds::*, Config, Job, NamedChecker, Node,
+    Provider, SchedulerLease, Segment, Verification,
+};
+
+/// No seeds are checked on the Config, lease, job, segment, checkers' nodes
+/// or providers (state/seeds.rs, "Where a program account's seeds are not
+/// checked again"): the verification names its job and segment, each
+/// checker's node its provider, and the scheduler chooses the checkers
+/// (checked in `validate`).
+#[derive(Accounts)]
+pub struct OpenSecondRound<'info> {
+    /// The scheduler that holds the lease.
+    pub scheduler: Signer<'info>,
+    pub config: Box<Account<'info, Config>>,
+    pub lease: Box<Account<'info, SchedulerLease>>,
+    #[account(
+        mut,
+        seeds = [SEED_PREFIX, verification.job.as_ref(), SEED_VERIFICATION, &verification.interval.to_le_bytes()],
+        bump = verification.bump,
+    )]
+    pub verification: Box<Account<'info, Verification>>,
+    #[account(address = verification.job @ McjsError::WrongSegment)]
+    pub job: Box<Account<'info, Job>>,
+    #[account(address = verification.segment @ McjsError::WrongSegment)]
+    pub segment: Box<Account<'info, Segment>>,
+    #[account(
+        constraint = verifier_node.provider == verifier_provider.key() @ McjsError::WrongProvider,
+    )]
+    pub verifier_node: Box<Account<'info, Node>>,
+    pub verifier_provider: Box<Account<'info, Provider>>,
+    #[account(
+        constraint = referee_node.provider == referee_provider.key() @ McjsError::WrongProvider,
+    )]
+    pub referee_node: Box<Account<'info, Node>>,
+    pub referee_provider: Box<Account<'info, Provider>>,
+    /// CHECK: the SlotHashes sysvar, by address; only its newest entry is
+    /// read.
+    #[account(address = slot_hashes::ID)]
+    pub slot_hashes: UncheckedAccount<'info>,
+}
+
+impl OpenSecondRound<'_> {
+    fn validate(&self) -> Result<()> {
+        self.lease
+            .require_holder(&self.config, &self.scheduler.key())?;
+        // Two providers apart from each other and from everyone the check
+        // has involved: the attester and both rounds' checkers (a checker
+        // of either side of the dispute would only repeat it).
+        let (verifier, referee) = (self.verifier_provider.key(), self.referee_provider.key());
+        let involved = self.verification.involved_providers();
+        require!(
+            verifier != referee && !involved.contains(&verifier) && !involved.contains(&referee),
+            McjsError::InvalidChecker
+        );
+        for (node, provider) in [
+            (&self.verifier_node, &self.verifier_provider),
+            (&self.referee_node, &self.referee_provider),
+        ] {
+            require_fit_checker(node, provider, &self.config, &self.job, &self.segment)?;
+        }
+        Ok(())
+    }
+
+    /// The scheduler sends a disputed check to a second round: the first
+    /// round's checkers revealed different answers (or one stayed silent
+    /// once the other had revealed), so one of them, or the provider, is
+    /// wrong. Two fresh checkers, of providers the check has not involved
+    /// and passing every test `open_verification` applies, re-execute the
+    /// interval under a fresh possession key; their answers decide alone.
+    /// Open from the dispute for half the challenge window; once, per
+    /// check.
+    #[access_control(ctx.accounts.validate())]
+    pub fn open_second_round(ctx: Context<Self>) -> Result<()> {
+        let now = Clock::get()?.unix_timestamp;
+        let accounts = ctx.accounts;
+        let key = accounts.verification.key();
+        let (_, slot_hash) = {
+            let data = accounts.slot_hashes.try_borrow_data()?;
+            newest_slot_hash(&data).ok_or(McjsError::DrawUnavailable)?
+        };
+        let named = |node: &Account<'_, Node>, provider: &Account<'_, Provider>| NamedChecker {
+            node: node.key(),
+            provider: provider.key(),
+            payout: provider.payout,
+        };
+        let verifier = named(&accounts.verifier_node, &accounts.verifier_provider);
+        let referee = named(&accounts.referee_node, &accounts.referee_provider);
+        let window = accounts.config.params.challenge_window_secs;
+        let v = &mut accounts.verification;
+        v.open_second_round(
+            verifier,
+            referee,
+            second_round_possession_key(&slot_hash, &key),
+            now,
+            window,
+        )?;
+        let first_round = v.first_round.ok_or(McjsError::SecondRoundNotOpen)?;
+        emit_event(SecondRoundOpened {
+            job: v.job,
+            verification: key,
+            interval: v.interval,
+            first_round,
+            verifier_node: v.verifier_node,
+            referee_node: v.referee_node,
+            at: now,
+        });
+        Ok(())
+    }
+}
