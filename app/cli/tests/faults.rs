@@ -506,6 +506,145 @@ async fn the_agent_killed_with_its_container() {
     );
 }
 
+/// What the job printed follows it across nodes. Its node is killed mid
+/// run; the owner's `mcjs job logs` prints the first node's lines up to
+/// the checkpoint the next one resumed from, then, the move marked, every
+/// line of the next, once each and in order, to the end. A stranger's
+/// wallet and another provider's node are refused (403).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_logs_follow_it_across_a_lost_node_and_are_its_owners_alone() {
+    use mcjs_protocol::store::Role;
+    use object_store::ObjectStore;
+    use object_store::path::Path as ObjectPath;
+    let mut s = scenario(10, 3).await;
+    let before = s.running_with_checkpoints(2).await;
+    // Lines reach the store within 2 s of being printed
+    // (`mcjs_runtime::logs::FLUSH_EVERY`).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let node = before.node.unwrap();
+    let victim = s.cluster.agent_of_node(&node).unwrap();
+    s.cluster.kill_agent(victim);
+    let after = s.recovered_after(&before).await;
+    s.assert_completed_and_verified().await;
+
+    let job = s.job.to_string();
+    let scheduler = s.cluster.scheduler_url();
+    let owner = &s.cluster.info.wallets.user;
+    let args = ["job", "logs", &job, "--scheduler", &scheduler];
+    let json = s
+        .cluster
+        .run_mcjs(owner, &[&args[..], &["--output", "json"]].concat())
+        .expect("the owner reads the job's logs");
+    let lines: Vec<(u64, String)> = json
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["generation"].as_u64().unwrap(),
+                v["line"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let generations: Vec<u64> = lines.iter().map(|(g, _)| *g).collect();
+    assert!(generations.windows(2).all(|w| w[0] <= w[1]), "in order");
+    assert_eq!(generations.first(), Some(&u64::from(before.generation)));
+    assert_eq!(generations.last(), Some(&u64::from(after.generation)));
+    let of = |g: u64| -> Vec<&str> {
+        lines
+            .iter()
+            .filter(|(lg, _)| *lg == g)
+            .map(|(_, l)| l.as_str())
+            .collect()
+    };
+    // The next node resumed from a checkpoint whose writing the first
+    // node's lines show.
+    let last = of(u64::from(after.generation));
+    let resumed: Vec<&&str> = last.iter().filter(|l| l.contains("resumed from")).collect();
+    assert_eq!(resumed.len(), 1, "{last:?}");
+    let step = resumed[0]
+        .rsplit("step ")
+        .next()
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .expect("the resumed step");
+    let written = format!("step {step})");
+    assert!(
+        of(u64::from(before.generation))
+            .iter()
+            .any(|l| l.contains("mcjs-trainer: checkpoint") && l.ends_with(&written)),
+        "the first node's lines reach the checkpoint at step {step}"
+    );
+    // Once each, in order, to the end.
+    let epochs: Vec<u64> = last
+        .iter()
+        .filter_map(|l| l.strip_prefix("mcjs-trainer: epoch "))
+        .map(|l| l.split('/').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        !epochs.is_empty() && epochs.windows(2).all(|w| w[0] < w[1]),
+        "{epochs:?}"
+    );
+    assert!(
+        last.last().unwrap().starts_with("mcjs-trainer: done"),
+        "{last:?}"
+    );
+    let text = s
+        .cluster
+        .run_mcjs(owner, &args)
+        .expect("the owner reads the job's logs");
+    assert!(
+        text.contains(&format!("— generation {}: the job moved", after.generation)),
+        "{text}"
+    );
+
+    // Nobody else reads them.
+    let chunk = ObjectPath::from(
+        s.cluster
+            .store
+            .join(format!("jobs/{job}/logs/g{}", after.generation))
+            .read_dir()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+            .strip_prefix(&s.cluster.store)
+            .unwrap()
+            .to_string_lossy()
+            .as_ref(),
+    );
+    let denied = |e: object_store::Error, what: &str| {
+        assert!(
+            matches!(e, object_store::Error::PermissionDenied { .. }),
+            "{what}: expected 403, got {e}"
+        );
+    };
+    let stranger = store_as(&s, Role::Owner, &mcjs_client::Keypair::new());
+    denied(stranger.get(&chunk).await.unwrap_err(), "a stranger's read");
+    let listing = ObjectPath::from(format!("jobs/{job}/logs"));
+    use futures_util::TryStreamExt;
+    denied(
+        stranger
+            .list(Some(&listing))
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap_err(),
+        "a stranger's listing",
+    );
+    let other = (victim + 1) % s.cluster.agents.len();
+    let other_key = mcjs_client::keyfile::read_keypair(&s.cluster.agents[other].node_key).unwrap();
+    let provider = store_as(
+        &s,
+        Role::Node {
+            node: s.cluster.agents[other].node.to_string(),
+        },
+        &other_key,
+    );
+    denied(
+        provider.get(&chunk).await.unwrap_err(),
+        "another node's read",
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_agent_is_fenced_and_stops_its_container_when_healed() {
     let s = scenario(12, 3).await;

@@ -284,6 +284,13 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let s = &self.shared;
         let tracker = TaskTracker::new();
         let (tx, mut rx) = mpsc::unbounded_channel();
+        // Lines a container printed before this agent ran were shipped by
+        // the one that did (or lost with it): follow from here.
+        let agent_started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or_default()
+            .saturating_sub(1);
         let mut core = Core::new(CorePolicy {
             max_checkpoint_interval: s.config.max_checkpoint_interval,
         });
@@ -410,8 +417,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     let this = self.clone();
                     let (job, generation, container, tx) =
                         (a.job, a.generation, container.clone(), tx.clone());
-                    tracker
-                        .spawn(async move { this.wait_exit(job, generation, container, tx).await });
+                    let logs = self.ship_logs(job, generation, &container, agent_started);
+                    tracker.spawn(async move {
+                        this.wait_exit(job, generation, container, tx, logs).await
+                    });
                 }
             }
             self.publish(&core);

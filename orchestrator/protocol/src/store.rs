@@ -242,6 +242,13 @@ pub enum ObjectKind<'a> {
         job: &'a str,
         generation: Option<u32>,
     },
+    /// `jobs/<job>/logs` and below; `generation` from the segment after it
+    /// (`g<generation>`). A node writes only its own generation's chunks;
+    /// the job's owner reads them all (`mcjs job logs`).
+    Logs {
+        job: &'a str,
+        generation: Option<u32>,
+    },
     /// `users/<owner>/…`.
     UserData {
         owner: &'a str,
@@ -329,15 +336,42 @@ impl<'a> ObjectKind<'a> {
             },
             ["jobs", job, "output", g, ..] => ObjectKind::Output {
                 job,
-                generation: g
-                    .strip_prefix('g')
-                    .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|n| n.parse().ok()),
+                generation: parse_generation(g),
+            },
+            ["jobs", job, "logs"] => ObjectKind::Logs {
+                job,
+                generation: None,
+            },
+            ["jobs", job, "logs", g, ..] => ObjectKind::Logs {
+                job,
+                generation: parse_generation(g),
             },
             ["users", owner, _, ..] => ObjectKind::UserData { owner },
             _ => ObjectKind::Other,
         }
     }
+}
+
+/// `g<generation>` read back.
+fn parse_generation(segment: &str) -> Option<u32> {
+    segment
+        .strip_prefix('g')
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|n| n.parse().ok())
+}
+
+/// A log chunk's path ([`layout::log_chunk`]) read back: its generation,
+/// the start of its run (unix ms) and its place in that run.
+pub fn parse_log_chunk(path: &str) -> Option<(u32, u64, u32)> {
+    let mut segments = path.rsplit('/');
+    let name = segments.next()?.strip_suffix(".jsonl")?;
+    let generation = parse_generation(segments.next()?)?;
+    let (started, seq) = name.split_once('-')?;
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(started, 13) || !digits(seq, 6) {
+        return None;
+    }
+    Some((generation, started.parse().ok()?, seq.parse().ok()?))
 }
 
 /// Where a deployment keeps specs, checkpoints and outputs.

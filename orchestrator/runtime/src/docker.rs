@@ -405,6 +405,41 @@ impl ContainerEngine for DockerEngine {
     async fn has_image(&self, image: &str) -> bool {
         self.docker.inspect_image(image).await.is_ok()
     }
+
+    /// The engine's own log of the container (json-file, bounded on disk:
+    /// [`LOG_FILE_SIZE`] × [`LOG_FILES`]), followed: a second reader beside
+    /// the one into the agent's log, unthrottled but never blocking (the
+    /// sink drops and counts what it cannot take).
+    async fn follow_output(
+        &self,
+        id: &ContainerId,
+        since: i64,
+        sink: crate::logs::LogSink,
+    ) -> Result<(), EngineError> {
+        use crate::logs::{LogLine, LogStream};
+        let options = LogsOptionsBuilder::default()
+            .follow(true)
+            .stdout(true)
+            .stderr(true)
+            .since(i32::try_from(since).unwrap_or(i32::MAX))
+            .build();
+        let mut stream = self.docker.logs(&id.0, Some(options));
+        while let Some(item) = stream.next().await {
+            let out = item.map_err(|e| self.refused("follow the output of", id, e))?;
+            let kind = match out {
+                bollard::container::LogOutput::StdErr { .. } => LogStream::Stderr,
+                _ => LogStream::Stdout,
+            };
+            let at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or_default();
+            for line in String::from_utf8_lossy(out.as_ref()).lines() {
+                sink.send(LogLine::new(at, kind, line));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

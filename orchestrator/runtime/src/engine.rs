@@ -367,6 +367,20 @@ pub trait ContainerEngine: Send + Sync {
 
     /// Whether the engine holds the image `image` (an id or a reference).
     fn has_image(&self, image: &str) -> impl Future<Output = bool> + Send;
+
+    /// Follows the container's stdout and stderr, from `since` (unix
+    /// seconds; 0: its start), into `sink` line by line, until its output
+    /// ends (the container exited). An engine that cannot follow output
+    /// sends nothing.
+    fn follow_output(
+        &self,
+        id: &ContainerId,
+        since: i64,
+        sink: crate::logs::LogSink,
+    ) -> impl Future<Output = Result<(), EngineError>> + Send {
+        let _ = (id, since, sink);
+        async { Ok(()) }
+    }
 }
 
 /// A shared engine is an engine: a test keeps a handle on the fake one it
@@ -414,6 +428,15 @@ impl<E: ContainerEngine> ContainerEngine for std::sync::Arc<E> {
 
     fn has_image(&self, image: &str) -> impl Future<Output = bool> + Send {
         (**self).has_image(image)
+    }
+
+    fn follow_output(
+        &self,
+        id: &ContainerId,
+        since: i64,
+        sink: crate::logs::LogSink,
+    ) -> impl Future<Output = Result<(), EngineError>> + Send {
+        (**self).follow_output(id, since, sink)
     }
 }
 

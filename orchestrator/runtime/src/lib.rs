@@ -18,6 +18,7 @@ pub mod engine;
 pub mod fake;
 pub mod launch;
 pub mod limits;
+pub mod logs;
 pub mod output;
 pub mod spec_store;
 pub mod staging;

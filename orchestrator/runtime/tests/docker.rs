@@ -432,3 +432,62 @@ async fn a_container_that_exits_non_zero_reports_its_code_and_last_log_lines() {
     );
     assert!(report.to_string().contains("exit code 86"));
 }
+
+/// What a job prints leaves the node as it runs: every line, in the order
+/// printed, in the store's chunks under the job's generation, as the
+/// engine's own log of the container has them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_line_a_job_prints_reaches_the_store_in_order() {
+    use mcjs_runtime::logs::{self, DEFAULT_CAP_BYTES, LogChunker, LogStream};
+    use object_store::ObjectStore;
+    use std::sync::Arc;
+    let engine = engine().await;
+    let job = Job::new("printing");
+    let spec = job.spec("run", None, &[]);
+    let (id, _) = launch(&engine, &job.cache, std::slice::from_ref(&job.input), &spec)
+        .await
+        .unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let (sink, source) = logs::channel();
+    let shipper = tokio::spawn(logs::ship(
+        Arc::clone(&store),
+        LogChunker::new(&job.id, 4, 1_765_000_000_000, DEFAULT_CAP_BYTES),
+        source,
+    ));
+    // Returns once the container's output ends: it exited.
+    tokio::time::timeout(Duration::from_secs(120), engine.follow_output(&id, 0, sink))
+        .await
+        .expect("the output ends when the container exits")
+        .unwrap();
+    let report = shipper.await.unwrap();
+    let tail = engine.log_tail(&id).await.unwrap();
+    let exit = finish(&engine, &id).await;
+    assert_eq!(exit.code, 0, "{exit}");
+
+    use futures_util::TryStreamExt;
+    let prefix = object_store::path::Path::from(format!("jobs/{}/logs/g4", job.id));
+    let mut paths: Vec<String> = store
+        .list(Some(&prefix))
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    paths.sort();
+    assert!(!paths.is_empty());
+    let mut lines = Vec::new();
+    for p in &paths {
+        let got = store.get(&p.as_str().into()).await.unwrap();
+        lines.extend(logs::parse_chunk(&got.bytes().await.unwrap()));
+    }
+    assert_eq!(report.dropped_lines, 0);
+    assert_eq!(lines.len() as u64, report.lines);
+    assert!(lines.iter().all(|l| l.stream != LogStream::Mcjs));
+    let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+    assert!(texts.len() >= tail.len());
+    assert_eq!(
+        texts[texts.len() - tail.len()..].to_vec(),
+        tail.iter().map(String::as_str).collect::<Vec<_>>(),
+        "the same lines, in the same order, as the engine's own log"
+    );
+    assert!(texts.iter().any(|l| l.contains("epoch 6/6")), "{texts:?}");
+}

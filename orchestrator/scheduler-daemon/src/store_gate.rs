@@ -230,6 +230,16 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                 )),
                 _ => deny("the job is not assigned to this node"),
             },
+            // The lines the job prints, shipped as it runs: the node writes
+            // (and rotates, past the job's log cap) its own generation's.
+            ObjectKind::Logs { job, generation } => match find(jobs, job) {
+                Some(j) if active_on(j, node) && generation == Some(j.generation) => Ok(()),
+                Some(j) if active_on(j, node) => deny(&format!(
+                    "a node writes only its own generation's logs (logs/g{})",
+                    j.generation
+                )),
+                _ => deny("the job is not assigned to this node"),
+            },
             ObjectKind::UserData { owner } => {
                 if writes {
                     return deny("an owner's data is written by its owner only");
@@ -272,9 +282,13 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                     deny("none of this wallet's jobs has this spec")
                 }
             }
-            ObjectKind::Checkpoint { job, .. } | ObjectKind::Output { job, .. } => {
+            ObjectKind::Checkpoint { job, .. }
+            | ObjectKind::Output { job, .. }
+            | ObjectKind::Logs { job, .. } => {
                 if writes {
-                    return deny("a job's checkpoints and output are written by its node only");
+                    return deny(
+                        "a job's checkpoints, output and logs are written by its node only",
+                    );
                 }
                 match find(jobs, job) {
                     Some(j) if j.owner == *owner => Ok(()),

@@ -1,5 +1,6 @@
 //! `mcjs job`: what a job owner does, and what anyone may do about a stalled job.
 
+mod logs;
 mod submit;
 mod view;
 
@@ -67,6 +68,20 @@ pub enum JobCommand {
         /// before the job ends and after it failed).
         #[arg(long)]
         partial: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Print what a job printed (its stdout and stderr, as one stream),
+    /// across every node it ran on, each move marked. Only the job's owner
+    /// may read them.
+    Logs {
+        job: String,
+        /// Keep printing new lines as the job prints them, until it ends.
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// Only what this generation (one assignment to a node) printed.
+        #[arg(long)]
+        generation: Option<u32>,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -227,6 +242,15 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             partial,
             store,
         } => crate::cmd::job_output::run(&ctx, &client, global, &job, to, partial, &store).await,
+        JobCommand::Logs {
+            job,
+            follow,
+            generation,
+            store,
+        } => {
+            let key = parse_pubkey(&job, "job")?;
+            logs::run(&ctx, &client, global, key, follow, generation, &store).await
+        }
         JobCommand::Status { job } => {
             let key = parse_pubkey(&job, "job")?;
             let job = fetch_job(&client, &key).await?;

@@ -424,12 +424,47 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             .flatten()
     }
 
+    /// Follows a running container's output into the store, from `since`
+    /// (unix seconds: for a container adopted after a restart, what it
+    /// printed while no agent ran is not shipped again). The handle ends
+    /// once the container's output has ended and its last chunk is stored.
+    pub(super) fn ship_logs(
+        &self,
+        job: Pubkey,
+        generation: u32,
+        container: &str,
+        since: i64,
+    ) -> tokio::task::JoinHandle<mcjs_runtime::logs::ShipReport> {
+        use mcjs_runtime::logs;
+        let s = Arc::clone(&self.shared);
+        let (sink, source) = logs::channel();
+        let started_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default();
+        let chunker = logs::LogChunker::new(
+            &job.to_string(),
+            generation,
+            started_ms,
+            logs::DEFAULT_CAP_BYTES,
+        );
+        let shipper = tokio::spawn(logs::ship(Arc::clone(&s.store), chunker, source));
+        let id = ContainerId(container.to_string());
+        tokio::spawn(async move {
+            if let Err(e) = s.engine.follow_output(&id, since, sink).await {
+                tracing::warn!(%job, generation, error = %e, "cannot follow the job's output: its lines are not shipped");
+            }
+        });
+        shipper
+    }
+
     pub(super) async fn wait_exit(
         &self,
         job: Pubkey,
         generation: u32,
         container: String,
         tx: EventTx,
+        logs: tokio::task::JoinHandle<mcjs_runtime::logs::ShipReport>,
     ) {
         let s = &self.shared;
         let exit = match s.engine.wait(&ContainerId(container.clone())).await {
@@ -449,6 +484,16 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 }
             }
         };
+        // The job's last lines are shipped while the node may still write
+        // its logs: before the completion or report that ends that.
+        match tokio::time::timeout(LOGS_DRAIN_FOR, logs).await {
+            Ok(Ok(report)) => {
+                tracing::debug!(%job, generation, lines = report.lines, chunks = report.chunks, dropped = report.dropped_lines, "job output shipped")
+            }
+            _ => {
+                tracing::warn!(%job, generation, "the job's last lines were not all shipped in time")
+            }
+        }
         // The checkpoints written just before the exit are attested before
         // the job is completed or reported.
         if let Ok(ctx) = self.ctx(job, generation).await {
@@ -479,6 +524,9 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 /// failure, and long enough for a gateway whose chain endpoint refuses it
 /// for a while.
 pub(crate) const STORE_PATIENCE: Duration = Duration::from_secs(120);
+/// How long an exited container's last lines may take to reach the store
+/// before its exit is handled anyway.
+const LOGS_DRAIN_FOR: Duration = Duration::from_secs(10);
 const FIRST_STORE_RETRY: Duration = Duration::from_secs(1);
 const MAX_STORE_RETRY: Duration = Duration::from_secs(16);
 

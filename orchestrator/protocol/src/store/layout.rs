@@ -6,6 +6,7 @@
 //! specs/<sha256 hex>.json                                a job's spec (canonical JSON)
 //! jobs/<job>/checkpoints/<step>-g<generation>-<nonce>/…  checkpoints
 //! jobs/<job>/output/g<generation>/…                      the output, by the generation that wrote it
+//! jobs/<job>/logs/g<generation>/<unix ms>-<seq>.jsonl    the job's printed lines, in chunks, by generation
 //! users/<owner>/…                                        an owner's own data (inputs)
 //! published/<wallet>/<spec hash>                         the specs a wallet published (the scheduler's)
 //! ```
@@ -36,6 +37,23 @@ pub fn checkpoint(job: &str, key: &str) -> String {
 /// `jobs/<job>/output/g<generation>`: the output the generation wrote.
 pub fn output(job: &str, generation: u32) -> String {
     format!("jobs/{job}/output/g{generation}")
+}
+
+/// `jobs/<job>/logs`: every chunk of the job's printed lines.
+pub fn logs(job: &str) -> String {
+    format!("jobs/{job}/logs")
+}
+
+/// `jobs/<job>/logs/g<generation>/<unix ms, 13 digits>-<seq, 6 digits>.jsonl`:
+/// one chunk of lines a generation's container printed. Named by when its
+/// run began and its place in that run, so names sort in the order the
+/// lines were printed and a restarted run never overwrites an earlier
+/// one's chunks. [`super::parse_log_chunk`] reads it back.
+pub fn log_chunk(job: &str, generation: u32, run_started_ms: u64, seq: u32) -> String {
+    format!(
+        "{}/g{generation}/{run_started_ms:013}-{seq:06}.jsonl",
+        logs(job)
+    )
 }
 
 /// `users/<owner>`: an owner's own space (inputs); only that wallet writes it.
@@ -71,6 +89,7 @@ mod tests {
         let file = format!("{}/files/model.bin", checkpoint(JOB, &key));
         let out = format!("{}/model.bin", output(JOB, 3));
         let data = user_data(OWNER, "train.csv");
+        let chunk = log_chunk(JOB, 4, 1_765_000_000_000, 12);
         let marker = format!("{}/{hex}", published(OWNER));
         let table: Vec<(String, ObjectKind<'_>)> = vec![
             (spec(&hash), ObjectKind::Spec { hash: &hex }),
@@ -99,6 +118,20 @@ mod tests {
                     generation: Some(3),
                 },
             ),
+            (
+                chunk.clone(),
+                ObjectKind::Logs {
+                    job: JOB,
+                    generation: Some(4),
+                },
+            ),
+            (
+                logs(JOB),
+                ObjectKind::Logs {
+                    job: JOB,
+                    generation: None,
+                },
+            ),
             (data.clone(), ObjectKind::UserData { owner: OWNER }),
             // The scheduler's markers are nobody else's to touch.
             (marker.clone(), ObjectKind::Other),
@@ -106,6 +139,28 @@ mod tests {
         for (path, kind) in &table {
             assert_eq!(&ObjectKind::classify(path), kind, "{path}");
         }
+    }
+
+    #[test]
+    fn log_chunks_read_back_and_sort_in_the_order_printed() {
+        let chunks = [
+            log_chunk(JOB, 1, 999_999_999_999, 999_999),
+            log_chunk(JOB, 1, 1_765_000_000_000, 0),
+            log_chunk(JOB, 1, 1_765_000_000_000, 1),
+            log_chunk(JOB, 1, 1_765_000_000_000, 10),
+            log_chunk(JOB, 1, 1_765_000_100_000, 0),
+        ];
+        let mut sorted = chunks.clone();
+        sorted.sort();
+        assert_eq!(sorted, chunks);
+        assert_eq!(
+            super::super::parse_log_chunk(&chunks[3]),
+            Some((1, 1_765_000_000_000, 10))
+        );
+        assert_eq!(
+            super::super::parse_log_chunk("jobs/J/logs/g1/x.jsonl"),
+            None
+        );
     }
 
     #[test]

@@ -607,3 +607,55 @@ fn a_specs_inputs_are_its_s3_objects_in_this_store_under_users() {
         }]
     );
 }
+
+/// A job's printed lines are its owner's to read: its node writes (and
+/// rotates) its own generation's chunks; no other node, no other wallet,
+/// and not the owner itself writes them; a node reads no other job's.
+#[test]
+fn a_jobs_logs_are_written_by_its_node_and_read_by_its_owner_alone() {
+    let w = world(JobState::Running { since: 0 });
+    let j = w.job;
+    let chunk = |g: u32| format!("jobs/{j}/logs/g{g}/1765000000000-000003.jsonl");
+    let list = |prefix: String| StoreOp::List {
+        prefix,
+        delimiter: false,
+        continuation: None,
+    };
+    let me = w.node_caller();
+    assert_eq!(authorize(&put(chunk(2)), &me), Ok(()));
+    assert_eq!(authorize(&StoreOp::Delete { path: chunk(2) }, &me), Ok(()));
+    assert!(
+        authorize(&put(chunk(1)), &me).is_err(),
+        "an earlier generation's"
+    );
+    assert!(authorize(&StoreOp::Delete { path: chunk(1) }, &me).is_err());
+    let other = Caller::Node {
+        node: Pubkey::new_unique(),
+        jobs: &w.jobs,
+        checking: &[],
+        inputs: &w.inputs,
+    };
+    for op in [put(chunk(2)), get(chunk(2)), list(format!("jobs/{j}/logs"))] {
+        assert!(authorize(&op, &other).is_err(), "{op:?}");
+    }
+
+    let owner = Caller::Owner {
+        owner: w.owner,
+        jobs: &w.jobs,
+    };
+    assert_eq!(authorize(&get(chunk(1)), &owner), Ok(()));
+    assert_eq!(authorize(&list(format!("jobs/{j}/logs")), &owner), Ok(()));
+    assert!(authorize(&put(chunk(2)), &owner).is_err());
+    assert!(authorize(&StoreOp::Delete { path: chunk(1) }, &owner).is_err());
+    let stranger = Caller::Owner {
+        owner: Pubkey::new_unique(),
+        jobs: &w.jobs,
+    };
+    for op in [get(chunk(1)), list(format!("jobs/{j}/logs"))] {
+        assert!(authorize(&op, &stranger).is_err(), "{op:?}");
+    }
+    // Once the job left the node, the node writes no more of it.
+    let w = world(JobState::Completed { at: 0 });
+    let me = w.node_caller();
+    assert!(authorize(&put(chunk(2)), &me).is_err());
+}
