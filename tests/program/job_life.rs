@@ -835,11 +835,15 @@ fn a_job_whose_addresses_take_many_bump_tries_is_submitted_within_its_limit() {
     );
     if mcjs_svm::program_elf_from_env().is_some() {
         // As bytecode (the native builtin logs no units): within the limit,
-        // and beyond what the measured maximum and its margin alone grant.
+        // and costlier than any submission the suite measured. (The
+        // measured maximum itself carries the extra tries of the suite's
+        // random keys, a few more or less each run, so whether its margin
+        // alone would cover this owner varies; the searches' allowance is
+        // what is sure to.)
         let used = crate::cu_log::units_from_logs(&logs);
         assert_eq!(used.len(), 1, "{logs:?}");
         assert!(u64::from(limit) > used[0], "{} of {limit}", used[0]);
         let max = mcjs_client::compute::measured_max("submit_job").unwrap();
-        assert!(used[0] > u64::from(max + max / 4), "{} vs {max}", used[0]);
+        assert!(used[0] > u64::from(max), "{} vs {max}", used[0]);
     }
 }

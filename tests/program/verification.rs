@@ -1284,6 +1284,22 @@ fn two_more(w: &mut World) -> (ProviderActor, ProviderActor) {
     (d, e)
 }
 
+/// A world where A lies at step 100 and the check is open, B (the
+/// verifier) vouching for the lie and C (the referee) honest: both sealed,
+/// and revealed where `reveal` says so; D and E are two more providers for
+/// a second round.
+fn a_lie_vouched_for(reveal: bool) -> (World, Pubkey, ProviderActor, ProviderActor) {
+    let mut w = world(PPM);
+    let (d, e) = two_more(&mut w);
+    w.env.warp(2);
+    w.lie(100);
+    let v = w.open();
+    let (b, c) = (w.b.fork(), w.c.fork());
+    let (vouch, real) = (vouching(&w, &v), w.honest(&v, 100));
+    w.answer_as(&v, &[(&b, vouch), (&c, real)], reveal);
+    (w, v, d, e)
+}
+
 /// A checker in league with the liar vouches for its made-up checkpoint,
 /// bytes and all, against an honest one: two answers cannot tell who is
 /// right, so the check goes to a second round of two checkers of providers
@@ -1293,14 +1309,8 @@ fn two_more(w: &mut World) -> (ProviderActor, ProviderActor) {
 /// fitting providers, within half a window of the dispute.
 #[test]
 fn a_checker_vouching_for_a_liar_is_outvoted_by_a_second_round() {
-    let mut w = world(PPM);
-    let (d, e) = two_more(&mut w);
-    w.env.warp(2);
-    w.lie(100);
-    let v = w.open();
-    let (b, c) = (w.b.fork(), w.c.fork());
-    let (vouch, real) = (vouching(&w, &v), w.honest(&v, 100));
-    w.answer_as(&v, &[(&b, vouch), (&c, real)], true);
+    let (mut w, v, d, e) = a_lie_vouched_for(true);
+    let (b, vouch, real) = (w.b.fork(), vouching(&w, &v), w.honest(&v, 100));
     let disputed = w.verification(&v);
     assert_eq!(disputed.state, VerificationState::Disputed);
     assert_eq!(disputed.opened_at, w.env.now(), "its time counts from here");
@@ -1432,14 +1442,8 @@ fn a_checker_answering_wrongly_withholds_nothing_from_an_honest_provider() {
 /// window has passed, and the second round catches the lie.
 #[test]
 fn a_checker_silent_after_the_others_reveal_goes_to_a_second_round() {
-    let mut w = world(PPM);
-    let (d, e) = two_more(&mut w);
-    w.env.warp(2);
-    w.lie(100);
-    let v = w.open();
-    let (b, c) = (w.b.fork(), w.c.fork());
-    let (vouch, real) = (vouching(&w, &v), w.honest(&v, 100));
-    w.answer_as(&v, &[(&b, vouch), (&c, real)], false);
+    let (mut w, v, d, e) = a_lie_vouched_for(false);
+    let (c, real) = (w.c.fork(), w.honest(&v, 100));
     w.reveal(&c, &v, real).expect("the honest referee reveals");
     let window = i64::from(default_params().challenge_window_secs);
     let opened_at = w.verification(&v).opened_at;
@@ -1474,14 +1478,7 @@ fn a_checker_silent_after_the_others_reveal_goes_to_a_second_round() {
 /// round that disagrees too decides at once, and there is no third.
 #[test]
 fn a_dispute_waits_half_a_window_for_its_second_round_and_never_goes_to_a_third() {
-    let mut w = world(PPM);
-    let (d, e) = two_more(&mut w);
-    w.env.warp(2);
-    w.lie(100);
-    let v = w.open();
-    let (b, c) = (w.b.fork(), w.c.fork());
-    let (vouch, real) = (vouching(&w, &v), w.honest(&v, 100));
-    w.answer_as(&v, &[(&b, vouch), (&c, real)], true);
+    let (mut w, v, d, e) = a_lie_vouched_for(true);
     let window = i64::from(default_params().challenge_window_secs);
     let disputed_at = w.verification(&v).opened_at;
     let scheduler = w.env.scheduler.insecure_clone();
@@ -1500,15 +1497,8 @@ fn a_dispute_waits_half_a_window_for_its_second_round_and_never_goes_to_a_third(
     assert_eq!(resolved[0].slashed, 0);
     w.env.assert_invariants();
 
-    // The next interval's check: its second round splits again.
-    let mut w = world(PPM);
-    let (d, e) = two_more(&mut w);
-    w.env.warp(2);
-    w.lie(100);
-    let v = w.open();
-    let (b, c) = (w.b.fork(), w.c.fork());
-    let (vouch, real) = (vouching(&w, &v), w.honest(&v, 100));
-    w.answer_as(&v, &[(&b, vouch), (&c, real)], true);
+    // Another check, whose second round disagrees too.
+    let (mut w, v, d, e) = a_lie_vouched_for(true);
     let scheduler = w.env.scheduler.insecure_clone();
     w.env
         .send(&[w.second_round(&v, &d, &e)], &[&scheduler])
@@ -1522,12 +1512,7 @@ fn a_dispute_waits_half_a_window_for_its_second_round_and_never_goes_to_a_third(
         },
         "decided by the second round alone"
     );
-    let f = w
-        .env
-        .provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
-    let g = w
-        .env
-        .provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
+    let (f, g) = two_more(&mut w);
     expect_error(
         w.env.send(&[w.second_round(&v, &f, &g)], &[&scheduler]),
         McjsError::SecondRoundNotOpen,

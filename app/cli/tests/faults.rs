@@ -2072,8 +2072,80 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
         .sum();
     assert!(refused >= 13, "refusals counted:\n{metrics}");
 
+    // The job's own node, while it runs, may write its output, but not
+    // delete it; and what it writes is created once: a grant it takes now
+    // replaces nothing once the job is paid.
+    let descriptor = format!("jobs/{job}/output/g{}/output.json", before.generation);
+    let node_key = read_key(mine);
+    let ask = |ops: Vec<mcjs_protocol::store::StoreOp>| {
+        let request = mcjs_protocol::store::StoreRequest {
+            role: Role::Node {
+                node: node.to_string(),
+            },
+            sent_at_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64,
+            ops,
+        };
+        let sealed = mcjs_protocol::SignedRequest::seal(
+            mcjs_protocol::store::STORE_SIGN_PATH,
+            &request,
+            &node_key.pubkey().to_bytes(),
+            |m| node_key.sign_message(m).into(),
+        );
+        reqwest::Client::new()
+            .post(format!(
+                "{}{}",
+                s.cluster.scheduler_url(),
+                mcjs_protocol::store::STORE_SIGN_PATH
+            ))
+            .json(&sealed)
+            .send()
+    };
+    let refused = ask(vec![mcjs_protocol::store::StoreOp::Delete {
+        path: descriptor.clone(),
+    }])
+    .await
+    .unwrap();
+    assert_eq!(refused.status(), 403, "a node deletes no output");
+    let granted: mcjs_protocol::store::StoreResponse = ask(vec![mcjs_protocol::store::StoreOp::Put {
+        path: descriptor.clone(),
+        size: Some(6),
+    }])
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let mcjs_protocol::store::Grant::Url { url, headers, .. } = granted.grants[0].clone() else {
+        panic!("a URL for the node's own output")
+    };
+    assert_eq!(
+        headers,
+        vec![("if-none-match".to_string(), "*".to_string())],
+        "created once"
+    );
+
     // The job is unharmed; its owner gets the output, verified.
     let done = s.assert_completed_and_verified().await;
+
+    // Paid, the node tries the grant it took: the output stays.
+    let http = reqwest::Client::new();
+    let with_header = http
+        .put(&url)
+        .header("if-none-match", "*")
+        .body("forged")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_header.status(), 412, "the descriptor is not replaced");
+    let without = http.put(&url).body("forged").send().await.unwrap();
+    assert!(
+        without.status().is_client_error(),
+        "the header is signed into the URL: {}",
+        without.status()
+    );
 
     // The last attested checkpoint, delivered and verified (--partial).
     let partial = s.dir.path().join("partial");
@@ -2131,7 +2203,11 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
 
     // A stored output file changed after the fact is refused by name, and
     // nothing is written.
-    let stored_model = s.cluster.store.join(output.as_ref());
+    let stored_model = workload::find_file(
+        &s.cluster.store.join(format!("jobs/{job}/output/g{}", before.generation)),
+        "model.bin",
+    )
+    .expect("the stored output's model.bin");
     let mut bytes = std::fs::read(&stored_model).unwrap();
     bytes[0] ^= 0xff;
     std::fs::write(&stored_model, bytes).unwrap();

@@ -152,10 +152,15 @@ impl StoreOp {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Grant {
-    /// Send `method` to `url` (with the object's bytes for a PUT).
+    /// Send `method` to `url` (with the object's bytes for a PUT), with
+    /// `headers`: they are signed into the URL, and the store refuses the
+    /// request without them (a job's output is written create-only:
+    /// `if-none-match: *`).
     Url {
         method: String,
         url: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        headers: Vec<(String, String)>,
     },
     Listing(Listing),
     Upload {

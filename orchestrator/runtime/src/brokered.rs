@@ -193,13 +193,21 @@ impl Broker {
         Ok(self.ask(vec![op]).await?.remove(0))
     }
 
-    async fn url(&self, op: StoreOp) -> object_store::Result<(reqwest::Method, String)> {
+    async fn url(
+        &self,
+        op: StoreOp,
+    ) -> object_store::Result<(reqwest::Method, String, Vec<(String, String)>)> {
         match self.ask_one(op).await? {
-            Grant::Url { method, url } => Ok((
+            Grant::Url {
+                method,
+                url,
+                headers,
+            } => Ok((
                 method
                     .parse()
                     .map_err(|_| generic(format!("store gateway: bad method {method}")))?,
                 url,
+                headers,
             )),
             other => Err(generic(format!(
                 "store gateway: expected a URL, got {other:?}"
@@ -213,8 +221,11 @@ impl Broker {
         body: Option<PutPayload>,
     ) -> object_store::Result<reqwest::Response> {
         let path = op.path().to_string();
-        let (method, url) = self.url(op).await?;
+        let (method, url, headers) = self.url(op).await?;
         let mut request = self.http.request(method, url);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
         if let Some(body) = body {
             let bytes = Bytes::from(body);
             request = request
@@ -230,6 +241,11 @@ impl Broker {
             reqwest::StatusCode::NOT_FOUND => Err(object_store::Error::NotFound {
                 path: path.clone(),
                 source: format!("{path} is not in the store").into(),
+            }),
+            // A create-only write of an object that exists.
+            reqwest::StatusCode::PRECONDITION_FAILED => Err(object_store::Error::AlreadyExists {
+                path: path.clone(),
+                source: format!("{path} is in the store already, and may not be replaced").into(),
             }),
             s => {
                 let text = response.text().await.unwrap_or_default();

@@ -3,6 +3,10 @@
 //! stored at `jobs/<job>/output/g<generation>/` in the shared store,
 //! `output.json` last. Fenced by generation as checkpoints are: a node
 //! fenced off the job cannot overwrite the output of the one that completed.
+//! Written once: through the gateway every output object is created, never
+//! replaced or deleted (docs/store.md), so each try of storing the output
+//! writes its files under its own `<attempt>/files`, and the descriptor
+//! names the one that counts.
 
 use crate::checkpoint::Sha256Digest;
 use crate::confined::{ConfinedDir, Limits};
@@ -26,6 +30,8 @@ pub enum OutputError {
         #[source]
         source: object_store::Error,
     },
+    #[error("the output stored already at {path} has hash {hash}, not this one's; an output is never replaced")]
+    Stored { path: String, hash: Sha256Digest },
 }
 
 impl OutputError {
@@ -35,7 +41,7 @@ impl OutputError {
     /// `output.json`, written last) and may succeed.
     pub fn is_store_failure(&self) -> bool {
         match self {
-            Self::Missing(_) => false,
+            Self::Missing(_) | Self::Stored { .. } => false,
             Self::Store { .. } => true,
             Self::Upload(StoreError::Upload(_)) => true,
             Self::Upload(e) => e.is_unavailable(),
@@ -49,7 +55,23 @@ pub struct StoredOutput {
     pub job: String,
     pub generation: u32,
     pub hash: Sha256Digest,
+    /// The try whose files these are (`<attempt>/files` under the
+    /// generation's output); empty: directly under `files`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub attempt: String,
     pub files: Vec<crate::checkpoint::FileDigest>,
+}
+
+impl StoredOutput {
+    /// Where the descriptor's files are, under the generation's output
+    /// `base` ([`output_prefix`]).
+    pub fn files_prefix(&self, base: &str) -> String {
+        if self.attempt.is_empty() {
+            format!("{base}/files")
+        } else {
+            format!("{base}/{}/files", self.attempt)
+        }
+    }
 }
 
 pub fn output_prefix(job: &str, generation: u32) -> String {
@@ -73,7 +95,8 @@ pub async fn store_output(
 ) -> Result<Sha256Digest, OutputError> {
     let base = output_prefix(job, generation);
     let root = ConfinedDir::open(dir).map_err(|e| StoreError::Checkpoint(e.into()))?;
-    let digest = upload_tree(store, &format!("{base}/files"), root, limits, 0).await?;
+    let attempt = format!("{:016x}", crate::store::upload_nonce(job));
+    let digest = upload_tree(store, &format!("{base}/{attempt}/files"), root, limits, 0).await?;
     for artifact in &spec.output.required_artifacts {
         if !digest.files.iter().any(|f| f.path == artifact.as_str()) {
             return Err(OutputError::Missing(artifact.as_str().to_string()));
@@ -83,20 +106,61 @@ pub async fn store_output(
         job: job.to_string(),
         generation,
         hash: digest.hash,
+        attempt,
         files: digest.files.clone(),
     };
     let path = ObjectPath::from(format!("{base}/output.json"));
-    store
+    let stored = store
         .put(
             &path,
             PutPayload::from(serde_json::to_vec_pretty(&descriptor).expect("serialisable")),
         )
-        .await
-        .map_err(|source| OutputError::Store {
+        .await;
+    match stored {
+        Ok(_) => Ok(digest.hash),
+        // An earlier try stored its descriptor (its answer was lost): the
+        // output is stored if that one names the same files.
+        Err(object_store::Error::AlreadyExists { .. }) => {
+            let earlier = earlier_descriptor(store, &path).await?;
+            if earlier.hash == digest.hash {
+                Ok(digest.hash)
+            } else {
+                Err(OutputError::Stored {
+                    path: path.to_string(),
+                    hash: earlier.hash,
+                })
+            }
+        }
+        Err(source) => Err(OutputError::Store {
             path: path.to_string(),
             source,
-        })?;
-    Ok(digest.hash)
+        }),
+    }
+}
+
+/// The descriptor an earlier try stored at `path`.
+async fn earlier_descriptor(
+    store: &Arc<dyn ObjectStore>,
+    path: &ObjectPath,
+) -> Result<StoredOutput, OutputError> {
+    let failed = |source| OutputError::Store {
+        path: path.to_string(),
+        source,
+    };
+    let got = store.get(path).await.map_err(failed)?;
+    if got.meta.size > MAX_DESCRIPTOR_BYTES {
+        return Err(failed(object_store::Error::Generic {
+            store: "output",
+            source: "an oversized descriptor".into(),
+        }));
+    }
+    let bytes = got.bytes().await.map_err(failed)?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        failed(object_store::Error::Generic {
+            store: "output",
+            source: Box::new(e),
+        })
+    })
 }
 
 #[cfg(test)]

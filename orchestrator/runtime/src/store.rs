@@ -11,6 +11,7 @@ mod upload;
 pub use object_upload::{ObjectUpload, PART_SIZE, UploadError, UploadStage};
 pub use pipeline::CheckpointPipeline;
 pub use restore::{VerifyError, download_verified};
+pub(crate) use upload::upload_nonce;
 pub use upload::upload_tree;
 
 use crate::checkpoint::{CheckpointDigest, CheckpointError, FileDigest, Sha256Digest};

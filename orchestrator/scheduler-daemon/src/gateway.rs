@@ -571,10 +571,14 @@ pub async fn sign(
     let owner = matches!(caller, Caller::Owner { .. }).then_some(signer);
     let mut grants = Vec::with_capacity(request.ops.len());
     for op in &request.ops {
-        if let Some((method, url)) = s3.presign(op) {
+        // A job's output is written once: no grant can replace what its
+        // node stored (after it is paid, above all), and none deletes it.
+        let create_only = matches!(ObjectKind::classify(op.path()), ObjectKind::Output { .. });
+        if let Some((method, url, headers)) = s3.presign(op, create_only) {
             grants.push(Grant::Url {
                 method: method.to_string(),
                 url: url.to_string(),
+                headers,
             });
             continue;
         }

@@ -89,12 +89,20 @@ impl S3Store {
         Duration::from_secs(GRANT_TTL_SECS)
     }
 
-    /// A presigned URL for a transfer op; `None` for the ops performed here.
-    pub(crate) fn presign(&self, op: &StoreOp) -> Option<(reqwest::Method, url::Url)> {
+    /// A presigned URL for a transfer op, with the headers signed into it
+    /// that the request must carry; `None` for the ops performed here. A
+    /// `create_only` PUT carries `if-none-match: *`: it creates the object
+    /// or fails (412), and can never replace one.
+    pub(crate) fn presign(
+        &self,
+        op: &StoreOp,
+        create_only: bool,
+    ) -> Option<(reqwest::Method, url::Url, Vec<(String, String)>)> {
         let key = self.location.key(op.path());
         let c = Some(&self.credentials);
         let ttl = Self::ttl();
-        Some(match op {
+        let mut headers = Vec::new();
+        let (method, url) = match op {
             StoreOp::Get { .. } => (
                 reqwest::Method::GET,
                 self.bucket.get_object(c, &key).sign(ttl),
@@ -109,6 +117,10 @@ impl S3Store {
                     action
                         .headers_mut()
                         .insert("content-length", size.to_string());
+                }
+                if create_only {
+                    action.headers_mut().insert("if-none-match", "*");
+                    headers.push(("if-none-match".to_string(), "*".to_string()));
                 }
                 (reqwest::Method::PUT, action.sign(ttl))
             }
@@ -131,7 +143,8 @@ impl S3Store {
                 (reqwest::Method::PUT, action.sign(ttl))
             }
             _ => return None,
-        })
+        };
+        Some((method, url, headers))
     }
 
     async fn send(

@@ -222,6 +222,12 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                     (None, _) => deny("not a checkpoint key (<step>-g<generation>-<nonce>)"),
                 }
             }
+            // Written once (create-only grants) and never deleted: what the
+            // owner pays for cannot be replaced or removed by the node, even
+            // with a grant it obtained before it was paid.
+            ObjectKind::Output { .. } if matches!(op, StoreOp::Delete { .. }) => {
+                deny("a job's output, once stored, stays: no node deletes it")
+            }
             ObjectKind::Output { job, generation } => match find(jobs, job) {
                 Some(j) if active_on(j, node) && generation == Some(j.generation) => Ok(()),
                 Some(j) if active_on(j, node) => deny(&format!(

@@ -235,7 +235,7 @@ pub async fn run(
         }
         let digest = download_verified(
             &store,
-            &format!("{prefix}/files"),
+            &descriptor.files_prefix(&prefix),
             &descriptor.files,
             Sha256Digest(attested),
             mcjs_runtime::limits::output_limits(&spec),

@@ -82,7 +82,7 @@ impl CheckpointStore {
 }
 
 /// A fresh nonce for one upload.
-fn upload_nonce(job_id: &str) -> u64 {
+pub(crate) fn upload_nonce(job_id: &str) -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -659,3 +659,21 @@ fn a_jobs_logs_are_written_by_its_node_and_read_by_its_owner_alone() {
     let me = w.node_caller();
     assert!(authorize(&put(chunk(2)), &me).is_err());
 }
+
+/// A job's output is written by its node and never deleted, by it or
+/// anyone: the gateway's grants for it are create-only, so what the owner
+/// pays for stays as the node stored it.
+#[test]
+fn a_jobs_output_is_written_by_its_node_and_deleted_by_nobody() {
+    let w = world(JobState::Running { since: 0 });
+    let j = w.job;
+    let me = w.node_caller();
+    let file = format!("jobs/{j}/output/g2/0123456789abcdef/files/model.bin");
+    assert_eq!(authorize(&put(file.clone()), &me), Ok(()));
+    for path in [file, format!("jobs/{j}/output/g2/output.json")] {
+        assert!(
+            authorize(&StoreOp::Delete { path: path.clone() }, &me).is_err(),
+            "{path}"
+        );
+    }
+}
