@@ -2109,15 +2109,16 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
     .await
     .unwrap();
     assert_eq!(refused.status(), 403, "a node deletes no output");
-    let granted: mcjs_protocol::store::StoreResponse = ask(vec![mcjs_protocol::store::StoreOp::Put {
-        path: descriptor.clone(),
-        size: Some(6),
-    }])
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let granted: mcjs_protocol::store::StoreResponse =
+        ask(vec![mcjs_protocol::store::StoreOp::Put {
+            path: descriptor.clone(),
+            size: Some(6),
+        }])
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let mcjs_protocol::store::Grant::Url { url, headers, .. } = granted.grants[0].clone() else {
         panic!("a URL for the node's own output")
     };
@@ -2204,7 +2205,9 @@ async fn another_providers_agent_and_a_stranger_can_neither_read_nor_write_the_j
     // A stored output file changed after the fact is refused by name, and
     // nothing is written.
     let stored_model = workload::find_file(
-        &s.cluster.store.join(format!("jobs/{job}/output/g{}", before.generation)),
+        &s.cluster
+            .store
+            .join(format!("jobs/{job}/output/g{}", before.generation)),
         "model.bin",
     )
     .expect("the stored output's model.bin");

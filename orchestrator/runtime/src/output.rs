@@ -30,7 +30,9 @@ pub enum OutputError {
         #[source]
         source: object_store::Error,
     },
-    #[error("the output stored already at {path} has hash {hash}, not this one's; an output is never replaced")]
+    #[error(
+        "the output stored already at {path} has hash {hash}, not this one's; an output is never replaced"
+    )]
     Stored { path: String, hash: Sha256Digest },
 }
 
