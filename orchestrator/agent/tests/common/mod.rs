@@ -324,23 +324,25 @@ impl World {
             &args,
         )
         .expect("the reference run");
-        let stored = self
-            .store
-            .get(&object_store::path::Path::from(format!(
-                "{}/files/model.bin",
-                mcjs_agent::output::output_prefix(
-                    &job.to_string(),
-                    self.job(job)
-                        .await
-                        .completed_generation()
-                        .expect("the job completed")
-                )
-            )))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        let prefix = mcjs_agent::output::output_prefix(
+            &job.to_string(),
+            self.job(job)
+                .await
+                .completed_generation()
+                .expect("the job completed"),
+        );
+        let read = |path: String| async move {
+            self.store
+                .get(&object_store::path::Path::from(path))
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap()
+        };
+        let descriptor: mcjs_agent::output::StoredOutput =
+            serde_json::from_slice(&read(format!("{prefix}/output.json")).await).unwrap();
+        let stored = read(format!("{}/model.bin", descriptor.files_prefix(&prefix))).await;
         assert!(
             stored.as_ref() == std::fs::read(reference).unwrap().as_slice(),
             "the honest job's model differs from an uninterrupted run"
