@@ -29,6 +29,10 @@ use tokio::sync::mpsc;
 pub const FLUSH_EVERY: Duration = Duration::from_secs(2);
 /// A chunk is shipped at once when its lines reach this size.
 pub const CHUNK_BYTES: usize = 256 * 1024;
+/// The largest chunk a reader takes: an agent's are [`CHUNK_BYTES`] and
+/// one line more. A larger object under a job's logs was not written by
+/// an agent, and is not read into memory.
+pub const MAX_CHUNK_BYTES: u64 = 4 << 20;
 /// A line longer than this is cut (its head kept, the cut said).
 pub const LINE_MAX: usize = 16 * 1024;
 /// What one generation keeps in the store unless the spec says otherwise.

@@ -66,13 +66,19 @@ pub struct StoredOutput {
 
 impl StoredOutput {
     /// Where the descriptor's files are, under the generation's output
-    /// `base` ([`output_prefix`]).
-    pub fn files_prefix(&self, base: &str) -> String {
+    /// `base` ([`output_prefix`]). `None` when the descriptor (the
+    /// provider's word) names an attempt that is not one the agent makes
+    /// (16 lowercase hex digits): it may not point anywhere else.
+    pub fn files_prefix(&self, base: &str) -> Option<String> {
         if self.attempt.is_empty() {
-            format!("{base}/files")
-        } else {
-            format!("{base}/{}/files", self.attempt)
+            return Some(format!("{base}/files"));
         }
+        let ours = self.attempt.len() == 16
+            && self
+                .attempt
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        ours.then(|| format!("{base}/{}/files", self.attempt))
     }
 }
 
@@ -174,6 +180,33 @@ mod tests {
         object_store::Error::Generic {
             store: "S3",
             source: "connection refused".into(),
+        }
+    }
+
+    #[test]
+    fn a_descriptor_names_only_an_attempt_the_agent_makes() {
+        let mut d = StoredOutput {
+            job: "j".into(),
+            generation: 1,
+            hash: Sha256Digest([0; 32]),
+            attempt: String::new(),
+            files: Vec::new(),
+        };
+        assert_eq!(d.files_prefix("b").as_deref(), Some("b/files"));
+        d.attempt = "0123456789abcdef".into();
+        assert_eq!(
+            d.files_prefix("b").as_deref(),
+            Some("b/0123456789abcdef/files")
+        );
+        for bad in [
+            "..",
+            "../../x",
+            "0123456789ABCDEF",
+            "0123456789abcde",
+            "a/b",
+        ] {
+            d.attempt = bad.into();
+            assert_eq!(d.files_prefix("b"), None, "{bad}");
         }
     }
 

@@ -235,7 +235,12 @@ pub async fn run(
         }
         let digest = download_verified(
             &store,
-            &descriptor.files_prefix(&prefix),
+            &descriptor.files_prefix(&prefix).with_context(|| {
+                format!(
+                    "{descriptor_path} names its files under {:?}, which no agent writes; nothing was fetched",
+                    descriptor.attempt
+                )
+            })?,
             &descriptor.files,
             Sha256Digest(attested),
             mcjs_runtime::limits::output_limits(&spec),

@@ -342,7 +342,11 @@ impl World {
         };
         let descriptor: mcjs_agent::output::StoredOutput =
             serde_json::from_slice(&read(format!("{prefix}/output.json")).await).unwrap();
-        let stored = read(format!("{}/model.bin", descriptor.files_prefix(&prefix))).await;
+        let stored = read(format!(
+            "{}/model.bin",
+            descriptor.files_prefix(&prefix).unwrap()
+        ))
+        .await;
         assert!(
             stored.as_ref() == std::fs::read(reference).unwrap().as_slice(),
             "the honest job's model differs from an uninterrupted run"

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use futures_util::TryStreamExt;
 use mcjs_client::{ChainClient, Pubkey, Signer};
 use mcjs_protocol::store::{Role, StoreUrl, layout, parse_log_chunk};
-use mcjs_runtime::logs::{LogLine, LogStream, parse_chunk};
+use mcjs_runtime::logs::{LogLine, LogStream, MAX_CHUNK_BYTES, parse_chunk};
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
@@ -24,22 +24,23 @@ const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 /// A chunk of the job's logs: (generation, run start, place in the run).
 type ChunkKey = (u32, u64, u32);
 
-/// Every chunk of the job's logs in the store, in the order printed.
+/// Every chunk of the job's logs in the store, in the order printed, with
+/// its size.
 async fn chunks(
     store: &Arc<dyn ObjectStore>,
     job: &Pubkey,
     generation: Option<u32>,
-) -> anyhow::Result<Vec<(ChunkKey, String)>> {
+) -> anyhow::Result<Vec<(ChunkKey, String, u64)>> {
     let prefix = ObjectPath::from(layout::logs(&job.to_string()));
-    let mut found: Vec<(ChunkKey, String)> = store
+    let mut found: Vec<(ChunkKey, String, u64)> = store
         .list(Some(&prefix))
-        .map_ok(|m| m.location.to_string())
-        .try_collect::<Vec<String>>()
+        .map_ok(|m| (m.location.to_string(), m.size))
+        .try_collect::<Vec<(String, u64)>>()
         .await
         .context("cannot list the job's logs in the store")?
         .into_iter()
-        .filter_map(|path| parse_log_chunk(&path).map(|key| (key, path)))
-        .filter(|((g, ..), _)| generation.is_none_or(|want| *g == want))
+        .filter_map(|(path, size)| parse_log_chunk(&path).map(|key| (key, path, size)))
+        .filter(|((g, ..), ..)| generation.is_none_or(|want| *g == want))
         .collect();
     found.sort();
     Ok(found)
@@ -111,8 +112,17 @@ pub async fn run(
     loop {
         let found = chunks(&store, &key, generation).await?;
         let mut new = 0usize;
-        for ((g, ..), path) in found {
+        for ((g, ..), path, size) in found {
             if printed.contains(&path) {
+                continue;
+            }
+            if size > MAX_CHUNK_BYTES {
+                // The node writes these objects: one no agent would write
+                // is said, not read into memory.
+                eprintln!(
+                    "[mcjs] {path} is {size} bytes, over the {MAX_CHUNK_BYTES} a chunk of logs can be: skipped"
+                );
+                printed.insert(path);
                 continue;
             }
             let bytes = store
