@@ -168,6 +168,9 @@ impl Failure {
 
 pub type Outcome = Result<Vec<String>, Failure>;
 
+/// The output every completion by [`Env::complete`] names.
+pub const OUTPUT_HASH: [u8; 32] = [0xee; 32];
+
 #[track_caller]
 pub fn expect_error(outcome: Outcome, expected: McjsError) {
     match outcome {
@@ -812,7 +815,7 @@ impl Env {
             &self.deployment(),
             CompleteJobArgs {
                 generation,
-                output_hash: [0xee; 32],
+                output_hash: OUTPUT_HASH,
             },
         );
         let ix = ix::with_segment(ix, self.segment_of(job));

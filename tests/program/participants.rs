@@ -298,6 +298,15 @@ impl World {
         let Some(p) = self.holder() else {
             return;
         };
+        if job.output_attested() {
+            // Its run is over: it completes once the draw has had its time
+            // and no check is open (by anyone's call; the scheduler's here).
+            let (token, provider) = (job.refund_account, self.providers[p].fork());
+            let _ = self
+                .env
+                .complete(&self.job, &token, &provider, 0, job.generation);
+            return;
+        }
         let now = self.env.now();
         // At its cap the agent stops the job and reports it (`cap_reached`).
         if job.at_cap() {
@@ -324,6 +333,13 @@ impl World {
                 .complete(&self.job, &token, &provider, 0, generation)
                 .is_ok()
             {
+                // A verified job's first call attests its output: the
+                // run's last interval, earned and drawn like any other.
+                if self.state().output_attested() {
+                    let amount = self.state().last_interval_amount;
+                    self.earned.last_mut().expect("an assignment").1 += amount;
+                    self.check(p);
+                }
                 return;
             }
         }
@@ -435,7 +451,13 @@ impl World {
             mcjs_client::decode::verification(&env.account(&key).unwrap().data).unwrap()
         };
         let v0 = verification(&self.env);
-        let truth = checkpoint_hash(v0.to.epoch, v0.to.step);
+        // What an honest node reproduces: the checkpoint at the interval's
+        // end, or the output the harness's honest completions name.
+        let truth = if v0.output {
+            OUTPUT_HASH
+        } else {
+            checkpoint_hash(v0.to.epoch, v0.to.step)
+        };
         let answer = CheckAnswer::Reproduced {
             hash: truth,
             possession: possession_of(&v0.possession_key, &truth),

@@ -523,7 +523,7 @@ impl World {
                     &d,
                     CompleteJobArgs {
                         generation,
-                        output_hash: [7; 32],
+                        output_hash: OUTPUT_HASH,
                     },
                 );
                 let ix = ix::with_segment(ix, self.env.segment_of(&job));
@@ -876,6 +876,29 @@ impl World {
         }
         let (p, n) = self.assigned();
         let mut fork = self.env.fork();
+        if job.output_attested() {
+            // Its run is over: it leaves by completing, once the draw has
+            // had its time and its checks (each bounded by its window)
+            // have resolved.
+            if job.open_verifications > 0 {
+                return Ok(());
+            }
+            fork.warp(i64::from(default_params().draw_secs));
+            let outcome = fork.complete(
+                &self.job,
+                &job.refund_account,
+                &self.providers[p],
+                n,
+                job.generation,
+            );
+            prop_assert!(
+                outcome.is_ok(),
+                "the job whose output is attested could not complete: {:?}",
+                outcome.err().map(|f| f.name())
+            );
+            prop_assert!(!fork.job(&self.job).state.is_on_node(), "still on its node");
+            return Ok(());
+        }
         let scheduler = fork.scheduler.insecure_clone();
         let outcome = fork.report(
             &scheduler,
@@ -1314,6 +1337,9 @@ fn spelled_out_verified_sequences_keep_every_invariant() {
             node: 0,
         }),
         natural(Action::Start),
+        natural(Action::Warp { secs: 900 }),
+        // The output's attestation, then, the draw gap on, the completion.
+        natural(Action::Complete { stale: false }),
         natural(Action::Warp { secs: 900 }),
         natural(Action::Complete { stale: false }),
         natural(Action::Warp { secs: 3_600 }),

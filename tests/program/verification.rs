@@ -339,36 +339,181 @@ impl World {
         self.env.send(&[ix], &[&kp])
     }
 
-    fn complete(&mut self) -> Outcome {
+    /// A's node sends `complete_job`: a verified job's first attests its
+    /// output (the run's last interval), a later one completes it.
+    fn complete_call(&mut self) -> Outcome {
         let generation = self.env.job(&self.job).generation;
         let token = self.owner.token;
         self.env.complete(&self.job, &token, &self.a, 0, generation)
     }
+
+    /// A's node attests the output (the first `complete_job`), then two
+    /// slots pass (the draw's, and the one that records its hash).
+    fn attest_output(&mut self) {
+        self.complete_call().expect("the output's attestation");
+        assert!(self.env.job(&self.job).output_attested());
+        self.env.warp(1);
+        self.env.warp(1);
+    }
+
+    /// A verified job's completion as its node makes it: the output
+    /// attested, then, once the draw has had its time, the job completed.
+    fn complete(&mut self) -> Outcome {
+        self.complete_call()?;
+        if !self.env.job(&self.job).output_attested() {
+            return Ok(vec![]);
+        }
+        self.env.warp(i64::from(default_params().draw_secs));
+        self.complete_call()
+    }
 }
 
-/// A provider that starts a verified job, waits just under the draw gap
-/// and completes with any output is paid nothing for the stretch after its
-/// last attestation: no checkpoint ends it, so no draw can reach it.
+/// A provider that starts a verified job, waits and completes with a
+/// made-up output is caught as a liar is: its output is the run's last
+/// interval, attested, billed, held and drawn like any other, and a check
+/// runs the job from its last checkpoint to its exit and hashes the output.
+/// Until the draw has had its time and no check is open the job attests
+/// nothing more, is neither reported nor paused, and does not complete.
 #[test]
-fn a_verified_job_is_paid_only_up_to_its_last_attestation() {
-    let mut w = world(PPM);
-    // Nothing attested: started, waited, completed with a made-up output.
-    w.env.warp(2 * INTERVAL - 1);
-    w.complete().expect("the completion itself is allowed");
-    let job = w.env.job(&w.job);
-    assert!(matches!(job.state, JobState::Completed { .. }));
-    assert_eq!((job.held, job.paid, job.billed_secs), (0, 0, 0));
-    w.env.assert_invariants();
-
-    // One interval attested, then most of another before the completion.
+fn a_made_up_output_is_an_interval_a_check_proves_wrong() {
     let mut w = world(PPM);
     w.env.warp(2);
     w.attest(100);
-    w.env.warp(INTERVAL - 2);
-    w.complete().unwrap();
+    let v1 = w.open();
+    let honest = w.honest(&v1, 100);
+    w.answer(&v1, Some(honest), Some(honest));
+    w.resolve(&v1, None, None).unwrap();
+    // Most of an interval later, a completion with a made-up output.
+    w.env.warp(INTERVAL - 3);
+    let accrued = w.env.job(&w.job).accrued;
+    let logs = w.complete_call().expect("the output's attestation");
+    let attested = events::<OutputAttested>(&logs);
+    assert_eq!(attested.len(), 1);
+    assert_eq!(
+        (attested[0].interval, attested[0].output_hash),
+        (2, [0xee; 32])
+    );
+    assert_eq!(
+        events::<CheckpointAttested>(&logs).len(),
+        1,
+        "announced as an attestation: the history recomputes the hash chain"
+    );
     let job = w.env.job(&w.job);
-    assert_eq!(job.held, cost(INTERVAL), "the attested interval only");
-    assert_eq!(job.billed_secs, INTERVAL as u64);
+    assert!(matches!(job.state, JobState::Running { .. }) && job.output_attested());
+    assert_eq!(job.checkpoint_count, 2);
+    assert_eq!(
+        job.accrued - accrued,
+        cost(INTERVAL - 1),
+        "billed as an interval"
+    );
+
+    // Nothing more is attested; nobody reports or pauses it; it completes
+    // neither before the draw gap nor with another output.
+    let before = w.env.snapshot();
+    expect_error(w.complete_call(), McjsError::AttestationTooSoon);
+    w.env.assert_unchanged(&before);
+    w.env.warp(i64::from(default_params().draw_secs));
+    let before = w.env.snapshot();
+    let generation = job.generation;
+    let (a, token, scheduler) = (w.a.fork(), w.owner.token, w.env.scheduler.insecure_clone());
+    expect_error(
+        w.env.attest(&w.job, &a, 0, generation, 0, 300),
+        McjsError::JobFinishing,
+    );
+    expect_error(
+        w.env
+            .report_live(&scheduler, &w.job, &token, &a, 0, FailureCause::NodeLost),
+        McjsError::JobFinishing,
+    );
+    w.env.assert_unchanged(&before);
+
+    // The draw reaches it: a check of the output, from step 100.
+    w.env.warp(1);
+    let v = w.open();
+    let opened = w.verification(&v);
+    assert!(opened.output, "the checkers run the job to its exit");
+    assert_eq!(opened.from.map(|c| c.step), Some(100));
+    assert_eq!(opened.to.hash, [0xee; 32]);
+    let before = w.env.snapshot();
+    expect_error(w.complete_call(), McjsError::VerificationOpen);
+    w.env.assert_unchanged(&before);
+    let real = CheckAnswer::Reproduced {
+        hash: [0x0d; 32],
+        possession: possession(&opened, b"the job's real output"),
+    };
+    w.answer(&v, Some(real), Some(real));
+    let owner_before = w.env.balance(&w.owner.token);
+    let stake_before = w.env.provider(&w.a.pda).stake;
+    let current = w.on_the_liar();
+    let logs = w.resolve(&v, Some(w.a.pda), Some(current)).unwrap();
+    let resolved = events::<VerificationResolved>(&logs);
+    assert_eq!(resolved[0].outcome, VerificationOutcome::ProviderWrong);
+    assert_eq!(resolved[0].restore_point.map(|c| c.step), Some(100));
+    assert_eq!(resolved[0].refund, cost(INTERVAL - 1), "the output's pay");
+    assert_eq!(
+        w.env.balance(&w.owner.token) - owner_before,
+        cost(INTERVAL - 1)
+    );
+    let slash = default_params().slash_amount;
+    assert_eq!(w.env.provider(&w.a.pda).stake, stake_before - slash);
+    let job = w.env.job(&w.job);
+    assert!(matches!(job.state, JobState::Recovering { .. }));
+    assert_eq!(job.output_hash, None, "the made-up output is not the job's");
+    assert_eq!(job.last_checkpoint.map(|c| c.step), Some(100));
+    w.env.assert_invariants();
+}
+
+/// The honest case: the output is attested, confirmed by a check, and the
+/// job completes by anyone's call (its node may be gone), paid to its
+/// output's attestation and nothing after.
+#[test]
+fn an_attested_output_completes_by_anyones_call_once_checked() {
+    let mut w = world(PPM);
+    w.env.warp(2);
+    w.attest(100);
+    w.env.warp(i64::from(default_params().draw_secs));
+    w.attest_output();
+    let v = w.open();
+    let answer = CheckAnswer::Reproduced {
+        hash: [0xee; 32],
+        possession: possession(&w.verification(&v), b"the job's output"),
+    };
+    w.answer(&v, Some(answer), Some(answer));
+    w.resolve(&v, None, None).unwrap();
+    let billed = w.env.job(&w.job).billed_secs;
+    // A stranger completes it, an hour on; a different output is refused.
+    w.env.warp(3_600);
+    let stranger = w.env.wallet(0);
+    let generation = w.env.job(&w.job).generation;
+    let complete = |output_hash| {
+        ix::with_segment(
+            ix::complete_job(
+                &stranger.key(),
+                &w.job,
+                &w.a.nodes[0],
+                &w.a.pda,
+                &w.a.payout,
+                &w.owner.token,
+                &w.env.deployment(),
+                mcjs::instructions::CompleteJobArgs {
+                    generation,
+                    output_hash,
+                },
+            ),
+            w.env.segment_of(&w.job),
+        )
+    };
+    let (other, right) = (complete([0xef; 32]), complete([0xee; 32]));
+    let kp = stranger.kp.insecure_clone();
+    let before = w.env.snapshot();
+    expect_error(w.env.send(&[other], &[&kp]), McjsError::OutputMismatch);
+    w.env.assert_unchanged(&before);
+    w.env.send(&[right], &[&kp]).unwrap();
+    let job = w.env.job(&w.job);
+    assert!(matches!(job.state, JobState::Completed { .. }));
+    assert_eq!(job.output_hash, Some([0xee; 32]));
+    assert_eq!(job.billed_secs, billed, "the wait is not billed");
+    assert_eq!(w.env.node(&w.a.nodes[0]).status, NodeStatus::Available);
     w.env.assert_invariants();
 }
 
@@ -378,14 +523,16 @@ fn a_verified_jobs_payment_is_held_until_its_window_passes() {
     w.env.warp(2); // the first interval is then a whole one
     w.attest(100);
     w.attest(200);
-    // The job's last checkpoint is at its end; it completes once the draw
-    // has had its time.
+    // The job's last checkpoint is at its end; its output is attested once
+    // the draw has had its time, and it completes once that draw has too.
     w.attest(300);
-    w.env.warp(i64::from(default_params().draw_secs));
+    let gap = i64::from(default_params().draw_secs);
+    w.env.warp(gap);
     w.complete().unwrap();
     let job = w.env.job(&w.job);
-    // Three intervals billed at 8 USDC/h, held in the vault for the segment.
-    let gross = 3 * cost(INTERVAL);
+    // Three intervals billed at 8 USDC/h and the output's (the draw gap the
+    // node was held for), held in the vault for the segment.
+    let gross = 3 * cost(INTERVAL) + cost(gap + 2);
     assert_eq!(job.held, gross);
     assert_eq!(
         w.env.balance(&w.a.payout),
@@ -626,8 +773,11 @@ fn a_confirmed_interval_pays_both_checkers_from_the_commission() {
     w.attest(200);
     let v2 = w.open();
     w.env.warp(INTERVAL - 2);
+    // Its output is attested, but it does not complete while a check is open.
+    w.attest_output();
+    w.env.warp(i64::from(default_params().draw_secs));
     let before = w.env.snapshot();
-    expect_error(w.complete(), McjsError::VerificationOpen);
+    expect_error(w.complete_call(), McjsError::VerificationOpen);
     w.env.assert_unchanged(&before);
 
     for (verification, step) in [(v, 100), (v2, 200)] {
@@ -661,8 +811,8 @@ fn a_confirmed_interval_pays_both_checkers_from_the_commission() {
     w.env.set_time(release_at);
     let treasury = w.env.balance(&w.env.treasury);
     w.release(1).unwrap();
-    // The two attested intervals: nothing after the last attestation.
-    let gross = 2 * cost(INTERVAL);
+    // The two attested intervals and the output's: nothing after it.
+    let gross = 3 * cost(INTERVAL);
     let commission = gross * 500 / 10_000;
     assert_eq!(
         w.env.balance(&w.a.payout),
@@ -826,13 +976,20 @@ fn a_checker_that_copies_the_claimed_hash_never_gets_a_made_up_checkpoint_paid()
                 continue;
             }
             // Complete (the draw gap has passed) and release: the liar is
-            // paid the honest interval (and the seconds since its lie).
+            // paid the honest interval and its output's stretch, itself
+            // open to a check, billed at most one interval past the lie
+            // (what follows is the check's wait), not the made-up interval.
             let gap = i64::from(default_params().draw_secs);
             w.env.warp(gap);
-            w.complete().unwrap();
+            w.attest_output();
+            let output = w.env.job(&w.job).last_interval_amount;
+            assert!(output <= cost(INTERVAL), "{other:?}: the wait was billed");
+            w.env.warp(gap);
+            w.complete_call().unwrap();
             let gross = w.segment(1).unwrap().gross;
-            assert!(
-                gross <= cost(INTERVAL) + cost(gap + 2),
+            assert_eq!(
+                gross,
+                cost(INTERVAL) + output,
                 "{other:?}: the made-up interval was paid"
             );
             let release_at = w.env.now() + default_params().challenge_window_secs as i64;
@@ -854,8 +1011,6 @@ fn an_inconclusive_check_of_a_held_segment_refunds_the_interval() {
     w.lie(200);
     let v = w.open();
     w.env.warp(INTERVAL - 2);
-    // The liar cannot complete while the check is open.
-    expect_error(w.complete(), McjsError::VerificationOpen);
     let copied = w.copied(&v);
     w.answer(&v, Some(copied), None);
     w.env
@@ -1862,7 +2017,12 @@ fn a_held_segment_needs_its_segment_account_to_leave_the_node() {
     let mut w = world(PPM);
     w.attest(100);
     w.env.warp(INTERVAL);
+    // The output's attestation moves no tokens and needs no segment; the
+    // completion settles it and does.
     let operator = w.a.operator(0).insecure_clone();
+    let bare = bare_complete(&w, &operator);
+    w.env.send(&[bare], &[&operator]).unwrap();
+    w.env.warp(i64::from(default_params().draw_secs));
     let bare = bare_complete(&w, &operator);
     let before = w.env.snapshot();
     expect_error(
@@ -1951,22 +2111,31 @@ fn a_completion_that_waited_on_a_check_bills_nothing_past_the_last_attestation()
     w.env.warp(2);
     w.attest(100);
     let v = w.open();
-    // The job finishes half an interval after its checkpoint, and waits.
+    // The job finishes half an interval after its checkpoint: its output
+    // is attested, and it waits for the check to complete.
     w.env.warp(INTERVAL / 2);
+    let billed = w.env.job(&w.job).billed_secs;
+    w.attest_output();
+    assert_eq!(
+        w.env.job(&w.job).billed_secs - billed,
+        (INTERVAL / 2 + 2) as u64,
+        "the output's stretch is billed"
+    );
+    w.env.warp(i64::from(default_params().draw_secs));
     let before = w.env.snapshot();
-    expect_error(w.complete(), McjsError::VerificationOpen);
+    expect_error(w.complete_call(), McjsError::VerificationOpen);
     w.env.assert_unchanged(&before);
-    // The checkers take three intervals to answer.
-    w.env.warp(3 * INTERVAL);
+    // The checkers take two intervals to answer.
+    w.env.warp(2 * INTERVAL);
     let honest = w.honest(&v, 100);
     w.answer(&v, Some(honest), Some(honest));
     w.resolve(&v, None, None).unwrap();
     let billed = w.env.job(&w.job).billed_secs;
-    w.complete().unwrap();
+    w.complete_call().unwrap();
     assert_eq!(
         w.env.job(&w.job).billed_secs,
         billed,
-        "neither the wait nor the stretch after the checkpoint is billed"
+        "the wait for the check is not billed"
     );
     w.env.assert_invariants();
 }

@@ -2458,6 +2458,14 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
         );
         assert_eq!(r.slashed, 0);
     }
+    // The last interval is the output's: its checkers ran the job from its
+    // last checkpoint to its exit and reproduced the output's hash.
+    assert!(
+        resolved.iter().any(|r| r.interval == done.checkpoint_count),
+        "the output's interval ({}) was checked; logs in {}",
+        done.checkpoint_count,
+        s.dir.path().display()
+    );
     let client = s.cluster.client();
     for agent in &s.cluster.agents {
         let p = client.provider(&agent.provider).await.unwrap().unwrap();

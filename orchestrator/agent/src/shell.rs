@@ -5,7 +5,7 @@
 use crate::chain::{AgentChain, ChainFailure, Check, chain_job};
 use crate::core::{
     Action, Attested, ChainJob, ContainerExit, Core, CorePolicy, Event, FoundContainer,
-    StoredCheckpoint, Tx, TxFailure,
+    OUTPUT_ATTESTED, StoredCheckpoint, Tx, TxFailure,
 };
 use crate::fault::{Found, classify};
 use crate::gpus::GpuLedger;
@@ -580,7 +580,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     Tx::Attest { .. } => "attest_checkpoint",
                     Tx::Complete { .. } => "complete_job",
                 };
-                let outcome = if result.is_ok() {
+                let attested_output = matches!(&result, Err(f) if f.program_error.as_deref() == Some(OUTPUT_ATTESTED));
+                let outcome = if result.is_ok() || attested_output {
                     "confirmed"
                 } else {
                     "failed"
@@ -600,6 +601,9 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                                 .attestation_latency_seconds
                                 .observe(at.elapsed().as_secs_f64());
                         }
+                    }
+                    Err(e) if attested_output => {
+                        tracing::info!(%job, generation, %e, "output attested")
                     }
                     Err(e) => {
                         tracing::warn!(%job, generation, ?tx, error = %e, "transaction failed")

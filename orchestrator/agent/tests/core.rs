@@ -3,7 +3,7 @@
 
 use mcjs_agent::core::{
     Action, Attested, ChainJob, ChainState, ContainerExit, Core, CorePolicy, Event, FoundContainer,
-    Keep, Phase, StoredCheckpoint, Tx, TxFailure,
+    Keep, OUTPUT_ATTESTED, Phase, StoredCheckpoint, Tx, TxFailure,
 };
 use mcjs_client::Pubkey;
 use mcjs_protocol::{Fault, JobOutcome, JobPhase, StopReason};
@@ -878,13 +878,15 @@ fn an_attestation_prunes_only_what_the_job_no_longer_needs() {
 }
 
 /// A refusal that time clears (a verified job's draw gap, a completion
-/// waiting on a check) is sent again after the pause; any other refusal
-/// waits for the chain to say what changed.
+/// waiting on a check) is sent again after the pause, as is a completion
+/// that attested the job's output (the job completes with a later one);
+/// any other refusal waits for the chain to say what changed.
 #[test]
 fn only_a_refusal_that_time_clears_is_sent_again() {
     for (program_error, again) in [
         (Some("AttestationTooSoon"), true),
         (Some("VerificationOpen"), true),
+        (Some(OUTPUT_ATTESTED), true),
         (Some("StaleGeneration"), false),
         (None, false),
     ] {

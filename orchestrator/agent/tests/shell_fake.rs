@@ -403,6 +403,7 @@ fn due_check(node: Pubkey, spec_hash: [u8; 32]) -> Check {
             bump: 0,
             replacements: 0,
             first_round: None,
+            output: false,
         },
         role: Party::Verifier,
         job: job_account(other, spec_hash),

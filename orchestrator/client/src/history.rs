@@ -65,6 +65,7 @@ program_events![
     JobStarted,
     CheckpointAttested,
     SegmentSettled,
+    OutputAttested,
     JobCompleted,
     FailureReported,
     JobPaused,
@@ -112,6 +113,7 @@ impl McjsEvent {
             JobStarted(e) => e.job,
             CheckpointAttested(e) => e.job,
             SegmentSettled(e) => e.job,
+            OutputAttested(e) => e.job,
             JobCompleted(e) => e.job,
             FailureReported(e) => e.job,
             JobPaused(e) => e.job,
@@ -159,6 +161,7 @@ impl McjsEvent {
             JobAssigned(e) => e.by,
             JobStarted(e) => e.by,
             CheckpointAttested(e) => e.by,
+            OutputAttested(e) => e.by,
             JobCompleted(e) => e.by,
             FailureReported(e) => e.by,
             JobPaused(e) => e.by,
@@ -184,6 +187,7 @@ impl McjsEvent {
             JobAssigned(e) => e.at,
             JobStarted(e) => e.at,
             CheckpointAttested(e) => e.at,
+            OutputAttested(e) => e.at,
             JobCompleted(e) => e.at,
             FailureReported(e) => e.at,
             JobPaused(e) => e.at,
@@ -299,6 +303,13 @@ impl McjsEvent {
                 e.generation,
                 usdc(e.provider_amount),
                 usdc(e.commission)
+            ),
+            OutputAttested(e) => format!(
+                "output {} attested on node {} (generation {}) as interval {}: the job completes once the draw has had its time and any check of it is done",
+                hex::encode(e.output_hash),
+                e.node,
+                e.generation,
+                e.interval
             ),
             JobCompleted(e) => format!(
                 "completed on node {} (generation {}), output {}, refund {} USDC",

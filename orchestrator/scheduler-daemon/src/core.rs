@@ -340,6 +340,12 @@ fn detect_failure(
     by_heartbeat: bool,
 ) -> Option<Action> {
     let (node, provider) = (job.node?, job.provider?);
+    // Its output attested, the run is over: the job waits only for its
+    // draw and any check, and the verification duties complete it
+    // (`crate::verify`'s finish) whether or not its node is still there.
+    if job.output_attested() {
+        return None;
+    }
     let report = |stop: StopReason, detail: String| {
         let cause = failure_cause(stop.chain_cause()?);
         Some(Action::ReportFailure {

@@ -97,6 +97,7 @@ mod tests {
             bump: 0,
             replacements: 0,
             first_round: None,
+            output: false,
         }
     }
 

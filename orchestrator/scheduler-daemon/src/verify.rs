@@ -60,6 +60,18 @@ pub enum VerifyAction {
         segment: Pubkey,
         checkers: Checkers,
     },
+    /// A verified job's output is attested, its draw has had its time, no
+    /// check is open and its node has not completed it within a liveness
+    /// window: complete it (anyone may; the node may be gone).
+    Finish {
+        job: Pubkey,
+        node: Pubkey,
+        provider: Pubkey,
+        payout: Pubkey,
+        refund: Pubkey,
+        generation: u32,
+        output_hash: [u8; 32],
+    },
     /// A named checker has not sealed by half the window: name another.
     Replace {
         job: Pubkey,
@@ -79,6 +91,7 @@ impl VerifyAction {
             VerifyAction::Release { .. } => "release_segment",
             VerifyAction::Replace { .. } => "replace_checker",
             VerifyAction::SecondRound { .. } => "open_second_round",
+            VerifyAction::Finish { .. } => "complete_job",
         }
     }
 
@@ -88,7 +101,8 @@ impl VerifyAction {
             | VerifyAction::Resolve { job, .. }
             | VerifyAction::Release { job, .. }
             | VerifyAction::Replace { job, .. }
-            | VerifyAction::SecondRound { job, .. } => *job,
+            | VerifyAction::SecondRound { job, .. }
+            | VerifyAction::Finish { job, .. } => *job,
         }
     }
 }
@@ -112,7 +126,7 @@ pub fn needs_chain_read(job: &Job, params: &ConfigParams, passed_over: bool) -> 
     if job.verification_ppm == 0 {
         return false;
     }
-    if job.open_verifications > 0 {
+    if job.open_verifications > 0 || job.output_attested() {
         return true;
     }
     // The segment of the assignment on a node is paid out only when it
@@ -171,6 +185,9 @@ pub fn verify_duties(o: &VerifyObservation<'_>) -> Vec<VerifyAction> {
         if let Some(action) = draw(o, key, job, &opened, &segments) {
             out.push(action);
         }
+        if let Some(action) = finish(o, key, job) {
+            out.push(action);
+        }
     }
     let jobs: HashMap<Pubkey, &Job> = o.jobs.iter().map(|(k, j)| (*k, j)).collect();
     for (key, v) in o.verifications {
@@ -196,6 +213,36 @@ pub fn verify_duties(o: &VerifyObservation<'_>) -> Vec<VerifyAction> {
         }
     }
     out
+}
+
+/// A job whose output is attested completes once the draw has had its
+/// time and no check is open. Its node does that itself; the scheduler
+/// does it a liveness window later (the program's billing window, from the
+/// attestation or the last check's end), for a node that is gone.
+fn finish(o: &VerifyObservation<'_>, key: &Pubkey, job: &Job) -> Option<VerifyAction> {
+    if !job.output_attested() || job.open_verifications > 0 {
+        return None;
+    }
+    let attested = job.last_checkpoint?.time;
+    let window = job
+        .terms
+        .billing_window_secs(o.params.liveness_factor)
+        .ok()?
+        .max(u64::from(o.params.draw_secs));
+    let since = attested.max(job.checks_settled_at);
+    if o.now < since.saturating_add(i64::try_from(window).ok()?) {
+        return None;
+    }
+    let provider = job.provider?;
+    Some(VerifyAction::Finish {
+        job: *key,
+        node: job.node?,
+        provider,
+        payout: o.providers.get(&provider)?.payout,
+        refund: job.refund_account,
+        generation: job.generation,
+        output_hash: job.output_hash?,
+    })
 }
 
 fn draw(

@@ -367,6 +367,21 @@ fn a_silent_node_is_reported_lost_after_the_timeout_and_not_before() {
     );
 }
 
+/// A job whose output its node attested has finished running: its node
+/// going silent reports nothing (the program would refuse it); the
+/// verification duties complete it instead.
+#[test]
+fn a_silent_node_whose_job_attested_its_output_is_not_reported() {
+    let (job, n, p) = (key(10), key(20), key(30));
+    let mut live = Liveness::new(T0 * MS);
+    live.record(heartbeat(n, vec![]), T0 * MS).unwrap();
+    let mut running = JobBuilder::pending().running_on(n, p, 4, T0).0;
+    running.output_hash = Some([3; 32]);
+    let jobs = [(job, running)];
+    let nodes = [(n, busy(node(p, 81_920), job))];
+    assert!(decide(T0 * MS + 60_000, &jobs, &nodes, &live).is_empty());
+}
+
 #[test]
 fn an_agent_whose_stream_dropped_is_lost_after_the_grace_unless_it_said_goodbye_or_came_back() {
     let (job, n, p) = (key(10), key(20), key(30));
@@ -1442,6 +1457,7 @@ mod verify {
             bump: 255,
             replacements: 0,
             first_round: None,
+            output: false,
         }
     }
 
@@ -1512,6 +1528,55 @@ mod verify {
         assert!(matches!(&w.duties()[..], [VerifyAction::Release { .. }]));
         w.segments[0].1.open_verifications = 1;
         assert!(w.duties().is_empty(), "not while a check is open");
+    }
+
+    /// A job whose output is attested is completed by the scheduler once
+    /// no check is open and its node has not done it within a liveness
+    /// window (interval × liveness factor) of the attestation or of the
+    /// last check's end; the chain is read for it meanwhile.
+    #[test]
+    fn an_attested_output_whose_node_does_not_complete_is_completed_by_the_scheduler() {
+        let mut w = World::new(PPM);
+        let job = w.jobs[0].0;
+        {
+            let j = &mut w.jobs[0].1;
+            j.output_hash = Some([9; 32]);
+            j.last_opened_interval = j.checkpoint_count;
+        }
+        let attested = w.jobs[0].1.last_checkpoint.unwrap().time;
+        let window = 60 * 3;
+        assert!(needs_chain_read(&w.jobs[0].1, &params(), true));
+        w.now = attested + window - 1;
+        assert!(w.duties().is_empty(), "its node has a window to do it");
+        w.now = attested + window;
+        match &w.duties()[..] {
+            [
+                VerifyAction::Finish {
+                    job: j,
+                    node,
+                    provider,
+                    payout,
+                    generation: 1,
+                    output_hash,
+                    ..
+                },
+            ] => {
+                assert_eq!((*j, *node, *provider), (job, key(20), key(30)));
+                assert_eq!(*payout, w.providers[&key(30)].payout);
+                assert_eq!(*output_hash, [9; 32]);
+            }
+            other => panic!("{other:?}"),
+        }
+        w.jobs[0].1.open_verifications = 1;
+        assert!(
+            !w.duties()
+                .iter()
+                .any(|d| matches!(d, VerifyAction::Finish { .. })),
+            "not while a check is open"
+        );
+        w.jobs[0].1.open_verifications = 0;
+        w.jobs[0].1.checks_settled_at = w.now;
+        assert!(w.duties().is_empty(), "a window after the check's end");
     }
 
     /// A round reads the clock and slot hashes for the duties only while

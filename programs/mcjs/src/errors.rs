@@ -201,4 +201,8 @@ pub enum McjsError {
     CheckerNotReplaceable,
     #[msg("a second round opens only on a first round whose checkers revealed different answers (or only one revealed), within half the challenge window of the dispute")]
     SecondRoundNotOpen,
+    #[msg("this job's output is attested and waits only for its draw and any check of it: no further attestation, report or pause; anyone completes it once the draw gap has passed and no check is open")]
+    JobFinishing,
+    #[msg("this is not the output the job's node attested: a job completes with the output it attested")]
+    OutputMismatch,
 }

@@ -173,6 +173,20 @@ pub struct JobCompleted {
     pub at: i64,
 }
 
+/// A verified job's node attested its output (`complete_job`'s first
+/// call): the run's last interval, `interval`, open to the draw; the job
+/// completes with a later call.
+#[event]
+pub struct OutputAttested {
+    pub job: Pubkey,
+    pub node: Pubkey,
+    pub generation: u32,
+    pub output_hash: [u8; 32],
+    pub interval: u32,
+    pub by: Pubkey,
+    pub at: i64,
+}
+
 #[event]
 pub struct FailureReported {
     pub job: Pubkey,

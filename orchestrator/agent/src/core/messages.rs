@@ -169,10 +169,15 @@ impl TxFailure {
         self.retryable
             || matches!(
                 self.program_error.as_deref(),
-                Some("AttestationTooSoon" | "VerificationOpen")
+                Some("AttestationTooSoon" | "VerificationOpen" | OUTPUT_ATTESTED)
             )
     }
 }
+
+/// Not a refusal: a verified job's first completion attested its output,
+/// and the completion is sent again until the job completes (the shell's
+/// answer to [`Tx::Complete`] then).
+pub const OUTPUT_ATTESTED: &str = "OutputAttested";
 
 /// A chain transaction of a job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -339,8 +339,15 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             .map_err(|e| CheckFailure::Other(format!("launch: {e}")))?;
         let limit = interval * CHECK_INTERVALS_ALLOWED + CHECK_START_ALLOWANCE;
         let target = v.to.step;
+        let run = async {
+            if v.output {
+                self.run_to_exit(&id, dir, spec).await
+            } else {
+                self.run_to_step(&id, dir, spec, target).await
+            }
+        };
         let reached = tokio::select! {
-            reached = tokio::time::timeout(limit, self.run_to_step(&id, dir, spec, target)) => reached,
+            reached = tokio::time::timeout(limit, run) => reached,
             // The chain gave the node a paid job that needs these GPUs.
             _ = gpus.stop.cancelled() => Ok(Err(CheckFailure::Other(
                 "stopped: this node's paid job needs the check's GPUs; tried again when they are free".into(),
@@ -350,15 +357,28 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let _ = s.engine.remove(&id).await;
         let name = reached.map_err(|_| {
             CheckFailure::Other(format!(
-                "the check ran past its limit of {} s without a checkpoint at step {target} and was stopped",
-                limit.as_secs()
+                "the check ran past its limit of {} s without {} and was stopped",
+                limit.as_secs(),
+                if v.output {
+                    "finishing".to_string()
+                } else {
+                    format!("a checkpoint at step {target}")
+                }
             ))
         })??;
         s.metrics
             .check_seconds
             .observe(started.elapsed().as_secs_f64());
-        let root = super::writable(dir).join("checkpoints");
-        let limits = crate::fault::checkpoint_limits(spec);
+        // The output is read and hashed as the job's node stored it: every
+        // file of the output directory, within the output's limits.
+        let (root, limits) = if v.output {
+            (super::writable(dir), crate::fault::output_limits(spec))
+        } else {
+            (
+                super::writable(dir).join("checkpoints"),
+                crate::fault::checkpoint_limits(spec),
+            )
+        };
         let threads = s.config.hash_threads;
         let key = v.possession_key;
         let found = tokio::task::spawn_blocking(move || {
@@ -373,6 +393,49 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             hash: found.digest.hash.0,
             possession: found.possession.0,
         })
+    }
+
+    /// Waits for a check run of the last interval (`Verification::output`)
+    /// to finish, held to its spec's disk as a paid run is: the name of its
+    /// output directory once it exits 0. Any other exit gives no answer.
+    async fn run_to_exit(
+        &self,
+        id: &ContainerId,
+        dir: &std::path::Path,
+        spec: &JobSpec,
+    ) -> Result<String, CheckFailure> {
+        let s = &self.shared;
+        let exited = s.engine.wait(id);
+        tokio::pin!(exited);
+        loop {
+            let ended = tokio::select! {
+                exit = &mut exited => Some(exit),
+                _ = tokio::time::sleep(CHECK_FOOTPRINT_EVERY) => None,
+            };
+            match ended {
+                Some(Ok(exit)) if exit.code == 0 => return Ok("output".to_string()),
+                Some(Ok(exit)) => {
+                    return Err(CheckFailure::Other(format!(
+                        "the check's container exited {} instead of finishing with its output (last lines: {:?})",
+                        exit.code, exit.last_log_lines
+                    )));
+                }
+                Some(Err(e)) => {
+                    return Err(CheckFailure::Other(format!(
+                        "the check's container was lost: {e}"
+                    )));
+                }
+                None => {}
+            }
+            let (job_dir, spec) = (super::writable(dir), spec.clone());
+            if let Ok(Some(over)) =
+                tokio::task::spawn_blocking(move || crate::fault::footprint(&job_dir, &spec)).await
+            {
+                return Err(CheckFailure::Other(format!(
+                    "the check run was stopped: it {over}"
+                )));
+            }
+        }
     }
 
     /// Watches a check run's checkpoint directory until the job has written

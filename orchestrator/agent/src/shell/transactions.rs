@@ -48,7 +48,28 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                         retryable: false,
                     });
                 }
-                on.complete(&authority, output_hash.0)
+                // A verified job's first completion attests its output
+                // (`Job::attest_output`); the job completes with a later
+                // one, once the draw has had its time and any check of the
+                // output is done. Until then the completion is sent again,
+                // refused as too soon or waiting on a check.
+                let attesting = self
+                    .shared
+                    .known
+                    .lock()
+                    .expect("known lock")
+                    .get(&job)
+                    .is_some_and(|(_, j)| j.holds_payment && j.output_hash.is_none());
+                s.chain.send(on.complete(&authority, output_hash.0)).await?;
+                return if attesting {
+                    Err(ChainFailure {
+                        message: "the output is attested; the job completes once the draw has had its time and any check of it is done".into(),
+                        program_error: Some(OUTPUT_ATTESTED.into()),
+                        retryable: false,
+                    })
+                } else {
+                    Ok(())
+                };
             }
         };
         s.chain.send(ix).await

@@ -116,6 +116,25 @@ impl<C: DaemonChain> Daemon<C> {
                     segment,
                     checkers,
                 } => ix::open_second_round(&me, verification, job, segment, checkers),
+                VerifyAction::Finish {
+                    job,
+                    node,
+                    provider,
+                    payout,
+                    refund,
+                    generation,
+                    output_hash,
+                } => ix::JobAccounts {
+                    job: *job,
+                    node: *node,
+                    provider: *provider,
+                    payout: *payout,
+                    refund: *refund,
+                    generation: *generation,
+                    segment: Some(mcjs_client::pda::segment(job, *generation)),
+                    deployment: deployment.clone(),
+                }
+                .complete(&me, *output_hash),
             };
             match self.chain.send(&[ix]).await {
                 Ok(()) => info!(action = duty.name(), job = %duty.job(), "done"),

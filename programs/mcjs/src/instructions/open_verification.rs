@@ -161,6 +161,7 @@ impl OpenVerification<'_> {
             bump: ctx.bumps.verification,
             replacements: 0,
             first_round: None,
+            output: job.output_attested(),
         });
         job.last_opened_interval = interval;
         job.open_verifications = job

@@ -90,6 +90,9 @@ impl ReportFailure<'_> {
         let clock = Clock::get()?;
         let (now, slot) = (clock.unix_timestamp, clock.slot);
         require!(self.job.state.is_on_node(), McjsError::InvalidJobState);
+        // Its output attested, the job's run is over: it waits only for its
+        // draw and any check, then anyone completes it.
+        require!(!self.job.output_attested(), McjsError::JobFinishing);
         self.job.require_generation(args.generation)?;
         // A job whose completion waits on a check is not late: no overdue
         // report, from anyone, until the check resolves (within its window)

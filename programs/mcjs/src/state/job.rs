@@ -352,20 +352,27 @@ impl Job {
     }
 
     /// Until when a completion at `now` is billed. An assignment whose
-    /// payment is held for checks is billed only to its last attestation:
-    /// the stretch after it ends in no checkpoint, so no draw can reach it,
-    /// and a provider could otherwise start, wait and complete with any
-    /// output for pay nobody can check (a verified job's last checkpoint is
-    /// at its end: it checkpoints at fixed steps). Otherwise a completion
-    /// that comes after a check settled since the last progress mark may
-    /// have waited on it (completion is refused while a check is open); the
-    /// wait is not work, and it is billed at most one checkpoint interval
-    /// past the mark (an honest job finishes within an interval of its last
-    /// checkpoint).
+    /// payment is held for checks is billed only to its last attestation,
+    /// which is its output's ([`Job::attest_output`]): what follows is the
+    /// wait for the draw and any check, not work, and a stretch no draw can
+    /// reach would be paid for nothing. Otherwise as
+    /// [`Job::run_billed_until`] says.
     pub fn billed_until(&self, now: i64) -> i64 {
         if self.holds_payment {
             self.progress_mark
-        } else if self.checks_settled_at > self.progress_mark {
+        } else {
+            self.run_billed_until(now)
+        }
+    }
+
+    /// Until when the run's last stretch, ending at `now` (a completion,
+    /// or a verified job's output attested), is billed: to `now`, or, when
+    /// a check settled since the last progress mark, at most one checkpoint
+    /// interval past the mark. The job may have waited on that check (a
+    /// completion is refused while one is open); the wait is not work, and
+    /// an honest job finishes within an interval of its last checkpoint.
+    pub fn run_billed_until(&self, now: i64) -> i64 {
+        if self.checks_settled_at > self.progress_mark {
             now.min(
                 self.progress_mark
                     .saturating_add(i64::from(self.terms.checkpoint_interval_secs)),
@@ -440,6 +447,7 @@ impl Job {
             JobState::Running { .. } => {}
             _ => return err!(McjsError::JobNotRunning),
         }
+        require!(!self.output_attested(), McjsError::JobFinishing);
         require!(!self.at_cap(), McjsError::DurationCapReached);
         if let Some(last) = self
             .last_checkpoint
@@ -450,6 +458,43 @@ impl Job {
                 McjsError::CheckpointNotAdvancing
             );
         }
+        self.push_record(epoch, step, hash, now)
+    }
+
+    /// A verified job's output, attested as the last interval of its run:
+    /// from its last checkpoint to its end, a stretch a draw reaches like
+    /// any other, which a check re-executes to the job's exit, hashing its
+    /// output as the job's node did (`Verification::output`). The record
+    /// carries the last checkpoint's labels (none: zero) and the output's
+    /// hash, and extends the hash chain as an attestation does. The job
+    /// stays Running, and completes (`complete_job` again, by anyone) once
+    /// the draw has had its time and no check is open; until then it
+    /// attests nothing more and is neither reported nor paused. Allowed at
+    /// the cap, as a completion is.
+    pub fn attest_output(&mut self, output_hash: [u8; 32], now: i64) -> Result<()> {
+        match self.state {
+            JobState::Running { .. } => {}
+            _ => return err!(McjsError::JobNotRunning),
+        }
+        require!(!self.output_attested(), McjsError::JobFinishing);
+        let (epoch, step) = self
+            .last_checkpoint
+            .filter(|last| last.generation == self.generation)
+            .map_or((0, 0), |last| (last.epoch, last.step));
+        self.push_record(epoch, step, output_hash, now)?;
+        self.output_hash = Some(output_hash);
+        Ok(())
+    }
+
+    /// Whether the job's node attested its output and the job now only
+    /// waits to complete ([`Job::attest_output`]).
+    pub fn output_attested(&self) -> bool {
+        matches!(self.state, JobState::Running { .. }) && self.output_hash.is_some()
+    }
+
+    /// Appends an attestation to the job's history: the hash chain, the
+    /// restore floor of a new assignment, the latest interval.
+    fn push_record(&mut self, epoch: u32, step: u64, hash: [u8; 32], now: i64) -> Result<()> {
         self.checkpoint_chain =
             extend_chain(&self.checkpoint_chain, self.generation, epoch, step, &hash);
         if self
@@ -624,6 +669,9 @@ impl Job {
         self.last_checkpoint = from;
         self.prev_checkpoint = None;
         self.restore_floor = from;
+        // An output attested after the interval proven wrong is not the
+        // job's: it is made again from the restore point.
+        self.output_hash = None;
         // `from` was attested long ago: no interval is open to a draw until
         // the next attestation.
         self.last_attest_slot = crate::state::NO_OPEN_INTERVAL;
@@ -649,8 +697,9 @@ impl Job {
         }
     }
 
-    /// Assigned/Running → Paused.
+    /// Assigned/Running → Paused; not once the output is attested.
     pub fn pause(&mut self, reason: PauseReason, now: i64) -> Result<()> {
+        require!(!self.output_attested(), McjsError::JobFinishing);
         match self.state {
             JobState::Assigned { .. } | JobState::Running { .. } => {
                 self.leave_node()?;

@@ -211,6 +211,10 @@ pub struct Verification {
     /// a second (`open_second_round`): the named checkers and answers above
     /// are then the second round's, and decide.
     pub first_round: Option<FirstRound>,
+    /// The interval is the run's last, from its last checkpoint to its
+    /// output (`Job::attest_output`): a checker runs it to the job's exit
+    /// and answers the output's hash, not a checkpoint's.
+    pub output: bool,
 }
 
 /// A first round's checkers and what they revealed, kept when the check

@@ -49,6 +49,9 @@ pub struct JobView {
     /// says it too, before the job attests more progress.
     pub fatal_claim: Option<String>,
     pub output_hash: Option<String>,
+    /// A verified job's node attested its output: the job completes once
+    /// the draw has had its time and any check of the output is done.
+    pub output_attested: bool,
     pub submitted_at: i64,
 }
 
@@ -132,6 +135,7 @@ impl JobView {
                 .filter(|_| !job.state.is_terminal())
                 .map(|k| k.to_string()),
             output_hash: job.output_hash.map(hex::encode),
+            output_attested: job.output_attested(),
             submitted_at: job.submitted_at,
         }
     }
@@ -249,6 +253,12 @@ impl fmt::Display for JobView {
         }
         if let Some(out) = &self.output_hash {
             write!(f, "\n  output       {out}")?;
+            if self.output_attested {
+                write!(
+                    f,
+                    " (attested: the job completes once the draw has had its time and any check of the output is done)"
+                )?;
+            }
         }
         Ok(())
     }
