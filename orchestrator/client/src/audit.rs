@@ -224,6 +224,7 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
     let mut previous: Option<(u32, u32, u64)> = None;
     let mut last: Option<String> = None;
     let mut verifications: Vec<VerificationRecord> = Vec::new();
+    let mut output_next = false;
 
     for entry in history
         .iter()
@@ -303,9 +304,13 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
                         .map(|c| checkpoint_label(c.epoch, c.step, c.generation, &c.hash));
                 }
             }
+            // The attestation that follows is the job's output: its record
+            // repeats the last checkpoint's labels (`Job::attest_output`).
+            McjsEvent::OutputAttested(_) => output_next = true,
             McjsEvent::CheckpointAttested(e) => {
                 attestations += 1;
                 let index = attestations;
+                let output = std::mem::take(&mut output_next);
                 if divergence.is_none() && assigned != Some(e.generation) {
                     divergence = Some(Divergence::Generation {
                         signature: entry.signature.clone(),
@@ -316,7 +321,8 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
                 }
                 if let Some((generation, epoch, step)) = previous
                     && generation == e.generation
-                    && (e.epoch, e.step) <= (epoch, step)
+                    && ((e.epoch, e.step) < (epoch, step)
+                        || ((e.epoch, e.step) == (epoch, step) && !output))
                     && divergence.is_none()
                 {
                     divergence = Some(Divergence::NotAdvancing {
@@ -625,6 +631,60 @@ mod tests {
     /// Labels must grow within an assignment, as the program requires; a
     /// later assignment may start from any (it restored an older
     /// checkpoint, or an earlier one made a label up).
+    /// A verified job's output is attested with its last checkpoint's
+    /// labels, announced as such first: no divergence, and it counts in the
+    /// chain. The same labels without that announcement are one.
+    #[test]
+    fn an_output_attested_with_the_last_checkpoints_labels_verifies() {
+        let job = key(1);
+        let output = |chain: &mut [u8; 32]| {
+            let hash = [0xee; 32];
+            *chain = mcjs::state::extend_chain(chain, 1, 1, 30, &hash);
+            McjsEvent::CheckpointAttested(CheckpointAttested {
+                job,
+                node: key(2),
+                generation: 1,
+                epoch: 1,
+                step: 30,
+                checkpoint_hash: hash,
+                chain: *chain,
+                accrued: 0,
+                by: key(5),
+                at: 0,
+            })
+        };
+        let announced = McjsEvent::OutputAttested(mcjs::events::OutputAttested {
+            job,
+            node: key(2),
+            generation: 1,
+            output_hash: [0xee; 32],
+            interval: 2,
+            by: key(5),
+            at: 0,
+        });
+        let mut chain = [0u8; 32];
+        let history = vec![
+            entry(1, assigned(job, 1)),
+            entry(2, attested(job, 1, 30, &mut chain)),
+            entry(3, announced),
+            entry(3, output(&mut chain)),
+        ];
+        let audit = audit_job(&job, None, &history);
+        assert!(audit.verified(), "{:?}", audit.divergence);
+        assert_eq!(audit.attestations, 2);
+
+        let mut chain = [0u8; 32];
+        let history = vec![
+            entry(1, assigned(job, 1)),
+            entry(2, attested(job, 1, 30, &mut chain)),
+            entry(3, output(&mut chain)),
+        ];
+        assert!(matches!(
+            audit_job(&job, None, &history).divergence,
+            Some(Divergence::NotAdvancing { index: 2, .. })
+        ));
+    }
+
     #[test]
     fn labels_grow_within_an_assignment_and_start_anew_with_the_next() {
         let job = key(1);

@@ -131,8 +131,10 @@ impl CompleteJob<'_> {
 
     /// Attests the output as the run's last interval: billed to now (what
     /// the bond still covers: the run is over, so nothing pauses), open to
-    /// the draw from this slot, announced as an attestation so that the
-    /// job's history recomputes its hash chain.
+    /// the draw from this slot, announced as such and then as an
+    /// attestation (in that order), so that the job's history recomputes
+    /// its hash chain and knows the record's labels repeat the last
+    /// checkpoint's.
     fn attest_output(&mut self, args: &CompleteJobArgs, slot: u64, now: i64) -> Result<()> {
         let job = &mut self.job;
         job.attest_output(args.output_hash, now)?;
@@ -145,6 +147,15 @@ impl CompleteJob<'_> {
             .checked_add(accrual.amount)
             .ok_or(McjsError::Overflow)?;
         let last = job.last_checkpoint.ok_or(McjsError::InvalidJobState)?;
+        emit_event(OutputAttested {
+            job: job.key(),
+            node: self.node.key(),
+            generation: args.generation,
+            output_hash: args.output_hash,
+            interval: job.checkpoint_count,
+            by: self.authority.key(),
+            at: now,
+        });
         emit_event(CheckpointAttested {
             job: job.key(),
             node: self.node.key(),
@@ -154,15 +165,6 @@ impl CompleteJob<'_> {
             checkpoint_hash: args.output_hash,
             chain: job.checkpoint_chain,
             accrued: job.accrued,
-            by: self.authority.key(),
-            at: now,
-        });
-        emit_event(OutputAttested {
-            job: job.key(),
-            node: self.node.key(),
-            generation: args.generation,
-            output_hash: args.output_hash,
-            interval: job.checkpoint_count,
             by: self.authority.key(),
             at: now,
         });
