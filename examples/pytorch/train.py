@@ -10,7 +10,8 @@ directories and sets the MCJS_* variables. Locally:
 It reads `train.pt` (a dict with tensors "x" and "y") from MCJS_DATA_DIR,
 checkpoints every MCJS_CHECKPOINT_INTERVAL_SECS and on SIGUSR1, checkpoints
 and exits 75 on SIGTERM, resumes from MCJS_RESTORE_DIR when it is set, and
-writes model.pt and metrics.json to MCJS_OUTPUT_DIR. With
+writes model.pt and metrics.json to MCJS_OUTPUT_DIR, and appends each
+epoch's step, epoch and loss to MCJS_METRICS_FILE when it is set. With
 MCJS_CHECKPOINT_EVERY_STEPS set (a spec that fixes its checkpoint steps, as
 every verified job does) it checkpoints at every multiple of that step count
 and nowhere else: not on the interval, SIGUSR1 or SIGTERM.
@@ -81,6 +82,20 @@ def write_checkpoint(root, state, epoch, step):
     except FileNotFoundError:
         pass  # the agent has already stored and removed it: it is its now
     return directory
+
+
+def report(metrics):
+    """Appends one line of progress to MCJS_METRICS_FILE, when set: the
+    node ships it to the job's owner (mcjs job metrics, mcjs job watch).
+    Progress is a report, not the work: a failed write is said and ignored."""
+    path = os.environ.get("MCJS_METRICS_FILE")
+    if not path:
+        return
+    try:
+        with open(path, "a") as f:
+            f.write(json.dumps(metrics) + "\n")
+    except OSError as e:
+        print(f"train.py: cannot append to {path}: {e}", file=sys.stderr)
 
 
 def rng_state():
@@ -193,6 +208,7 @@ def main():
         if step_in_epoch == steps_per_epoch:
             epoch, step_in_epoch = epoch + 1, 0
             order = torch.randperm(len(x), device="cpu")
+            report({"step": step, "epoch": epoch, "loss": loss.item()})
 
         if fixed is not None:
             # The spec's steps and no others: a run restored anywhere

@@ -517,10 +517,9 @@ async fn a_jobs_logs_follow_it_across_a_lost_node_and_are_its_owners_alone() {
     use object_store::ObjectStore;
     use object_store::path::Path as ObjectPath;
     let mut s = scenario(10, 3).await;
+    // No wait: what the job printed before a checkpoint is stored before
+    // the checkpoint is attested (the agent flushes its shipper first).
     let before = s.running_with_checkpoints(2).await;
-    // Lines reach the store within 2 s of being printed
-    // (`mcjs_runtime::logs::FLUSH_EVERY`).
-    tokio::time::sleep(Duration::from_secs(3)).await;
     let node = before.node.unwrap();
     let victim = s.cluster.agent_of_node(&node).unwrap();
     s.cluster.kill_agent(victim);
@@ -591,10 +590,72 @@ async fn a_jobs_logs_follow_it_across_a_lost_node_and_are_its_owners_alone() {
         .cluster
         .run_mcjs(owner, &args)
         .expect("the owner reads the job's logs");
+    // The move is marked with the node and the step the job resumed from,
+    // as the chain's history says, which is where the trainer says it did.
     assert!(
-        text.contains(&format!("— generation {}: the job moved", after.generation)),
+        text.contains(&format!(
+            "— generation {} on node {}, resumed from step {step} —",
+            after.generation,
+            after.node.unwrap()
+        )),
         "{text}"
     );
+    assert!(
+        !text.contains("\"accuracy\""),
+        "the metrics lines are `mcjs job metrics`'s"
+    );
+
+    // Its metrics too: one row per epoch the trainer finished, from both
+    // nodes, the resumed run's after the step it resumed from.
+    let csv = s
+        .cluster
+        .run_mcjs(
+            owner,
+            &["job", "metrics", &job, "--scheduler", &scheduler, "--csv"],
+        )
+        .expect("the owner reads the job's metrics");
+    let mut rows = csv.lines();
+    assert_eq!(
+        rows.next(),
+        Some("generation,at_ms,step,epoch,accuracy,brier"),
+        "{csv}"
+    );
+    let rows: Vec<(u64, u64, u64)> = rows
+        .map(|r| {
+            let f: Vec<&str> = r.split(',').collect();
+            (
+                f[0].parse().unwrap(),
+                f[2].parse().unwrap(),
+                f[3].parse().unwrap(),
+            )
+        })
+        .collect();
+    let resumed_rows: Vec<&(u64, u64, u64)> = rows
+        .iter()
+        .filter(|(g, ..)| *g == u64::from(after.generation))
+        .collect();
+    assert!(
+        rows.iter()
+            .any(|(g, ..)| *g == u64::from(before.generation)),
+        "{csv}"
+    );
+    assert!(
+        resumed_rows.iter().all(|(_, st, _)| *st > step)
+            && resumed_rows.windows(2).all(|w| w[0].1 < w[1].1),
+        "{csv}"
+    );
+    assert_eq!(
+        resumed_rows.last().map(|(.., epoch)| *epoch),
+        Some(10),
+        "to the last epoch: {csv}"
+    );
+    let stranger_key = s.dir.path().join("stranger.json");
+    mcjs_client::keyfile::write_keypair(&stranger_key, &mcjs_client::Keypair::new()).unwrap();
+    let refused = s.cluster.run_mcjs(
+        &stranger_key,
+        &["job", "metrics", &job, "--scheduler", &scheduler],
+    );
+    assert!(refused.is_err(), "a stranger reads no metrics: {refused:?}");
 
     // Nobody else reads them.
     let chunk = ObjectPath::from(

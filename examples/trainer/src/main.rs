@@ -11,7 +11,9 @@
 //! from `MCJS_RESTORE_DIR` when set, checkpoints into `MCJS_CHECKPOINT_DIR`
 //! every `MCJS_CHECKPOINT_INTERVAL_SECS` and on SIGUSR1, checkpoints and
 //! exits 75 on SIGTERM, and writes `model.bin` and `metrics.json` into
-//! `MCJS_OUTPUT_DIR`. With `MCJS_CHECKPOINT_EVERY_STEPS` (a spec that fixes
+//! `MCJS_OUTPUT_DIR`; at the end of each epoch it appends its progress to
+//! `MCJS_METRICS_FILE` when set (`{"step":…,"epoch":…,"accuracy":…,"brier":…}`).
+//! With `MCJS_CHECKPOINT_EVERY_STEPS` (a spec that fixes
 //! its checkpoint steps, as every verified job does) it checkpoints at every
 //! multiple of that step count and nowhere else: not on the interval, not on
 //! SIGUSR1, not on SIGTERM. Without a data file it generates its data from
@@ -191,6 +193,7 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
         .context("MCJS_CHECKPOINT_DIR is not set: the job needs somewhere to checkpoint")?;
     let out_dir = env_dir("MCJS_OUTPUT_DIR")?
         .context("MCJS_OUTPUT_DIR is not set: the job needs somewhere to write its model")?;
+    let metrics_file = env_dir("MCJS_METRICS_FILE")?;
     let interval = match std::env::var("MCJS_CHECKPOINT_INTERVAL_SECS") {
         Ok(v) if !v.is_empty() => Some(Duration::from_secs(v.parse().map_err(|e| {
             anyhow::anyhow!(
@@ -306,6 +309,17 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
                 "mcjs-trainer: epoch {}/{epochs} step {} accuracy {acc:.4} brier {brier:.4}",
                 state.epoch, state.global_step
             );
+            if let Some(file) = &metrics_file {
+                append_metrics(
+                    file,
+                    &serde_json::json!({
+                        "step": state.global_step,
+                        "epoch": state.epoch,
+                        "accuracy": acc,
+                        "brier": brier,
+                    }),
+                );
+            }
         }
     }
     write_output(&out_dir, &h, &state, &data, epochs)?;
@@ -343,6 +357,21 @@ fn write_output(
     )?;
     eprintln!("mcjs-trainer: done: {metrics}");
     Ok(())
+}
+
+/// Appends one line of progress to the contract's metrics file. Progress
+/// is a report, not the work: a file that cannot be written is said once
+/// per epoch on stderr and the run goes on.
+fn append_metrics(path: &Path, metrics: &serde_json::Value) {
+    use std::io::Write;
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| writeln!(f, "{metrics}"));
+    if let Err(e) = written {
+        eprintln!("mcjs-trainer: cannot append to {}: {e}", path.display());
+    }
 }
 
 fn atomic_write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {

@@ -54,6 +54,7 @@ async fn run(
         checkpoints: dir.join("checkpoints"),
         output: dir.join("output"),
         restore: None,
+        metrics: None,
     };
     std::fs::create_dir_all(&mounts.data).unwrap();
     mounts.prepare("65532:65532").unwrap();

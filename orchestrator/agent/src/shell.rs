@@ -158,6 +158,8 @@ struct Shared<C, E = DockerEngine> {
     runs: Mutex<HashMap<(Pubkey, u32), Arc<RunCtx>>>,
     /// When each checkpoint was stored, for the attestation latency.
     stored_at: Mutex<HashMap<(Pubkey, u64), Instant>>,
+    /// Each running assignment's log shipper, flushed before an attestation.
+    log_flushers: Mutex<HashMap<(Pubkey, u32), mcjs_runtime::logs::LogFlusher>>,
     reports: Mutex<Vec<JobReport>>,
     /// The node's power for the heartbeat (`None`: no UPS, or unread).
     power: Mutex<Option<mcjs_protocol::NodePower>>,
@@ -250,6 +252,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 known: Mutex::default(),
                 runs: Mutex::default(),
                 stored_at: Mutex::default(),
+                log_flushers: Mutex::default(),
                 reports: Mutex::default(),
                 power: Mutex::default(),
                 host_gpus: std::path::Path::new("/dev/nvidiactl").exists(),

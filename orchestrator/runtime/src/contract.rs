@@ -11,11 +11,18 @@ pub const ENV_JOB_ID: &str = "MCJS_JOB_ID";
 /// job checkpoints at every multiple of this step count and at no other
 /// step, in paid runs and check runs alike.
 pub const ENV_CHECKPOINT_EVERY_STEPS: &str = "MCJS_CHECKPOINT_EVERY_STEPS";
+/// Where the job may append its progress, one JSON object per line
+/// (`{"step": 120, "loss": 0.41}`): the node ships each line to the job's
+/// owner beside its printed lines (`mcjs job metrics`, `mcjs job watch`).
+pub const ENV_METRICS_FILE: &str = "MCJS_METRICS_FILE";
 
 pub const CONTAINER_DATA_DIR: &str = "/mcjs/data";
 pub const CONTAINER_CHECKPOINT_DIR: &str = "/mcjs/checkpoints";
 pub const CONTAINER_OUTPUT_DIR: &str = "/mcjs/output";
 pub const CONTAINER_RESTORE_DIR: &str = "/mcjs/restore";
+pub const CONTAINER_METRICS_DIR: &str = "/mcjs/metrics";
+/// The metrics file's name in [`CONTAINER_METRICS_DIR`].
+pub const METRICS_FILE: &str = "metrics.jsonl";
 
 /// The file whose presence marks a checkpoint directory complete.
 pub const MANIFEST_FILE: &str = "mcjs-manifest.json";

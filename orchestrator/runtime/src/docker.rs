@@ -74,6 +74,9 @@ pub fn host_config(spec: &ContainerSpec) -> HostConfig {
     if let Some(restore) = &m.restore {
         mounts.push(bind(restore, contract::CONTAINER_RESTORE_DIR, true));
     }
+    if let Some(metrics) = &m.metrics {
+        mounts.push(bind(metrics, contract::CONTAINER_METRICS_DIR, false));
+    }
     let memory = i64::from(spec.resources.memory_mib) * 1024 * 1024;
     HostConfig {
         mounts: Some(mounts),
@@ -456,6 +459,7 @@ mod tests {
                 checkpoints: "/srv/c".into(),
                 output: "/srv/o".into(),
                 restore: Some("/srv/r".into()),
+                metrics: None,
             },
         )
     }

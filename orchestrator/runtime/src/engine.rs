@@ -42,6 +42,9 @@ pub struct JobMounts {
     pub output: PathBuf,
     /// A verified checkpoint to resume from; mounted read-only.
     pub restore: Option<PathBuf>,
+    /// Where the job appends its metrics (`MCJS_METRICS_FILE`), when the
+    /// node ships them; writable.
+    pub metrics: Option<PathBuf>,
 }
 
 impl JobMounts {
@@ -49,7 +52,10 @@ impl JobMounts {
     /// a job that is not root can write its checkpoints and output.
     pub fn prepare(&self, user: &str) -> Result<(), EngineError> {
         let (uid, gid) = parse_user(user)?;
-        for dir in [&self.checkpoints, &self.output] {
+        for dir in [&self.checkpoints, &self.output]
+            .into_iter()
+            .chain(self.metrics.as_ref())
+        {
             let err = |source| EngineError::Prepare {
                 path: dir.clone(),
                 source,
@@ -178,6 +184,7 @@ impl ContainerSpec {
             ("checkpoints", Some(&m.checkpoints)),
             ("output", Some(&m.output)),
             ("restore", m.restore.as_ref()),
+            ("metrics", m.metrics.as_ref()),
         ];
         for (what, path) in paths {
             if let Some(p) = path
@@ -245,6 +252,14 @@ impl ContainerSpec {
                 "{}={}",
                 contract::ENV_RESTORE_DIR,
                 contract::CONTAINER_RESTORE_DIR
+            ));
+        }
+        if self.mounts.metrics.is_some() {
+            env.push(format!(
+                "{}={}/{}",
+                contract::ENV_METRICS_FILE,
+                contract::CONTAINER_METRICS_DIR,
+                contract::METRICS_FILE
             ));
         }
         if let Some(steps) = self.checkpoint_every_steps {
@@ -453,6 +468,7 @@ mod tests {
                 checkpoints: "/srv/mcjs/job-1/ckpt".into(),
                 output: "/srv/mcjs/job-1/out".into(),
                 restore: None,
+                metrics: None,
             },
         )
     }

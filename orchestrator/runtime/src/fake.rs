@@ -218,6 +218,7 @@ mod tests {
                 checkpoints: t.path().join("ckpt"),
                 output: t.path().join("out"),
                 restore: None,
+                metrics: None,
             },
         );
         (t, spec, input)

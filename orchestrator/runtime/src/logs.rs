@@ -2,7 +2,10 @@
 //! stdout and stderr, in chunks, to `jobs/<job>/logs/g<generation>/` in the
 //! shared store (`layout::log_chunk`), where its owner reads them with
 //! `mcjs job logs` (and nobody else: docs/store.md). A node that dies takes
-//! at most the last [`FLUSH_EVERY`] of lines with it.
+//! at most the last [`FLUSH_EVERY`] of lines with it, and none printed
+//! before an attested checkpoint: the agent flushes ([`LogFlusher`]) before
+//! each attestation. The job's metrics file goes the same way
+//! ([`tail_metrics`], the stream `metrics`).
 //!
 //! Bounded everywhere: a line is cut at [`LINE_MAX`] bytes; the engine's
 //! follower hands lines over a bounded channel and drops (and counts) what
@@ -43,13 +46,15 @@ pub const PENDING_MAX_BYTES: usize = 8 << 20;
 pub const CHANNEL_LINES: usize = 4_096;
 
 /// Which stream a line came from; `Mcjs` is MCJS's own word in the stream
-/// (lines dropped, chunks rotated out).
+/// (lines dropped, chunks rotated out); `Metrics` a line of the job's
+/// metrics file (`MCJS_METRICS_FILE`), a JSON object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LogStream {
     Stdout,
     Stderr,
     Mcjs,
+    Metrics,
 }
 
 /// One line of a chunk (JSON, one per line of the object).
@@ -90,6 +95,7 @@ impl LogLine {
 pub struct LogSink {
     tx: mpsc::Sender<LogLine>,
     dropped: Arc<AtomicU64>,
+    flush: LogFlusher,
 }
 
 impl LogSink {
@@ -98,24 +104,58 @@ impl LogSink {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    /// A handle that asks [`ship`] to store what it has now, without
+    /// keeping the stream open (the shipper ends when every sink is gone).
+    pub fn flusher(&self) -> LogFlusher {
+        self.flush.clone()
+    }
+}
+
+/// Asks a run's shipper to store every line it has received, now.
+#[derive(Clone, Debug)]
+pub struct LogFlusher {
+    tx: mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl LogFlusher {
+    /// Whether every line the shipper had received when asked is in the
+    /// store (false: the store did not take them, or the run's shipping
+    /// has ended). The agent asks before each attestation, so that what a
+    /// job printed before a checkpoint is stored before the checkpoint is
+    /// on chain.
+    pub async fn flush(&self) -> bool {
+        let (done, stored) = tokio::sync::oneshot::channel();
+        if self.tx.send(done).await.is_err() {
+            return false;
+        }
+        stored.await.is_ok()
+    }
 }
 
 /// A channel from an engine's follower to [`ship`].
 pub fn channel() -> (LogSink, LogSource) {
     let (tx, rx) = mpsc::channel(CHANNEL_LINES);
+    let (flush_tx, flush_rx) = mpsc::channel(16);
     let dropped = Arc::new(AtomicU64::new(0));
     (
         LogSink {
             tx,
             dropped: Arc::clone(&dropped),
+            flush: LogFlusher { tx: flush_tx },
         },
-        LogSource { rx, dropped },
+        LogSource {
+            rx,
+            dropped,
+            flush_rx,
+        },
     )
 }
 
 pub struct LogSource {
     rx: mpsc::Receiver<LogLine>,
     dropped: Arc<AtomicU64>,
+    flush_rx: mpsc::Receiver<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// A chunk to put: its path and bytes.
@@ -233,8 +273,11 @@ pub async fn ship(
     let mut tick = tokio::time::interval(FLUSH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    // Who asked for a flush, answered once what it asked for is stored.
+    let mut waiting_flush: Vec<tokio::sync::oneshot::Sender<()>> = Vec::new();
     loop {
-        // A chunk full, the flush tick, or the end: ship what there is.
+        // A chunk full, the flush tick, a flush asked for, or the end:
+        // ship what there is.
         let (ended, due) = tokio::select! {
             line = source.rx.recv() => match line {
                 Some(line) => {
@@ -249,6 +292,17 @@ pub async fn ship(
                 }
                 None => (true, true),
             },
+            Some(done) = source.flush_rx.recv() => {
+                waiting_flush.push(done);
+                // Every line received so far goes in this flush.
+                while let Ok(line) = source.rx.try_recv() {
+                    report.lines += 1;
+                    if let Some(chunk) = chunker.push(&line) {
+                        pending.push_back(chunk);
+                    }
+                }
+                (false, true)
+            }
             _ = tick.tick() => (false, true),
         };
         if !due {
@@ -292,6 +346,14 @@ pub async fn ship(
                 }
             }
         }
+        if pending.is_empty() {
+            for done in waiting_flush.drain(..) {
+                let _ = done.send(());
+            }
+        } else {
+            // Not stored: the askers hear so now, not at a later flush.
+            waiting_flush.clear();
+        }
         let mut waiting: usize = pending.iter().map(|c| c.bytes.len()).sum();
         while waiting > PENDING_MAX_BYTES {
             let chunk = pending.pop_front().expect("bytes are waiting");
@@ -310,6 +372,143 @@ pub async fn ship(
     }
 }
 
+/// How often the job's metrics file is read for new lines.
+pub const METRICS_EVERY: Duration = Duration::from_secs(1);
+/// The most of the metrics file read in one look: a job that writes faster
+/// is read on at the next.
+const METRICS_READ_MAX: usize = 1 << 20;
+
+/// The lines of a metrics file as it grows: bytes in, in order; complete
+/// lines out, each a JSON object or said as not one. Pure: [`tail_metrics`]
+/// reads the file.
+#[derive(Debug, Default)]
+pub struct MetricsLines {
+    partial: Vec<u8>,
+    /// A line past [`LINE_MAX`] is being skipped to its end.
+    skipping: bool,
+}
+
+impl MetricsLines {
+    /// The complete lines in `bytes` (with what came before), as log lines
+    /// at `at_ms`: a JSON object as a `Metrics` line (compact), anything
+    /// else as an `Mcjs` line that says it was skipped. Blank lines are
+    /// nothing; a line longer than [`LINE_MAX`] is skipped and said.
+    pub fn push(&mut self, bytes: &[u8], at_ms: u64) -> Vec<LogLine> {
+        let mut out = Vec::new();
+        for piece in bytes.split_inclusive(|b| *b == b'\n') {
+            let complete = piece.ends_with(b"\n");
+            let piece = piece.strip_suffix(b"\n").unwrap_or(piece);
+            if !self.skipping {
+                self.partial.extend_from_slice(piece);
+                if self.partial.len() > LINE_MAX {
+                    self.partial.clear();
+                    self.skipping = true;
+                    out.push(LogLine::new(
+                        at_ms,
+                        LogStream::Mcjs,
+                        &format!("a line of the metrics file is over {LINE_MAX} bytes: skipped"),
+                    ));
+                }
+            }
+            if complete {
+                if !self.skipping {
+                    out.extend(Self::line(&std::mem::take(&mut self.partial), at_ms));
+                }
+                self.skipping = false;
+            }
+        }
+        out
+    }
+
+    fn line(bytes: &[u8], at_ms: u64) -> Option<LogLine> {
+        let text = String::from_utf8_lossy(bytes);
+        let text = text.trim();
+        if text.is_empty() {
+            return None;
+        }
+        Some(
+            match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text) {
+                Ok(object) => LogLine::new(
+                    at_ms,
+                    LogStream::Metrics,
+                    &serde_json::Value::Object(object).to_string(),
+                ),
+                Err(_) => LogLine::new(
+                    at_ms,
+                    LogStream::Mcjs,
+                    &format!("a line of the metrics file is not a JSON object: skipped: {text}"),
+                ),
+            },
+        )
+    }
+}
+
+/// Follows the job's metrics file (`contract::METRICS_FILE` in `dir`, the
+/// host side of `MCJS_METRICS_FILE`'s directory), every [`METRICS_EVERY`],
+/// into `sink` beside its printed lines, until `stop` fires (the container
+/// ended); then reads what is left. A file not yet written is waited for;
+/// one that shrinks (the job began it again) is read from its start.
+pub async fn tail_metrics(
+    dir: std::path::PathBuf,
+    sink: LogSink,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    let mut lines = MetricsLines::default();
+    let mut offset = 0u64;
+    loop {
+        let last = tokio::select! {
+            _ = &mut stop => true,
+            _ = tokio::time::sleep(METRICS_EVERY) => false,
+        };
+        loop {
+            let (dir, from) = (dir.clone(), offset);
+            let Ok(Ok((read, next))) =
+                tokio::task::spawn_blocking(move || read_metrics(&dir, from)).await
+            else {
+                break;
+            };
+            offset = next;
+            let more = read.len() == METRICS_READ_MAX;
+            for line in lines.push(&read, now_ms()) {
+                sink.send(line);
+            }
+            if !(last && more) {
+                break;
+            }
+        }
+        if last {
+            return;
+        }
+    }
+}
+
+/// Up to [`METRICS_READ_MAX`] bytes of the metrics file in `dir` from
+/// `offset` (from its start if it is now shorter), and where the next read
+/// begins. The file is the job's: read confined to `dir`, no link
+/// followed, a regular file only ([`crate::confined::ConfinedDir`]).
+fn read_metrics(
+    dir: &std::path::Path,
+    offset: u64,
+) -> Result<(Vec<u8>, u64), crate::confined::ConfinedError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let dir = crate::confined::ConfinedDir::open(dir)?;
+    let Some((mut file, len)) = dir.open_file_if_present(crate::contract::METRICS_FILE)? else {
+        return Ok((Vec::new(), 0));
+    };
+    let from = if len < offset { 0 } else { offset };
+    let io = |source| crate::confined::ConfinedError::Io {
+        path: crate::contract::METRICS_FILE.to_string(),
+        source,
+    };
+    file.seek(SeekFrom::Start(from)).map_err(io)?;
+    let mut bytes = Vec::new();
+    file.take(METRICS_READ_MAX as u64)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    let next = from + bytes.len() as u64;
+    Ok((bytes, next))
+}
+
 /// A chunk read back: its lines.
 pub fn parse_chunk(bytes: &[u8]) -> Vec<LogLine> {
     bytes
@@ -322,6 +521,125 @@ pub fn parse_chunk(bytes: &[u8]) -> Vec<LogLine> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn texts(lines: &[LogLine]) -> Vec<(LogStream, &str)> {
+        lines.iter().map(|l| (l.stream, l.text.as_str())).collect()
+    }
+
+    /// Lines split across reads come out whole, once; a JSON object is a
+    /// metrics line (compact), anything else is said and skipped, a blank
+    /// line is nothing, and a line past the cap is skipped to its end.
+    #[test]
+    fn the_metrics_file_comes_out_line_by_line_objects_only() {
+        let mut m = MetricsLines::default();
+        assert!(
+            m.push(b"{\"step\": 1, ", 1).is_empty(),
+            "no line is complete"
+        );
+        let out = m.push(b"\"loss\": 0.5}\n\n[1,2]\nnot json\n{\"step\":2}", 2);
+        assert_eq!(
+            texts(&out),
+            vec![
+                (LogStream::Metrics, r#"{"loss":0.5,"step":1}"#),
+                (
+                    LogStream::Mcjs,
+                    "a line of the metrics file is not a JSON object: skipped: [1,2]"
+                ),
+                (
+                    LogStream::Mcjs,
+                    "a line of the metrics file is not a JSON object: skipped: not json"
+                ),
+            ]
+        );
+        assert_eq!(out[0].at_ms, 2);
+        assert_eq!(
+            texts(&m.push(b"\n", 3)),
+            vec![(LogStream::Metrics, r#"{"step":2}"#)]
+        );
+        let long = vec![b'x'; LINE_MAX + 10];
+        let out = m.push(&long, 4);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].stream, LogStream::Mcjs);
+        assert!(m.push(b"xxxx", 5).is_empty(), "the long line is skipped");
+        assert_eq!(
+            texts(&m.push(b"\n{\"step\":3}\n", 6)),
+            vec![(LogStream::Metrics, r#"{"step":3}"#)],
+            "the next line is read again"
+        );
+    }
+
+    /// A flush stores every line sent before it, at once: not at the next
+    /// tick (the clock is paused, and would have to move for a tick), and
+    /// says so; once the run's shipping has ended, a flush says it could not.
+    #[tokio::test(start_paused = true)]
+    async fn a_flush_stores_what_was_sent_before_it_without_waiting_for_the_tick() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let (sink, source) = channel();
+        let flusher = sink.flusher();
+        let chunker = LogChunker::new("J", 2, 1_765_000_000_000, DEFAULT_CAP_BYTES);
+        let shipper = tokio::spawn(ship(Arc::clone(&store), chunker, source));
+        tokio::task::yield_now().await;
+        let started = tokio::time::Instant::now();
+        for i in 0..3u64 {
+            sink.send(LogLine::new(i, LogStream::Stdout, &format!("before {i}")));
+        }
+        assert!(flusher.flush().await, "stored");
+        assert!(started.elapsed() < FLUSH_EVERY, "not at the tick");
+        use futures_util::TryStreamExt;
+        let paths: Vec<String> = store
+            .list(Some(&ObjectPath::from("jobs/J/logs")))
+            .map_ok(|m| m.location.to_string())
+            .try_collect()
+            .await
+            .unwrap();
+        let mut lines = Vec::new();
+        for p in &paths {
+            let bytes = store.get(&ObjectPath::from(p.as_str())).await.unwrap();
+            lines.extend(parse_chunk(&bytes.bytes().await.unwrap()));
+        }
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["before 0", "before 1", "before 2"]);
+        drop(sink);
+        shipper.await.unwrap();
+        assert!(!flusher.flush().await, "the run's shipping has ended");
+    }
+
+    /// The file as the job writes it: each line once, in order, across
+    /// looks; its lines written after the container ended are read before
+    /// the tail stops; a link in its place is not followed.
+    #[tokio::test]
+    async fn the_metrics_file_is_followed_until_the_run_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(crate::contract::METRICS_FILE);
+        let (sink, mut source) = channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let tail = tokio::spawn(tail_metrics(dir.path().to_path_buf(), sink, stopped));
+        std::fs::write(&file, b"{\"step\":1}\n{\"st").unwrap();
+        tokio::time::sleep(METRICS_EVERY * 2).await;
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        f.write_all(b"ep\":2}\n{\"step\":3}\n").unwrap();
+        stop.send(()).unwrap();
+        tail.await.unwrap();
+        let mut got = Vec::new();
+        while let Ok(line) = source.rx.try_recv() {
+            got.push(line.text);
+        }
+        assert_eq!(got, vec![r#"{"step":1}"#, r#"{"step":2}"#, r#"{"step":3}"#]);
+
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join("secret"), b"{\"secret\":1}\n").unwrap();
+        std::os::unix::fs::symlink(other.path().join("secret"), &file.with_extension("x")).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        std::fs::rename(file.with_extension("x"), &file).unwrap();
+        assert!(
+            read_metrics(dir.path(), 0).is_err(),
+            "a link is not followed"
+        );
+    }
 
     fn line(i: usize, len: usize) -> LogLine {
         LogLine::new(i as u64, LogStream::Stdout, &"x".repeat(len))

@@ -106,6 +106,7 @@ impl Job {
                 checkpoints: dir.join("checkpoints"),
                 output: dir.join("output"),
                 restore,
+                metrics: None,
             },
         );
         spec.args = [

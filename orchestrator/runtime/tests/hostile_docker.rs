@@ -90,6 +90,7 @@ impl Node {
                 checkpoints: dir.join("checkpoints"),
                 output: dir.join("output"),
                 restore: None,
+                metrics: None,
             },
         );
         spec.args = args.iter().map(ToString::to_string).collect();

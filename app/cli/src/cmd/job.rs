@@ -1,6 +1,8 @@
 //! `mcjs job`: what a job owner does, and what anyone may do about a stalled job.
 
 mod logs;
+mod metrics;
+mod progress;
 mod submit;
 mod view;
 
@@ -85,6 +87,21 @@ pub enum JobCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Print the progress a job wrote to its metrics file (MCJS_METRICS_FILE:
+    /// one JSON object per line, e.g. {"step": 120, "loss": 0.41}), across
+    /// every node it ran on: a table, CSV (--csv) or JSON (--output json).
+    /// Only the job's owner may read them.
+    Metrics {
+        job: String,
+        /// Only what this generation (one assignment to a node) wrote.
+        #[arg(long)]
+        generation: Option<u32>,
+        /// Comma-separated values with a header row, for a spreadsheet or a plot.
+        #[arg(long)]
+        csv: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Show a job.
     Status { job: String },
     /// List jobs, optionally of one owner ("me" for the wallet) or in one state.
@@ -94,8 +111,16 @@ pub enum JobCommand {
         #[arg(long, value_enum)]
         state: Option<StateArg>,
     },
-    /// Follow a job live until it ends: exit 0 when completed, 1 when it ended otherwise.
-    Watch { job: String },
+    /// Follow a job live until it ends: exit 0 when completed, 1 when it
+    /// ended otherwise. Where the store is known (--store, --scheduler or
+    /// the config file) and the wallet owns the job, its progress too: the
+    /// step against the spec's target, the step rate, the latest metrics
+    /// and an estimate of the time and cost to finish (MCJS_METRICS_FILE).
+    Watch {
+        job: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Cancel a job that is not on a node; the whole bond comes back.
     Cancel { job: String },
     /// Close a finished job (completed, failed, cancelled or expired): its
@@ -251,6 +276,15 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             let key = parse_pubkey(&job, "job")?;
             logs::run(&ctx, &client, global, key, follow, generation, &store).await
         }
+        JobCommand::Metrics {
+            job,
+            generation,
+            csv,
+            store,
+        } => {
+            let key = parse_pubkey(&job, "job")?;
+            metrics::run(&ctx, &client, global, key, generation, csv, &store).await
+        }
         JobCommand::Status { job } => {
             let key = parse_pubkey(&job, "job")?;
             let job = fetch_job(&client, &key).await?;
@@ -284,7 +318,9 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             global.output.print(&JobList { jobs })?;
             Ok(EXIT_OK)
         }
-        JobCommand::Watch { job } => watch(&client, global, parse_pubkey(&job, "job")?).await,
+        JobCommand::Watch { job, store } => {
+            watch(&ctx, &client, global, parse_pubkey(&job, "job")?, &store).await
+        }
         JobCommand::Cancel { job } => {
             let key = parse_pubkey(&job, "job")?;
             let wallet = ctx.wallet()?;
@@ -471,9 +507,120 @@ async fn done(
     Ok(EXIT_OK)
 }
 
-async fn watch(client: &ChainClient, global: &GlobalArgs, key: Pubkey) -> anyhow::Result<u8> {
+/// The store holding a job's objects (its logs, metrics and output),
+/// opened with the wallet's signature (the gateway serves them to the
+/// job's owner only), and the job. `what` names what is read, for the
+/// error a wallet that is not the owner's gets.
+pub(crate) async fn open_owners_store(
+    ctx: &Ctx,
+    client: &ChainClient,
+    key: &Pubkey,
+    store_args: &StoreArgs,
+    what: &str,
+) -> anyhow::Result<(std::sync::Arc<dyn object_store::ObjectStore>, Job)> {
+    let Some(job) = client.job(key).await? else {
+        bail!("no job at {key} on {}: check the address", client.url());
+    };
+    let wallet = ctx.wallet()?;
+    let url = store_args.resolve(ctx).await?;
+    if matches!(url, mcjs_protocol::store::StoreUrl::S3(_)) && job.owner != wallet.pubkey() {
+        bail!(
+            "job {key} belongs to {}; only its owner may read its {what}: sign with the owner's keypair (-k)",
+            job.owner
+        );
+    }
+    let identity = crate::store::identity(mcjs_protocol::store::Role::Owner, &wallet);
+    let store = crate::store::open(&url, &store_args.scheduler(ctx), identity)?;
+    Ok((store, job))
+}
+
+/// A job's metrics as `mcjs job watch` follows them: the rows read so far
+/// (each chunk once) and the targets its spec declares.
+struct ProgressFeed {
+    store: std::sync::Arc<dyn object_store::ObjectStore>,
+    read: std::collections::BTreeSet<String>,
+    rows: Vec<metrics::MetricsRow>,
+    target_steps: Option<u64>,
+    target_epochs: Option<u32>,
+}
+
+impl ProgressFeed {
+    /// The job's store, where the wallet may read its metrics; `None`
+    /// where the store is not known (then the chain's view is all).
+    async fn open(
+        ctx: &Ctx,
+        client: &ChainClient,
+        key: &Pubkey,
+        store_args: &StoreArgs,
+    ) -> anyhow::Result<Option<Self>> {
+        if !store_args.given(ctx) {
+            return Ok(None);
+        }
+        let (store, job) = open_owners_store(ctx, client, key, store_args, "metrics").await?;
+        let spec = mcjs_runtime::spec_store::get_spec(store.as_ref(), &job.spec_hash)
+            .await
+            .ok();
+        Ok(Some(Self {
+            store,
+            read: Default::default(),
+            rows: Vec::new(),
+            target_steps: spec.as_ref().and_then(|s| s.work.target_steps),
+            target_epochs: spec.as_ref().and_then(|s| s.work.target_epochs),
+        }))
+    }
+
+    /// Reads the chunks shipped since the last look.
+    async fn refresh(&mut self, key: &Pubkey) -> anyhow::Result<()> {
+        for ((g, ..), path, size) in logs::chunks(&self.store, key, None).await? {
+            if !self.read.insert(path.clone()) {
+                continue;
+            }
+            if let Some(lines) = logs::read_chunk(&self.store, &path, size).await? {
+                self.rows.extend(metrics::metrics_rows(g, &lines));
+            }
+        }
+        Ok(())
+    }
+
+    fn progress(&self, rate_per_hour: u64) -> Option<progress::Progress> {
+        progress::estimate(
+            &self.rows,
+            self.target_steps,
+            self.target_epochs,
+            rate_per_hour,
+        )
+    }
+}
+
+/// One line of `mcjs job watch --output json`: the job as `job status`
+/// shows it, and its progress where its metrics can be read.
+#[derive(serde::Serialize)]
+struct WatchLine<'a> {
+    #[serde(flatten)]
+    view: &'a JobView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    progress: Option<progress::Progress>,
+}
+
+/// How often `mcjs job watch` looks for new metrics (the agent ships every 2 s).
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+async fn watch(
+    ctx: &Ctx,
+    client: &ChainClient,
+    global: &GlobalArgs,
+    key: Pubkey,
+    store_args: &StoreArgs,
+) -> anyhow::Result<u8> {
     let first = fetch_job(client, &key).await?;
     let people = !global.output.is_json();
+    let mut feed = match ProgressFeed::open(ctx, client, &key, store_args).await {
+        Ok(feed) => feed,
+        Err(e) => {
+            eprintln!("the job's progress cannot be read ({e:#}); following the chain only");
+            None
+        }
+    };
     let bar = people.then(|| {
         let bar = indicatif::ProgressBar::new(u64::from(first.terms.max_duration_secs).max(1));
         bar.set_style(
@@ -487,31 +634,54 @@ async fn watch(client: &ChainClient, global: &GlobalArgs, key: Pubkey) -> anyhow
         bar
     });
     let mut updates = Box::pin(client.watch_account(key));
+    let mut tick = tokio::time::interval(PROGRESS_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_json = String::new();
-    while let Some(update) = updates.next().await {
-        let account = update?;
-        let Some(account) = account else {
-            if let Some(bar) = &bar {
-                bar.finish_with_message("the job account was closed");
-            } else {
-                println!(
-                    "{}",
-                    serde_json::json!({ "job": key.to_string(), "closed": true })
-                );
-            }
-            return Ok(EXIT_OK);
+    let mut latest: Option<(Job, JobView)> = None;
+    loop {
+        let update = tokio::select! {
+            update = updates.next() => match update {
+                Some(update) => Some(update?),
+                None => break,
+            },
+            _ = tick.tick(), if feed.is_some() => None,
         };
-        let job =
-            decode::job(&account.data).with_context(|| format!("{key} is no longer a job"))?;
-        let view = JobView::new(key, &job, chain_now(client).await);
+        if let Some(account) = update {
+            let Some(account) = account else {
+                if let Some(bar) = &bar {
+                    bar.finish_with_message("the job account was closed");
+                } else {
+                    println!(
+                        "{}",
+                        serde_json::json!({ "job": key.to_string(), "closed": true })
+                    );
+                }
+                return Ok(EXIT_OK);
+            };
+            let job =
+                decode::job(&account.data).with_context(|| format!("{key} is no longer a job"))?;
+            let view = JobView::new(key, &job, chain_now(client).await);
+            latest = Some((job, view));
+        } else if let Some(feed) = &mut feed {
+            // A look that fails (the store or gateway briefly away) is
+            // made again at the next tick.
+            let _ = feed.refresh(&key).await;
+        }
+        let Some((job, view)) = &latest else {
+            continue;
+        };
+        let progress = feed.as_ref().and_then(|f| f.progress(job.rate_per_hour));
         match &bar {
             Some(bar) => {
                 bar.set_prefix(view.state.to_string());
                 bar.set_position(job.billed_secs);
-                bar.set_message(view.progress_line());
+                bar.set_message(match &progress {
+                    Some(p) => format!("{} | {}", p.line(), view.progress_line()),
+                    None => view.progress_line(),
+                });
             }
             None => {
-                let line = serde_json::to_string(&view)?;
+                let line = serde_json::to_string(&WatchLine { view, progress })?;
                 if line != last_json {
                     println!("{line}");
                     last_json = line;

@@ -80,20 +80,9 @@ pub async fn run(
     store_args: &StoreArgs,
 ) -> anyhow::Result<u8> {
     let key = parse_pubkey(job, "job")?;
-    let job = match client.job(&key).await? {
-        Some(job) => job,
-        None => bail!("no job at {key} on {}: check the address", client.url()),
-    };
-    let wallet = ctx.wallet()?;
-    let url = store_args.resolve(ctx).await?;
-    if matches!(url, StoreUrl::S3(_)) && job.owner != wallet.pubkey() {
-        bail!(
-            "job {key} belongs to {}; only its owner may read its output from the store: sign with the owner's keypair (-k)",
-            job.owner
-        );
-    }
-    let identity = crate::store::identity(Role::Owner, &wallet);
-    let store = crate::store::open(&url, &store_args.scheduler(ctx), identity)?;
+    let (store, job) =
+        crate::cmd::job::open_owners_store(ctx, client, &key, store_args, "output from the store")
+            .await?;
 
     // Its caps bound what the store may make this machine download.
     let spec = mcjs_runtime::spec_store::get_spec(store.as_ref(), &job.spec_hash)

@@ -269,6 +269,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 checkpoints: writable(dir).join("checkpoints"),
                 output: writable(dir).join("output"),
                 restore,
+                metrics: Some(writable(dir).join("metrics")),
             },
         );
         cspec.entrypoint = Some(spec.work.command.clone());
@@ -424,7 +425,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             .flatten()
     }
 
-    /// Follows a running container's output into the store, from `since`
+    /// Follows a running container's output (and its metrics file) into the
+    /// store, from `since`
     /// (unix seconds: for a container adopted after a restart, what it
     /// printed while no agent ran is not shipped again). The handle ends
     /// once the container's output has ended and its last chunk is stored.
@@ -449,11 +451,21 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             logs::DEFAULT_CAP_BYTES,
         );
         let shipper = tokio::spawn(logs::ship(Arc::clone(&s.store), chunker, source));
+        s.log_flushers
+            .lock()
+            .expect("flushers lock")
+            .insert((job, generation), sink.flusher());
+        // The job's metrics file goes the same way, as `metrics` lines,
+        // until its printed lines end (the container ended).
+        let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel();
+        let metrics = writable(&self.job_dir(job, generation)).join("metrics");
+        tokio::spawn(logs::tail_metrics(metrics, sink.clone(), metrics_stopped));
         let id = ContainerId(container.to_string());
         tokio::spawn(async move {
             if let Err(e) = s.engine.follow_output(&id, since, sink).await {
                 tracing::warn!(%job, generation, error = %e, "cannot follow the job's output: its lines are not shipped");
             }
+            let _ = stop_metrics.send(());
         });
         shipper
     }
@@ -486,6 +498,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         };
         // The job's last lines are shipped while the node may still write
         // its logs: before the completion or report that ends that.
+        s.log_flushers
+            .lock()
+            .expect("flushers lock")
+            .remove(&(job, generation));
         match tokio::time::timeout(LOGS_DRAIN_FOR, logs).await {
             Ok(Ok(report)) => {
                 tracing::debug!(%job, generation, lines = report.lines, chunks = report.chunks, dropped = report.dropped_lines, "job output shipped")

@@ -5,6 +5,9 @@
 use super::*;
 use mcjs_client::ix::JobAccounts;
 
+/// How long an attestation waits for the job's printed lines to be stored.
+const FLUSH_BEFORE_ATTEST: Duration = Duration::from_secs(3);
+
 impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     pub(super) async fn send(
         &self,
@@ -17,6 +20,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let ix = match tx {
             Tx::Start => ix::start_job(&authority, &job, &s.node, &s.provider, generation),
             Tx::Attest { epoch, step, hash } => {
+                self.flush_logs(job, generation).await;
                 let on = self.accounts(job, generation);
                 let hash = crate::inject::attested_hash(*step, hash.0);
                 let settle = self.attestation_may_exhaust_bond(job);
@@ -73,6 +77,28 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             }
         };
         s.chain.send(ix).await
+    }
+
+    /// Stores what the job has printed so far before its checkpoint goes
+    /// on chain: a node lost after the attestation loses none of the lines
+    /// before the checkpoint the job resumes from. Waited for at most
+    /// [`FLUSH_BEFORE_ATTEST`]: a slow store delays no attestation longer.
+    async fn flush_logs(&self, job: Pubkey, generation: u32) {
+        let flusher = self
+            .shared
+            .log_flushers
+            .lock()
+            .expect("flushers lock")
+            .get(&(job, generation))
+            .cloned();
+        if let Some(flusher) = flusher
+            && !matches!(
+                tokio::time::timeout(FLUSH_BEFORE_ATTEST, flusher.flush()).await,
+                Ok(true)
+            )
+        {
+            tracing::debug!(%job, generation, "the job's lines were not all stored before the attestation");
+        }
     }
 
     /// Whether an attestation of `job` now may exhaust its bond (and pause

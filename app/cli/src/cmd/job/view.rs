@@ -159,7 +159,7 @@ impl JobView {
     }
 }
 
-fn human_secs(secs: i64) -> String {
+pub(super) fn human_secs(secs: i64) -> String {
     if secs < 0 {
         return format!("{} past", human_secs(-secs));
     }
