@@ -604,6 +604,19 @@ async fn a_jobs_logs_follow_it_across_a_lost_node_and_are_its_owners_alone() {
         !text.contains("\"accuracy\""),
         "the metrics lines are `mcjs job metrics`'s"
     );
+    // `mcjs job output` (run by the completion check above) kept both
+    // beside the output it delivered.
+    let delivered = s.dir.path().join("delivered");
+    let kept = std::fs::read_to_string(delivered.join(format!("{job}.logs.txt")))
+        .expect("the logs are kept beside the output");
+    assert!(kept.contains("mcjs-trainer: done"), "{kept}");
+    assert!(kept.contains(&format!("— generation {} on node", after.generation)));
+    let kept_csv = std::fs::read_to_string(delivered.join(format!("{job}.metrics.csv")))
+        .expect("the metrics are kept beside the output");
+    assert!(
+        kept_csv.starts_with("generation,at_ms,step,epoch"),
+        "{kept_csv}"
+    );
 
     // Its metrics too: one row per epoch the trainer finished, from both
     // nodes, the resumed run's after the step it resumed from.

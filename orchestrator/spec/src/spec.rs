@@ -294,6 +294,10 @@ pub struct Output {
     /// early (limit, deadline, restart budget spent, cancellation). Default: false.
     #[serde(default)]
     pub return_partial: bool,
+    /// The most of what the job prints (and its metrics) one run keeps in the store, its
+    /// oldest lines going first: 1MiB to 1GiB. Default: 64MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs_cap: Option<ByteSize>,
 }
 
 pub(crate) fn default_output_dir() -> ContainerPath {

@@ -18,6 +18,9 @@ pub const MAX_CHECKPOINTS_KEPT: u8 = 16;
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// Below this a node would spend its life checkpointing and the chain attesting.
 pub const MIN_CHECKPOINT_INTERVAL_SECS: u64 = 60;
+/// The bounds of `output.logs_cap`: what one run keeps of what the job prints.
+pub const MIN_LOGS_CAP: u64 = 1 << 20;
+pub const MAX_LOGS_CAP: u64 = 1 << 30;
 /// Above this sustained fsync'd write rate (about 20 GiB/s) no node storage keeps up.
 pub const MAX_CHECKPOINT_WRITE_MIBPS: u64 = 20_480;
 
@@ -465,6 +468,14 @@ fn check_output(spec: &JobSpec, e: &mut Errors) {
         e.at(
             "/output/required_artifacts",
             "required_artifacts is empty; list at least one file whose presence shows the work finished, e.g. \"model/final.safetensors\"",
+        );
+    }
+    if let Some(cap) = o.logs_cap
+        && !(MIN_LOGS_CAP..=MAX_LOGS_CAP).contains(&cap.0)
+    {
+        e.at(
+            "/output/logs_cap",
+            "logs_cap must be from 1MiB to 1GiB (what one run keeps of what the job prints); leave it out for the default of 64MiB",
         );
     }
     let mut seen = BTreeSet::new();

@@ -346,3 +346,32 @@ fn verification_needs_a_bitwise_deterministic_job_and_a_rate_in_range() {
             .contains("determinism")
     );
 }
+
+/// `output.logs_cap` is what one run keeps of what the job prints: left out
+/// of the canonical form when absent (every spec before it hashes as it
+/// did), a change of meaning when given, and bounded.
+#[test]
+fn a_logs_cap_is_optional_bounded_and_hashed_when_given() {
+    let original = example_value("training-a100.json");
+    let base = hash_of(&original);
+    let spec = JobSpec::from_value(&original).unwrap();
+    assert_eq!(spec.output.logs_cap, None);
+    assert!(!canonical_json(&spec).contains("logs_cap"));
+
+    let mut capped = original.clone();
+    capped["output"]["logs_cap"] = json!("256MiB");
+    let spec = JobSpec::from_value(&capped).unwrap();
+    assert_eq!(spec.output.logs_cap.map(|c| c.0), Some(256 << 20));
+    assert_ne!(hash_of(&capped), base);
+
+    for bad in ["512KiB", "2GiB"] {
+        capped["output"]["logs_cap"] = json!(bad);
+        let errors = JobSpec::from_value(&capped).unwrap_err();
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.to_string().contains("/output/logs_cap")),
+            "{bad}: {errors}"
+        );
+    }
+}

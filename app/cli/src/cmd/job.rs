@@ -8,6 +8,13 @@ mod view;
 
 pub use view::JobView;
 
+pub(crate) use logs::transcript;
+
+/// A job's metrics rows as CSV (`mcjs job metrics --csv`).
+pub(crate) fn metrics_csv(rows: &[metrics::MetricsRow]) -> String {
+    metrics::to_csv(rows)
+}
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -70,6 +77,11 @@ pub enum JobCommand {
         /// before the job ends and after it failed).
         #[arg(long)]
         partial: bool,
+        /// Do not keep the job's logs and metrics beside the output (by
+        /// default `<to>.logs.txt` and `<to>.metrics.csv`, for a local
+        /// destination).
+        #[arg(long)]
+        no_logs: bool,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -84,6 +96,11 @@ pub enum JobCommand {
         /// Only what this generation (one assignment to a node) printed.
         #[arg(long)]
         generation: Option<u32>,
+        /// Only what it printed since: a while ago (`30s`, `10m`, `2h`,
+        /// `1d`), or a step (`480`: from when its first checkpoint at or
+        /// past that step was attested).
+        #[arg(long, value_parser = logs::parse_since)]
+        since: Option<logs::Since>,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -265,16 +282,26 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             job,
             to,
             partial,
+            no_logs,
             store,
-        } => crate::cmd::job_output::run(&ctx, &client, global, &job, to, partial, &store).await,
+        } => {
+            let fetch = crate::cmd::job_output::Fetch {
+                to,
+                partial,
+                keep_logs: !no_logs,
+            };
+            crate::cmd::job_output::run(&ctx, &client, global, &job, fetch, &store).await
+        }
         JobCommand::Logs {
             job,
             follow,
             generation,
+            since,
             store,
         } => {
             let key = parse_pubkey(&job, "job")?;
-            logs::run(&ctx, &client, global, key, follow, generation, &store).await
+            let filter = logs::Filter { generation, since };
+            logs::run(&ctx, &client, global, key, follow, filter, &store).await
         }
         JobCommand::Metrics {
             job,

@@ -40,6 +40,12 @@ struct Delivered {
     bytes: u64,
     /// Where the verified files are.
     to: String,
+    /// Where the job's printed lines were kept (a local destination).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logs: Option<String>,
+    /// Where the job's metrics were kept, as CSV (when it wrote any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metrics: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -66,8 +72,26 @@ impl std::fmt::Display for Delivered {
         for file in &self.files {
             writeln!(f, "  {}  {:>12}  {}", file.sha256, file.size, file.path)?;
         }
-        write!(f, "saved to {}", self.to)
+        write!(f, "saved to {}", self.to)?;
+        if let Some(logs) = &self.logs {
+            write!(f, "\nwhat it printed: {logs}")?;
+        }
+        if let Some(metrics) = &self.metrics {
+            write!(f, "\nits metrics: {metrics}")?;
+        }
+        Ok(())
     }
+}
+
+/// What `mcjs job output` is asked for.
+pub struct Fetch {
+    /// Where to put it (default: the spec's s3:// destination, else
+    /// `<job>-output`).
+    pub to: Option<String>,
+    /// The last attested checkpoint instead of the output.
+    pub partial: bool,
+    /// Keep the job's logs and metrics beside a local output.
+    pub keep_logs: bool,
 }
 
 pub async fn run(
@@ -75,10 +99,14 @@ pub async fn run(
     client: &ChainClient,
     global: &GlobalArgs,
     job: &str,
-    to: Option<String>,
-    partial: bool,
+    fetch: Fetch,
     store_args: &StoreArgs,
 ) -> anyhow::Result<u8> {
+    let Fetch {
+        to,
+        partial,
+        keep_logs,
+    } = fetch;
     let key = parse_pubkey(job, "job")?;
     let (store, job) =
         crate::cmd::job::open_owners_store(ctx, client, &key, store_args, "output from the store")
@@ -252,6 +280,13 @@ pub async fn run(
             .display()
             .to_string(),
     };
+    // What the job printed and its metrics, kept beside a local output:
+    // the store keeps them only as long as the job's objects.
+    let (logs, metrics) = if keep_logs && remote.is_none() {
+        keep_transcript(client, &store, &key, &local).await
+    } else {
+        (None, None)
+    };
     global.output.print(&Delivered {
         job: key.to_string(),
         kind: if partial { "partial" } else { "output" },
@@ -267,8 +302,53 @@ pub async fn run(
             })
             .collect(),
         to: to_shown,
+        logs,
+        metrics,
     })?;
     Ok(EXIT_OK)
+}
+
+/// Writes the job's transcript to `<local>.logs.txt` and its metrics to
+/// `<local>.metrics.csv` (where there are any), and says where. A store
+/// that cannot give them is said on stderr: the output is delivered either
+/// way.
+async fn keep_transcript(
+    client: &ChainClient,
+    store: &Arc<dyn ObjectStore>,
+    key: &mcjs_client::Pubkey,
+    local: &Path,
+) -> (Option<String>, Option<String>) {
+    let (text, rows) = match crate::cmd::job::transcript(client, store, key).await {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("the job's logs were not kept beside its output: {e:#}");
+            return (None, None);
+        }
+    };
+    let beside = |suffix: &str| {
+        let mut name = local.as_os_str().to_os_string();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    let write = |path: PathBuf, bytes: &[u8]| match std::fs::write(&path, bytes) {
+        Ok(()) => Some(path.display().to_string()),
+        Err(e) => {
+            eprintln!("cannot write {}: {e}", path.display());
+            None
+        }
+    };
+    let logs = (!text.is_empty())
+        .then(|| write(beside(".logs.txt"), text.as_bytes()))
+        .flatten();
+    let metrics = (!rows.is_empty())
+        .then(|| {
+            write(
+                beside(".metrics.csv"),
+                crate::cmd::job::metrics_csv(&rows).as_bytes(),
+            )
+        })
+        .flatten();
+    (logs, metrics)
 }
 
 fn tempdir_near(needed: bool) -> anyhow::Result<Option<tempfile::TempDir>> {

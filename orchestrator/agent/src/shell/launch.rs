@@ -444,12 +444,17 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or_default();
-        let chunker = logs::LogChunker::new(
-            &job.to_string(),
-            generation,
-            started_ms,
-            logs::DEFAULT_CAP_BYTES,
-        );
+        // What the spec lets one run keep (`output.logs_cap`), where the
+        // run's context is known (a container adopted after a restart
+        // before it is: the default).
+        let cap = s
+            .runs
+            .lock()
+            .expect("runs lock")
+            .get(&(job, generation))
+            .and_then(|ctx| ctx.spec.output.logs_cap)
+            .map_or(logs::DEFAULT_CAP_BYTES, |cap| cap.0);
+        let chunker = logs::LogChunker::new(&job.to_string(), generation, started_ms, cap);
         let shipper = tokio::spawn(logs::ship(Arc::clone(&s.store), chunker, source));
         s.log_flushers
             .lock()

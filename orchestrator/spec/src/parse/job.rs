@@ -297,6 +297,7 @@ impl Reader {
                 "destination",
                 "required_artifacts",
                 "return_partial",
+                "logs_cap",
             ],
         )?;
         let produces = self
@@ -342,12 +343,17 @@ impl Reader {
             Some((v, p)) => self.boolean(v, &p),
             None => Some(false),
         };
+        let logs_cap = match f.get("logs_cap") {
+            Some((v, p)) => Some(Some(self.parsed(v, &p)?)),
+            None => Some(None),
+        };
         Some(Output {
             produces: produces?,
             dir: dir?,
             destination: destination?,
             required_artifacts: required_artifacts?,
             return_partial: return_partial?,
+            logs_cap: logs_cap?,
         })
     }
 

@@ -21,6 +21,8 @@ use crate::{EXIT_OK, GlobalArgs};
 
 /// How often `--follow` looks for new chunks (the agent ships every 2 s).
 const FOLLOW_EVERY: Duration = Duration::from_secs(1);
+/// The longest `--follow` waits between looks while the store refuses them.
+const FOLLOW_MAX_WAIT: Duration = Duration::from_secs(30);
 
 /// A chunk of the job's logs: (generation, run start, place in the run).
 type ChunkKey = (u32, u64, u32);
@@ -70,6 +72,41 @@ pub(super) async fn read_chunk(
         .await
         .with_context(|| format!("cannot read {path} from the store"))?;
     Ok(Some(parse_chunk(&bytes)))
+}
+
+/// Everything the job printed, as `mcjs job logs` shows it on a terminal
+/// (each move marked), and the rows of its metrics file: what `mcjs job
+/// output` keeps beside the output. Empty where nothing was shipped.
+pub(crate) async fn transcript(
+    client: &ChainClient,
+    store: &Arc<dyn ObjectStore>,
+    key: &Pubkey,
+) -> anyhow::Result<(String, Vec<super::metrics::MetricsRow>)> {
+    let moved = read_moves(client, key).await;
+    let mut text = String::new();
+    let mut rows = Vec::new();
+    let mut current: Option<u32> = None;
+    for ((g, ..), path, size) in chunks(store, key, None).await? {
+        let Some(lines) = read_chunk(store, &path, size).await? else {
+            continue;
+        };
+        if current != Some(g) {
+            text.push_str(&move_line(g, current.is_none(), moved.get(&g)));
+            text.push('\n');
+            current = Some(g);
+        }
+        rows.extend(super::metrics::metrics_rows(g, &lines));
+        for line in &lines {
+            let shown = match line.stream {
+                LogStream::Metrics => continue,
+                LogStream::Mcjs => format!("[mcjs] {}", printable(&line.text)),
+                LogStream::Stdout | LogStream::Stderr => printable(&line.text).into_owned(),
+            };
+            text.push_str(&shown);
+            text.push('\n');
+        }
+    }
+    Ok((text, rows))
 }
 
 /// Prints one line as `--output` asks (the job's metrics lines are
@@ -196,32 +233,134 @@ fn print_move(global: &GlobalArgs, generation: u32, first: bool, how: Option<&Mo
     }
 }
 
+/// `--since`: a while ago, or a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Since {
+    Ago(Duration),
+    Step(u64),
+}
+
+/// Parses `--since`: a number with a unit (`s`, `m`, `h`, `d`) is a while
+/// ago; a bare number is a step.
+pub fn parse_since(text: &str) -> Result<Since, String> {
+    let text = text.trim();
+    let bad = || {
+        format!("{text:?} is neither a while ago (30s, 10m, 2h, 1d) nor a step (a whole number)")
+    };
+    if let Ok(step) = text.parse::<u64>() {
+        return Ok(Since::Step(step));
+    }
+    let (number, unit) = text.split_at(text.len().saturating_sub(1));
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3_600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(bad()),
+    };
+    Ok(Since::Ago(Duration::from_secs(secs)))
+}
+
+/// Which of the job's lines `mcjs job logs` prints.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Filter {
+    pub generation: Option<u32>,
+    pub since: Option<Since>,
+}
+
+/// The first moment (unix ms) a line printed `since` may have: a while
+/// before `now_ms`, or when the job's first checkpoint at or past the step
+/// was attested (from its history; none yet: nothing is that late).
+fn since_ms(since: Since, now_ms: u64, events: &[McjsEvent]) -> u64 {
+    match since {
+        Since::Ago(d) => now_ms.saturating_sub(d.as_millis() as u64),
+        Since::Step(step) => events
+            .iter()
+            .find_map(|e| match e {
+                McjsEvent::CheckpointAttested(a) if a.step >= step => {
+                    Some(u64::try_from(a.at).unwrap_or(0).saturating_mul(1_000))
+                }
+                _ => None,
+            })
+            .unwrap_or(u64::MAX),
+    }
+}
+
 pub async fn run(
     ctx: &Ctx,
     client: &ChainClient,
     global: &GlobalArgs,
     key: Pubkey,
     follow: bool,
-    generation: Option<u32>,
+    filter: Filter,
     store_args: &StoreArgs,
 ) -> anyhow::Result<u8> {
     let (store, job) = super::open_owners_store(ctx, client, &key, store_args, "logs").await?;
+    let generation = filter.generation;
+    let from_ms = match filter.since {
+        None => 0,
+        Some(since) => {
+            let events: Vec<McjsEvent> = client
+                .job_history(&key)
+                .await
+                .with_context(|| format!("cannot read job {key}'s history for --since"))?
+                .into_iter()
+                .map(|e| e.event)
+                .collect();
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            since_ms(since, now_ms, &events)
+        }
+    };
 
     let mut moved = read_moves(client, &key).await;
     let mut printed: BTreeSet<String> = BTreeSet::new();
     let mut current: Option<u32> = None;
     let mut ended_seen = false;
+    let mut wait = FOLLOW_EVERY;
     loop {
-        let found = chunks(&store, &key, generation).await?;
-        let mut new = 0usize;
-        for ((g, ..), path, size) in found {
-            if printed.contains(&path) {
+        // Following, a look the store or gateway refuses for now (its
+        // request quota, an outage) is made again, less often while it
+        // lasts; a single look fails with the store's error.
+        let look = async {
+            let mut read = Vec::new();
+            for ((g, ..), path, size) in chunks(&store, &key, generation).await? {
+                if printed.contains(&path) {
+                    continue;
+                }
+                read.push((g, path.clone(), read_chunk(&store, &path, size).await?));
+            }
+            anyhow::Ok(read)
+        };
+        let found = match look.await {
+            Ok(found) => {
+                wait = FOLLOW_EVERY;
+                found
+            }
+            Err(e) if follow => {
+                wait = (wait * 2).min(FOLLOW_MAX_WAIT);
+                eprintln!(
+                    "[mcjs] the store did not answer ({e:#}); looking again in {} s",
+                    wait.as_secs()
+                );
+                tokio::time::sleep(wait).await;
                 continue;
             }
-            let Some(lines) = read_chunk(&store, &path, size).await? else {
+            Err(e) => return Err(e),
+        };
+        let mut new = 0usize;
+        for (g, path, lines) in found {
+            let Some(lines) = lines else {
                 printed.insert(path);
                 continue;
             };
+            let lines: Vec<LogLine> = lines.into_iter().filter(|l| l.at_ms >= from_ms).collect();
+            if lines.is_empty() {
+                printed.insert(path);
+                continue;
+            }
             if current != Some(g) {
                 if !moved.contains_key(&g) {
                     moved = read_moves(client, &key).await;
@@ -293,6 +432,47 @@ mod tests {
             by: Pubkey::default(),
             at: 0,
         })
+    }
+
+    #[test]
+    fn since_is_a_while_ago_or_a_step() {
+        assert_eq!(parse_since("480"), Ok(Since::Step(480)));
+        assert_eq!(parse_since("90s"), Ok(Since::Ago(Duration::from_secs(90))));
+        assert_eq!(parse_since("10m"), Ok(Since::Ago(Duration::from_secs(600))));
+        assert_eq!(
+            parse_since("2h"),
+            Ok(Since::Ago(Duration::from_secs(7_200)))
+        );
+        assert_eq!(
+            parse_since("1d"),
+            Ok(Since::Ago(Duration::from_secs(86_400)))
+        );
+        for bad in ["", "m", "10x", "-5", "1.5h"] {
+            assert!(parse_since(bad).is_err(), "{bad:?}");
+        }
+        let mut a = attested(1, 48);
+        let mut b = attested(1, 96);
+        if let (McjsEvent::CheckpointAttested(a), McjsEvent::CheckpointAttested(b)) =
+            (&mut a, &mut b)
+        {
+            (a.at, b.at) = (100, 200);
+        }
+        let events = [assigned(1, 1), a, b];
+        assert_eq!(
+            since_ms(Since::Step(50), 0, &events),
+            200_000,
+            "the first at or past it"
+        );
+        assert_eq!(since_ms(Since::Step(48), 0, &events), 100_000);
+        assert_eq!(
+            since_ms(Since::Step(97), 0, &events),
+            u64::MAX,
+            "not reached yet"
+        );
+        assert_eq!(
+            since_ms(Since::Ago(Duration::from_secs(10)), 60_000, &events),
+            50_000
+        );
     }
 
     #[test]
