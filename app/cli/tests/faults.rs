@@ -662,6 +662,34 @@ async fn a_jobs_logs_follow_it_across_a_lost_node_and_are_its_owners_alone() {
         Some(10),
         "to the last epoch: {csv}"
     );
+    // `mcjs job watch --output json` on the finished job: its last line
+    // carries the progress its metrics show, to the last epoch.
+    let watched = s
+        .cluster
+        .run_mcjs(
+            owner,
+            &[
+                "--output",
+                "json-compact",
+                "job",
+                "watch",
+                &job,
+                "--scheduler",
+                &scheduler,
+            ],
+        )
+        .expect("the owner watches the job");
+    let last: serde_json::Value =
+        serde_json::from_str(watched.lines().last().expect("a line")).unwrap();
+    assert_eq!(last["state"], "completed", "{watched}");
+    let progress = &last["progress"];
+    assert_eq!(progress["epoch"], 10, "{watched}");
+    assert_eq!(
+        progress["step"].as_u64(),
+        resumed_rows.last().map(|(_, st, _)| *st),
+        "{watched}"
+    );
+    assert!(progress["latest"]["accuracy"].is_number(), "{watched}");
     let stranger_key = s.dir.path().join("stranger.json");
     mcjs_client::keyfile::write_keypair(&stranger_key, &mcjs_client::Keypair::new()).unwrap();
     let refused = s.cluster.run_mcjs(

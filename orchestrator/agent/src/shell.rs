@@ -297,7 +297,11 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let mut core = Core::new(CorePolicy {
             max_checkpoint_interval: s.config.max_checkpoint_interval,
         });
-        core.found_containers(self.find_containers().await?);
+        let found = self.find_containers().await?;
+        // Containers running before this agent: their metrics files are
+        // followed from where they are now, as their printed lines are.
+        let adopted: HashSet<String> = found.iter().map(|c| c.id.clone()).collect();
+        core.found_containers(found);
         for url in s
             .config
             .scheduler
@@ -420,7 +424,13 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     let this = self.clone();
                     let (job, generation, container, tx) =
                         (a.job, a.generation, container.clone(), tx.clone());
-                    let logs = self.ship_logs(job, generation, &container, agent_started);
+                    let logs = self.ship_logs(
+                        job,
+                        generation,
+                        &container,
+                        agent_started,
+                        adopted.contains(&container),
+                    );
                     tracker.spawn(async move {
                         this.wait_exit(job, generation, container, tx, logs).await
                     });

@@ -448,13 +448,23 @@ impl MetricsLines {
 /// into `sink` beside its printed lines, until `stop` fires (the container
 /// ended); then reads what is left. A file not yet written is waited for;
 /// one that shrinks (the job began it again) is read from its start.
+/// `from_end`: only what is written from now on (an agent adopting a
+/// running container after a restart ships no line twice).
 pub async fn tail_metrics(
     dir: std::path::PathBuf,
     sink: LogSink,
     mut stop: tokio::sync::oneshot::Receiver<()>,
+    from_end: bool,
 ) {
     let mut lines = MetricsLines::default();
-    let mut offset = 0u64;
+    let mut offset = if from_end {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || metrics_len(&dir))
+            .await
+            .unwrap_or(0)
+    } else {
+        0
+    };
     loop {
         let last = tokio::select! {
             _ = &mut stop => true,
@@ -480,6 +490,18 @@ pub async fn tail_metrics(
             return;
         }
     }
+}
+
+/// The metrics file's length now (0: none, or not a regular file).
+fn metrics_len(dir: &std::path::Path) -> u64 {
+    crate::confined::ConfinedDir::open(dir)
+        .ok()
+        .and_then(|d| {
+            d.open_file_if_present(crate::contract::METRICS_FILE)
+                .ok()
+                .flatten()
+        })
+        .map_or(0, |(_, len)| len)
 }
 
 /// Up to [`METRICS_READ_MAX`] bytes of the metrics file in `dir` from
@@ -613,7 +635,7 @@ mod tests {
         let file = dir.path().join(crate::contract::METRICS_FILE);
         let (sink, mut source) = channel();
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let tail = tokio::spawn(tail_metrics(dir.path().to_path_buf(), sink, stopped));
+        let tail = tokio::spawn(tail_metrics(dir.path().to_path_buf(), sink, stopped, false));
         std::fs::write(&file, b"{\"step\":1}\n{\"st").unwrap();
         tokio::time::sleep(METRICS_EVERY * 2).await;
         use std::io::Write;

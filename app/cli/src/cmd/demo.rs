@@ -386,6 +386,31 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
             delivered.display()
         ),
     );
+    // What the job printed and its progress, across both nodes, as its
+    // owner reads them (`mcjs job logs`, `mcjs job metrics`); job output
+    // kept both beside the output.
+    let printed = std::fs::read_to_string(delivered.with_extension("logs.txt")).unwrap_or_default();
+    step(
+        t,
+        format!(
+            "what the job printed on both nodes, each move marked: {} lines in {} (`mcjs job logs {job} --follow` while it runs); its metrics, from MCJS_METRICS_FILE (`mcjs job metrics {job}`):",
+            printed.lines().count(),
+            delivered.with_extension("logs.txt").display()
+        ),
+    );
+    match cluster.run_mcjs(
+        &cluster.info.wallets.user,
+        &[
+            "job",
+            "metrics",
+            &job.to_string(),
+            "--scheduler",
+            &cluster.scheduler_url(),
+        ],
+    ) {
+        Ok(table) => eprintln!("{table}"),
+        Err(e) => eprintln!("{e:#}"),
+    }
     let model = workload::find_file(&delivered, "model.bin")?;
     let reference = reference.await.context("the reference run panicked")??;
     let same = std::fs::read(&model)? == std::fs::read(&reference)?;

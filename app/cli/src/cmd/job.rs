@@ -648,6 +648,11 @@ async fn watch(
             None
         }
     };
+    if let Some(feed) = &mut feed {
+        // What is stored already shows with the first state (a finished
+        // job's whole run).
+        let _ = feed.refresh(&key).await;
+    }
     let bar = people.then(|| {
         let bar = indicatif::ProgressBar::new(u64::from(first.terms.max_duration_secs).max(1));
         bar.set_style(

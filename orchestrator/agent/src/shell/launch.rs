@@ -428,7 +428,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// Follows a running container's output (and its metrics file) into the
     /// store, from `since`
     /// (unix seconds: for a container adopted after a restart, what it
-    /// printed while no agent ran is not shipped again). The handle ends
+    /// printed while no agent ran is not shipped again; its metrics file
+    /// is followed from its end, `adopted`). The handle ends
     /// once the container's output has ended and its last chunk is stored.
     pub(super) fn ship_logs(
         &self,
@@ -436,6 +437,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         generation: u32,
         container: &str,
         since: i64,
+        adopted: bool,
     ) -> tokio::task::JoinHandle<mcjs_runtime::logs::ShipReport> {
         use mcjs_runtime::logs;
         let s = Arc::clone(&self.shared);
@@ -464,7 +466,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         // until its printed lines end (the container ended).
         let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel();
         let metrics = writable(&self.job_dir(job, generation)).join("metrics");
-        tokio::spawn(logs::tail_metrics(metrics, sink.clone(), metrics_stopped));
+        tokio::spawn(logs::tail_metrics(
+            metrics,
+            sink.clone(),
+            metrics_stopped,
+            adopted,
+        ));
         let id = ContainerId(container.to_string());
         tokio::spawn(async move {
             if let Err(e) = s.engine.follow_output(&id, since, sink).await {
