@@ -487,19 +487,7 @@ fn an_attested_output_completes_by_anyones_call_once_checked() {
     let generation = w.env.job(&w.job).generation;
     let complete = |output_hash| {
         ix::with_segment(
-            ix::complete_job(
-                &stranger.key(),
-                &w.job,
-                &w.a.nodes[0],
-                &w.a.pda,
-                &w.a.payout,
-                &w.owner.token,
-                &w.env.deployment(),
-                mcjs::instructions::CompleteJobArgs {
-                    generation,
-                    output_hash,
-                },
-            ),
+            complete_by(&w, &stranger.key(), generation, output_hash),
             w.env.segment_of(&w.job),
         )
     };
@@ -2042,8 +2030,19 @@ fn a_held_segment_needs_its_segment_account_to_leave_the_node() {
 }
 
 fn bare_complete(w: &World, operator: &solana_keypair::Keypair) -> mcjs_client::Instruction {
+    complete_by(w, &operator.pubkey(), 1, [1; 32])
+}
+
+/// `complete_job` of the job on A's node 0, signed by `signer`, without a
+/// segment.
+fn complete_by(
+    w: &World,
+    signer: &Pubkey,
+    generation: u32,
+    output_hash: [u8; 32],
+) -> mcjs_client::Instruction {
     ix::complete_job(
-        &operator.pubkey(),
+        signer,
         &w.job,
         &w.a.nodes[0],
         &w.a.pda,
@@ -2051,8 +2050,8 @@ fn bare_complete(w: &World, operator: &solana_keypair::Keypair) -> mcjs_client::
         &w.owner.token,
         &w.env.deployment(),
         mcjs::instructions::CompleteJobArgs {
-            generation: 1,
-            output_hash: [1; 32],
+            generation,
+            output_hash,
         },
     )
 }

@@ -1,3 +1,4 @@
+pub mod billing;
 pub mod challenge;
 pub mod config;
 pub mod job;
