@@ -79,8 +79,16 @@ fn only_the_upgrade_authority_initialises_a_deployed_program() {
     assert_eq!(env.config().admin, admin.pubkey());
 }
 
+/// A bad commission or liveness factor, or a stake withdrawal cooldown
+/// shorter than a check can last (a checker could take its stake out before
+/// the check that may slash it resolves), is refused.
 #[test]
-fn initialize_refuses_a_bad_commission_or_liveness_factor() {
+fn initialize_refuses_a_bad_commission_liveness_factor_or_cooldown() {
+    let longest = Verification::longest_secs(default_params().challenge_window_secs);
+    assert_eq!(
+        longest,
+        7 * u64::from(default_params().challenge_window_secs)
+    );
     for params in [
         ConfigParams {
             commission_bps: 10_001,
@@ -88,6 +96,10 @@ fn initialize_refuses_a_bad_commission_or_liveness_factor() {
         },
         ConfigParams {
             liveness_factor: 0,
+            ..default_params()
+        },
+        ConfigParams {
+            withdrawal_cooldown_secs: longest as u32 - 1,
             ..default_params()
         },
     ] {
@@ -105,8 +117,10 @@ fn initialize_refuses_a_bad_commission_or_liveness_factor() {
         let outcome = env.send(&[ix], &[&admin]);
         let expected = if params.liveness_factor == 0 {
             McjsError::InvalidLivenessFactor
-        } else {
+        } else if params.commission_bps > 10_000 {
             McjsError::InvalidCommission
+        } else {
+            McjsError::CooldownShorterThanCheck
         };
         expect_error(outcome, expected);
         assert!(env.account(&pda::config()).is_none());
@@ -212,6 +226,22 @@ fn update_config_refuses_anyone_but_the_admin_and_bad_values() {
         },
     );
     expect_error(env.send(&[ix], &[&admin]), McjsError::InvalidCommission);
+    // Nor may a longer challenge window outgrow the cooldown.
+    let ix = ix::update_config(
+        &admin.pubkey(),
+        None,
+        UpdateConfigArgs {
+            params: Some(ConfigParams {
+                challenge_window_secs: default_params().withdrawal_cooldown_secs / 7 + 1,
+                ..default_params()
+            }),
+            ..Default::default()
+        },
+    );
+    expect_error(
+        env.send(&[ix], &[&admin]),
+        McjsError::CooldownShorterThanCheck,
+    );
     let other_mint = env.create_mint(6);
     let foreign_treasury = env.token_account(&other_mint, &admin.pubkey());
     let ix = ix::update_config(&admin.pubkey(), Some(foreign_treasury), Default::default());

@@ -72,9 +72,11 @@ enum Play {
 }
 
 impl Play {
-    /// Attests on time and truthfully: never to be slashed.
+    /// Attests on time and truthfully, and answers checks truthfully or
+    /// not at all: never to be slashed. (A vouching checker outvoted by a
+    /// second round is slashed.)
     fn keeps_its_word(self) -> bool {
-        !matches!(self, Play::Liar | Play::Staller)
+        !matches!(self, Play::Liar | Play::Staller | Play::VouchingChecker)
     }
 }
 
@@ -930,6 +932,7 @@ struct Reached {
     closed_payout: AtomicU32,
     checker_replaced: AtomicU32,
     second_round: AtomicU32,
+    voucher_slashed: AtomicU32,
 }
 
 fn run_case(template: &Template, case: &Case, reached: &Reached) -> Result<(), TestCaseError> {
@@ -961,6 +964,7 @@ fn run_case(template: &Template, case: &Case, reached: &Reached) -> Result<(), T
         match case.plays[p] {
             Play::Liar if slashed => count(&reached.liar_slashed),
             Play::Staller if slashed => count(&reached.staller_slashed),
+            Play::VouchingChecker if slashed => count(&reached.voucher_slashed),
             _ => {}
         }
         if world.env.closed_accounts.contains(&provider.payout) {
@@ -988,6 +992,7 @@ fn participants_keeping_to_one_strategy_take_nothing_from_the_others() {
             ("a payout account closed", &reached.closed_payout),
             ("a silent checker replaced", &reached.checker_replaced),
             ("a dispute settled by a second round", &reached.second_round),
+            ("a vouching checker slashed", &reached.voucher_slashed),
         ] {
             assert!(
                 count.load(Ordering::Relaxed) > 0,

@@ -1448,8 +1448,10 @@ fn a_lie_vouched_for(reveal: bool) -> (World, Pubkey, ProviderActor, ProviderAct
 /// right, so the check goes to a second round of two checkers of providers
 /// it has not involved, under a fresh key. They catch the lie: the liar is
 /// slashed and barred, the second round's checkers are paid, and the first
-/// round's nothing. The second round is the scheduler's alone, for fresh
-/// fitting providers, within half a window of the dispute.
+/// round's nothing; the vouching checker, proven wrong by the second round,
+/// is slashed too (and no resolver can leave its accounts out). The second
+/// round is the scheduler's alone, for fresh fitting providers, within half
+/// a window of the dispute.
 #[test]
 fn a_checker_vouching_for_a_liar_is_outvoted_by_a_second_round() {
     let (mut w, v, d, e) = a_lie_vouched_for(true);
@@ -1513,8 +1515,64 @@ fn a_checker_vouching_for_a_liar_is_outvoted_by_a_second_round() {
         }
     );
     let payouts = [&w.b.payout, &w.c.payout, &d.payout, &e.payout].map(|p| w.env.balance(p));
+    let pool = w.env.balance(&pda::insurance_pool());
+    let stake_b = w.env.provider(&w.b.pda).stake;
+
+    // The vouching checker's accounts left out, or another vault in place
+    // of its own: refused, and nothing moves.
+    let state = w.verification(&v);
+    assert_eq!(state.wrong_first_round_checkers(), [Some(w.b.pda), None]);
+    let full = ix::resolve_verification(
+        &w.owner.key(),
+        &w.job,
+        &state,
+        &w.owner.token,
+        &w.env.deployment(),
+        Some(w.a.pda),
+        Some(w.on_the_liar()),
+    );
+    let owner = w.owner.kp.insecure_clone();
+    let before = w.env.snapshot();
+    let mut without = full.clone();
+    for meta in &mut without.accounts {
+        if meta.pubkey == w.b.pda || meta.pubkey == pda::vault(&w.b.pda) {
+            meta.pubkey = mcjs::ID;
+            meta.is_writable = false;
+        }
+    }
+    expect_error(
+        w.env.send(&[without], &[&owner]),
+        McjsError::CheckerAccountsRequired,
+    );
+    let mut other_vault = full.clone();
+    for meta in &mut other_vault.accounts {
+        if meta.pubkey == pda::vault(&w.b.pda) {
+            meta.pubkey = pda::vault(&w.c.pda);
+        }
+    }
+    expect_error(
+        w.env.send(&[other_vault], &[&owner]),
+        McjsError::WrongTokenAccount,
+    );
+    w.env.assert_unchanged(&before);
+
     let logs = w.resolve(&v, Some(w.a.pda), Some(w.on_the_liar())).unwrap();
     let resolved = events::<VerificationResolved>(&logs);
+    let slashed = events::<CheckerSlashed>(&logs);
+    assert_eq!(slashed.len(), 1);
+    assert_eq!(
+        (slashed[0].provider, slashed[0].role, slashed[0].amount),
+        (w.b.pda, Party::Verifier, default_params().slash_amount)
+    );
+    assert_eq!(
+        w.env.provider(&w.b.pda).stake,
+        stake_b - default_params().slash_amount
+    );
+    assert_eq!(
+        w.env.balance(&pda::insurance_pool()) - pool,
+        2 * default_params().slash_amount - resolved[0].fees,
+        "the liar's slash less the second round's fees, and the whole of the checker's"
+    );
     assert_eq!(resolved[0].outcome, VerificationOutcome::ProviderWrong);
     assert_eq!(resolved[0].slashed, default_params().slash_amount);
     assert_eq!(
@@ -1533,7 +1591,11 @@ fn a_checker_vouching_for_a_liar_is_outvoted_by_a_second_round() {
         after[2] - payouts[2] + after[3] - payouts[3],
         resolved[0].fees
     );
-    for p in [&w.b, &w.c, &d, &e] {
+    assert_eq!(
+        w.env.provider(&w.b.pda).slashed_total,
+        default_params().slash_amount
+    );
+    for p in [&w.c, &d, &e] {
         assert_eq!(w.env.provider(&p.pda).slashed_total, 0);
     }
     w.env.assert_invariants();
@@ -1541,7 +1603,8 @@ fn a_checker_vouching_for_a_liar_is_outvoted_by_a_second_round() {
 
 /// A checker that answers wrongly to withhold an honest provider's pay
 /// (Inconclusive leaves the interval unpaid) is outvoted the same way: the
-/// second round confirms, and the provider is paid the interval.
+/// second round confirms, the provider is paid the interval, and the wrong
+/// checker is slashed; the honest one of the first round is not.
 #[test]
 fn a_checker_answering_wrongly_withholds_nothing_from_an_honest_provider() {
     let mut w = world(PPM);
@@ -1569,6 +1632,17 @@ fn a_checker_answering_wrongly_withholds_nothing_from_an_honest_provider() {
     let resolved = events::<VerificationResolved>(&logs);
     assert_eq!(resolved[0].outcome, VerificationOutcome::Confirmed);
     assert_eq!(resolved[0].refund, 0);
+    let slashed = events::<CheckerSlashed>(&logs);
+    assert_eq!(
+        slashed.iter().map(|s| s.provider).collect::<Vec<_>>(),
+        [w.b.pda]
+    );
+    assert_eq!(
+        w.env.provider(&w.b.pda).slashed_total,
+        default_params().slash_amount
+    );
+    assert_eq!(w.env.provider(&w.c.pda).slashed_total, 0);
+    assert_eq!(w.env.provider(&w.a.pda).slashed_total, 0);
     let job = w.env.job(&w.job);
     assert_eq!(
         job.accrued,

@@ -1277,7 +1277,7 @@ fn an_owner_pauses_tops_up_and_resumes_and_anyone_reports_a_stalled_job() {
     );
     let now = chain.block_on(client.chain_time()).unwrap();
     chain
-        .block_on(client.surfnet_time_travel_to(((now + 400) * 1000) as u64))
+        .block_on(client.surfnet_time_travel_to(((now + 1000) * 1000) as u64))
         .unwrap();
     let withdrawn = ok_json(chain.mcjs(
         &provider_path,

@@ -198,6 +198,9 @@ pub struct VerificationRecord {
     pub slashed: u64,
     /// Paid back to the owner (a proven-wrong interval's segment).
     pub refund: u64,
+    /// First-round checkers the second round proved wrong: Provider
+    /// account and what was slashed.
+    pub checkers_slashed: Vec<(String, u64)>,
 }
 
 impl JobAudit {
@@ -250,6 +253,7 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
                 slashed_provider: None,
                 slashed: 0,
                 refund: 0,
+                checkers_slashed: Vec::new(),
             }),
             // A checker silent past half the window was replaced: the
             // record names who checks now.
@@ -302,6 +306,11 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
                     last = e
                         .restore_point
                         .map(|c| checkpoint_label(c.epoch, c.step, c.generation, &c.hash));
+                }
+            }
+            McjsEvent::CheckerSlashed(e) => {
+                if let Some(v) = verifications.iter_mut().find(|v| v.interval == e.interval) {
+                    v.checkers_slashed.push((e.provider.to_string(), e.amount));
                 }
             }
             // The attestation that follows is the job's output: its record

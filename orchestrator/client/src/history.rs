@@ -82,6 +82,7 @@ program_events![
     CheckerReplaced,
     SecondRoundOpened,
     VerificationResolved,
+    CheckerSlashed,
     ChallengeRequested,
     ChallengeAnswered,
     ChallengeRecorded,
@@ -130,6 +131,7 @@ impl McjsEvent {
             CheckerReplaced(e) => e.job,
             SecondRoundOpened(e) => e.job,
             VerificationResolved(e) => e.job,
+            CheckerSlashed(e) => e.job,
             _ => return None,
         })
     }
@@ -150,6 +152,7 @@ impl McjsEvent {
             SegmentReleased(e) => e.provider,
             VerificationOpened(e) => e.provider,
             VerificationResolved(e) => return e.slashed_provider,
+            CheckerSlashed(e) => e.provider,
             _ => return None,
         })
     }
@@ -201,6 +204,7 @@ impl McjsEvent {
             CheckerReplaced(e) => e.at,
             SecondRoundOpened(e) => e.at,
             VerificationResolved(e) => e.at,
+            CheckerSlashed(e) => e.at,
             ChallengeRequested(e) => e.at,
             ChallengeAnswered(e) => e.at,
             ChallengeRecorded(e) => e.at,
@@ -438,6 +442,16 @@ impl McjsEvent {
                     (false, _) if e.fees > 0 => format!(", checker paid {} USDC", usdc(e.fees)),
                     (false, _) => String::new(),
                 }
+            ),
+            CheckerSlashed(e) => format!(
+                "interval {}: the first round's {} (provider {}) revealed a checkpoint the second round did not reproduce: slashed {} USDC",
+                e.interval,
+                match e.role {
+                    mcjs::state::Party::Verifier => "verifier",
+                    mcjs::state::Party::Referee => "referee",
+                },
+                e.provider,
+                usdc(e.amount)
             ),
             ChallengeRequested(e) => format!(
                 "hardware challenge of node {} ({} × {}, {} MiB) requested at slot {}",

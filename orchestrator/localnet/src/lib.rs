@@ -175,7 +175,7 @@ pub fn default_params() -> ConfigParams {
         slash_amount: 5 * USDC,
         min_provider_stake: 100 * USDC,
         liveness_factor: 3,
-        withdrawal_cooldown_secs: 300,
+        withdrawal_cooldown_secs: 900,
         // Every check runs on two nodes: on a small machine (three agents
         // on two cores) they fall behind the job by a couple of seconds an
         // interval, and must still answer within the window.

@@ -205,4 +205,8 @@ pub enum McjsError {
     JobFinishing,
     #[msg("this is not the output the job's node attested: a job completes with the output it attested")]
     OutputMismatch,
+    #[msg("the stake withdrawal cooldown must be at least as long as a check can last (7 challenge windows: two rounds of three windows each, and one to open the second): a checker could otherwise withdraw its stake before the check that may slash it resolves")]
+    CooldownShorterThanCheck,
+    #[msg("a first-round checker the second round proved wrong is slashed when the check is resolved: pass its Provider account and stake vault")]
+    CheckerAccountsRequired,
 }

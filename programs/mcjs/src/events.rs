@@ -435,3 +435,18 @@ pub struct VerificationResolved {
     pub by: Pubkey,
     pub at: i64,
 }
+
+/// A first-round checker was proven wrong by the second round of its check
+/// (it revealed a checkpoint the second round's two checkers did not
+/// reproduce) and slashed, all of it to the insurance pool.
+#[event]
+pub struct CheckerSlashed {
+    pub job: Pubkey,
+    pub verification: Pubkey,
+    pub interval: u32,
+    /// The slashed Provider account and the seat it held in the first round.
+    pub provider: Pubkey,
+    pub role: Party,
+    pub amount: u64,
+    pub at: i64,
+}

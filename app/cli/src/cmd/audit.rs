@@ -139,6 +139,13 @@ impl fmt::Display for JobAuditView {
                     usdc(v.refund)
                 )?;
             }
+            for (provider, amount) in &v.checkers_slashed {
+                writeln!(
+                    f,
+                    "      first-round checker {provider} proven wrong by the second round: slashed {} USDC",
+                    usdc(*amount)
+                )?;
+            }
         }
         writeln!(f, "recomputed chain     {}", a.recomputed_chain)?;
         writeln!(

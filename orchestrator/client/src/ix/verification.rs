@@ -131,7 +131,8 @@ pub struct CurrentAssignment {
 }
 
 /// Resolves a decided verification. `loser` is the Provider account whose
-/// hash lost (none for a confirmation or an inconclusive one).
+/// hash lost (none for a confirmation or an inconclusive one); first-round
+/// checkers a second round proved wrong are read from `verification`.
 #[allow(clippy::too_many_arguments)]
 pub fn resolve_verification(
     resolver: &Pubkey,
@@ -142,6 +143,10 @@ pub fn resolve_verification(
     loser: Option<Pubkey>,
     current: Option<CurrentAssignment>,
 ) -> Instruction {
+    // First-round checkers the second round proved wrong are slashed; one
+    // that is the job's current provider is passed once, as the provider.
+    let [first_verifier, first_referee] = verification.wrong_first_round_checkers();
+    let current_provider = current.and_then(|c| c.provider);
     build(
         acc::ResolveVerification {
             resolver: *resolver,
@@ -167,6 +172,10 @@ pub fn resolve_verification(
             }),
             current_segment: current.and_then(|c| c.segment),
             token_program: TOKEN_PROGRAM,
+            first_verifier: first_verifier.filter(|p| Some(*p) != current_provider),
+            first_verifier_vault: first_verifier.map(|p| pda::vault(&p)),
+            first_referee: first_referee.filter(|p| Some(*p) != current_provider),
+            first_referee_vault: first_referee.map(|p| pda::vault(&p)),
         },
         data::ResolveVerification {},
     )

@@ -2,7 +2,7 @@ use anchor_lang::prelude::*;
 use anchor_spl::token::{Mint, Token};
 
 use crate::errors::McjsError;
-use crate::events::{emit_event, VerificationResolved};
+use crate::events::{emit_event, CheckerSlashed, VerificationResolved};
 use crate::instructions::settlement::{
     refund_from_bond, take_off_node, Hold, OffNode, SettlementAccounts,
 };
@@ -99,6 +99,22 @@ pub struct ResolveVerification<'info> {
     #[account(mut)]
     pub current_segment: Option<Box<Account<'info, Segment>>>,
     pub token_program: Program<'info, Token>,
+    /// The first-round verifier and referee, each with its stake vault,
+    /// when the second round proved it wrong
+    /// (`Verification::wrong_first_round_checkers`): slashed here. A wrong
+    /// checker that is the job's current provider is passed as `provider`
+    /// instead (a second copy would be refused), its vault still here.
+    #[account(mut)]
+    pub first_verifier: Option<Box<Account<'info, Provider>>>,
+    /// CHECK: checked against its provider's seeds in `slash_checker`
+    /// before anything moves; only paid out of, signed by that provider.
+    #[account(mut)]
+    pub first_verifier_vault: Option<UncheckedAccount<'info>>,
+    #[account(mut)]
+    pub first_referee: Option<Box<Account<'info, Provider>>>,
+    /// CHECK: as `first_verifier_vault`.
+    #[account(mut)]
+    pub first_referee_vault: Option<UncheckedAccount<'info>>,
 }
 
 impl ResolveVerification<'_> {
@@ -189,6 +205,16 @@ impl ResolveVerification<'_> {
             }
             VerificationOutcome::Inconclusive | VerificationOutcome::Nondeterministic => {
                 refund = a.withhold_interval()?;
+            }
+        }
+
+        // A second round that agreed proves wrong any first-round checker
+        // that revealed another checkpoint: it answered without running
+        // the interval, or to take from the provider (or the owner).
+        let wrong = a.verification.wrong_first_round_checkers();
+        for (party, checker) in [Party::Verifier, Party::Referee].into_iter().zip(wrong) {
+            if let Some(checker) = checker {
+                a.slash_checker(party, checker, now)?;
             }
         }
 
@@ -335,17 +361,11 @@ impl ResolveVerification<'_> {
             .loser_stake_vault
             .as_deref()
             .ok_or(McjsError::WrongTokenAccount)?;
-        let vault_key = Pubkey::create_program_address(
-            &[
-                SEED_PREFIX,
-                loser.key().as_ref(),
-                SEED_VAULT,
-                &[loser.vault_bump],
-            ],
-            &crate::ID,
-        )
-        .map_err(|_| error!(McjsError::WrongTokenAccount))?;
-        require_keys_eq!(vault.key(), vault_key, McjsError::WrongTokenAccount);
+        require_keys_eq!(
+            vault.key(),
+            stake_vault_address(loser)?,
+            McjsError::WrongTokenAccount
+        );
 
         let total = loser.slash(self.config.params.slash_amount)?;
         let (owner, bump);
@@ -382,6 +402,52 @@ impl ResolveVerification<'_> {
             left,
         )?;
         Ok((total, paid_fees))
+    }
+
+    /// Slashes a first-round checker the second round proved wrong by the
+    /// Config's slash amount (capped by its stake), all of it to the
+    /// insurance pool: the second round's fees are paid as for any check,
+    /// and nobody profits from a checker's slash.
+    fn slash_checker(&mut self, party: Party, checker: Pubkey, now: i64) -> Result<()> {
+        let (account, vault) = match party {
+            Party::Verifier => (&mut self.first_verifier, &self.first_verifier_vault),
+            Party::Referee => (&mut self.first_referee, &self.first_referee_vault),
+        };
+        let provider: &mut Account<'_, Provider> =
+            match (account.as_deref_mut(), self.provider.as_deref_mut()) {
+                (Some(p), _) => p,
+                (None, Some(p)) if p.key() == checker => p,
+                _ => return err!(McjsError::CheckerAccountsRequired),
+            };
+        require_keys_eq!(provider.key(), checker, McjsError::WrongProvider);
+        let vault = vault.as_deref().ok_or(McjsError::CheckerAccountsRequired)?;
+        require_keys_eq!(
+            vault.key(),
+            stake_vault_address(provider)?,
+            McjsError::WrongTokenAccount
+        );
+        let amount = provider.slash(self.config.params.slash_amount)?;
+        let (owner, bump);
+        let seeds = provider_signer_seeds!(provider, owner, bump);
+        pay_out_from(
+            &self.token_program,
+            vault,
+            &self.usdc_mint,
+            &self.insurance_pool,
+            provider.to_account_info(),
+            &[&seeds],
+            amount,
+        )?;
+        emit_event(CheckerSlashed {
+            job: self.job.key(),
+            verification: self.verification.key(),
+            interval: self.verification.interval,
+            provider: checker,
+            role: party,
+            amount,
+            at: now,
+        });
+        Ok(())
     }
 
     /// Moves the job back to the interval's start. On a node it is taken
@@ -500,6 +566,20 @@ impl ResolveVerification<'_> {
             amount,
         )
     }
+}
+
+/// A provider's stake vault, from its seeds and stored bump.
+fn stake_vault_address(provider: &Account<'_, Provider>) -> Result<Pubkey> {
+    Pubkey::create_program_address(
+        &[
+            SEED_PREFIX,
+            provider.key().as_ref(),
+            SEED_VAULT,
+            &[provider.vault_bump],
+        ],
+        &crate::ID,
+    )
+    .map_err(|_| error!(McjsError::WrongTokenAccount))
 }
 
 /// Pays the owner `amount` that just left the job's held payments (out of

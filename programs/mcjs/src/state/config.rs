@@ -1,6 +1,7 @@
 use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
+use crate::state::Verification;
 
 /// Basis points in one whole.
 pub const BPS_DENOMINATOR: u64 = 10_000;
@@ -70,6 +71,13 @@ impl ConfigParams {
         require!(
             u64::from(self.verification_fee_bps) <= BPS_DENOMINATOR,
             McjsError::InvalidCommission
+        );
+        // A checker named to a check could otherwise withdraw its stake
+        // before the check that may slash it resolves.
+        require!(
+            u64::from(self.withdrawal_cooldown_secs)
+                >= Verification::longest_secs(self.challenge_window_secs),
+            McjsError::CooldownShorterThanCheck
         );
         Ok(())
     }

@@ -641,6 +641,42 @@ impl Verification {
         }
     }
 
+    /// The first-round checkers a second round proved wrong: its two
+    /// checkers reproduced one checkpoint, bytes and all, and a first-round
+    /// checker revealed a different one (on the hardware class the job
+    /// declares bitwise deterministic). A first-round checker that found
+    /// the start unavailable, or stayed silent, is not: a store or node
+    /// outage looks the same. Their Provider accounts, verifier's first.
+    pub fn wrong_first_round_checkers(&self) -> [Option<Pubkey>; 2] {
+        let (Some(first), Some(CheckAnswer::Reproduced { hash: agreed, .. })) =
+            (self.first_round, self.verifier_answer)
+        else {
+            return [None, None];
+        };
+        if self.verifier_answer != self.referee_answer {
+            return [None, None];
+        }
+        let wrong = |answer: Option<CheckAnswer>, provider: Pubkey| match answer {
+            Some(CheckAnswer::Reproduced { hash, .. }) if hash != agreed => Some(provider),
+            _ => None,
+        };
+        [
+            wrong(first.verifier_answer, first.verifier_provider),
+            wrong(first.referee_answer, first.referee_provider),
+        ]
+    }
+
+    /// The longest a check can run from its opening to the time anyone may
+    /// resolve it: a first round whose window starts again with each
+    /// replaced checker, half a window for the second round to be opened,
+    /// and a second round as long as the first (with a window of slack). A
+    /// checker's stake must stay that long after it is named
+    /// (`ConfigParams::validate` bounds the withdrawal cooldown by it).
+    pub fn longest_secs(challenge_window_secs: u32) -> u64 {
+        let rounds = 2 * (1 + u64::from(MAX_CHECKER_REPLACEMENTS));
+        u64::from(challenge_window_secs) * (rounds + 1)
+    }
+
     /// The fee of one check: `fee_bps` of the commission on the interval.
     pub fn fee(&self, commission_bps: u16, fee_bps: u16) -> Result<u64> {
         let (_, commission) = split_commission(self.interval_amount, commission_bps)?;
