@@ -5,6 +5,7 @@
 //! mcjs-trainer train [--data FILE] [--epochs N] [--batch-size N] [--hidden N]
 //!                    [--lr X] [--momentum X] [--seed N] [--step-sleep-ms N]
 //!                    [--checkpoint-every-steps N] [--halt-at-step N [--halt-code N]]
+//! mcjs-trainer flood [--seconds N] [--line-bytes N]
 //! ```
 //!
 //! `train` follows docs/job-contract.md: it reads `MCJS_DATA_DIR`, resumes
@@ -18,6 +19,11 @@
 //! multiple of that step count and nowhere else: not on the interval, not on
 //! SIGUSR1, not on SIGTERM. Without a data file it generates its data from
 //! `--data-seed`, `--rows` and `--features`.
+//!
+//! `flood` is a job that abuses its output: it prints numbered lines of
+//! `--line-bytes` to stdout as fast as it can for `--seconds`, then the
+//! count to stderr (`bench/log_flood` measures what that costs a node's
+//! other jobs).
 
 mod checkpoint;
 mod data;
@@ -47,8 +53,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("gen-data") => gen_data(&args[1..]),
         Some("train") => train(&args[1..]),
+        Some("flood") => flood(&args[1..]),
         _ => Err(anyhow::anyhow!(
-            "usage: mcjs-trainer gen-data --out FILE [...] | mcjs-trainer train [...] (see docs/job-contract.md)"
+            "usage: mcjs-trainer gen-data --out FILE [...] | mcjs-trainer train [...] | mcjs-trainer flood [...] (see docs/job-contract.md)"
         )),
     };
     match result {
@@ -116,6 +123,26 @@ fn gen_data(args: &[String]) -> anyhow::Result<u8> {
         f.get("features", 8)?,
     )?;
     std::fs::write(&out, d.to_csv()).with_context(|| format!("cannot write {}", out.display()))?;
+    Ok(0)
+}
+
+fn flood(args: &[String]) -> anyhow::Result<u8> {
+    use std::io::Write;
+    let f = Flags::parse(args, &["seconds", "line-bytes"])?;
+    let seconds: u64 = f.get("seconds", 10)?;
+    let width: usize = f.get("line-bytes", 200)?;
+    let pad = "x".repeat(width.saturating_sub(21));
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut lines = 0u64;
+    while Instant::now() < until {
+        for _ in 0..1024 {
+            writeln!(out, "flood {lines:>14} {pad}")?;
+            lines += 1;
+        }
+    }
+    out.flush()?;
+    eprintln!("mcjs-trainer: flood: {lines} lines of {width} bytes printed");
     Ok(0)
 }
 

@@ -9,8 +9,9 @@
 //!
 //! Bounded everywhere: a line is cut at [`LINE_MAX`] bytes; the engine's
 //! follower hands lines over a bounded channel and drops (and counts) what
-//! does not fit, so a job that floods its output slows nothing but its own
-//! log; a generation keeps at most its cap (default [`DEFAULT_CAP_BYTES`])
+//! does not fit, so a job that floods its output grows no queue here (the
+//! CPU it costs the node, mostly the engine's own log writing, is measured
+//! by `orchestrator/agent/benches/log_flood.rs`); a generation keeps at most its cap (default [`DEFAULT_CAP_BYTES`])
 //! in the store, its oldest chunks deleted past it; and while the store
 //! does not answer, at most [`PENDING_MAX_BYTES`] wait on the node. Every
 //! loss is said in the stream itself, as a line of the `mcjs` stream.
