@@ -347,3 +347,25 @@ fn with_fixed_steps_a_run_restored_at_k_checkpoints_k_plus_1_with_the_same_bytes
     c.env("MCJS_CHECKPOINT_EVERY_STEPS", "0");
     assert_eq!(c.output().unwrap().status.code(), Some(2));
 }
+
+/// `flood` prints numbered lines of the width asked, as many as it says.
+#[test]
+fn flood_prints_numbered_lines_of_the_width_asked_and_counts_them() {
+    let out = Command::new(TRAINER)
+        .args(["flood", "--seconds", "1", "--line-bytes", "64"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines.len() > 1_000, "{} lines in a second", lines.len());
+    assert!(lines.iter().all(|l| l.len() == 64), "every line is 64 bytes");
+    for (i, l) in lines.iter().enumerate().take(5) {
+        assert_eq!(l.split_whitespace().nth(1), Some(i.to_string().as_str()));
+    }
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains(&format!("flood: {} lines of 64 bytes printed", lines.len())),
+        "{stderr}"
+    );
+}
