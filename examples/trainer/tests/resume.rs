@@ -359,7 +359,10 @@ fn flood_prints_numbered_lines_of_the_width_asked_and_counts_them() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(lines.len() > 1_000, "{} lines in a second", lines.len());
-    assert!(lines.iter().all(|l| l.len() == 64), "every line is 64 bytes");
+    assert!(
+        lines.iter().all(|l| l.len() == 64),
+        "every line is 64 bytes"
+    );
     for (i, l) in lines.iter().enumerate().take(5) {
         assert_eq!(l.split_whitespace().nth(1), Some(i.to_string().as_str()));
     }

@@ -657,7 +657,7 @@ async fn watch(
         let bar = indicatif::ProgressBar::new(u64::from(first.terms.max_duration_secs).max(1));
         bar.set_style(
             indicatif::ProgressStyle::with_template(
-                "{prefix:>10} [{bar:30}] {pos}/{len} s billed  {msg}",
+                "{prefix:>10} [{bar:30}] {pos}/{len} s billed  {wide_msg}",
             )
             .expect("valid template")
             .progress_chars("=> "),
@@ -702,6 +702,12 @@ async fn watch(
         let Some((job, view)) = &latest else {
             continue;
         };
+        if job.state.is_terminal()
+            && let Some(feed) = &mut feed
+        {
+            // The run's last metrics were shipped before it ended.
+            let _ = feed.refresh(&key).await;
+        }
         let progress = feed.as_ref().and_then(|f| f.progress(job.rate_per_hour));
         match &bar {
             Some(bar) => {
@@ -722,7 +728,9 @@ async fn watch(
         }
         if job.state.is_terminal() {
             if let Some(bar) = &bar {
-                bar.finish();
+                // As it stands: `finish` would fill the bar to the cap the
+                // job did not use.
+                bar.abandon();
                 println!("{view}");
             }
             return Ok(if matches!(job.state, JobState::Completed { .. }) {

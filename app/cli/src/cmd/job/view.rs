@@ -17,6 +17,10 @@ pub struct JobView {
     pub owner: String,
     pub state: &'static str,
     pub state_since: i64,
+    /// How long ago (chain time) the job entered its state.
+    pub state_age_secs: i64,
+    /// Completed, failed, cancelled or expired.
+    pub finished: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pause_reason: Option<&'static str>,
     pub spec_hash: String,
@@ -88,6 +92,8 @@ impl JobView {
             owner: job.owner.to_string(),
             state: job.state.name(),
             state_since: state_since(&job.state),
+            state_age_secs: now.saturating_sub(state_since(&job.state)),
+            finished: job.state.is_terminal(),
             pause_reason: match job.state {
                 JobState::Paused {
                     reason: PauseReason::Owner,
@@ -152,6 +158,16 @@ impl JobView {
             .map_or("no deadline".to_string(), |s| {
                 format!("{} to deadline", human_secs(s))
             });
+        if self.finished {
+            // The bond has gone back (or waits for `mcjs job close`): what
+            // is left of it says nothing of what the run used.
+            let rest = if self.refund_waiting {
+                format!("{} USDC of the bond waits for mcjs job close", self.bond)
+            } else {
+                "the rest of the bond refunded".to_string()
+            };
+            return format!("{checkpoint} | {} USDC paid, {rest}", self.paid);
+        }
         format!(
             "{checkpoint} | {deadline} | bond used {}% ({} paid, {} accrued of {})",
             self.bond_used_percent, self.paid, self.accrued, self.bond
@@ -182,8 +198,10 @@ impl fmt::Display for JobView {
         )?;
         write!(
             f,
-            "  state        {} since {}",
-            self.state, self.state_since
+            "  state        {} for {} (since unix time {})",
+            self.state,
+            human_secs(self.state_age_secs),
+            self.state_since
         )?;
         if let Some(reason) = self.pause_reason {
             write!(f, " ({reason})")?;
@@ -198,11 +216,19 @@ impl fmt::Display for JobView {
             )?;
         }
         writeln!(f, "  generation   {}", self.generation)?;
-        writeln!(
-            f,
-            "  bond         {} USDC held, {} paid, {} accrued ({}% used)",
-            self.bond, self.paid, self.accrued, self.bond_used_percent
-        )?;
+        if self.finished && !self.refund_waiting {
+            writeln!(
+                f,
+                "  bond         {} USDC paid, the rest refunded",
+                self.paid
+            )?;
+        } else {
+            writeln!(
+                f,
+                "  bond         {} USDC held, {} paid, {} accrued ({}% used)",
+                self.bond, self.paid, self.accrued, self.bond_used_percent
+            )?;
+        }
         if self.refund_waiting {
             writeln!(
                 f,
