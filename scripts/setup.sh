@@ -50,6 +50,13 @@ if [ ! -x /lib/nut/upsd ] || [ ! -x /lib/nut/dummy-ups ]; then
     say "installing Network UPS Tools (nut-server: upsd and the dummy-ups driver, for the UPS test)"
     apt-get update -qq && apt-get install -y -qq nut-server >/dev/null
 fi
+# PyTorch for the job contract's Python package tests (sdk/python/tests/
+# test_torch.py runs examples/pytorch/train.py): Debian's own build (1.13,
+# CPU) for Debian's python3, no registry or wheel index needed.
+if ! /usr/bin/python3 -c "import torch, numpy" >/dev/null 2>&1; then
+    say "installing Debian's python3-torch and python3-numpy (the PyTorch example's tests, about 3 minutes)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch python3-numpy >/dev/null
+fi
 # The S3-compatible server the demo and the fault suite store into (a real
 # S3 endpoint, not a mock): s3s-fs, built once into cargo's bin dir. 0.14.1
 # is the last release that builds with Rust 1.95.

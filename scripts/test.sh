@@ -135,6 +135,11 @@ step native-program env -u MCJS_PROGRAM_SO cargo nextest run --workspace --locke
     --features "$features" --profile native --test-threads "$threads" \
     -E 'package(mcjs-tests) & binary(program)' || status=$?
 
+# The job contract's Python package (sdk/python): its own tests, and the
+# PyTorch example on it, stopped and resumed (torch from Debian: setup.sh).
+step python-sdk env MCJS_REQUIRE_TORCH=1 python3 -m unittest discover \
+    -s sdk/python/tests || status=$?
+
 # The `mcjs` users and providers build has neither the local chain nor the
 # cluster harness (app/cli/tests/linking.rs checks what it links; the tests
 # check what it answers `mcjs demo` with); it must still compile. Being the
