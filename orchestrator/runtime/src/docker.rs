@@ -12,26 +12,20 @@ use bollard::models::{
     ContainerCreateBody, DeviceRequest, HostConfig, HostConfigLogConfig, Mount, MountType,
 };
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, InspectContainerOptions, KillContainerOptionsBuilder,
-    ListContainersOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
+    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, InspectContainerOptions,
+    KillContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// How many of a container's last log lines are kept for its exit report.
-const LOG_TAIL: usize = 40;
-/// A log line longer than this is cut: the tail travels in heartbeats.
-pub const LOG_LINE_MAX: usize = 512;
-/// What the engine keeps of a container's log on the node's disk
-/// (json-file: `LOG_FILES` files of `LOG_FILE_SIZE`): a job printing without
-/// end cannot fill the disk.
-pub const LOG_FILE_SIZE: &str = "8m";
-pub const LOG_FILES: &str = "2";
-/// Lines per second of one job forwarded into the agent's own log; the rest
-/// are counted and dropped, so a flood does not drown the agent's log.
-pub const LOG_LINES_PER_SEC: u32 = 200;
+mod output;
+use output::{Budget, LineSplitter, Tap};
+pub use output::{
+    LOG_LINE_MAX, LOG_LINES_PER_SEC, LOG_TAIL, OUTPUT_BYTES_PER_SEC, PENDING_LINES, bounded_line,
+};
+
 /// Label carrying the job id on every job container.
 pub const JOB_LABEL: &str = "mcjs.job";
 
@@ -96,27 +90,15 @@ pub fn host_config(spec: &ContainerSpec) -> HostConfig {
         network_mode: Some(if spec.network { "bridge" } else { "none" }.to_string()),
         device_requests: gpu_device_requests(&spec.resources.gpus),
         auto_remove: Some(false),
+        // The engine keeps no log: the agent reads the output itself, at a
+        // bounded rate (`output`), and nothing of it is written to the
+        // node's disk.
         log_config: Some(HostConfigLogConfig {
-            typ: Some("json-file".to_string()),
-            config: Some(HashMap::from([
-                ("max-size".to_string(), LOG_FILE_SIZE.to_string()),
-                ("max-file".to_string(), LOG_FILES.to_string()),
-            ])),
+            typ: Some("none".to_string()),
+            config: None,
         }),
         ..Default::default()
     }
-}
-
-/// A log line as the agent keeps it: at most [`LOG_LINE_MAX`] bytes.
-pub fn bounded_line(line: &str) -> String {
-    if line.len() <= LOG_LINE_MAX {
-        return line.to_string();
-    }
-    let mut end = LOG_LINE_MAX;
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes cut)", &line[..end], line.len() - end)
 }
 
 /// NVIDIA container toolkit device request: what `docker run --gpus` sends.
@@ -138,7 +120,9 @@ pub fn gpu_device_requests(gpus: &GpuRequest) -> Option<Vec<DeviceRequest>> {
 
 struct Tracked {
     job_id: String,
+    /// The one reader of the container's output.
     follower: tokio::task::JoinHandle<()>,
+    tap: Arc<Tap>,
 }
 
 pub struct DockerEngine {
@@ -190,74 +174,82 @@ impl DockerEngine {
         }
     }
 
-    /// Follows the container's output into `tracing`, one event per line
-    /// with the job id.
-    fn follow_logs(&self, id: &ContainerId, job_id: &str) -> Tracked {
-        let options = LogsOptionsBuilder::default()
-            .follow(true)
+    /// Attaches to the container's stdout and stderr (before it starts,
+    /// nothing is missed; after, what it prints from now on) and reads them
+    /// into a [`Tap`] at most [`OUTPUT_BYTES_PER_SEC`]: past that the
+    /// engine stops reading the job's pipe, and the job waits on its writes.
+    async fn attach(&self, id: &ContainerId, job_id: &str) -> Result<Arc<Tap>, BollardError> {
+        let options = AttachContainerOptionsBuilder::default()
+            .stream(true)
             .stdout(true)
             .stderr(true)
+            .logs(false)
             .build();
-        let mut stream = self.docker.logs(&id.0, Some(options));
-        let job = job_id.to_string();
+        let mut output = self
+            .docker
+            .attach_container(&id.0, Some(options))
+            .await?
+            .output;
+        let tap = Arc::new(Tap::new(job_id));
+        let reader = Arc::clone(&tap);
         let follower = tokio::spawn(async move {
-            let mut window = tokio::time::Instant::now();
-            let (mut forwarded, mut dropped) = (0u32, 0u64);
-            while let Some(item) = stream.next().await {
-                let Ok(out) = item else { break };
-                let stream_name = match out {
-                    bollard::container::LogOutput::StdErr { .. } => "stderr",
-                    _ => "stdout",
+            use crate::logs::LogStream;
+            let mut split = [LineSplitter::default(), LineSplitter::default()];
+            let mut budget = Budget::new(OUTPUT_BYTES_PER_SEC);
+            while let Some(Ok(out)) = output.next().await {
+                let (stream, i) = match out {
+                    bollard::container::LogOutput::StdErr { .. } => (LogStream::Stderr, 1),
+                    _ => (LogStream::Stdout, 0),
                 };
-                let text = String::from_utf8_lossy(out.as_ref()).into_owned();
-                for line in text.lines().filter(|l| !l.is_empty()) {
-                    if window.elapsed() >= Duration::from_secs(1) {
-                        if dropped > 0 {
-                            tracing::warn!(job_id = %job, dropped, "job log lines over the rate limit dropped");
-                        }
-                        (window, forwarded, dropped) = (tokio::time::Instant::now(), 0, 0);
-                    }
-                    if forwarded >= LOG_LINES_PER_SEC {
-                        dropped += 1;
-                        continue;
-                    }
-                    forwarded += 1;
-                    let line = bounded_line(line);
-                    tracing::info!(job_id = %job, stream = stream_name, "{line}");
+                let bytes: &[u8] = out.as_ref();
+                budget.spend(bytes.len()).await;
+                let at = now_ms();
+                for line in split[i].push(bytes) {
+                    reader.line(stream, &line, at);
                 }
             }
-            if dropped > 0 {
-                tracing::warn!(job_id = %job, dropped, "job log lines over the rate limit dropped");
+            for (i, stream) in [(0, LogStream::Stdout), (1, LogStream::Stderr)] {
+                if let Some(line) = split[i].finish() {
+                    reader.line(stream, &line, now_ms());
+                }
             }
+            reader.end();
         });
-        Tracked {
-            job_id: job_id.to_string(),
-            follower,
-        }
+        self.tracked
+            .lock()
+            .expect("tracked containers lock")
+            .insert(
+                id.0.clone(),
+                Tracked {
+                    job_id: job_id.to_string(),
+                    follower,
+                    tap: Arc::clone(&tap),
+                },
+            );
+        Ok(tap)
+    }
+
+    fn tap_of(&self, id: &ContainerId) -> Option<Arc<Tap>> {
+        self.tracked
+            .lock()
+            .expect("tracked containers lock")
+            .get(&id.0)
+            .map(|t| Arc::clone(&t.tap))
     }
 }
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
+
 impl DockerEngine {
-    /// The container's last [`LOG_TAIL`] lines of stdout and stderr.
+    /// The container's last [`LOG_TAIL`] lines of stdout and stderr, as
+    /// this engine read them (none for a container it never followed).
     pub async fn log_tail(&self, id: &ContainerId) -> Result<Vec<String>, EngineError> {
-        let options = LogsOptionsBuilder::default()
-            .stdout(true)
-            .stderr(true)
-            .tail(&LOG_TAIL.to_string())
-            .build();
-        let mut stream = self.docker.logs(&id.0, Some(options));
-        let mut lines = Vec::new();
-        while let Some(item) = stream.next().await {
-            let out = item.map_err(|e| self.refused("read the logs of", id, e))?;
-            let text = String::from_utf8_lossy(out.as_ref()).into_owned();
-            lines.extend(text.lines().filter(|l| !l.is_empty()).map(bounded_line));
-            // Docker returns whole lines of any length: keep memory bounded.
-            let excess = lines.len().saturating_sub(LOG_TAIL);
-            lines.drain(..excess);
-        }
-        let excess = lines.len().saturating_sub(LOG_TAIL);
-        lines.drain(..excess);
-        Ok(lines)
+        Ok(self.tap_of(id).map(|t| t.tail()).unwrap_or_default())
     }
 }
 
@@ -285,17 +277,15 @@ impl ContainerEngine for DockerEngine {
             .await
             .map_err(|e| refused("create a container", e))?;
         let id = ContainerId(created.id);
+        // Attached before it starts: nothing it prints is missed.
+        if let Err(e) = self.attach(&id, &spec.job_id).await {
+            let _ = self.remove(&id).await;
+            return Err(refused("attach to the container", e));
+        }
         if let Err(e) = self.docker.start_container(&id.0, None).await {
             let _ = self.remove(&id).await;
             return Err(refused("start the container", e));
         }
-        // Followed from the start of the log, so nothing printed before the
-        // follower attaches is missed.
-        let tracked = self.follow_logs(&id, &spec.job_id);
-        self.tracked
-            .lock()
-            .expect("tracked containers lock")
-            .insert(id.0.clone(), tracked);
         tracing::info!(container = %id, "job container started");
         Ok(id)
     }
@@ -378,6 +368,7 @@ impl ContainerEngine for DockerEngine {
             .remove(&id.0)
         {
             t.follower.abort();
+            t.tap.end();
         }
         result
     }
@@ -409,38 +400,35 @@ impl ContainerEngine for DockerEngine {
         self.docker.inspect_image(image).await.is_ok()
     }
 
-    /// The engine's own log of the container (json-file, bounded on disk:
-    /// [`LOG_FILE_SIZE`] × [`LOG_FILES`]), followed: a second reader beside
-    /// the one into the agent's log, unthrottled but never blocking (the
-    /// sink drops and counts what it cannot take).
+    /// The container's output as this engine reads it (see [`output`]):
+    /// from its start for a container this engine started (what it printed
+    /// before the call was kept), from now on for one it did not (an agent
+    /// that restarted adopts its containers: what they printed while it was
+    /// away is not kept anywhere). `since` is not needed and ignored.
     async fn follow_output(
         &self,
         id: &ContainerId,
         since: i64,
         sink: crate::logs::LogSink,
     ) -> Result<(), EngineError> {
-        use crate::logs::{LogLine, LogStream};
-        let options = LogsOptionsBuilder::default()
-            .follow(true)
-            .stdout(true)
-            .stderr(true)
-            .since(i32::try_from(since).unwrap_or(i32::MAX))
-            .build();
-        let mut stream = self.docker.logs(&id.0, Some(options));
-        while let Some(item) = stream.next().await {
-            let out = item.map_err(|e| self.refused("follow the output of", id, e))?;
-            let kind = match out {
-                bollard::container::LogOutput::StdErr { .. } => LogStream::Stderr,
-                _ => LogStream::Stdout,
-            };
-            let at = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or_default();
-            for line in String::from_utf8_lossy(out.as_ref()).lines() {
-                sink.send(LogLine::new(at, kind, line));
+        let _ = since;
+        let tap = match self.tap_of(id) {
+            Some(tap) => tap,
+            None => {
+                let job_id = self
+                    .docker
+                    .inspect_container(&id.0, None::<InspectContainerOptions>)
+                    .await
+                    .ok()
+                    .and_then(|c| c.config?.labels?.remove(JOB_LABEL))
+                    .unwrap_or_else(|| "unknown".to_string());
+                self.attach(id, &job_id)
+                    .await
+                    .map_err(|e| self.refused("attach to the container", id, e))?
             }
-        }
+        };
+        let mut ended = tap.follow(sink);
+        let _ = ended.wait_for(|ended| *ended).await;
         Ok(())
     }
 }
@@ -525,12 +513,9 @@ mod tests {
     }
 
     #[test]
-    fn the_log_on_disk_and_each_kept_line_are_bounded() {
+    fn no_log_on_disk_and_each_kept_line_is_bounded() {
         let log = host_config(&spec()).log_config.unwrap();
-        assert_eq!(log.typ.as_deref(), Some("json-file"));
-        let config = log.config.unwrap();
-        assert_eq!(config["max-size"], LOG_FILE_SIZE);
-        assert_eq!(config["max-file"], LOG_FILES);
+        assert_eq!(log.typ.as_deref(), Some("none"));
         let long = "é".repeat(4 * LOG_LINE_MAX);
         let kept = bounded_line(&long);
         assert!(kept.len() < LOG_LINE_MAX + 40, "{}", kept.len());

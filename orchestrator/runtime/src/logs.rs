@@ -9,9 +9,10 @@
 //!
 //! Bounded everywhere: a line is cut at [`LINE_MAX`] bytes; the engine's
 //! follower hands lines over a bounded channel and drops (and counts) what
-//! does not fit, so a job that floods its output grows no queue here (the
-//! CPU it costs the node, mostly the engine's own log writing, is measured
-//! by `orchestrator/agent/benches/log_flood.rs`); a generation keeps at most its cap (default [`DEFAULT_CAP_BYTES`])
+//! does not fit, so a job that floods its output grows no queue here (and
+//! the engine reads a container's output at a bounded rate, so the flood
+//! waits on its own writes: `docker::output`,
+//! `orchestrator/agent/benches/log_flood.rs`); a generation keeps at most its cap (default [`DEFAULT_CAP_BYTES`])
 //! in the store, its oldest chunks deleted past it; and while the store
 //! does not answer, at most [`PENDING_MAX_BYTES`] wait on the node. Every
 //! loss is said in the stream itself, as a line of the `mcjs` stream.
@@ -157,6 +158,27 @@ pub struct LogSource {
     rx: mpsc::Receiver<LogLine>,
     dropped: Arc<AtomicU64>,
     flush_rx: mpsc::Receiver<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl LogSource {
+    /// The next line a sink sent; `None` once every sink is gone and the
+    /// channel is empty. (`ship` is the reader in the agent; this is for
+    /// whoever reads the lines themselves.)
+    pub async fn recv(&mut self) -> Option<LogLine> {
+        self.rx.recv().await
+    }
+}
+
+#[cfg(test)]
+impl LogSource {
+    /// What the sinks have sent and the channel still holds.
+    pub(crate) fn drain_for_tests(&mut self) -> Vec<LogLine> {
+        let mut lines = Vec::new();
+        while let Ok(line) = self.rx.try_recv() {
+            lines.push(line);
+        }
+        lines
+    }
 }
 
 /// A chunk to put: its path and bytes.

@@ -321,33 +321,88 @@ async fn a_job_filling_the_disk_is_measured_over_its_declaration() {
     node.engine.remove(&id).await.unwrap();
 }
 
+/// A job printing without end writes nothing to the node's disk (the
+/// engine keeps no log), is read at most `OUTPUT_BYTES_PER_SEC` and waits on
+/// its own writes past that (its CPU stays far below the core it may use),
+/// loses no line of what is read (the flood numbers its lines), and leaves
+/// a bounded exit report.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_log_flood_is_capped_on_disk_and_in_the_exit_report() {
+async fn a_log_flood_waits_on_its_own_output_and_writes_nothing_to_disk() {
+    use futures_util::StreamExt;
+    use mcjs_runtime::docker::OUTPUT_BYTES_PER_SEC;
     let node = Node::new().await;
     let id = node.start("flood", &["log-flood"]).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let info = node
-        .engine
-        .docker()
-        .inspect_container(
-            &id.0,
-            None::<bollard::query_parameters::InspectContainerOptions>,
-        )
-        .await
-        .unwrap();
-    let log_path = PathBuf::from(info.log_path.unwrap());
-    let dir = log_path.parent().unwrap();
-    let name = log_path.file_name().unwrap().to_string_lossy().to_string();
-    let on_disk: u64 = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&name))
-        .map(|e| e.metadata().unwrap().len())
-        .sum();
-    assert!(on_disk <= 18 << 20, "{on_disk} bytes of log on disk");
-    node.engine.signal(&id, JobSignal::Kill).await.unwrap();
-    let report = node.engine.wait(&id).await.unwrap();
-    assert!(report.last_log_lines.len() <= 40);
+    let (sink, mut source) = mcjs_runtime::logs::channel();
+    let follow = node.engine.follow_output(&id, 0, sink);
+    let docker = node.engine.docker();
+    let cpu = || async {
+        let options = bollard::query_parameters::StatsOptionsBuilder::default()
+            .stream(false)
+            .one_shot(true)
+            .build();
+        let mut stats = docker.stats(&id.0, Some(options));
+        let stats = stats.next().await.unwrap().unwrap();
+        stats
+            .cpu_stats
+            .unwrap()
+            .cpu_usage
+            .unwrap()
+            .total_usage
+            .unwrap()
+    };
+    let measure = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (cpu0, t0) = (cpu().await, std::time::Instant::now());
+        // Lines read, drained as they come (the shipper's side of the channel).
+        let mut numbers = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
+        while let Ok(Some(line)) = tokio::time::timeout_at(deadline, source.recv()).await {
+            if let Some(n) = line
+                .text
+                .split(' ')
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+            {
+                numbers.push(n);
+            }
+        }
+        let (cpu1, secs) = (cpu().await, t0.elapsed().as_secs_f64());
+        let share = (cpu1 - cpu0) as f64 / 1e9 / secs;
+        assert!(
+            share < 0.5,
+            "the flood used {:.0}% of a core: it should wait on its writes",
+            share * 100.0
+        );
+        let read_bytes = numbers.len() as u64 * 1210;
+        assert!(
+            read_bytes <= 7 * OUTPUT_BYTES_PER_SEC as u64,
+            "{read_bytes} bytes read in about 5 s"
+        );
+        assert!(numbers.len() > 100, "{} lines read", numbers.len());
+        assert!(
+            numbers.windows(2).all(|w| w[1] == w[0] + 1),
+            "no line lost between the job and the reader"
+        );
+        let info = docker
+            .inspect_container(
+                &id.0,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .unwrap();
+        assert!(
+            info.log_path.as_deref().unwrap_or("").is_empty(),
+            "the engine keeps no log of the job: {:?}",
+            info.log_path
+        );
+        node.engine.signal(&id, JobSignal::Kill).await.unwrap();
+        // Whatever the reader still had in flight, until the output ends.
+        while source.recv().await.is_some() {}
+        node.engine.wait(&id).await.unwrap()
+    };
+    let (followed, report) = tokio::join!(follow, measure);
+    followed.unwrap();
+    assert_eq!(report.last_log_lines.len(), 40);
     assert!(
         report
             .last_log_lines

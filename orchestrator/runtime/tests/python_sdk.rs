@@ -78,7 +78,11 @@ fn the_agent_takes_the_python_packages_checkpoints_and_attests_the_hash_it_compu
             )
         );
         let digest = hash_checkpoint(&checkpoint.dir, 2).unwrap();
-        assert_eq!(&digest.hash.to_hex(), hash, "the agent's hash and the package's");
+        assert_eq!(
+            &digest.hash.to_hex(),
+            hash,
+            "the agent's hash and the package's"
+        );
         assert_eq!(digest.files.len(), 4, "three files and the manifest");
     }
 }
