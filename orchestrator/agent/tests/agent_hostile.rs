@@ -289,21 +289,17 @@ async fn every_hostile_job_is_stopped_as_its_own_fault_without_a_slash_and_the_n
                 !agent.reports().iter().any(&ended),
                 "a log flood is no reason to stop a job"
             );
-            let log_path = docker(&["inspect", "--format", "{{.LogPath}}", &container]);
-            if let Ok(meta) = std::fs::metadata(&log_path) {
-                assert!(
-                    meta.len() <= 8 * 1024 * 1024 + 64 * 1024,
-                    "the container's log grew to {} bytes",
-                    meta.len()
-                );
-            }
-            let config = docker(&[
+            // The engine keeps no log of it (nothing on the node's disk):
+            // the agent reads the output itself, at a bounded rate.
+            let driver = docker(&[
                 "inspect",
                 "--format",
-                "{{json .HostConfig.LogConfig.Config}}",
+                "{{.HostConfig.LogConfig.Type}}",
                 &container,
             ]);
-            assert!(config.contains("max-size"), "{config}");
+            assert_eq!(driver.trim(), "none");
+            let log_path = docker(&["inspect", "--format", "{{.LogPath}}", &container]);
+            assert_eq!(log_path.trim(), "", "no log file on the node");
             docker(&["kill", &container]);
         }
         let report = w

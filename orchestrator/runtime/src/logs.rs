@@ -42,6 +42,10 @@ pub const MAX_CHUNK_BYTES: u64 = 4 << 20;
 pub const LINE_MAX: usize = 16 * 1024;
 /// What one generation keeps in the store unless the spec says otherwise.
 pub const DEFAULT_CAP_BYTES: u64 = 64 << 20;
+/// What one generation keeps of its metrics lines, beside (not within) its
+/// cap: they go in chunks of their own, so that a flood of printed lines
+/// rotates out no progress, and a flood of metrics no printed line.
+pub const METRICS_CAP_BYTES: u64 = 16 << 20;
 /// What waits on the node while the store does not answer.
 pub const PENDING_MAX_BYTES: usize = 8 << 20;
 /// Lines in flight between the engine's follower and the shipper.
@@ -181,11 +185,46 @@ impl LogSource {
     }
 }
 
-/// A chunk to put: its path and bytes.
+/// A chunk to put: its path and bytes, and whether it holds the job's
+/// metrics lines (kept under their own cap) or its printed ones.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chunk {
     pub path: String,
     pub bytes: Vec<u8>,
+    pub metrics: bool,
+}
+
+/// Chunks in the store, oldest first, with their sizes, under one cap.
+#[derive(Debug)]
+struct Kept {
+    cap: u64,
+    chunks: VecDeque<(String, u64)>,
+    bytes: u64,
+}
+
+impl Kept {
+    fn new(cap: u64) -> Self {
+        Self {
+            cap: cap.max(CHUNK_BYTES as u64),
+            chunks: VecDeque::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Adds a stored chunk; returns what leaves to keep within the cap,
+    /// oldest first (never the one just stored).
+    fn add(&mut self, chunk: &Chunk) -> Vec<String> {
+        self.chunks
+            .push_back((chunk.path.clone(), chunk.bytes.len() as u64));
+        self.bytes += chunk.bytes.len() as u64;
+        let mut out = Vec::new();
+        while self.bytes > self.cap && self.chunks.len() > 1 {
+            let (path, size) = self.chunks.pop_front().expect("more than one kept");
+            self.bytes -= size;
+            out.push(path);
+        }
+        out
+    }
 }
 
 /// The decisions of one run's shipping: which lines go in which chunk,
@@ -196,12 +235,10 @@ pub struct LogChunker {
     job: String,
     generation: u32,
     run_started_ms: u64,
-    cap_bytes: u64,
     seq: u32,
-    buffer: Vec<u8>,
-    /// Chunks in the store, oldest first, with their sizes.
-    kept: VecDeque<(String, u64)>,
-    kept_bytes: u64,
+    /// Printed lines (and MCJS's own), then metrics lines.
+    buffers: [Vec<u8>; 2],
+    kept: [Kept; 2],
 }
 
 impl LogChunker {
@@ -210,27 +247,32 @@ impl LogChunker {
             job: job.to_string(),
             generation,
             run_started_ms,
-            cap_bytes: cap_bytes.max(CHUNK_BYTES as u64),
             seq: 0,
-            buffer: Vec::new(),
-            kept: VecDeque::new(),
-            kept_bytes: 0,
+            buffers: [Vec::new(), Vec::new()],
+            kept: [Kept::new(cap_bytes), Kept::new(METRICS_CAP_BYTES)],
         }
     }
 
     /// Adds a line; a full buffer comes back as a chunk.
     pub fn push(&mut self, line: &LogLine) -> Option<Chunk> {
-        serde_json::to_writer(&mut self.buffer, line).expect("a log line serialises");
-        self.buffer.push(b'\n');
-        (self.buffer.len() >= CHUNK_BYTES).then(|| self.take())
+        let i = usize::from(line.stream == LogStream::Metrics);
+        serde_json::to_writer(&mut self.buffers[i], line).expect("a log line serialises");
+        self.buffers[i].push(b'\n');
+        (self.buffers[i].len() >= CHUNK_BYTES).then(|| self.take(i))
     }
 
-    /// What is buffered, as a chunk (none if nothing is).
-    pub fn flush(&mut self) -> Option<Chunk> {
-        (!self.buffer.is_empty()).then(|| self.take())
+    /// What is buffered, as chunks (printed lines first; none if nothing is).
+    pub fn flush(&mut self) -> Vec<Chunk> {
+        let mut chunks = Vec::new();
+        for i in 0..2 {
+            if !self.buffers[i].is_empty() {
+                chunks.push(self.take(i));
+            }
+        }
+        chunks
     }
 
-    fn take(&mut self) -> Chunk {
+    fn take(&mut self, i: usize) -> Chunk {
         let path = mcjs_protocol::store::layout::log_chunk(
             &self.job,
             self.generation,
@@ -240,23 +282,16 @@ impl LogChunker {
         self.seq = self.seq.saturating_add(1);
         Chunk {
             path,
-            bytes: std::mem::take(&mut self.buffer),
+            bytes: std::mem::take(&mut self.buffers[i]),
+            metrics: i == 1,
         }
     }
 
     /// `chunk` is in the store: the chunks to delete so that the run keeps
-    /// within its cap, oldest first (never the one just stored).
+    /// within its cap (metrics chunks within theirs), oldest first (never
+    /// the one just stored).
     pub fn stored(&mut self, chunk: &Chunk) -> Vec<String> {
-        self.kept
-            .push_back((chunk.path.clone(), chunk.bytes.len() as u64));
-        self.kept_bytes += chunk.bytes.len() as u64;
-        let mut out = Vec::new();
-        while self.kept_bytes > self.cap_bytes && self.kept.len() > 1 {
-            let (path, size) = self.kept.pop_front().expect("more than one kept");
-            self.kept_bytes -= size;
-            out.push(path);
-        }
-        out
+        self.kept[usize::from(chunk.metrics)].add(chunk)
     }
 }
 
@@ -344,9 +379,7 @@ pub async fn ship(
                 pending.push_back(chunk);
             }
         }
-        if let Some(chunk) = chunker.flush() {
-            pending.push_back(chunk);
-        }
+        pending.extend(chunker.flush());
         while let Some(chunk) = pending.front() {
             let path = ObjectPath::from(chunk.path.as_str());
             match store
@@ -698,7 +731,7 @@ mod tests {
             chunks.extend(c.push(&line(i, 10_000)));
         }
         chunks.extend(c.flush());
-        assert!(c.flush().is_none(), "nothing left");
+        assert!(c.flush().is_empty(), "nothing left");
         assert!(chunks.len() >= 4);
         let mut names: Vec<&str> = chunks.iter().map(|c| c.path.as_str()).collect();
         let in_order = names.clone();
@@ -735,6 +768,89 @@ mod tests {
         assert!(kept <= cap, "{kept} kept of a {cap} cap");
         let one_more = stored[deleted.len() - 1].1;
         assert!(kept + one_more > cap, "no more deleted than the cap needs");
+    }
+
+    /// A flood of printed lines rotates out no metrics line, and a flood of
+    /// metrics no printed line: each kind keeps within its own cap.
+    #[test]
+    fn printed_lines_and_metrics_rotate_each_within_its_own_cap() {
+        let cap = 3 * CHUNK_BYTES as u64;
+        let mut c = LogChunker::new("J", 1, 1, cap);
+        let metric =
+            |i: usize| LogLine::new(i as u64, LogStream::Metrics, &format!("{{\"step\":{i}}}"));
+        let mut stored: Vec<Chunk> = Vec::new();
+        let mut deleted: Vec<String> = Vec::new();
+        fn keep(
+            c: &mut LogChunker,
+            chunks: Vec<Chunk>,
+            stored: &mut Vec<Chunk>,
+            deleted: &mut Vec<String>,
+        ) {
+            for chunk in chunks {
+                deleted.extend(c.stored(&chunk));
+                stored.push(chunk);
+            }
+        }
+        for i in 0..10 {
+            let pushed = c.push(&metric(i));
+            keep(
+                &mut c,
+                pushed.into_iter().collect(),
+                &mut stored,
+                &mut deleted,
+            );
+        }
+        let flushed = c.flush();
+        keep(&mut c, flushed, &mut stored, &mut deleted);
+        for i in 0..400 {
+            let pushed = c.push(&line(i, 10_000));
+            keep(
+                &mut c,
+                pushed.into_iter().collect(),
+                &mut stored,
+                &mut deleted,
+            );
+        }
+        let metrics_paths: Vec<String> = stored
+            .iter()
+            .filter(|c| c.metrics)
+            .map(|c| c.path.clone())
+            .collect();
+        assert_eq!(metrics_paths.len(), 1);
+        assert!(!deleted.is_empty(), "printed lines past the cap rotated");
+        assert!(
+            !deleted.contains(&metrics_paths[0]),
+            "the metrics chunk stays"
+        );
+        let metrics: Vec<LogLine> = stored
+            .iter()
+            .filter(|c| c.metrics)
+            .flat_map(|c| parse_chunk(&c.bytes))
+            .collect();
+        assert_eq!(metrics.len(), 10);
+        assert!(metrics.iter().all(|l| l.stream == LogStream::Metrics));
+        // A flood of metrics rotates metrics only.
+        let printed_kept: Vec<String> = stored
+            .iter()
+            .filter(|c| !c.metrics && !deleted.contains(&c.path))
+            .map(|c| c.path.clone())
+            .collect();
+        let before = deleted.len();
+        for i in 0..(METRICS_CAP_BYTES as usize / 1000 + 2000) {
+            let pushed = c.push(&LogLine::new(
+                0,
+                LogStream::Metrics,
+                &"m".repeat(1000 - 40 + (i % 2)),
+            ));
+            keep(
+                &mut c,
+                pushed.into_iter().collect(),
+                &mut stored,
+                &mut deleted,
+            );
+        }
+        assert!(deleted.len() > before, "metrics past their cap rotated");
+        assert!(deleted[before..].iter().all(|p| !printed_kept.contains(p)));
     }
 
     #[test]
