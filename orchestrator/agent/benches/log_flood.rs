@@ -10,7 +10,10 @@
 //! resident memory during each kind of run, beside the Docker daemon's CPU
 //! time where its process can be read.
 //!
-//!     cargo bench -p mcjs-agent --bench log_flood [-- RUNS]
+//!     cargo bench -p mcjs-agent --bench log_flood [-- RUNS [EPOCHS]]
+//!
+//! EPOCHS sets the trainer's length (3 by default, about 2 s here; 90 runs
+//! it for about a minute beside the flood).
 
 use mcjs_runtime::docker::DockerEngine;
 use mcjs_runtime::engine::{ContainerEngine, ContainerSpec, JobMounts};
@@ -32,8 +35,6 @@ const TRAIN: &[&str] = &[
     "2048",
     "--batch-size",
     "64",
-    "--epochs",
-    "3",
 ];
 
 /// Longer than any trainer run: the flood is removed once the trainer ends.
@@ -144,7 +145,13 @@ struct Run {
     flood: Option<(ShipReport, u64, u64)>,
 }
 
-async fn run(engine: &Arc<DockerEngine>, image: &str, dir: &Path, flood: bool) -> Run {
+async fn run(
+    engine: &Arc<DockerEngine>,
+    image: &str,
+    dir: &Path,
+    flood: bool,
+    train: &[&str],
+) -> Run {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir.join("store")).unwrap();
     let store: Arc<dyn ObjectStore> =
@@ -188,7 +195,7 @@ async fn run(engine: &Arc<DockerEngine>, image: &str, dir: &Path, flood: bool) -
         image,
         &dir.join("trainer"),
         "trainer",
-        TRAIN,
+        train,
         Arc::clone(&store),
     )
     .await;
@@ -275,14 +282,17 @@ fn describe(kind: &str, runs: &[Run]) {
 
 #[tokio::main]
 async fn main() {
-    let runs: usize = std::env::args()
+    let numbers: Vec<usize> = std::env::args()
         .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(3);
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let runs = numbers.first().copied().unwrap_or(3);
+    let epochs = numbers.get(1).copied().unwrap_or(3).to_string();
+    let train: Vec<&str> = TRAIN.iter().copied().chain(["--epochs", &epochs]).collect();
     let image = image();
     let engine = Arc::new(DockerEngine::connect().await.expect("a Docker engine"));
     let dir = tempfile::tempdir().unwrap();
-    run(&engine, &image, &dir.path().join("warm"), false).await;
+    run(&engine, &image, &dir.path().join("warm"), false, &train).await;
     let (mut alone, mut beside) = (Vec::new(), Vec::new());
     for i in 0..runs {
         alone.push(
@@ -291,6 +301,7 @@ async fn main() {
                 &image,
                 &dir.path().join(format!("alone-{i}")),
                 false,
+                &train,
             )
             .await,
         );
@@ -300,11 +311,12 @@ async fn main() {
                 &image,
                 &dir.path().join(format!("flood-{i}")),
                 true,
+                &train,
             )
             .await,
         );
     }
-    println!("trainer: {} (1 CPU)", TRAIN.join(" "));
+    println!("trainer: {} (1 CPU)", train.join(" "));
     println!("flood:   {} (1 CPU)", FLOOD.join(" "));
     println!(
         "machine: {} CPUs; runs: {runs} of each, alternating",
