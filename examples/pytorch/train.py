@@ -2,7 +2,8 @@
 """A PyTorch training job on MCJS, written on the job contract's package
 (sdk/python, `pip install ./sdk/python`; docs/job-contract.md).
 
-Build it into an image with PyTorch and run it as an MCJS job; MCJS mounts the
+`examples/pytorch/build-image.sh` builds it into an image with Debian's
+PyTorch, no registry needed; run it as an MCJS job, and MCJS mounts the
 directories and sets the MCJS_* variables. Locally:
 
     MCJS_DATA_DIR=./data MCJS_CHECKPOINT_DIR=./ckpt MCJS_OUTPUT_DIR=./out \
