@@ -105,6 +105,11 @@ sbf_start=$(date +%s)
 scripts/build-sbf.sh >"$report_dir/sbf.out" 2>"$report_dir/sbf.log" &
 sbf_pid=$!
 
+# The PyTorch example's image (Debian's PyTorch by mmdebstrap, no registry;
+# about two minutes once, then cached by content): the runtime's
+# pytorch_image test runs it.
+step pytorch-image examples/pytorch/build-image.sh
+
 step build cargo test --workspace --locked --features "$features" --no-run
 
 sbf_rc=0
