@@ -5,6 +5,8 @@
 //!
 //!     cargo bench -p mcjs-agent --bench checkpoint_overhead [-- RUNS]
 
+mod common;
+
 use mcjs_runtime::deadline::CheckpointPolicy;
 use mcjs_runtime::docker::DockerEngine;
 use mcjs_runtime::engine::{ContainerEngine, ContainerSpec, JobMounts};
@@ -28,19 +30,6 @@ const ARGS: &[&str] = &[
     "--checkpoint-every-steps",
     "16",
 ];
-
-fn image() -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = std::process::Command::new(root.join("examples/trainer/build-image.sh"))
-        .output()
-        .expect("build the trainer image");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 async fn run(
     engine: &DockerEngine,
@@ -117,7 +106,7 @@ async fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(5);
-    let image = image();
+    let image = common::trainer_image();
     let engine = DockerEngine::connect().await.expect("a Docker engine");
     let dir = tempfile::tempdir().unwrap();
     let (mut without, mut with) = (Vec::new(), Vec::new());

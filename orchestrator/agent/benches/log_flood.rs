@@ -15,6 +15,8 @@
 //! EPOCHS sets the trainer's length (3 by default, about 2 s here; 90 runs
 //! it for about a minute beside the flood).
 
+mod common;
+
 use mcjs_runtime::docker::DockerEngine;
 use mcjs_runtime::engine::{ContainerEngine, ContainerSpec, JobMounts};
 use mcjs_runtime::logs::{self, LogChunker, ShipReport};
@@ -39,19 +41,6 @@ const TRAIN: &[&str] = &[
 
 /// Longer than any trainer run: the flood is removed once the trainer ends.
 const FLOOD: &[&str] = &["flood", "--seconds", "600", "--line-bytes", "200"];
-
-fn image() -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = std::process::Command::new(root.join("examples/trainer/build-image.sh"))
-        .output()
-        .expect("build the trainer image");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 /// CPU time (user + system) of process `pid` ("self" for this one).
 fn cpu_time(pid: &str) -> Option<Duration> {
@@ -289,7 +278,7 @@ async fn main() {
     let runs = numbers.first().copied().unwrap_or(3);
     let epochs = numbers.get(1).copied().unwrap_or(3).to_string();
     let train: Vec<&str> = TRAIN.iter().copied().chain(["--epochs", &epochs]).collect();
-    let image = image();
+    let image = common::trainer_image();
     let engine = Arc::new(DockerEngine::connect().await.expect("a Docker engine"));
     let dir = tempfile::tempdir().unwrap();
     run(&engine, &image, &dir.path().join("warm"), false, &train).await;

@@ -157,6 +157,7 @@ impl Tap {
     pub fn line(&self, stream: LogStream, text: &str, at_ms: u64) {
         let mut s = self.state();
         if !text.is_empty() {
+            let kept = bounded_line(text);
             let now = Instant::now();
             if s.window
                 .is_none_or(|w| now.duration_since(w) >= Duration::from_secs(1))
@@ -173,11 +174,11 @@ impl Tap {
                 } else {
                     "stdout"
                 };
-                tracing::info!(job_id = %self.job_id, stream = name, "{}", bounded_line(text));
+                tracing::info!(job_id = %self.job_id, stream = name, "{kept}");
             } else {
                 s.dropped += 1;
             }
-            s.tail.push_back(bounded_line(text));
+            s.tail.push_back(kept);
             if s.tail.len() > LOG_TAIL {
                 s.tail.pop_front();
             }
