@@ -57,6 +57,12 @@ if ! /usr/bin/python3 -c "import torch, numpy" >/dev/null 2>&1; then
     say "installing Debian's python3-torch and python3-numpy (the PyTorch example's tests, about 3 minutes)"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch python3-numpy >/dev/null
 fi
+# pytest runs the job contract's package tests (sdk/python/tests), from
+# Debian like the rest of its Python.
+if ! /usr/bin/python3 -c "import pytest" >/dev/null 2>&1; then
+    say "installing Debian's python3-pytest (the job contract's package tests)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-pytest >/dev/null
+fi
 # The S3-compatible server the demo and the fault suite store into (a real
 # S3 endpoint, not a mock): s3s-fs, built once into cargo's bin dir. 0.14.1
 # is the last release that builds with Rust 1.95.

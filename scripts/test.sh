@@ -142,8 +142,8 @@ step native-program env -u MCJS_PROGRAM_SO cargo nextest run --workspace --locke
 
 # The job contract's Python package (sdk/python): its own tests, and the
 # PyTorch example on it, stopped and resumed (torch from Debian: setup.sh).
-step python-sdk env MCJS_REQUIRE_TORCH=1 python3 -m unittest discover \
-    -s sdk/python/tests || status=$?
+step python-sdk env MCJS_REQUIRE_TORCH=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+    sdk/python/tests || status=$?
 
 # The `mcjs` users and providers build has neither the local chain nor the
 # cluster harness (app/cli/tests/linking.rs checks what it links; the tests

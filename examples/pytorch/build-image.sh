@@ -10,7 +10,8 @@
 #
 # Cached by content: the root file system under ~/.cache/mcjs/pytorch (keyed
 # by this script), the image by a tag keyed by the script, the package and
-# the example, so a second build with nothing changed only looks it up.
+# the example (mcjs-pytorch:<key>), so a second build with nothing changed
+# only looks it up; TAG, if given, names that image too.
 # Needs root (mmdebstrap's root mode) and installs mmdebstrap if missing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -23,9 +24,18 @@ packages="python3-torch,python3-numpy"
 suite="bookworm"
 base_key=$(printf '%s\n' "$suite" "$packages" "$(sha256sum "$0" | cut -c1-64)" | sha256sum | cut -c1-16)
 key=$(cd "$root" && cat "$0" examples/pytorch/train.py $(find sdk/python/src -name '*.py' | sort) | sha256sum | cut -c1-16)
-tag="${1:-mcjs-pytorch:$key}"
+tag="mcjs-pytorch:$key"
+# A name of the caller's choosing is given to the image of this content,
+# never to an older build under that name.
+name_it() {
+    if [ -n "${1:-}" ]; then
+        docker tag "$tag" "$1" >&2
+    fi
+    docker image inspect --format '{{.Id}}' "$tag"
+}
 
-if docker image inspect --format '{{.Id}}' "$tag" 2>/dev/null; then
+if docker image inspect "$tag" >/dev/null 2>&1; then
+    name_it "${1:-}"
     exit 0
 fi
 
@@ -60,4 +70,4 @@ ENTRYPOINT ["python3", "/opt/mcjs/train.py"]
 DOCKERFILE
 # The classic builder needs nothing beyond the engine.
 DOCKER_BUILDKIT=0 docker build --quiet --tag "$tag" "$ctx" >&2
-docker image inspect --format '{{.Id}}' "$tag"
+name_it "${1:-}"

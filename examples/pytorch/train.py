@@ -15,7 +15,8 @@ makes its own data from `--data-seed` when there is none; checkpoints
 every MCJS_CHECKPOINT_INTERVAL_SECS and on SIGUSR1, checkpoints and exits 75
 on SIGTERM (with MCJS_CHECKPOINT_EVERY_STEPS, as every verified job has, at
 those steps only), resumes from MCJS_RESTORE_DIR when it is set, appends each
-epoch's step, epoch and loss to MCJS_METRICS_FILE, and writes model.pt and
+epoch's step, epoch and loss to MCJS_METRICS_FILE (and prints every tenth
+epoch's), and writes model.pt and
 metrics.json to MCJS_OUTPUT_DIR. A run resumed any number of times ends with
 the same model.pt bytes as one never interrupted.
 """
@@ -24,6 +25,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 import torch
 
@@ -56,6 +58,12 @@ def main():
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--step-sleep-ms",
+        type=int,
+        default=0,
+        help="sleep this long after each step (to watch a short run recover)",
+    )
     args = parser.parse_args()
 
     try:
@@ -96,11 +104,15 @@ def main():
         loss.backward()
         optimizer.step()
         step, step_in_epoch = step + 1, step_in_epoch + 1
+        if args.step_sleep_ms:
+            time.sleep(args.step_sleep_ms / 1000)
         if step_in_epoch == steps_per_epoch:
             epoch, step_in_epoch = epoch + 1, 0
             scheduler.step()
             order = torch.randperm(len(x))
             job.report(step=step, epoch=epoch, loss=loss.item())
+            if epoch % 10 == 0 or epoch == args.epochs:
+                print(f"epoch {epoch} step {step} loss {loss.item():.4f}", flush=True)
         if job.checkpoint_due(step):
             path = job.checkpoint(
                 epoch,

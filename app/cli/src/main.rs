@@ -44,8 +44,9 @@ pub struct GlobalArgs {
     /// Wallet keypair file. Default: the config file's keypair_path, then ~/.config/solana/id.json.
     #[arg(short = 'k', long, global = true, env = "MCJS_KEYPAIR")]
     pub keypair: Option<PathBuf>,
-    /// Configuration file (Solana CLI style, YAML or JSON: json_rpc_url, websocket_url, keypair_path).
-    #[arg(long, global = true, env = "MCJS_CONFIG")]
+    /// Configuration file (Solana CLI style, YAML or JSON: json_rpc_url,
+    /// websocket_url, keypair_path, and MCJS's store_url and scheduler_url).
+    #[arg(short = 'C', long, global = true, env = "MCJS_CONFIG")]
     pub config: Option<PathBuf>,
     /// The most a transaction offers per compute unit as a priority fee, in
     /// micro-lamports (0: no priority fee). It offers the 75th percentile of

@@ -1385,3 +1385,123 @@ fn a_provider_registers_a_node_from_a_live_probe_and_updates_its_price() {
     assert_eq!(listed["nodes"].as_array().unwrap().len(), 1);
     assert_eq!(listed["nodes"][0]["node"], n["node"]);
 }
+
+/// From a script to a job without writing JSON: `mcjs spec init` writes a
+/// commented starting spec that validates as written (and will not
+/// overwrite one), `mcjs job run --dry-run` prints a spec that `mcjs spec
+/// validate` accepts and the bond it would lock, and each bad input is
+/// refused by name before anything is uploaded or locked: a data file that
+/// is not there, a GPU model no node on the chain has, a bond below the
+/// minimum.
+#[test]
+fn job_run_checks_everything_before_it_moves_anything_and_its_dry_run_spec_validates() {
+    use sha2::Digest;
+    let chain = chain();
+    let dir = tempfile::tempdir().unwrap();
+    let (_, provider_path) = fresh_wallet(chain, dir.path(), "run-provider", 1_000_000_000);
+    std::fs::create_dir_all(dir.path().join("provider")).unwrap();
+    let provider_path = {
+        let moved = dir.path().join("provider").join("wallet.json");
+        std::fs::rename(&provider_path, &moved).unwrap();
+        moved
+    };
+    provider_with_node(chain, &provider_path);
+    let (owner, owner_path) = fresh_wallet(chain, dir.path(), "run-owner", 100_000_000);
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+
+    let spec = dir.path().join("job.json");
+    let out = chain.mcjs(&owner_path, &["spec", "init", &path(&spec)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let written = std::fs::read_to_string(&spec).unwrap();
+    assert!(written.contains("// 1. The work"), "{written}");
+    let report = ok_json(chain.mcjs(
+        &owner_path,
+        &["--output", "json", "spec", "validate", &path(&spec)],
+    ));
+    assert_eq!(report["files"][0]["status"], "valid", "{report}");
+    std::fs::write(&spec, "{}").unwrap();
+    let out = chain.mcjs(&owner_path, &["spec", "init", &path(&spec)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    assert_eq!(std::fs::read_to_string(&spec).unwrap(), "{}");
+
+    let data = dir.path().join("train.csv");
+    std::fs::write(&data, "x,y\n1,0\n0,1\n").unwrap();
+    let sha = hex::encode(sha2::Sha256::digest(std::fs::read(&data).unwrap()));
+    let image = format!("mcjs-pytorch@sha256:{}", "ab".repeat(32));
+    let run = |data: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "job".to_string(),
+            "run".into(),
+            "--image".into(),
+            image.clone(),
+            "--data".into(),
+            path(data),
+            "--duration".into(),
+            "2h".into(),
+            "--gpus".into(),
+            "2".into(),
+            "--max-price".into(),
+            "1.50".into(),
+            "--scheduler".into(),
+            "http://127.0.0.1:9".into(),
+            "--artifact".into(),
+            "model.pt".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.extend(["--", "python3", "/opt/mcjs/train.py", "--epochs", "3"].map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        chain.mcjs(&owner_path, &args)
+    };
+    let before = snapshot(chain, &[owner.pubkey()], &[]);
+
+    let out = run(&data, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["work"]["image"], image.as_str());
+    assert_eq!(printed["work"]["command"], serde_json::json!(["python3"]));
+    assert_eq!(
+        printed["work"]["args"],
+        serde_json::json!(["/opt/mcjs/train.py", "--epochs", "3"])
+    );
+    assert_eq!(printed["data"][0]["name"], "train.csv");
+    assert_eq!(printed["data"][0]["sha256"], sha.as_str());
+    assert_eq!(
+        printed["data"][0]["uri"],
+        format!("file://{}", data.display())
+    );
+    assert_eq!(printed["request"]["hardware"]["gpu_count"], 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    // 2 GPUs at 1.50 USDC an hour for 2 h.
+    assert!(err.contains("bond: 6.00 USDC"), "{err}");
+    assert!(err.contains("nothing was uploaded or locked"), "{err}");
+    let dry = dir.path().join("dry.json");
+    std::fs::write(&dry, &out.stdout).unwrap();
+    let report = ok_json(chain.mcjs(
+        &owner_path,
+        &["--output", "json", "spec", "validate", &path(&dry)],
+    ));
+    assert_eq!(report["files"][0]["status"], "valid", "{report}");
+
+    let refusals: [(&Path, &[&str], &str); 3] = [
+        (
+            &dir.path().join("nowhere.csv"),
+            &[],
+            "nowhere.csv: cannot read it",
+        ),
+        (
+            &data,
+            &["--gpu-model", "mi300x"],
+            "no node on this chain can run the job",
+        ),
+        (&data, &["--bond", "0.01"], "--bond 0.01 USDC is too small"),
+    ];
+    for (data, extra, says) in refusals {
+        let out = run(data, extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{extra:?}: {err}");
+        assert!(err.contains("nothing was uploaded or locked"), "{err}");
+    }
+    assert_eq!(snapshot(chain, &[owner.pubkey()], &[]), before);
+}

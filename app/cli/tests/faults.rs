@@ -52,6 +52,8 @@ struct Scenario {
     dir: tempfile::TempDir,
     job: Pubkey,
     reference: PathBuf,
+    /// The model file the job writes to its output.
+    model: &'static str,
 }
 
 /// A cluster of three agents and one submitted training job.
@@ -99,6 +101,10 @@ struct Setup {
     /// The job is not meant to complete: no uninterrupted run to compare
     /// its model with (its trainer would run for as long as it is let).
     no_reference: bool,
+    /// The job is the PyTorch example in its image
+    /// (`examples/pytorch/build-image.sh`), its model compared with the
+    /// same image's uninterrupted run.
+    pytorch: bool,
 }
 
 /// A `prepare` that sets the Config's liveness factor to 1: a job's
@@ -166,11 +172,17 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
     .await
     .expect("the cluster starts");
     let args = setup.args;
-    let reference = if setup.no_reference {
-        PathBuf::new()
-    } else {
-        workload::uninterrupted_run(image(), &data, &dir.path().join("reference"), &args)
-            .expect("the uninterrupted run")
+    let pytorch = setup
+        .pytorch
+        .then(|| workload::build_pytorch_image().expect("the PyTorch example's image builds"));
+    let reference_dir = dir.path().join("reference");
+    let reference = match (&pytorch, setup.no_reference) {
+        (_, true) => PathBuf::new(),
+        (Some(image), false) => workload::PYTORCH_REFERENCE
+            .of(image, &data, &reference_dir, &args)
+            .expect("the PyTorch example's uninterrupted run"),
+        (None, false) => workload::uninterrupted_run(image(), &data, &reference_dir, &args)
+            .expect("the uninterrupted run"),
     };
     let (uri, uploaded_sha) = cluster
         .upload_input(&data.join("train.csv"))
@@ -187,6 +199,9 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
     .unwrap();
     if let Some(limit) = setup.limit {
         json["request"]["duration"]["limit"] = limit.into();
+    }
+    if let Some(image) = &pytorch {
+        workload::pytorch_spec(&mut json, image);
     }
     if let Some(rate) = setup.verified {
         json["work"]["determinism"] = "bitwise".into();
@@ -208,6 +223,11 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
         dir,
         job,
         reference,
+        model: if pytorch.is_some() {
+            workload::PYTORCH_REFERENCE.model
+        } else {
+            "model.bin"
+        },
     }
 }
 
@@ -265,7 +285,7 @@ impl Scenario {
             .job_output(job, &out, &[])
             .expect("mcjs job output delivers the verified output");
         let model =
-            workload::find_file(&out, "model.bin").expect("the delivered output has the model");
+            workload::find_file(&out, self.model).expect("the delivered output has the model");
         assert_eq!(
             std::fs::read(model).unwrap(),
             std::fs::read(&self.reference).unwrap(),
@@ -503,6 +523,42 @@ async fn the_agent_killed_with_its_container() {
     assert_eq!(
         done.restarts_used, 0,
         "a lost node is its provider's failure: none of the owner's budget"
+    );
+}
+
+/// A researcher's PyTorch script, as MCJS runs it: the PyTorch example on
+/// the job contract's package, in its image of Debian's PyTorch
+/// (`examples/pytorch/build-image.sh`). Its node (agent and container) is
+/// killed once two checkpoints are attested; it resumes on another node
+/// from the last one and ends with `model.pt` byte-identical to the same
+/// image's uninterrupted run, delivered by `mcjs job output` against the
+/// output hash on chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pytorch_example_recovers_from_a_lost_node_with_the_same_model() {
+    let mut s = scenario_of(
+        Setup {
+            args: workload::pytorch_args(30),
+            restart_budget: 1,
+            pytorch: true,
+            ..Setup::default()
+        },
+        async |_| {},
+    )
+    .await;
+    let before = s.running_with_checkpoints(2).await;
+    let victim = s.cluster.agent_of_node(&before.node.unwrap()).unwrap();
+    s.cluster.kill_agent(victim);
+    let after = s.recovered_after(&before).await;
+    assert_ne!(after.node, before.node, "the job resumes on another node");
+    assert!(
+        after.checkpoint_count >= 2,
+        "it resumed from an attested checkpoint"
+    );
+    let done = s.assert_completed_and_verified().await;
+    assert_eq!(done.restarts_used, 0);
+    assert!(
+        done.checkpoint_count > before.checkpoint_count,
+        "the new node attested checkpoints of its own"
     );
 }
 
@@ -2407,6 +2463,7 @@ async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_s
             standbys: 0,
             limit: None,
             no_reference: false,
+            pytorch: false,
         },
         async |_| {},
     )
@@ -2496,6 +2553,7 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
             standbys: 0,
             limit: None,
             no_reference: false,
+            pytorch: false,
         },
         async |_| {},
     )
@@ -2621,6 +2679,7 @@ async fn verification_cost_at_sample_rate_one_tenth() {
             standbys: 0,
             limit: None,
             no_reference: false,
+            pytorch: false,
         },
         async |_| {},
     )
@@ -2777,6 +2836,7 @@ async fn an_image_built_to_frame_its_provider_under_check_cannot_tell_a_check_ru
             standbys: 0,
             limit: None,
             no_reference: false,
+            pytorch: false,
         },
         async |_| {},
     )
@@ -2973,4 +3033,123 @@ async fn a_node_that_answers_its_challenge_is_proven_and_one_that_cannot_gets_no
         .expect("the second job is placed once proof is not required");
     assert_eq!(placed.node, Some(cluster.agents[1].node));
     cluster.stop();
+}
+
+/// The `sh` blocks of a Markdown page, in order, as one script.
+fn sh_blocks(page: &str) -> String {
+    let mut script = String::new();
+    let mut inside = false;
+    for line in page.lines() {
+        match (inside, line.trim_end()) {
+            (false, "```sh") => inside = true,
+            (true, "```") => inside = false,
+            (true, text) => {
+                script.push_str(text);
+                script.push('\n');
+            }
+            _ => {}
+        }
+    }
+    script
+}
+
+/// docs/first-job.md, run as written: its `sh` blocks, in order, as one
+/// script, from a directory holding the repository's `examples/` and
+/// `sdk/`, with this build's `mcjs` and Debian's python3 (with PyTorch) on
+/// the PATH. The page starts its own
+/// local MCJS (`mcjs demo --cluster-only`), builds the PyTorch example's
+/// image, makes its data, prints and validates the spec `mcjs job run
+/// --dry-run` writes, runs the job with `mcjs job run` (which exits 0 only
+/// once the job completed), fetches its output with `mcjs job output`
+/// (every file checked against the chain) and loads the model it returned.
+#[test]
+fn the_first_job_page_runs_as_written() {
+    use std::os::unix::process::CommandExt;
+    let page = std::fs::read_to_string(root().join("docs/first-job.md")).unwrap();
+    let script = sh_blocks(&page);
+    for step in [
+        "mcjs demo --cluster-only",
+        "job run --dry-run",
+        "mcjs spec validate job.json",
+        "job output",
+    ] {
+        assert!(script.contains(step), "the page runs `{step}`:\n{script}");
+    }
+    let mut dir = tempfile::Builder::new()
+        .prefix("mcjs-first-job-")
+        .tempdir()
+        .unwrap();
+    for d in ["examples", "sdk"] {
+        std::os::unix::fs::symlink(root().join(d), dir.path().join(d)).unwrap();
+    }
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(mcjs_bin(), bin.join("mcjs")).unwrap();
+    // The page's python3 is one with PyTorch: Debian's, which setup.sh
+    // installs it for.
+    std::os::unix::fs::symlink("/usr/bin/python3", bin.join("python3")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let log = dir.path().join("script.log");
+    let mut child = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::options().append(true).open(&log).unwrap())
+        .process_group(0)
+        .spawn()
+        .expect("bash runs the page");
+    let deadline = std::time::Instant::now() + Duration::from_secs(900);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    // Whatever happened, nothing the page started outlives it: its local
+    // MCJS stops on SIGTERM (the page's own last step).
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", "--", &format!("-{}", child.id())])
+        .stderr(std::process::Stdio::null())
+        .status();
+    let _ = child.wait();
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    let said = format!(
+        "{}\n--- .mcjs-local.log:\n{}",
+        read(&log),
+        read(&dir.path().join(".mcjs-local.log"))
+    );
+    if !status.is_some_and(|s| s.success()) {
+        dir.disable_cleanup(true);
+        panic!(
+            "the page's script ended {status:?}; everything is in {}:\n{said}",
+            dir.path().display()
+        );
+    }
+    let job: Pubkey = read(&dir.path().join("run.log"))
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("run.log starts with the job's address:\n{said}"));
+    assert!(
+        dir.path().join("out/model.pt").is_file(),
+        "the model came back for job {job}:\n{said}"
+    );
+    let run = read(&dir.path().join("run.log"));
+    assert!(
+        run.contains("epoch 20 step 160 "),
+        "`mcjs job run` followed what the job printed to its end:\n{run}"
+    );
+    assert!(
+        said.contains("['0.bias', '0.weight', '2.bias', '2.weight']"),
+        "the returned model loads:\n{said}"
+    );
+    kill_containers(&format!("mcjs.job={job}"));
 }

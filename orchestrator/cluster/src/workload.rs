@@ -100,39 +100,132 @@ pub fn uninterrupted_run(
     out: &Path,
     args: &[String],
 ) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(out.join("checkpoints"))?;
-    std::fs::create_dir_all(out.join("output"))?;
-    let status = std::process::Command::new("docker")
-        .args(["run", "--rm", "--network", "none", "--user", "0:0"])
-        .args(["-v", &format!("{}:/mcjs/data:ro", data.display())])
-        .args([
-            "-v",
-            &format!("{}:/mcjs/checkpoints", out.join("checkpoints").display()),
-        ])
-        .args([
-            "-v",
-            &format!("{}:/mcjs/output", out.join("output").display()),
-        ])
-        .args([
-            "-e",
-            "MCJS_DATA_DIR=/mcjs/data",
-            "-e",
-            "MCJS_CHECKPOINT_DIR=/mcjs/checkpoints",
-            "-e",
-            "MCJS_OUTPUT_DIR=/mcjs/output",
-        ])
-        .args(["-e", "MCJS_CHECKPOINT_INTERVAL_SECS=3600"])
-        .args(["--entrypoint", "/mcjs-trainer", image, "train"])
-        .args(args)
+    let run = ReferenceRun {
+        entrypoint: &["/mcjs-trainer", "train"],
+        env: &[],
+        model: "model.bin",
+    };
+    run.of(image, data, out, args)
+}
+
+/// How an image runs once, uninterrupted, for a reference model: its
+/// entrypoint, extra environment (`NAME=value`) and the model file it writes
+/// to its output directory.
+pub struct ReferenceRun<'a> {
+    pub entrypoint: &'a [&'a str],
+    pub env: &'a [&'a str],
+    pub model: &'a str,
+}
+
+impl ReferenceRun<'_> {
+    /// Runs `image` with `args` over `data` into `out`; the model's path.
+    pub fn of(
+        &self,
+        image: &str,
+        data: &Path,
+        out: &Path,
+        args: &[String],
+    ) -> anyhow::Result<PathBuf> {
+        std::fs::create_dir_all(out.join("checkpoints"))?;
+        std::fs::create_dir_all(out.join("output"))?;
+        let (program, rest) = self
+            .entrypoint
+            .split_first()
+            .context("a reference run needs an entrypoint")?;
+        let mut docker = std::process::Command::new("docker");
+        docker
+            .args(["run", "--rm", "--network", "none", "--user", "0:0"])
+            // The one core every test spec asks for.
+            .args(["--cpus", "1"])
+            .args(["-v", &format!("{}:/mcjs/data:ro", data.display())])
+            .args([
+                "-v",
+                &format!("{}:/mcjs/checkpoints", out.join("checkpoints").display()),
+            ])
+            .args([
+                "-v",
+                &format!("{}:/mcjs/output", out.join("output").display()),
+            ])
+            .args([
+                "-e",
+                "MCJS_DATA_DIR=/mcjs/data",
+                "-e",
+                "MCJS_CHECKPOINT_DIR=/mcjs/checkpoints",
+                "-e",
+                "MCJS_OUTPUT_DIR=/mcjs/output",
+            ])
+            .args(["-e", "MCJS_CHECKPOINT_INTERVAL_SECS=3600"]);
+        for var in self.env {
+            docker.args(["-e", var]);
+        }
+        let status = docker
+            .args(["--entrypoint", program, image])
+            .args(rest)
+            .args(args)
+            .output()
+            .context("cannot run docker")?;
+        if !status.status.success() {
+            bail!(
+                "the uninterrupted reference run failed: {}",
+                String::from_utf8_lossy(&status.stderr)
+            );
+        }
+        Ok(out.join("output").join(self.model))
+    }
+}
+
+/// The PyTorch example's image (`examples/pytorch/build-image.sh`: Debian's
+/// PyTorch, the job contract's package, `train.py`), built once and cached
+/// by content; its id.
+pub fn build_pytorch_image() -> anyhow::Result<String> {
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/pytorch/build-image.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
         .output()
-        .context("cannot run docker")?;
-    if !status.status.success() {
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    if !out.status.success() {
         bail!(
-            "the uninterrupted reference run failed: {}",
-            String::from_utf8_lossy(&status.stderr)
+            "building the PyTorch image failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
         );
     }
-    Ok(out.join("output").join("model.bin"))
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The PyTorch example's arguments: `epochs` over 512 rows it generates
+/// from its seed (8 steps an epoch), each step slowed by 40 ms so that a
+/// node can be killed part-way.
+pub fn pytorch_args(epochs: u32) -> Vec<String> {
+    ["--rows", "512", "--epochs", &epochs.to_string()]
+        .iter()
+        .chain(&["--step-sleep-ms", "40"])
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// The PyTorch example's steps between checkpoints in the tests' specs.
+pub const PYTORCH_EVERY_STEPS: u64 = 16;
+
+/// How the PyTorch example runs once for its reference model.
+pub const PYTORCH_REFERENCE: ReferenceRun<'static> = ReferenceRun {
+    entrypoint: &["python3", "/opt/mcjs/train.py"],
+    env: &["MCJS_CHECKPOINT_EVERY_STEPS=16"],
+    model: "model.pt",
+};
+
+/// Turns a [`spec_json`] into the PyTorch example's job: its image and
+/// command, the artifacts it writes, the memory PyTorch needs, and a
+/// checkpoint every [`PYTORCH_EVERY_STEPS`] steps.
+pub fn pytorch_spec(json: &mut serde_json::Value, image: &str) {
+    let digest = image.trim_start_matches("sha256:");
+    json["work"]["model_id"] = "mcjs/pytorch-example".into();
+    json["work"]["image"] = format!("mcjs-pytorch@sha256:{digest}").into();
+    json["work"]["command"] = serde_json::json!(PYTORCH_REFERENCE.entrypoint);
+    json["request"]["hardware"]["ram"] = "2GiB".into();
+    json["output"]["required_artifacts"] = serde_json::json!(["model.pt", "metrics.json"]);
+    json["checkpoint"]["every_steps"] = PYTORCH_EVERY_STEPS.into();
+    json["checkpoint"]["max_size"] = "16MiB".into();
 }
 
 pub fn find_file(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {

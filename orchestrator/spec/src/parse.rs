@@ -37,8 +37,27 @@ const LATENCY_BOUND_KINDS: &[&str] = &[
 pub(crate) const LOCAL_INFRASTRUCTURE: &str = "interactive or latency-bound work (a control loop, a live tool, anything that must answer in the moment) belongs on local infrastructure: MCJS runs queued, checkpointed batch work that can wait and be moved between nodes";
 
 /// Reads JSON text: the spec when it could be built (only unknown fields may have been
-/// wrong), beside every structural error found.
+/// wrong), beside every structural error found. Comments (`// …` to the end of a line,
+/// `/* … */`) are allowed, as in the starting spec `mcjs spec init` writes: each is read
+/// as blanks, so an error's line and column still point into the text as written.
 pub(crate) fn parse_json(text: &str) -> (Option<JobSpec>, Vec<SpecError>) {
+    let mut plain = Vec::with_capacity(text.len());
+    // Reading from memory cannot fail (a stray `/` is left for the parser to
+    // refuse). Each comment byte becomes a space, byte for byte: the line
+    // breaks a block comment spans are put back, so lines count as written.
+    let stripped = std::io::Read::read_to_end(
+        &mut json_comments::CommentSettings::c_style().strip_comments(text.as_bytes()),
+        &mut plain,
+    );
+    if stripped.is_ok() && plain.len() == text.len() {
+        for (out, original) in plain.iter_mut().zip(text.bytes()) {
+            if original == b'\n' {
+                *out = b'\n';
+            }
+        }
+    }
+    let plain = String::from_utf8(plain).ok().filter(|_| stripped.is_ok());
+    let text = plain.as_deref().unwrap_or(text);
     match serde_json::from_str::<StrictValue>(text) {
         Ok(StrictValue(value)) => parse_value(&value),
         Err(e) => (

@@ -21,6 +21,33 @@ fn hash_of(value: &Value) -> [u8; 32] {
     spec_hash(&JobSpec::from_value(value).unwrap())
 }
 
+/// Comments are read as blanks: the same spec, the same hash, a `//` inside a string (every
+/// URI has one) kept, and an error after a comment still pointing at its line.
+#[test]
+fn comments_change_nothing_and_a_uri_keeps_its_slashes() {
+    let text = example("bulk-inference.json");
+    let spec = JobSpec::from_json(&text).unwrap();
+    let commented = format!(
+        "// what to run\n/* several\n   lines */\n{}",
+        text.replacen(
+            "\"version\": 1,",
+            "\"version\": 1, // the spec's version\n  /* the work */",
+            1
+        )
+    );
+    let read = JobSpec::from_json(&commented).unwrap();
+    assert_eq!(spec_hash(&read), spec_hash(&spec));
+    assert!(canonical_json(&read).contains("https://huggingface.co/openai"));
+    let broken = commented.replacen("\"gpu_count\": 1", "\"gpu_count\": 1,,", 1);
+    let line = broken
+        .lines()
+        .position(|l| l.contains("gpu_count"))
+        .unwrap()
+        + 1;
+    let errors = JobSpec::from_json(&broken).unwrap_err().to_string();
+    assert!(errors.contains(&format!("line {line}")), "{errors}");
+}
+
 #[test]
 fn key_order_and_whitespace_do_not_change_the_hash() {
     let text = example("training-a100.json");

@@ -219,6 +219,23 @@ class Resuming(unittest.TestCase):
                 job.restored()
 
 
+    def test_a_manifest_naming_a_missing_or_outside_file_is_bad_input(self):
+        with tempfile.TemporaryDirectory() as root:
+            first = Job.from_env(env(root))
+            path = first.checkpoint(1, 8, lambda d: write(d, "weights", "8"))
+            resumed = Job.from_env(env(root, MCJS_RESTORE_DIR=path))
+            self.assertEqual(resumed.restored().step, 8)
+            os.remove(os.path.join(path, "weights"))
+            with self.assertRaisesRegex(ContractError, "names 'weights'"):
+                resumed.restored()
+            manifest = os.path.join(path, mcjs_job.MANIFEST)
+            for files in (["../outside"], "weights", [3]):
+                with open(manifest, "w") as f:
+                    json.dump({"format": mcjs_job.MANIFEST_FORMAT, "epoch": 1, "step": 8, "files": files}, f)
+                with self.assertRaisesRegex(ContractError, "cannot resume"):
+                    resumed.restored()
+
+
 class Reporting(unittest.TestCase):
     def test_metrics_are_json_lines_and_a_failure_stops_nothing(self):
         with tempfile.TemporaryDirectory() as root:

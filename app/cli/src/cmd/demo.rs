@@ -47,6 +47,13 @@ pub struct DemoArgs {
     /// dashboard up until Ctrl-C.
     #[arg(long)]
     pub keep: bool,
+    /// Start the chain, the S3 store, the scheduler and the three agents,
+    /// write `<dir>/cli.yml` (for `mcjs -C <dir>/cli.yml`: the chain, the
+    /// demo user's wallet, the scheduler) and keep them up until Ctrl-C, with
+    /// no story: a local MCJS to run your own jobs on
+    /// (docs/first-job.md).
+    #[arg(long, conflicts_with_all = ["keep", "image", "epochs", "kill_after_checkpoints"])]
+    pub cluster_only: bool,
     /// Put a public endpoint's manners between each process and the chain:
     /// `public` (100 ms a call, HTTP 429 past 100 calls per 10 s or 40 of
     /// one method, one sendTransaction in ten dropped), or `metered` (every
@@ -84,50 +91,71 @@ fn step(started: Instant, text: impl AsRef<str>) {
     );
 }
 
-pub fn run(args: DemoArgs, _global: &GlobalArgs) -> anyhow::Result<u8> {
-    crate::chain::runtime()?.block_on(demo(args))
+/// The demo's cluster with no story, until Ctrl-C: `mcjs demo --cluster-only`.
+async fn cluster_only(args: DemoArgs, dir: PathBuf, t: Instant) -> anyhow::Result<u8> {
+    let profiles_dir = dir.join("profiles");
+    std::fs::create_dir_all(&profiles_dir)?;
+    step(
+        t,
+        "starting the local chain, the S3 store, the scheduler and three agents",
+    );
+    let mut cluster = start_cluster(&args, &dir, &profiles_dir)
+        .await
+        .context("cannot start the local cluster")?;
+    for a in &cluster.agents {
+        step(t, format!("  agent-{} runs node {}", a.index + 1, a.node));
+    }
+    // Listening before the config file says it is ready.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot wait for SIGTERM")?;
+    let config = dir.join("cli.yml");
+    // Whole or absent: a script waiting for it may read it the moment it exists.
+    let partial = dir.join("cli.yml.part");
+    std::fs::write(
+        &partial,
+        format!(
+            "json_rpc_url: {}\nwebsocket_url: {}\nkeypair_path: {}\nscheduler_url: {}\n",
+            cluster.info.rpc_url,
+            cluster.info.ws_url,
+            cluster.info.wallets.user.display(),
+            cluster.scheduler_url()
+        ),
+    )
+    .and_then(|()| std::fs::rename(&partial, &config))
+    .with_context(|| format!("cannot write {}", config.display()))?;
+    step(
+        t,
+        format!(
+            "ready: chain at {}, scheduler at {}; the demo user's wallet holds 10,000 USDC. Run your jobs with `mcjs -C {} job run …` (docs/first-job.md); Ctrl-C (or SIGTERM) stops everything",
+            cluster.info.rpc_url,
+            cluster.scheduler_url(),
+            config.display()
+        ),
+    );
+    tokio::select! {
+        interrupted = tokio::signal::ctrl_c() => interrupted.context("cannot wait for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
+    step(t, "stopping");
+    cluster.stop();
+    Ok(EXIT_OK)
 }
 
-async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
-    let t = Instant::now();
-    if args.dir.exists() {
-        std::fs::remove_dir_all(&args.dir)
-            .with_context(|| format!("cannot clear {}", args.dir.display()))?;
-    }
-    std::fs::create_dir_all(&args.dir)?;
-    let dir = std::fs::canonicalize(&args.dir)?;
-
-    let image = match args.image {
-        Some(image) => image,
-        None => {
-            step(
-                t,
-                "building the reference trainer image (FROM scratch, static binary)",
-            );
-            workload::build_trainer_image()?
-        }
-    };
-    step(t, format!("trainer image {image}"));
-
-    // Inputs: a dataset generated from a seed, and three node profiles.
-    let data = dir.join("data");
-    std::fs::create_dir_all(&data)?;
-    let csv = workload::dataset(512);
-    std::fs::write(data.join("train.csv"), &csv)?;
-    let data_sha = hex::encode(Sha256::digest(csv.as_bytes()));
+/// Starts the demo's cluster in `dir`: three agents of three GPU models,
+/// their node profiles written under `profiles_dir`.
+async fn start_cluster(
+    args: &DemoArgs,
+    dir: &std::path::Path,
+    profiles_dir: &std::path::Path,
+) -> anyhow::Result<Cluster> {
     let mut profiles = Vec::new();
     for (name, text) in NODE_PROFILES {
-        let path = data.join(name);
+        let path = profiles_dir.join(name);
         std::fs::write(&path, text)?;
         profiles.push(path);
     }
-
-    step(
-        t,
-        "starting the local chain, the scheduler and three agents",
-    );
-    let mut cluster = Cluster::start(ClusterConfig {
-        dir: dir.clone(),
+    Cluster::start(ClusterConfig {
+        dir: dir.to_path_buf(),
         mcjs_bin: std::env::current_exe()?,
         agents: 3,
         slot_time_ms: args.slot_time_ms,
@@ -145,7 +173,50 @@ async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
         scheduler_args: Vec::new(),
     })
     .await
-    .context("cannot start the demo cluster")?;
+}
+
+pub fn run(args: DemoArgs, _global: &GlobalArgs) -> anyhow::Result<u8> {
+    crate::chain::runtime()?.block_on(demo(args))
+}
+
+async fn demo(args: DemoArgs) -> anyhow::Result<u8> {
+    let t = Instant::now();
+    if args.dir.exists() {
+        std::fs::remove_dir_all(&args.dir)
+            .with_context(|| format!("cannot clear {}", args.dir.display()))?;
+    }
+    std::fs::create_dir_all(&args.dir)?;
+    let dir = std::fs::canonicalize(&args.dir)?;
+
+    if args.cluster_only {
+        return cluster_only(args, dir, t).await;
+    }
+    let image = match args.image.clone() {
+        Some(image) => image,
+        None => {
+            step(
+                t,
+                "building the reference trainer image (FROM scratch, static binary)",
+            );
+            workload::build_trainer_image()?
+        }
+    };
+    step(t, format!("trainer image {image}"));
+
+    // Inputs: a dataset generated from a seed, and three node profiles.
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data)?;
+    let csv = workload::dataset(512);
+    std::fs::write(data.join("train.csv"), &csv)?;
+    let data_sha = hex::encode(Sha256::digest(csv.as_bytes()));
+
+    step(
+        t,
+        "starting the local chain, the scheduler and three agents",
+    );
+    let mut cluster = start_cluster(&args, &dir, &data)
+        .await
+        .context("cannot start the demo cluster")?;
     step(
         t,
         format!(

@@ -3,6 +3,7 @@
 mod logs;
 mod metrics;
 mod progress;
+mod run;
 mod submit;
 mod view;
 
@@ -26,7 +27,7 @@ use mcjs_client::{ChainClient, JobFilter, Pubkey, Signer, decode, ix};
 
 use crate::chain::{Ctx, now_unix, parse_pubkey, parse_usdc, require_funds};
 use crate::{EXIT_ERROR, EXIT_FALSE, EXIT_OK, GlobalArgs};
-use submit::submit;
+use submit::submit_job;
 use view::{Done, JobList};
 
 #[derive(clap::Subcommand, Debug)]
@@ -49,6 +50,12 @@ pub enum JobCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Run a job from an image, a command and data files, without writing
+    /// a spec: checks everything it can first (the files, the image, a node
+    /// that fits, the bond, your funds), uploads the data, submits with the
+    /// bond it shows, and follows what the job prints until it ends.
+    /// `--dry-run` prints the spec and stops.
+    Run(Box<run::RunArgs>),
     /// Upload a data file into your own space of the deployment's S3 store
     /// (users/<wallet>/data/<name>); prints the s3:// URI and sha256 to
     /// declare as a spec's data input. Only the nodes running your jobs can
@@ -273,8 +280,10 @@ async fn run_async(cmd: JobCommand, global: &GlobalArgs, ctx: Ctx) -> anyhow::Re
             store,
         } => {
             let publish = (!chain_only).then_some(store);
-            submit(&ctx, &client, global, spec, bond, job_id, publish).await
+            submit_job(&ctx, &client, global, spec, bond, job_id, publish).await?;
+            Ok(EXIT_OK)
         }
+        JobCommand::Run(args) => run::run(&ctx, &client, global, *args).await,
         JobCommand::Upload { file, name, store } => {
             crate::cmd::job_output::upload(&ctx, global, &file, name, &store).await
         }

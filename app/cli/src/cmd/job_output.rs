@@ -413,10 +413,10 @@ async fn deliver_to_s3(
 }
 
 #[derive(Serialize)]
-struct Uploaded {
-    uri: String,
-    sha256: String,
-    size: u64,
+pub(crate) struct Uploaded {
+    pub uri: String,
+    pub sha256: String,
+    pub size: u64,
 }
 
 impl std::fmt::Display for Uploaded {
@@ -434,6 +434,26 @@ pub async fn upload(
     name: Option<String>,
     store_args: &StoreArgs,
 ) -> anyhow::Result<u8> {
+    let name = match name {
+        Some(n) => n,
+        None => file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| anyhow!("{} has no file name; pass --name", file.display()))?,
+    };
+    let uploaded = upload_file(ctx, file, name, store_args).await?;
+    global.output.print(&uploaded)?;
+    Ok(EXIT_OK)
+}
+
+/// Uploads `file` as `name` into the wallet's own space of the
+/// deployment's S3 store: what `mcjs job upload` and `mcjs job run` do.
+pub(crate) async fn upload_file(
+    ctx: &Ctx,
+    file: &Path,
+    name: String,
+    store_args: &StoreArgs,
+) -> anyhow::Result<Uploaded> {
     use sha2::Digest;
     let wallet = ctx.wallet()?;
     let url = store_args.resolve(ctx).await?;
@@ -441,13 +461,6 @@ pub async fn upload(
         bail!(
             "the deployment's store is a directory ({url}): declare the file with a file:// URI under one of the agents' --data-root directories instead"
         );
-    };
-    let name = match name {
-        Some(n) => n,
-        None => file
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| anyhow!("{} has no file name; pass --name", file.display()))?,
     };
     if name.is_empty()
         || name.contains('/')
@@ -477,10 +490,9 @@ pub async fn upload(
         Err(e) => Err(e),
     };
     uploaded.with_context(|| format!("cannot upload {}", file.display()))?;
-    global.output.print(&Uploaded {
+    Ok(Uploaded {
         uri: format!("s3://{}/{}", location.bucket, location.key(&path)),
         sha256,
         size,
-    })?;
-    Ok(EXIT_OK)
+    })
 }

@@ -29,7 +29,22 @@ pub enum SpecCommand {
     },
     /// Print the JSON Schema of job specs (v1).
     Schema,
+    /// Write a starting spec, commented, for the work, the data, the
+    /// request, the output and the checkpoint policy; edit it, then
+    /// `mcjs spec validate` and `mcjs job submit` it.
+    Init {
+        /// Where to write it (`-`: standard output).
+        #[arg(default_value = "job.json")]
+        file: PathBuf,
+        /// Replace the file if it exists.
+        #[arg(long)]
+        force: bool,
+    },
 }
+
+/// The starting spec `mcjs spec init` writes: valid as it is, every value a
+/// placeholder its comment explains.
+pub const STARTING_SPEC: &str = include_str!("spec_init.jsonc");
 
 pub fn run(cmd: SpecCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
     match cmd {
@@ -72,12 +87,62 @@ pub fn run(cmd: SpecCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
                 }
             }
         }
+        SpecCommand::Init { file, force } => init(&file, force, global),
         SpecCommand::Schema => {
             global
                 .output
                 .print(&SchemaOutput(mcjs_spec::json_schema()))?;
             Ok(EXIT_OK)
         }
+    }
+}
+
+fn init(file: &std::path::Path, force: bool, global: &GlobalArgs) -> anyhow::Result<u8> {
+    if file == std::path::Path::new("-") {
+        print!("{STARTING_SPEC}");
+        return Ok(EXIT_OK);
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true);
+    if force {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    let mut out = match options.open(file) {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => anyhow::bail!(
+            "{} exists; nothing was written (pass --force to replace it, or name another file)",
+            file.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("cannot write {}", file.display())),
+    };
+    std::io::Write::write_all(&mut out, STARTING_SPEC.as_bytes())
+        .with_context(|| format!("cannot write {}", file.display()))?;
+    global.output.print(&Initialised {
+        file: file.display().to_string(),
+    })?;
+    Ok(EXIT_OK)
+}
+
+#[derive(Serialize)]
+struct Initialised {
+    file: String,
+}
+
+impl fmt::Display for Initialised {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "wrote {}: a starting spec, every value a placeholder its comment explains",
+            self.file
+        )?;
+        writeln!(f, "  edit it, then: mcjs spec validate {}", self.file)?;
+        write!(
+            f,
+            "  and submit it: mcjs job submit {} --bond USDC",
+            self.file
+        )
     }
 }
 

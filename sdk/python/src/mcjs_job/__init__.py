@@ -306,7 +306,8 @@ class Job:
     def restored(self) -> Optional[Restored]:
         """The checkpoint to resume from, or ``None`` on a fresh start.
         Raises :class:`ContractError` if ``MCJS_RESTORE_DIR`` is set but holds
-        no readable manifest (exit ``EXIT_BAD_INPUT``)."""
+        no readable manifest, or a file its manifest names is missing (exit
+        ``EXIT_BAD_INPUT``)."""
         if not self.restore_dir:
             return None
         path = os.path.join(self.restore_dir, MANIFEST)
@@ -320,6 +321,16 @@ class Job:
         epoch, step = manifest.get("epoch"), manifest.get("step")
         if not isinstance(epoch, int) or not isinstance(step, int):
             raise ContractError(f"cannot resume: {path} has no whole epoch and step")
+        files = manifest.get("files", [])
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            raise ContractError(f"cannot resume: {path}: \"files\" is not a list of paths")
+        root = os.path.realpath(self.restore_dir)
+        for name in files:
+            file = os.path.realpath(os.path.join(root, name))
+            if os.path.commonpath([root, file]) != root or not os.path.isfile(file):
+                raise ContractError(
+                    f"cannot resume: {path} names {name!r}, which is not a file of the checkpoint"
+                )
         return Restored(path=self.restore_dir, epoch=epoch, step=step, manifest=manifest)
 
     def restore(self, load: Callable[[str, Restored], Any]) -> Any:

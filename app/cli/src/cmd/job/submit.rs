@@ -10,10 +10,11 @@ use mcjs_spec::{JobSpec, spec_hash};
 use serde::Serialize;
 
 use super::StoreArgs;
+use crate::GlobalArgs;
 use crate::chain::{Ctx, now_unix, require_funds, usdc};
-use crate::{EXIT_OK, GlobalArgs};
 
-pub(super) async fn submit(
+/// `mcjs job submit`: the job's address once submitted.
+pub(super) async fn submit_job(
     ctx: &Ctx,
     client: &ChainClient,
     global: &GlobalArgs,
@@ -21,7 +22,7 @@ pub(super) async fn submit(
     bond: u64,
     job_id: Option<u64>,
     publish: Option<StoreArgs>,
-) -> anyhow::Result<u8> {
+) -> anyhow::Result<mcjs_client::Pubkey> {
     let text = std::fs::read_to_string(&spec_path)
         .with_context(|| format!("cannot read the job spec {}", spec_path.display()))?;
     let spec = JobSpec::from_json_validated(&text, now_unix()).map_err(|errors| {
@@ -89,7 +90,7 @@ pub(super) async fn submit(
         bond: usdc(bond),
         signature: signature.to_string(),
     })?;
-    Ok(EXIT_OK)
+    Ok(key)
 }
 
 /// Publishes the spec where the agents will read it, before any bond is
