@@ -649,6 +649,96 @@ impl Env {
         decode::node(&self.account(key).expect("node account").data).unwrap()
     }
 
+    /// The checker pool of `gpu_model`, once a node has entered it.
+    pub fn checker_pool(&self, gpu_model: &str) -> Option<CheckerPool> {
+        self.account(&pda::checker_pool(gpu_model))
+            .map(|a| decode::checker_pool(&a.data).unwrap())
+    }
+
+    /// `provider`'s node `node` enters its GPU model's checker pool, or
+    /// renews its entry, signed by its operator key (its agent's part).
+    pub fn enter_pool(&mut self, provider: &ProviderActor, node: usize) -> Outcome {
+        let operator = provider.operator(node).insecure_clone();
+        let model = self.node(&provider.nodes[node]).hardware.gpu_model;
+        let ix = ix::enter_checker_pool(
+            &operator.pubkey(),
+            &provider.nodes[node],
+            &provider.pda,
+            &model,
+        );
+        self.send(&[ix], &[&operator])
+    }
+
+    /// What the pool's draw gives a check of the segment at `segment_key`
+    /// (`picks` members from `seed`, never of a provider in `exclude`), as
+    /// the scheduler computes it; `None` when the pool runs out.
+    pub fn draw(
+        &self,
+        segment_key: &Pubkey,
+        seed: [u8; 32],
+        exclude: Vec<Pubkey>,
+        picks: usize,
+    ) -> Option<(Vec<PoolMember>, ix::DrawProof)> {
+        let segment = decode::segment(&self.account(segment_key)?.data).ok()?;
+        let job = self.job(&segment.job);
+        let pool = self.checker_pool(&segment.gpu_model)?;
+        let params = self.config().params;
+        let draw = Draw {
+            pool: &pool,
+            seed,
+            exclude,
+            params: &params,
+            job: &job,
+            segment: &segment,
+            now: self.now(),
+        };
+        ix::drawn_checkers(&draw, pda::checker_pool(&segment.gpu_model), picks, |m| {
+            Some((
+                decode::node(&self.account(&m.node)?.data).ok()?,
+                decode::provider(&self.account(&m.provider)?.data).ok()?,
+            ))
+        })
+    }
+
+    /// The first round's draw of `job`'s latest attested interval (from
+    /// the hash of the slot after the attestation): its checkers, in the
+    /// order drawn, and the proof.
+    pub fn first_round_draw(&self, job_key: &Pubkey) -> Option<(ix::Checkers, ix::DrawProof)> {
+        let job = self.job(job_key);
+        let hashes = self.svm.get_sysvar::<solana_slot_hashes::SlotHashes>();
+        let hash = hashes
+            .iter()
+            .filter(|(slot, _)| *slot > job.last_attest_slot)
+            .min_by_key(|(slot, _)| *slot)?
+            .1
+            .to_bytes();
+        let seed = first_round_seed(&hash, job_key, job.checkpoint_count);
+        let segment_key = pda::segment(job_key, job.last_checkpoint?.generation);
+        let segment = decode::segment(&self.account(&segment_key)?.data).ok()?;
+        let (taken, proof) = self.draw(&segment_key, seed, vec![segment.provider], 2)?;
+        Some((checkers_of(&taken), proof))
+    }
+
+    /// The draw of a replacement for a checker of `verification`.
+    pub fn replacement_draw(&self, verification: &Pubkey) -> Option<(PoolMember, ix::DrawProof)> {
+        let v = decode::verification(&self.account(verification)?.data).ok()?;
+        let exclude = vec![v.provider, v.verifier_provider, v.referee_provider];
+        let seed = replacement_seed(verification, v.replacements);
+        let (taken, proof) = self.draw(&v.segment, seed, exclude, 1)?;
+        Some((taken[0], proof))
+    }
+
+    /// The draw of `verification`'s second round.
+    pub fn second_round_draw(
+        &self,
+        verification: &Pubkey,
+    ) -> Option<(ix::Checkers, ix::DrawProof)> {
+        let v = decode::verification(&self.account(verification)?.data).ok()?;
+        let seed = second_round_seed(verification);
+        let (taken, proof) = self.draw(&v.segment, seed, v.involved_providers().to_vec(), 2)?;
+        Some((checkers_of(&taken), proof))
+    }
+
     // ----- actors -----
 
     /// A registered provider with `stake` and one node per profile
@@ -1123,5 +1213,15 @@ impl Env {
             },
         );
         self.send(&[rename], &[&operator])
+    }
+}
+
+/// Two members drawn, as the verifier and the referee.
+pub fn checkers_of(taken: &[PoolMember]) -> ix::Checkers {
+    ix::Checkers {
+        verifier_node: taken[0].node,
+        verifier_provider: taken[0].provider,
+        referee_node: taken[1].node,
+        referee_provider: taken[1].provider,
     }
 }

@@ -22,15 +22,20 @@
 //!   owner closes the job (its vault to the owner), every provider
 //!   withdraws its whole stake.
 //!
-//! A provider may also stay silent whenever it is named to check another's
-//! interval. The scheduler then replaces it, past half the window, with one
-//! of two reserve providers that only ever check (`replace_checker`), so
-//! that an honest provider is still paid and a liar still caught; the
-//! other checkers answer honestly. A provider may instead vouch for
-//! whatever it checks (the claimed hash, with bytes a liar would share):
-//! against an honest checker that is a dispute, and the scheduler sends it
-//! to a second round of two more reserves, honest (`open_second_round`),
-//! so that the liar is still caught and the honest provider still paid.
+//! Every checker is the program's draw from the checker pool, which every
+//! provider's node and four reserve providers' nodes enter; the reserves
+//! only ever check, and wait offline (passed over by the draw, shown) until
+//! the scheduler needs them, so that a first round draws the two providers
+//! other than the attester. A provider may also stay silent whenever it is
+//! named to check another's interval. The scheduler then replaces it, past
+//! half the window, with the reserve the pool draws (`replace_checker`: the
+//! three providers are excluded), so that an honest provider is still paid
+//! and a liar still caught; the other checkers answer honestly. A provider
+//! may instead vouch for whatever it checks (the claimed hash, with bytes a
+//! liar would share): against an honest checker that is a dispute, and the
+//! scheduler sends it to a second round of the two reserves the pool draws,
+//! honest (`open_second_round`), so that the liar is still caught and the
+//! honest provider still paid.
 //! Checkers that answer at random are played by `properties.rs`.
 //!
 //! `PROPTEST_CASES` sets the number of sequences (default 1000).
@@ -189,12 +194,23 @@ impl Template {
         let mut env = Env::initialised(default_params(), false);
         let owner = env.wallet(500 * USDC);
         let stranger = env.wallet(10 * USDC);
-        let providers = (0..3)
+        let providers: Vec<ProviderActor> = (0..3)
             .map(|_| env.provider_with_nodes(STAKE, &[a100_80gb()], 2 * USDC))
             .collect();
-        let reserves = (0..4)
+        let reserves: Vec<ProviderActor> = (0..4)
             .map(|_| env.provider_with_nodes(STAKE, &[a100_80gb()], 2 * USDC))
             .collect();
+        // Everyone's agent enters its node in the checker pool; the
+        // reserves then wait offline (the draw passes them over, shown)
+        // until the scheduler needs them, so that a first round draws the
+        // two providers other than the attester.
+        for p in &providers {
+            env.enter_pool(p, 0).expect("a provider enters the pool");
+        }
+        for r in &reserves {
+            env.enter_pool(r, 0).expect("a reserve enters the pool");
+            set_online(&mut env, r, false);
+        }
         Self {
             env,
             owner,
@@ -438,12 +454,23 @@ impl World {
         };
         let scheduler = self.env.scheduler.insecure_clone();
         let generation = job.last_checkpoint.map_or(0, |c| c.generation);
+        // The pool draws the two others (in either order), the offline
+        // reserves passed over; a renamed node leaves it too few.
+        let Some((drawn, proof)) = self.env.first_round_draw(&self.job) else {
+            return false;
+        };
+        let pair = [drawn.verifier_provider, drawn.referee_provider];
+        assert!(
+            pair.contains(&checkers.verifier_provider) && pair.contains(&checkers.referee_provider),
+            "the draw names the two providers other than the attester"
+        );
         let open = ix::open_verification(
             &scheduler.pubkey(),
             &self.job,
             generation,
             job.checkpoint_count,
             &checkers,
+            &proof,
         );
         if self.env.send(&[open], &[&scheduler]).is_err() {
             return false;
@@ -503,11 +530,30 @@ impl World {
             seal(&mut self.env, checker, &key, answer);
         }
         // Past half the window, the scheduler replaces each silent one with
-        // a reserve, which answers.
+        // the reserve the pool draws (the three providers are all excluded:
+        // the attester and the two named), which answers.
         let window = i64::from(default_params().challenge_window_secs);
-        let mut reserves = self.reserves.iter().map(ProviderActor::fork);
+        let reserves: Vec<ProviderActor> = self.reserves.iter().map(ProviderActor::fork).collect();
+        let needed =
+            named.iter().any(|(_, c)| c.is_none()) || self.plays.contains(&Play::VouchingChecker);
+        if needed {
+            for r in &reserves {
+                set_online(&mut self.env, r, true);
+                self.env
+                    .enter_pool(r, 0)
+                    .expect("a reserve renews its entry");
+            }
+        }
         for (role, checker) in named.iter_mut().filter(|(_, c)| c.is_none()) {
-            let reserve = reserves.next().expect("a reserve for each silent checker");
+            let (member, proof) = self
+                .env
+                .replacement_draw(&key)
+                .expect("a reserve is drawn for each silent checker");
+            let reserve = reserves
+                .iter()
+                .find(|r| r.pda == member.provider)
+                .expect("the replacement is a reserve")
+                .fork();
             let opened_at = verification(&self.env).opened_at;
             self.env.set_time(opened_at + window / 2 + 1);
             let _ = self
@@ -522,6 +568,7 @@ impl World {
                 *role,
                 &reserve.nodes[0],
                 &reserve.pda,
+                &proof,
             );
             self.env
                 .send(&[replace], &[&scheduler])
@@ -540,18 +587,28 @@ impl World {
             let _ = self
                 .env
                 .send(&[ix::hold_lease(&scheduler.pubkey())], &[&scheduler]);
-            let (d, e) = (self.reserves[2].fork(), self.reserves[3].fork());
+            let (pair, proof) = self
+                .env
+                .second_round_draw(&key)
+                .expect("two reserves are drawn for the second round");
+            let reserve = |key: &Pubkey| {
+                reserves
+                    .iter()
+                    .find(|r| r.pda == *key)
+                    .expect("the second round's checkers are reserves")
+                    .fork()
+            };
+            let (d, e) = (
+                reserve(&pair.verifier_provider),
+                reserve(&pair.referee_provider),
+            );
             let second = ix::open_second_round(
                 &scheduler.pubkey(),
                 &key,
                 &self.job,
                 &v0.segment,
-                &ix::Checkers {
-                    verifier_node: d.nodes[0],
-                    verifier_provider: d.pda,
-                    referee_node: e.nodes[0],
-                    referee_provider: e.pda,
-                },
+                &pair,
+                &proof,
             );
             self.env
                 .send(&[second], &[&scheduler])
@@ -567,6 +624,11 @@ impl World {
             }
             for checker in [&d, &e] {
                 reveal(&mut self.env, checker, &key, answer);
+            }
+        }
+        if needed {
+            for r in &reserves {
+                set_online(&mut self.env, r, false);
             }
         }
         let v1 = verification(&self.env);
@@ -1000,4 +1062,17 @@ fn participants_keeping_to_one_strategy_take_nothing_from_the_others() {
             );
         }
     }
+}
+
+/// Takes `reserve`'s node offline or brings it back (its provider's word).
+fn set_online(env: &mut Env, reserve: &ProviderActor, online: bool) {
+    let status = if online {
+        NodeStatus::Available
+    } else {
+        NodeStatus::Offline
+    };
+    let ix = ix::set_node_status(&reserve.key(), &reserve.pda, 0, status);
+    let kp = reserve.wallet.kp.insecure_clone();
+    env.send(&[ix], &[&kp])
+        .expect("a reserve's node changes status");
 }

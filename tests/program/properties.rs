@@ -117,7 +117,8 @@ enum Action {
         swap_checkers: bool,
     },
     /// The scheduler sends the latest verification to a second round, of
-    /// the two checkers that do not sit in first rounds.
+    /// the two checkers the pool draws among those the check has not
+    /// involved.
     SecondRound {
         swap_checkers: bool,
     },
@@ -329,6 +330,11 @@ impl Template {
             env.provider_with_nodes(150 * USDC, &[a100_80gb(), a100_80gb()], USDC),
         ];
         let checkers = [(); 4].map(|_| env.provider_with_nodes(150 * USDC, &[a100_80gb()], USDC));
+        // The checkers' agents enter the pool the program draws them from
+        // (the job's providers do not: they only run it).
+        for c in &checkers {
+            env.enter_pool(c, 0).expect("a checker enters the pool");
+        }
         Self {
             env,
             owner,
@@ -646,12 +652,19 @@ impl World {
                 let now = self.env.now();
                 self.env.set_time(now);
                 self.env.set_time(now);
-                let (v, r) = if *swap_checkers { (1, 0) } else { (0, 1) };
-                let checkers = ix::Checkers {
-                    verifier_node: self.checkers[v].nodes[0],
-                    verifier_provider: self.checkers[v].pda,
-                    referee_node: self.checkers[r].nodes[0],
-                    referee_provider: self.checkers[r].pda,
+                // The pool's draw, in the order drawn or swapped; a draw
+                // that cannot be made is sent as none (and refused).
+                let (drawn, proof) = self.env.first_round_draw(&job).unwrap_or_else(|| {
+                    let c = &self.checkers;
+                    (
+                        checkers_of_actors(&c[0], &c[1]),
+                        ix::DrawProof::of(&a100_80gb().gpu_model),
+                    )
+                });
+                let checkers = if *swap_checkers {
+                    swapped(&drawn)
+                } else {
+                    drawn
                 };
                 let generation = state.last_checkpoint.map_or(0, |c| c.generation);
                 let ix = ix::open_verification(
@@ -660,6 +673,7 @@ impl World {
                     generation,
                     state.checkpoint_count,
                     &checkers,
+                    &proof,
                 );
                 let outcome = self.env.send(&[ix], &[&signer]);
                 if outcome.is_ok() {
@@ -674,14 +688,26 @@ impl World {
                     return Ok(vec![]);
                 };
                 let v = self.verification(&key);
-                let (a, b) = if *swap_checkers { (3, 2) } else { (2, 3) };
-                let checkers = ix::Checkers {
-                    verifier_node: self.checkers[a].nodes[0],
-                    verifier_provider: self.checkers[a].pda,
-                    referee_node: self.checkers[b].nodes[0],
-                    referee_provider: self.checkers[b].pda,
+                let (drawn, proof) = self.env.second_round_draw(&key).unwrap_or_else(|| {
+                    let c = &self.checkers;
+                    (
+                        checkers_of_actors(&c[2], &c[3]),
+                        ix::DrawProof::of(&a100_80gb().gpu_model),
+                    )
+                });
+                let checkers = if *swap_checkers {
+                    swapped(&drawn)
+                } else {
+                    drawn
                 };
-                let ix = ix::open_second_round(&signer.pubkey(), &key, &job, &v.segment, &checkers);
+                let ix = ix::open_second_round(
+                    &signer.pubkey(),
+                    &key,
+                    &job,
+                    &v.segment,
+                    &checkers,
+                    &proof,
+                );
                 let outcome = self.env.send(&[ix], &[&signer]);
                 if outcome.is_ok() {
                     // The second round's checkers seal anew.
@@ -1486,4 +1512,24 @@ fn a_spelled_out_greedy_sequence_keeps_every_invariant() {
     }
     assert!(compensated, "the owner was compensated");
     assert!(world.env.try_job(&world.job).is_none(), "the job closed");
+}
+
+/// `v`'s and `r`'s node 0 as the verifier and the referee.
+fn checkers_of_actors(v: &ProviderActor, r: &ProviderActor) -> ix::Checkers {
+    ix::Checkers {
+        verifier_node: v.nodes[0],
+        verifier_provider: v.pda,
+        referee_node: r.nodes[0],
+        referee_provider: r.pda,
+    }
+}
+
+/// The same checkers in each other's roles.
+fn swapped(c: &ix::Checkers) -> ix::Checkers {
+    ix::Checkers {
+        verifier_node: c.referee_node,
+        verifier_provider: c.referee_provider,
+        referee_node: c.verifier_node,
+        referee_provider: c.verifier_provider,
+    }
 }

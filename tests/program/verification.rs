@@ -44,6 +44,11 @@ fn world(ppm: u32) -> World {
     let a = env.provider_with_nodes(200 * USDC, &[a100_80gb(), a100_80gb()], 2 * USDC);
     let b = env.provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
     let c = env.provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
+    // Their agents enter their nodes in the checker pool: with A the
+    // attester, the draw names B and C.
+    for p in [&a, &b, &c] {
+        env.enter_pool(p, 0).expect("enter the checker pool");
+    }
     let job = env.submit(&owner, verified_args(1, ppm)).unwrap();
     env.assign(&job, &a, 0).unwrap();
     env.start(&job, &a, 0).unwrap();
@@ -123,6 +128,15 @@ impl World {
         self.env.warp(1);
     }
 
+    /// How the pool's draw reaches the named checkers of the latest
+    /// interval (nobody passed over where the draw cannot be made).
+    fn first_round_proof(&self) -> ix::DrawProof {
+        self.env
+            .first_round_draw(&self.job)
+            .map(|(_, proof)| proof)
+            .unwrap_or_else(|| ix::DrawProof::of(&a100_80gb().gpu_model))
+    }
+
     fn open_with(&mut self, checkers: &ix::Checkers) -> Outcome {
         let state = self.env.job(&self.job);
         let generation = state.last_checkpoint.unwrap().generation;
@@ -132,6 +146,7 @@ impl World {
             generation,
             state.checkpoint_count,
             checkers,
+            &self.first_round_proof(),
         );
         let scheduler = self.env.scheduler.insecure_clone();
         self.env.send(&[ix], &[&scheduler])
@@ -264,6 +279,11 @@ impl World {
     /// `verification`, in place of a checker that has not sealed.
     fn replacement(&self, verification: &Pubkey, role: Party, by: &ProviderActor) -> Instruction {
         let v = self.verification(verification);
+        let proof = self
+            .env
+            .replacement_draw(verification)
+            .map(|(_, proof)| proof)
+            .unwrap_or_else(|| ix::DrawProof::of(&a100_80gb().gpu_model));
         ix::replace_checker(
             &self.env.scheduler.pubkey(),
             verification,
@@ -272,6 +292,7 @@ impl World {
             role,
             &by.nodes[0],
             &by.pda,
+            &proof,
         )
     }
 
@@ -284,6 +305,11 @@ impl World {
         referee: &ProviderActor,
     ) -> Instruction {
         let v = self.verification(verification);
+        let proof = self
+            .env
+            .second_round_draw(verification)
+            .map(|(_, proof)| proof)
+            .unwrap_or_else(|| ix::DrawProof::of(&a100_80gb().gpu_model));
         ix::open_second_round(
             &self.env.scheduler.pubkey(),
             verification,
@@ -295,6 +321,7 @@ impl World {
                 referee_node: referee.nodes[0],
                 referee_provider: referee.pda,
             },
+            &proof,
         )
     }
 
@@ -639,7 +666,14 @@ fn checkers_must_be_two_other_providers_with_fitting_nodes() {
     // Only the scheduler opens verifications.
     let state = w.env.job(&w.job);
     let stranger = w.env.wallet(0);
-    let ix = ix::open_verification(&stranger.key(), &w.job, 1, state.checkpoint_count, &good);
+    let ix = ix::open_verification(
+        &stranger.key(),
+        &w.job,
+        1,
+        state.checkpoint_count,
+        &good,
+        &w.first_round_proof(),
+    );
     assert!(w.env.send(&[ix], &[&stranger.kp]).is_err());
     w.env.assert_unchanged(&before);
 
@@ -672,6 +706,191 @@ fn checkers_must_be_two_other_providers_with_fitting_nodes() {
     let before = w.env.snapshot();
     expect_error(w.open_with(&good), McjsError::IntervalNotOpenToVerification);
     w.env.assert_unchanged(&before);
+}
+
+/// The provider of `key` among `among`.
+fn actor_of<'a>(among: &[&'a ProviderActor], key: &Pubkey) -> &'a ProviderActor {
+    among
+        .iter()
+        .find(|p| p.pda == *key)
+        .expect("one of the world's providers")
+}
+
+/// The checkers are the pool's draw, not the scheduler's choice: of B, C
+/// and D in the pool (A attests), the scheduler names the two drawn, in
+/// either role; the third, as fit as they are, is refused, and the refusal
+/// changes nothing.
+#[test]
+fn the_checkers_are_the_pools_draw_and_no_other() {
+    let mut w = world(PPM);
+    let d = w
+        .env
+        .provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
+    w.env.enter_pool(&d, 0).unwrap();
+    assert_eq!(
+        w.env
+            .checker_pool(&a100_80gb().gpu_model)
+            .unwrap()
+            .members
+            .len(),
+        4
+    );
+    w.env.warp(2);
+    w.attest(100);
+    let (drawn, proof) = w.env.first_round_draw(&w.job).expect("a draw");
+    assert!(proof.passed_over.is_empty(), "everyone drawn can check");
+    let (b, c) = (w.b.fork(), w.c.fork());
+    let all = [&b, &c, &d];
+    let left_out = all
+        .iter()
+        .find(|p| p.pda != drawn.verifier_provider && p.pda != drawn.referee_provider)
+        .unwrap();
+    let before = w.env.snapshot();
+    for not_drawn in [
+        ix::Checkers {
+            referee_node: left_out.nodes[0],
+            referee_provider: left_out.pda,
+            ..drawn
+        },
+        ix::Checkers {
+            verifier_node: left_out.nodes[0],
+            verifier_provider: left_out.pda,
+            ..drawn
+        },
+    ] {
+        expect_error(w.open_with(&not_drawn), McjsError::CheckerNotDrawn);
+    }
+    w.env.assert_unchanged(&before);
+    let swapped = ix::Checkers {
+        verifier_node: drawn.referee_node,
+        verifier_provider: drawn.referee_provider,
+        referee_node: drawn.verifier_node,
+        referee_provider: drawn.verifier_provider,
+    };
+    w.open_with(&swapped)
+        .expect("the drawn pair, in either role");
+    let state = w.verification(&pda::verification(
+        &w.job,
+        w.env.job(&w.job).checkpoint_count,
+    ));
+    assert_eq!(
+        (state.verifier_provider, state.referee_provider),
+        (drawn.referee_provider, drawn.verifier_provider)
+    );
+}
+
+/// A drawn member that cannot check (here its node went offline after it
+/// entered the pool) is passed over only by showing its accounts, in the
+/// order drawn; naming the next ones without them, or "showing" a member
+/// that can check, is refused and changes nothing.
+#[test]
+fn a_drawn_member_that_cannot_check_is_passed_over_only_by_showing_it() {
+    let mut w = world(PPM);
+    let d = w
+        .env
+        .provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
+    w.env.enter_pool(&d, 0).unwrap();
+    w.env.warp(2);
+    w.attest(100);
+    let (first, _) = w.env.first_round_draw(&w.job).expect("a draw");
+    let (b, c) = (w.b.fork(), w.c.fork());
+    let all = [&b, &c, &d];
+    let gone = actor_of(&all, &first.verifier_provider);
+    let offline = ix::set_node_status(&gone.key(), &gone.pda, 0, NodeStatus::Offline);
+    let kp = gone.wallet.kp.insecure_clone();
+    w.env.send(&[offline], &[&kp]).unwrap();
+    let (next, proof) = w.env.first_round_draw(&w.job).expect("a draw past it");
+    assert_eq!(proof.passed_over, vec![(gone.nodes[0], gone.pda)]);
+    assert!(next.verifier_provider != gone.pda && next.referee_provider != gone.pda);
+
+    let state = w.env.job(&w.job);
+    let (scheduler_key, job) = (w.env.scheduler.pubkey(), w.job);
+    let open = |proof: &ix::DrawProof| {
+        ix::open_verification(
+            &scheduler_key,
+            &job,
+            1,
+            state.checkpoint_count,
+            &next,
+            proof,
+        )
+    };
+    let scheduler = w.env.scheduler.insecure_clone();
+    let before = w.env.snapshot();
+    let unshown = ix::DrawProof::of(&a100_80gb().gpu_model);
+    expect_error(
+        w.env.send(&[open(&unshown)], &[&scheduler]),
+        McjsError::CheckerNotDrawn,
+    );
+    let fit = actor_of(&all, &next.referee_provider);
+    let false_proof = ix::DrawProof {
+        passed_over: vec![(fit.nodes[0], fit.pda)],
+        ..proof.clone()
+    };
+    expect_error(
+        w.env.send(&[open(&false_proof)], &[&scheduler]),
+        McjsError::CheckerNotDrawn,
+    );
+    let extra = ix::DrawProof {
+        passed_over: vec![(gone.nodes[0], gone.pda), (fit.nodes[0], fit.pda)],
+        ..proof.clone()
+    };
+    expect_error(
+        w.env.send(&[open(&extra)], &[&scheduler]),
+        McjsError::UnexpectedAccounts,
+    );
+    w.env.assert_unchanged(&before);
+    w.env
+        .send(&[open(&proof)], &[&scheduler])
+        .expect("the draw past the offline member");
+}
+
+/// A node enters its model's pool by its operator key alone, online and
+/// backed by the minimum stake; renewing replaces its provider's entry
+/// (one per provider) with its stake now. The pool grows by the entrant's
+/// place, paid by it.
+#[test]
+fn a_node_enters_its_models_pool_by_its_operator_once_per_provider() {
+    let mut env = Env::new();
+    let a = env.provider_with_nodes(200 * USDC, &[a100_80gb(), a100_80gb()], 2 * USDC);
+    let model = a100_80gb().gpu_model;
+    let stranger = env.wallet(0);
+    let ix = ix::enter_checker_pool(&stranger.key(), &a.nodes[0], &a.pda, &model);
+    expect_error(env.send(&[ix], &[&stranger.kp]), McjsError::NotNodeOperator);
+    assert!(env.checker_pool(&model).is_none());
+    env.enter_pool(&a, 0).unwrap();
+    let pool = env.checker_pool(&model).unwrap();
+    assert_eq!(pool.gpu_model, model);
+    assert_eq!(pool.members.len(), 1);
+    assert_eq!(
+        (pool.members[0].node, pool.members[0].weight),
+        (a.nodes[0], 200 * USDC)
+    );
+    let small = env.account(&pda::checker_pool(&model)).unwrap().data.len();
+    assert_eq!(small, CheckerPool::space(1));
+    // Its other node takes its provider's place; more stake, more weight.
+    let kp = a.wallet.kp.insecure_clone();
+    let stake = ix::add_stake(&a.key(), &a.wallet.token, &env.mint, 50 * USDC);
+    env.send(&[stake], &[&kp]).unwrap();
+    env.enter_pool(&a, 1).unwrap();
+    let pool = env.checker_pool(&model).unwrap();
+    assert_eq!(pool.members.len(), 1);
+    assert_eq!(
+        (pool.members[0].node, pool.members[0].weight),
+        (a.nodes[1], 250 * USDC)
+    );
+    // An offline node does not enter.
+    let offline = ix::set_node_status(&a.key(), &a.pda, 0, NodeStatus::Offline);
+    env.send(&[offline], &[&kp]).unwrap();
+    let before = env.snapshot();
+    expect_error(env.enter_pool(&a, 0), McjsError::InvalidChecker);
+    env.assert_unchanged(&before);
+    let b = env.provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
+    env.enter_pool(&b, 0).unwrap();
+    assert_eq!(
+        env.account(&pda::checker_pool(&model)).unwrap().data.len(),
+        CheckerPool::space(2)
+    );
 }
 
 /// A provider that sees its interval drawn (the slot hash is public) and
@@ -1267,6 +1486,7 @@ fn a_checker_silent_past_half_the_window_is_replaced_and_the_lie_is_still_caught
     w.env.warp(2);
     w.lie(100);
     let v = w.open();
+    w.env.enter_pool(&d, 0).unwrap();
     let real = w.honest(&v, 100);
     let b = w.b.fork();
     w.seal(&b, &v, real).expect("the verifier seals");
@@ -1364,6 +1584,9 @@ fn a_check_replaces_at_most_twice_and_never_past_its_window() {
     w.env.warp(2);
     w.attest(100);
     let v = w.open();
+    for p in [&d, &e] {
+        w.env.enter_pool(p, 0).unwrap();
+    }
     let window = i64::from(default_params().challenge_window_secs);
     let scheduler = w.env.scheduler.insecure_clone();
     // Past the window: too late, the check ends on what it has.
@@ -1376,15 +1599,27 @@ fn a_check_replaces_at_most_twice_and_never_past_its_window() {
         McjsError::CheckerNotReplaceable,
     );
     w.env.assert_unchanged(&before);
-    // Within it, both silent checkers are replaced, one after the other.
+    // Within it, both silent checkers are replaced, one after the other,
+    // each by the pool's draw among the providers the check does not name.
     w.env.set_time(opened_at + window / 2 + 1);
+    let everyone = [w.a.fork(), w.b.fork(), w.c.fork(), d.fork(), e.fork()];
+    let drawn = |w: &World| {
+        let (member, _) = w.env.replacement_draw(&v).expect("a replacement is drawn");
+        everyone
+            .iter()
+            .find(|p| p.pda == member.provider)
+            .expect("one of the world's providers")
+            .fork()
+    };
+    let first = drawn(&w);
     w.env
-        .send(&[w.replacement(&v, Party::Verifier, &d)], &[&scheduler])
+        .send(&[w.replacement(&v, Party::Verifier, &first)], &[&scheduler])
         .unwrap();
     let opened_at = w.verification(&v).opened_at;
     w.env.set_time(opened_at + window / 2 + 1);
+    let second = drawn(&w);
     w.env
-        .send(&[w.replacement(&v, Party::Referee, &e)], &[&scheduler])
+        .send(&[w.replacement(&v, Party::Referee, &second)], &[&scheduler])
         .unwrap();
     let opened_at = w.verification(&v).opened_at;
     w.env.set_time(opened_at + window / 2 + 1);
@@ -1400,7 +1635,7 @@ fn a_check_replaces_at_most_twice_and_never_past_its_window() {
     assert_eq!(state.replacements, MAX_CHECKER_REPLACEMENTS);
     assert_eq!(
         (state.verifier_node, state.referee_node),
-        (d.nodes[0], e.nodes[0])
+        (first.nodes[0], second.nodes[0])
     );
     w.env.assert_invariants();
 }
@@ -1437,6 +1672,9 @@ fn a_lie_vouched_for(reveal: bool) -> (World, Pubkey, ProviderActor, ProviderAct
     w.env.warp(2);
     w.lie(100);
     let v = w.open();
+    for p in [&d, &e] {
+        w.env.enter_pool(p, 0).unwrap();
+    }
     let (b, c) = (w.b.fork(), w.c.fork());
     let (vouch, real) = (vouching(&w, &v), w.honest(&v, 100));
     w.answer_as(&v, &[(&b, vouch), (&c, real)], reveal);
@@ -1612,6 +1850,9 @@ fn a_checker_answering_wrongly_withholds_nothing_from_an_honest_provider() {
     w.env.warp(2);
     w.attest(100);
     let v = w.open();
+    for p in [&d, &e] {
+        w.env.enter_pool(p, 0).unwrap();
+    }
     let (b, c) = (w.b.fork(), w.c.fork());
     let vv = w.verification(&v);
     let wrong = CheckAnswer::Reproduced {

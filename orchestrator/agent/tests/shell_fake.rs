@@ -538,3 +538,33 @@ async fn a_check_whose_start_cannot_be_restored_seals_start_unavailable() {
     );
     s.cancel.cancel();
 }
+
+/// The agent enters its node in the checker pool of its GPU model as it
+/// starts (the program draws every checker from the pool), signed by the
+/// node's operator key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_enters_its_node_in_its_models_checker_pool() {
+    let s = setup(honest_input).await;
+    let pool = pda::checker_pool("a100-sxm4-80gb");
+    let entered = wait_for("the pool entry", || {
+        s.sent
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|ix| ix.accounts.iter().any(|m| m.pubkey == pool))
+            .cloned()
+    })
+    .await;
+    let authority = entered.accounts[0].pubkey;
+    assert_eq!(
+        entered,
+        mcjs_client::ix::enter_checker_pool(
+            &authority,
+            &s.node,
+            &pda::provider(&authority),
+            "a100-sxm4-80gb"
+        )
+    );
+    assert!(entered.accounts[0].is_signer);
+    s.cancel.cancel();
+}

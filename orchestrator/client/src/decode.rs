@@ -53,6 +53,10 @@ pub fn verification(data: &[u8]) -> Result<Verification, DecodeError> {
     decode("Verification", data)
 }
 
+pub fn checker_pool(data: &[u8]) -> Result<mcjs::state::CheckerPool, DecodeError> {
+    decode("CheckerPool", data)
+}
+
 pub fn job_counter(data: &[u8]) -> Result<mcjs::state::JobCounter, DecodeError> {
     decode("JobCounter", data)
 }

@@ -13,8 +13,9 @@ use mcjs::{accounts as acc, instruction as data, instructions as args, state::se
 pub use crate::job_accounts::JobAccounts;
 pub use challenge::{answer_challenge, record_challenge, request_challenge};
 pub use verification::{
-    Checkers, CurrentAssignment, attest_verification, open_second_round, open_verification,
-    release_segment, replace_checker, resolve_verification,
+    Checkers, CurrentAssignment, DrawProof, attest_verification, drawn_checkers,
+    enter_checker_pool, open_second_round, open_verification, release_segment, replace_checker,
+    resolve_verification,
 };
 
 mod challenge;

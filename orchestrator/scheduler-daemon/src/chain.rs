@@ -30,6 +30,8 @@ pub struct VerifySnapshot {
     pub slot_hashes: Vec<u8>,
     /// The chain's clock (unix seconds).
     pub now: i64,
+    /// The checker pools asked for that exist.
+    pub pools: Vec<(Pubkey, mcjs::state::CheckerPool)>,
 }
 
 /// Whether a round has anything to decide about `job`: it can still be
@@ -63,13 +65,18 @@ pub trait DaemonChain: Send + Sync + 'static {
         keys: &[Pubkey],
     ) -> impl Future<Output = Result<Vec<(Pubkey, Job)>, ChainError>> + Send;
 
-    fn verify_snapshot(&self) -> impl Future<Output = Result<VerifySnapshot, ChainError>> + Send;
+    /// What the verification duties read, with the checker `pools` at
+    /// those addresses.
+    fn verify_snapshot(
+        &self,
+        pools: &[Pubkey],
+    ) -> impl Future<Output = Result<VerifySnapshot, ChainError>> + Send;
 
     /// The SlotHashes sysvar's raw data and the chain's clock (unix seconds): what the
     /// hardware challenge duties read. By default from [`verify_snapshot`](Self::verify_snapshot).
     fn sysvars(&self) -> impl Future<Output = Result<(Vec<u8>, i64), ChainError>> + Send {
         async move {
-            let v = self.verify_snapshot().await?;
+            let v = self.verify_snapshot(&[]).await?;
             Ok((v.slot_hashes, v.now))
         }
     }
@@ -143,7 +150,7 @@ impl DaemonChain for LiveChain {
         self.client.jobs_at(keys).await
     }
 
-    async fn verify_snapshot(&self) -> Result<VerifySnapshot, ChainError> {
+    async fn verify_snapshot(&self, pools: &[Pubkey]) -> Result<VerifySnapshot, ChainError> {
         let indexed = self
             .index
             .as_ref()
@@ -155,6 +162,7 @@ impl DaemonChain for LiveChain {
                 segments,
                 slot_hashes,
                 now,
+                pools: self.client.checker_pools(pools).await?,
             });
         }
         Ok(VerifySnapshot {
@@ -162,6 +170,7 @@ impl DaemonChain for LiveChain {
             segments: self.client.segments().await?,
             slot_hashes: self.client.slot_hashes().await?,
             now: self.client.chain_time().await?,
+            pools: self.client.checker_pools(pools).await?,
         })
     }
 

@@ -6,14 +6,16 @@
 use std::collections::{HashMap, HashSet};
 
 use mcjs_client::Pubkey;
-use mcjs_client::ix::{Checkers, CurrentAssignment};
+use mcjs_client::ix::{Checkers, CurrentAssignment, DrawProof, drawn_checkers};
 use mcjs_client::pda;
-use mcjs_client::program::state::{
-    ConfigParams, Job, JobState, MAX_CHECKER_REPLACEMENTS, NO_OPEN_INTERVAL, Node, NodeStatus,
-    Party, Provider, Segment, SegmentState, Verification, VerificationOutcome, VerificationState,
-    sampled, slot_hash_after,
+use mcjs_client::program::instructions::{
+    Draw, first_round_seed, replacement_seed, second_round_seed,
 };
-use sha2::{Digest, Sha256};
+use mcjs_client::program::state::{
+    CheckerPool, ConfigParams, Job, JobState, MAX_CHECKER_REPLACEMENTS, NO_OPEN_INTERVAL, Node,
+    Party, PoolMember, Provider, Segment, SegmentState, Verification, VerificationOutcome,
+    VerificationState, sampled, slot_hash_after,
+};
 
 /// What the chain says, as the verification duties need it.
 pub struct VerifyObservation<'a> {
@@ -27,11 +29,9 @@ pub struct VerifyObservation<'a> {
     pub segments: &'a [(Pubkey, Segment)],
     /// The SlotHashes sysvar's raw data.
     pub slot_hashes: &'a [u8],
-    /// Nodes whose agents sent a heartbeat recently and are not on battery:
-    /// only they are drawn as checkers (a node that is registered but never
-    /// runs an agent would only ever stay silent; one on battery is moving
-    /// its own jobs off).
-    pub alive: &'a HashSet<Pubkey>,
+    /// The checker pools of the nodes' GPU models (those created): the
+    /// program draws every checker from them (state/checker_pool.rs).
+    pub pools: &'a [(Pubkey, CheckerPool)],
 }
 
 #[derive(Debug, Clone)]
@@ -42,6 +42,7 @@ pub enum VerifyAction {
         segment_generation: u32,
         interval: u32,
         checkers: Checkers,
+        draw: DrawProof,
     },
     /// A verification is decided (or its checkers stayed silent too long).
     Resolve {
@@ -59,6 +60,7 @@ pub enum VerifyAction {
         verification: Pubkey,
         segment: Pubkey,
         checkers: Checkers,
+        draw: DrawProof,
     },
     /// A verified job's output is attested, its draw has had its time, no
     /// check is open and its node has not completed it within a liveness
@@ -80,6 +82,7 @@ pub enum VerifyAction {
         role: Party,
         node: Pubkey,
         provider: Pubkey,
+        draw: DrawProof,
     },
 }
 
@@ -283,117 +286,81 @@ fn draw(
     if !sampled(&hash, key, interval, job.verification_ppm) {
         return None;
     }
-    let checkers = choose_checkers(o, job, segment.provider, &segment.gpu_model, &hash)?;
+    let seed = first_round_seed(&hash, key, interval);
+    let (checkers, draw) = choose_checkers(o, job, segment, seed, vec![segment.provider])?;
     Some(VerifyAction::Open {
         job: *key,
         segment_generation: last.generation,
         interval,
         checkers,
+        draw,
     })
 }
 
-/// A verifier and a referee of two providers other than `claimed`: drawn
-/// by the draw's slot hash among the providers with a node that could run
-/// the job, of `gpu_model` (the attester's when it was assigned, which its
-/// segment keeps: bitwise results hold only within a hardware class), not
-/// offline and in `alive`, each provider weighted by the stake that backs
-/// it, at most one node per provider. Idle or busy makes no difference, so
-/// a node kept idle (priced out of every job) gains no more draws than its
-/// provider's stake buys. `None` (the interval is not drawn) when fewer
-/// than two providers qualify.
+/// A verifier and a referee for a check of `segment`, as the program draws
+/// them (`mcjs::instructions::require_drawn`): from the checker pool of the
+/// segment's GPU model (the attester's when it was assigned: bitwise
+/// results hold only within a hardware class), by `seed`, never of a
+/// provider in `exclude`, each provider as likely as the stake it entered
+/// with; a drawn member that cannot check (offline, too little stake,
+/// another model now, unfit for the job) is passed over and shown. Who
+/// heartbeats makes no difference: a drawn checker that stays silent is
+/// replaced. `None` (the interval is not checked) when the pool runs out.
 pub fn choose_checkers(
     o: &VerifyObservation<'_>,
     job: &Job,
-    claimed: Pubkey,
-    gpu_model: &str,
-    hash: &[u8; 32],
-) -> Option<Checkers> {
-    let pool = CheckerPool::new(o, job, gpu_model);
-    let (verifier_node, verifier_provider) = pool.pick(&[claimed], word(hash, 0), word(hash, 1))?;
-    let (referee_node, referee_provider) =
-        pool.pick(&[claimed, verifier_provider], word(hash, 2), word(hash, 3))?;
-    Some(Checkers {
-        verifier_node,
-        verifier_provider,
-        referee_node,
-        referee_provider,
+    segment: &Segment,
+    seed: [u8; 32],
+    exclude: Vec<Pubkey>,
+) -> Option<(Checkers, DrawProof)> {
+    let (taken, draw) = draw_from_pool(o, job, segment, seed, exclude, 2)?;
+    Some((
+        Checkers {
+            verifier_node: taken[0].node,
+            verifier_provider: taken[0].provider,
+            referee_node: taken[1].node,
+            referee_provider: taken[1].provider,
+        },
+        draw,
+    ))
+}
+
+/// `picks` members of the pool of `segment`'s GPU model, as the program
+/// draws them, and the proof.
+fn draw_from_pool(
+    o: &VerifyObservation<'_>,
+    job: &Job,
+    segment: &Segment,
+    seed: [u8; 32],
+    exclude: Vec<Pubkey>,
+    picks: usize,
+) -> Option<(Vec<PoolMember>, DrawProof)> {
+    let (pool_key, pool) = o
+        .pools
+        .iter()
+        .find(|(_, p)| p.gpu_model == segment.gpu_model)?;
+    let nodes: HashMap<Pubkey, &Node> = o.nodes.iter().map(|(k, n)| (*k, n)).collect();
+    let draw = Draw {
+        pool,
+        seed,
+        exclude,
+        params: o.params,
+        job,
+        segment,
+        now: o.now,
+    };
+    drawn_checkers(&draw, *pool_key, picks, |m| {
+        Some((
+            (*nodes.get(&m.node)?).clone(),
+            o.providers.get(&m.provider)?.clone(),
+        ))
     })
-}
-
-/// The `i`th little-endian u64 of a 32-byte draw.
-fn word(hash: &[u8; 32], i: usize) -> u64 {
-    let mut bytes = [0u8; 8];
-    bytes.copy_from_slice(&hash[8 * i..8 * i + 8]);
-    u64::from_le_bytes(bytes)
-}
-
-/// The providers that may check a job's interval, as [`choose_checkers`]
-/// says: in a fixed order (their keys), each with its stake and its
-/// fitting nodes (sorted).
-struct CheckerPool {
-    providers: Vec<(Pubkey, u64, Vec<Pubkey>)>,
-}
-
-impl CheckerPool {
-    fn new(o: &VerifyObservation<'_>, job: &Job, gpu_model: &str) -> Self {
-        let fits = |key: &Pubkey, n: &Node| {
-            n.status != NodeStatus::Offline
-                && o.alive.contains(key)
-                && n.hardware.gpu_model == gpu_model
-                && job.requirements.check(&n.hardware).is_ok()
-        };
-        let mut providers: Vec<(Pubkey, u64, Vec<Pubkey>)> = Vec::new();
-        for (key, node) in o.nodes.iter().filter(|(k, n)| fits(k, n)) {
-            let Some(stake) = o
-                .providers
-                .get(&node.provider)
-                .map(|p| p.committed_stake())
-                .filter(|s| *s >= o.params.min_provider_stake && *s > 0)
-            else {
-                continue;
-            };
-            match providers.iter_mut().find(|(p, ..)| *p == node.provider) {
-                Some((_, _, nodes)) => nodes.push(*key),
-                None => providers.push((node.provider, stake, vec![*key])),
-            }
-        }
-        providers.sort_by_key(|(p, ..)| *p);
-        for (_, _, nodes) in &mut providers {
-            nodes.sort();
-        }
-        CheckerPool { providers }
-    }
-
-    /// One node of a provider not in `exclude`, the provider drawn by
-    /// `draw` weighted by stake, the node by `node_draw`.
-    fn pick(&self, exclude: &[Pubkey], draw: u64, node_draw: u64) -> Option<(Pubkey, Pubkey)> {
-        let pool: Vec<&(Pubkey, u64, Vec<Pubkey>)> = self
-            .providers
-            .iter()
-            .filter(|(p, ..)| !exclude.contains(p))
-            .collect();
-        let total: u128 = pool.iter().map(|(_, s, _)| u128::from(*s)).sum();
-        if total == 0 {
-            return None;
-        }
-        let mut at = u128::from(draw) % total;
-        for (provider, stake, nodes) in pool {
-            if at < u128::from(*stake) {
-                let node = nodes[(node_draw % nodes.len() as u64) as usize];
-                return Some((node, *provider));
-            }
-            at -= u128::from(*stake);
-        }
-        None
-    }
 }
 
 /// A checker of `v` that has not sealed by half the window
 /// (`Verification::seal_deadline`), replaced while the program takes one:
 /// drawn as [`choose_checkers`] draws, among the providers other than the
-/// attester's and the two named, by
-/// `sha256("mcjs-replace-checker/1" ‖ verification ‖ replacements)`, so
-/// that anyone can recompute it. `None` when nobody is to be replaced or
+/// attester's and the two named, by `replacement_seed`. `None` when nobody is to be replaced or
 /// no other provider qualifies (the check then ends on what it has).
 fn replace(
     o: &VerifyObservation<'_>,
@@ -415,22 +382,17 @@ fn replace(
         .find(|r| v.commitment(*r).is_none())?;
     let job = jobs.get(&v.job)?;
     let segment = segments.get(&v.segment)?;
-    let draw: [u8; 32] = Sha256::new()
-        .chain_update(b"mcjs-replace-checker/1")
-        .chain_update(key.as_ref())
-        .chain_update([v.replacements])
-        .finalize()
-        .into();
-    let pool = CheckerPool::new(o, job, &segment.gpu_model);
-    let exclude = [v.provider, v.verifier_provider, v.referee_provider];
-    let (node, provider) = pool.pick(&exclude, word(&draw, 0), word(&draw, 1))?;
+    let exclude = vec![v.provider, v.verifier_provider, v.referee_provider];
+    let seed = replacement_seed(key, v.replacements);
+    let (taken, draw) = draw_from_pool(o, job, segment, seed, exclude, 1)?;
     Some(VerifyAction::Replace {
         job: v.job,
         verification: *key,
         segment: v.segment,
         role,
-        node,
-        provider,
+        node: taken[0].node,
+        provider: taken[0].provider,
+        draw,
     })
 }
 
@@ -438,8 +400,7 @@ fn replace(
 /// different answers (or one stayed silent after the other revealed),
 /// while the program takes them (`Verification::second_round_window`):
 /// drawn as [`choose_checkers`] draws, among the providers the check has
-/// not involved, by `sha256("mcjs-second-round/1" ‖ verification)`, so
-/// that anyone can recompute it. `None` when fewer than two such
+/// not involved, by `second_round_seed`. `None` when fewer than two such
 /// providers qualify (the check then ends on what the first round
 /// revealed).
 fn second_round(
@@ -455,26 +416,14 @@ fn second_round(
     }
     let job = jobs.get(&v.job)?;
     let segment = segments.get(&v.segment)?;
-    let draw: [u8; 32] = Sha256::new()
-        .chain_update(b"mcjs-second-round/1")
-        .chain_update(key.as_ref())
-        .finalize()
-        .into();
-    let pool = CheckerPool::new(o, job, &segment.gpu_model);
-    let mut exclude = v.involved_providers().to_vec();
-    let (verifier_node, verifier_provider) = pool.pick(&exclude, word(&draw, 0), word(&draw, 1))?;
-    exclude.push(verifier_provider);
-    let (referee_node, referee_provider) = pool.pick(&exclude, word(&draw, 2), word(&draw, 3))?;
+    let exclude = v.involved_providers().to_vec();
+    let (checkers, draw) = choose_checkers(o, job, segment, second_round_seed(key), exclude)?;
     Some(VerifyAction::SecondRound {
         job: v.job,
         verification: *key,
         segment: v.segment,
-        checkers: Checkers {
-            verifier_node,
-            verifier_provider,
-            referee_node,
-            referee_provider,
-        },
+        checkers,
+        draw,
     })
 }
 

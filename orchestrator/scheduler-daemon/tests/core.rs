@@ -992,11 +992,20 @@ fn a_malformed_job_is_skipped_by_name_and_the_others_are_placed() {
 mod verify {
     use super::*;
     use mcjs_client::pda;
+    use mcjs_client::program::state::{CheckerPool, POOL_MEMBERSHIP_SECS, PoolMember};
     use mcjs_scheduler_daemon::verify::{
         VerifyAction, VerifyObservation, choose_checkers, needs_chain_read, passed_over,
         verify_duties,
     };
-    use std::collections::{HashMap, HashSet};
+    use std::collections::HashMap;
+
+    const MODEL: &str = "a100-sxm4-80gb";
+
+    /// The test Config's parameters, kept for the observations that borrow them.
+    fn params_ref() -> &'static ConfigParams {
+        static PARAMS: std::sync::OnceLock<ConfigParams> = std::sync::OnceLock::new();
+        PARAMS.get_or_init(params)
+    }
 
     const ATTEST_SLOT: u64 = 1_000;
 
@@ -1059,12 +1068,14 @@ mod verify {
         verifications: Vec<(Pubkey, Verification)>,
         segments: Vec<(Pubkey, Segment)>,
         slot_hashes: Vec<u8>,
-        alive: HashSet<Pubkey>,
+        /// The checker pool of the model, as the agents entered it.
+        pools: Vec<(Pubkey, CheckerPool)>,
         now: i64,
     }
 
     impl World {
-        /// The job's provider 30 and three others (40, 50, 60), one node each.
+        /// The job's provider 30 and three others (40, 50, 60), one node
+        /// each, every node in the model's checker pool.
         fn new(ppm: u32) -> Self {
             let job = key(10);
             let mut nodes = vec![(key(20), busy(node(key(30), 81_920), job))];
@@ -1073,31 +1084,57 @@ mod verify {
                 nodes.push((key(n), node(key(p), 81_920)));
                 providers.insert(key(p), provider(200_000_000));
             }
-            let alive = nodes.iter().map(|(k, _)| *k).collect();
-            Self {
+            let mut w = Self {
                 jobs: vec![(job, verified_job(ppm))],
-                alive,
                 nodes,
                 providers,
                 verifications: vec![],
                 segments: vec![(pda::segment(&job, 1), segment(job, SegmentState::OnNode))],
                 slot_hashes: slot_hashes([7; 32]),
+                pools: vec![(
+                    pda::checker_pool(MODEL),
+                    CheckerPool {
+                        gpu_model: MODEL.into(),
+                        bump: 255,
+                        members: vec![],
+                    },
+                )],
                 now: T0 + 11,
+            };
+            for n in w.nodes.clone() {
+                w.enter(n.0);
             }
+            w
         }
 
-        fn duties(&self) -> Vec<VerifyAction> {
-            verify_duties(&VerifyObservation {
+        /// `node`'s agent enters it in the pool now, at its provider's stake.
+        fn enter(&mut self, node: Pubkey) {
+            let (_, n) = self.nodes.iter().find(|(k, _)| *k == node).unwrap();
+            let member = PoolMember {
+                provider: n.provider,
+                node,
+                weight: self.providers[&n.provider].committed_stake(),
+                renewed_at: self.now,
+            };
+            self.pools[0].1.enter(member, self.now).unwrap();
+        }
+
+        fn observation(&self) -> VerifyObservation<'_> {
+            VerifyObservation {
                 now: self.now,
-                params: &params(),
+                params: params_ref(),
                 jobs: &self.jobs,
                 nodes: &self.nodes,
                 providers: &self.providers,
                 verifications: &self.verifications,
                 segments: &self.segments,
                 slot_hashes: &self.slot_hashes,
-                alive: &self.alive,
-            })
+                pools: &self.pools,
+            }
+        }
+
+        fn duties(&self) -> Vec<VerifyAction> {
+            verify_duties(&self.observation())
         }
     }
 
@@ -1116,28 +1153,34 @@ mod verify {
         out
     }
 
-    /// A node that never runs an agent (no heartbeat), or runs another GPU
-    /// model than the attester ran the interval on, is never drawn: it
-    /// would only stay silent, or disagree bitwise. The model is the one
-    /// the segment kept from the assignment: the attester renaming its
+    /// The checkers are the pool's draw, as the program checks it: a node
+    /// whose entry has lapsed (its agent gone a day) is not drawn; one now
+    /// of another GPU model than the attester ran the interval on is passed
+    /// over and shown (its accounts go with the opening). The model is the
+    /// one the segment kept from the assignment: the attester renaming its
     /// node since changes nothing.
     #[test]
-    fn checkers_are_alive_and_of_the_attesters_gpu_model() {
+    fn checkers_are_the_pools_draw_of_the_attesters_gpu_model() {
         let mut w = World::new(PPM);
         w.nodes[0].1.hardware.gpu_model = "rtx-6000-ada".into();
-        w.alive.remove(&key(21));
+        w.pools[0].1.members[1].renewed_at = w.now - POOL_MEMBERSHIP_SECS - 1;
         w.nodes[2].1.hardware.gpu_model = "rtx-6000-ada".into();
         w.nodes[2].1.hardware.vram_per_gpu_mib = 90_000;
         // Only 23 (provider 60) is left: fewer than two providers.
         assert!(w.duties().is_empty());
-        w.alive.insert(key(21));
+        w.enter(key(21));
         let duties = w.duties();
-        let [VerifyAction::Open { checkers, .. }] = &duties[..] else {
+        let [VerifyAction::Open { checkers, draw, .. }] = &duties[..] else {
             panic!("one open: {duties:?}");
         };
         let mut drawn = [checkers.verifier_node, checkers.referee_node];
         drawn.sort();
         assert_eq!(drawn, [key(21), key(23)]);
+        assert_eq!(draw.pool, pda::checker_pool(MODEL));
+        assert!(
+            draw.passed_over.iter().all(|p| *p == (key(22), key(50))),
+            "only the renamed node is passed over: {draw:?}"
+        );
     }
 
     /// Ten honest providers' nodes, all busy running jobs, and two
@@ -1149,10 +1192,12 @@ mod verify {
         let mut w = World::new(PPM);
         w.nodes.truncate(1);
         w.providers.retain(|k, _| *k == key(30));
+        w.pools[0].1.members.clear();
         for i in 0..10u8 {
             let (n, p) = (key(100 + i), key(150 + i));
             w.nodes.push((n, busy(node(p, 81_920), key(200 + i))));
             w.providers.insert(p, provider(200_000_000));
+            w.enter(n);
         }
         let squatters = [key(240), key(241)];
         for (i, p) in squatters.iter().enumerate() {
@@ -1162,9 +1207,10 @@ mod verify {
             // The minimum stake each.
             w.providers
                 .insert(*p, provider(params().min_provider_stake));
+            w.enter(key(230 + i as u8));
         }
-        w.alive = w.nodes.iter().map(|(k, _)| *k).collect();
         let job = w.jobs[0].1.clone();
+        let segment = w.segments[0].1.clone();
         let total: u64 = w
             .providers
             .iter()
@@ -1174,20 +1220,11 @@ mod verify {
         let squat_stake = 2 * params().min_provider_stake;
         let (mut seats, mut both) = (0u32, 0u32);
         let draws = 10_000u32;
+        let o = w.observation();
         for i in 0..draws {
-            let hash = slot_hash_like(u64::from(i));
-            let o = VerifyObservation {
-                now: w.now,
-                params: &params(),
-                jobs: &w.jobs,
-                nodes: &w.nodes,
-                providers: &w.providers,
-                verifications: &[],
-                segments: &w.segments,
-                slot_hashes: &w.slot_hashes,
-                alive: &w.alive,
-            };
-            let c = choose_checkers(&o, &job, key(30), "a100-sxm4-80gb", &hash).expect("checkers");
+            let seed = slot_hash_like(u64::from(i));
+            let (c, _) =
+                choose_checkers(&o, &job, &segment, seed, vec![key(30)]).expect("checkers");
             let held = [c.verifier_provider, c.referee_provider]
                 .iter()
                 .filter(|p| squatters.contains(p))
@@ -1346,7 +1383,7 @@ mod verify {
         let mut w = World::new(PPM);
         w.nodes.push((key(24), node(key(70), 81_920)));
         w.providers.insert(key(70), provider(200_000_000));
-        w.alive.insert(key(24));
+        w.enter(key(24));
         let answer = |h: u8| CheckAnswer::Reproduced {
             hash: [h; 32],
             possession: [h; 32],
@@ -1420,7 +1457,7 @@ mod verify {
         }
         w.verifications = vec![(key(90), disputed.clone())];
         w.now = disputed.opened_at;
-        w.alive.remove(&key(24));
+        w.pools[0].1.members.retain(|m| m.node != key(24));
         assert_eq!(seconds(&w), vec![], "one provider left is not two");
     }
 
@@ -1618,21 +1655,7 @@ mod verify {
     fn an_interval_is_passed_over_only_once_its_draw_is_final() {
         let passed = |w: &World| {
             let (key, job) = &w.jobs[0];
-            passed_over(
-                &VerifyObservation {
-                    now: w.now,
-                    params: &params(),
-                    jobs: &w.jobs,
-                    nodes: &w.nodes,
-                    providers: &w.providers,
-                    verifications: &w.verifications,
-                    segments: &w.segments,
-                    slot_hashes: &w.slot_hashes,
-                    alive: &w.alive,
-                },
-                key,
-                job,
-            )
+            passed_over(&w.observation(), key, job)
         };
         // Sampled (every interval is, at the full rate): it will be opened.
         let mut w = World::new(PPM);

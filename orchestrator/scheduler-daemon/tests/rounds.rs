@@ -74,7 +74,7 @@ impl DaemonChain for FakeChain {
             .collect())
     }
 
-    async fn verify_snapshot(&self) -> Result<VerifySnapshot, ChainError> {
+    async fn verify_snapshot(&self, _pools: &[Pubkey]) -> Result<VerifySnapshot, ChainError> {
         Ok(VerifySnapshot::default())
     }
 

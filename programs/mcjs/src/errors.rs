@@ -209,4 +209,10 @@ pub enum McjsError {
     CooldownShorterThanCheck,
     #[msg("a first-round checker the second round proved wrong is slashed when the check is resolved: pass its Provider account and stake vault")]
     CheckerAccountsRequired,
+    #[msg("these are not the checkers the pool's draw gives: name the members drawn (in either role), and pass each member drawn before them that cannot check with its node's and provider's accounts, in the order drawn")]
+    CheckerNotDrawn,
+    #[msg("the checker pool of this GPU model has too few members that could check (after at most MAX_DRAW_SKIPS passed over): the interval is not checked")]
+    NoCheckerDrawn,
+    #[msg("the checker pool is full and this provider's stake outweighs no member: it enters when a member lapses or a lighter one is outweighed")]
+    CheckerPoolFull,
 }

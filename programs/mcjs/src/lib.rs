@@ -185,7 +185,7 @@ pub mod mcjs {
     /// interval, if the slot-hash draw selects it, naming a verifier and a
     /// referee node of two other providers.
     pub fn open_verification(ctx: Context<OpenVerification>) -> Result<()> {
-        no_extra_accounts(&ctx)?;
+        // The remaining accounts show the pool members drawn and passed over.
         OpenVerification::open_verification(ctx)
     }
 
@@ -198,17 +198,24 @@ pub mod mcjs {
         AttestVerification::attest_verification(ctx, args)
     }
 
+    /// A node's agent enters its node in the checker pool of its GPU model,
+    /// or renews its entry.
+    pub fn enter_checker_pool(ctx: Context<EnterCheckerPool>) -> Result<()> {
+        no_extra_accounts(&ctx)?;
+        EnterCheckerPool::enter_checker_pool(ctx)
+    }
+
     /// The scheduler names another checker in place of one that has not
     /// sealed its answer by half the challenge window.
     pub fn replace_checker(ctx: Context<ReplaceChecker>, args: ReplaceCheckerArgs) -> Result<()> {
-        no_extra_accounts(&ctx)?;
+        // The remaining accounts show the pool members drawn and passed over.
         ReplaceChecker::replace_checker(ctx, args)
     }
 
     /// The scheduler names two fresh checkers for a check whose first
     /// round's checkers disagreed.
     pub fn open_second_round(ctx: Context<OpenSecondRound>) -> Result<()> {
-        no_extra_accounts(&ctx)?;
+        // The remaining accounts show the pool members drawn and passed over.
         OpenSecondRound::open_second_round(ctx)
     }
 

@@ -67,10 +67,14 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let mut tick = tokio::time::interval(s.config.tick.max(CHECKS_EVERY));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut finder = CheckFinder::new(s.config.scheduler.as_deref(), s.node, watched);
+        let mut renew_at = Instant::now();
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
                 _ = tick.tick() => {}
+            }
+            if Instant::now() >= renew_at {
+                renew_at = Instant::now() + self.renew_pool_entry().await;
             }
             let listed = match finder.find(&s.chain, s.node, Instant::now()).await {
                 Ok(listed) => listed,
@@ -109,6 +113,45 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             }
         }
         tracker.close();
+    }
+
+    /// Enters this node in the checker pool of its GPU model, or renews its
+    /// entry (state/checker_pool.rs): the program draws checkers only from
+    /// the pool, and an entry not renewed for `POOL_MEMBERSHIP_SECS` is
+    /// passed over. An offline node does not (it would be passed over). When
+    /// to renew next: a quarter of the membership, or a minute after a
+    /// failure.
+    async fn renew_pool_entry(&self) -> Duration {
+        use mcjs_client::program::state::{NodeStatus, POOL_RENEW_SECS};
+        let s = &self.shared;
+        let retry = Duration::from_secs(60);
+        let node = match s.chain.node(s.node).await {
+            Ok(Some(node)) => node,
+            Ok(None) => return retry,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot read the node to renew its checker pool entry");
+                return retry;
+            }
+        };
+        if node.status == NodeStatus::Offline {
+            return retry;
+        }
+        let ix = mcjs_client::ix::enter_checker_pool(
+            &s.chain.authority(),
+            &s.node,
+            &node.provider,
+            &node.hardware.gpu_model,
+        );
+        match s.chain.send(ix).await {
+            Ok(()) => {
+                tracing::info!(gpu_model = %node.hardware.gpu_model, "entered in the checker pool");
+                Duration::from_secs(POOL_RENEW_SECS.unsigned_abs())
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot enter the node in its checker pool; trying again in a minute");
+                retry
+            }
+        }
     }
 
     /// Runs the check and seals its answer; `false` to try again later.

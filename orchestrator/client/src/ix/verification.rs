@@ -14,16 +14,100 @@ pub struct Checkers {
     pub referee_provider: Pubkey,
 }
 
+/// How the pool's draw reached the checkers an instruction names: the pool
+/// (of the attester's GPU model), and each member drawn and passed over, its
+/// node and its provider, in the order drawn (the accounts that show it
+/// cannot check).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DrawProof {
+    pub pool: Pubkey,
+    pub passed_over: Vec<(Pubkey, Pubkey)>,
+}
+
+impl DrawProof {
+    /// A draw from `gpu_model`'s pool that passed nobody over.
+    pub fn of(gpu_model: &str) -> Self {
+        DrawProof {
+            pool: pda::checker_pool(gpu_model),
+            passed_over: Vec::new(),
+        }
+    }
+
+    /// `ix` with the members passed over appended, as the program reads them.
+    fn append_to(&self, mut ix: Instruction) -> Instruction {
+        for (node, provider) in &self.passed_over {
+            ix.accounts.push(AccountMeta::new_readonly(*node, false));
+            ix.accounts
+                .push(AccountMeta::new_readonly(*provider, false));
+        }
+        ix
+    }
+}
+
+/// The checkers `pool`'s draw gives, as the program checks it
+/// (`mcjs::instructions::require_drawn`): `picks` members drawn from
+/// `draw`'s seed, each drawn member judged by its node's and provider's
+/// accounts (`accounts`; a member whose accounts cannot be read ends the
+/// draw, for nothing could show it unfit). The members taken, in the order
+/// drawn, and the proof to send; `None` when the pool runs out first.
+pub fn drawn_checkers(
+    draw: &mcjs::instructions::Draw<'_>,
+    pool_key: Pubkey,
+    picks: usize,
+    accounts: impl Fn(&mcjs::state::PoolMember) -> Option<(mcjs::state::Node, mcjs::state::Provider)>,
+) -> Option<(Vec<mcjs::state::PoolMember>, DrawProof)> {
+    let mut proof = DrawProof {
+        pool: pool_key,
+        passed_over: Vec::new(),
+    };
+    let mut exclude = draw.exclude.clone();
+    let taken = draw
+        .pool
+        .walk::<()>(&draw.seed, picks, &mut exclude, draw.now, |member| {
+            let (node, provider) = accounts(member).ok_or(())?;
+            if mcjs::instructions::member_fits(draw, member, &node, &provider) {
+                return Ok(true);
+            }
+            proof.passed_over.push((member.node, member.provider));
+            Ok(false)
+        })
+        .ok()??;
+    Some((taken, proof))
+}
+
+/// A node's operator key enters the node in the checker pool of its GPU
+/// model, or renews its entry.
+pub fn enter_checker_pool(
+    operator: &Pubkey,
+    node: &Pubkey,
+    provider: &Pubkey,
+    gpu_model: &str,
+) -> Instruction {
+    build(
+        acc::EnterCheckerPool {
+            operator: *operator,
+            config: pda::config(),
+            node: *node,
+            provider: *provider,
+            pool: pda::checker_pool(gpu_model),
+            system_program: SYSTEM_PROGRAM,
+        },
+        data::EnterCheckerPool {},
+    )
+}
+
 /// `segment_generation` is the generation that attested the job's latest
-/// checkpoint; `interval` the job's checkpoint count.
+/// checkpoint; `interval` the job's checkpoint count; `draw` how the pool's
+/// draw reached `checkers`.
 pub fn open_verification(
     scheduler: &Pubkey,
     job: &Pubkey,
     segment_generation: u32,
     interval: u32,
     checkers: &Checkers,
+    draw: &DrawProof,
 ) -> Instruction {
-    build(
+    draw.append_to(build(
         acc::OpenVerification {
             scheduler: *scheduler,
             config: pda::config(),
@@ -35,15 +119,18 @@ pub fn open_verification(
             verifier_provider: checkers.verifier_provider,
             referee_node: checkers.referee_node,
             referee_provider: checkers.referee_provider,
+            pool: draw.pool,
             slot_hashes: anchor_lang::compat::solana_sysvar::slot_hashes::ID,
             system_program: SYSTEM_PROGRAM,
         },
         data::OpenVerification {},
-    )
+    ))
 }
 
 /// The scheduler names `node` of `provider` as `role` of `verification` in
-/// place of a checker that has not sealed its answer by half the window.
+/// place of a checker that has not sealed its answer by half the window;
+/// `draw` how the pool's draw reached it.
+#[allow(clippy::too_many_arguments)]
 pub fn replace_checker(
     scheduler: &Pubkey,
     verification: &Pubkey,
@@ -52,8 +139,9 @@ pub fn replace_checker(
     role: mcjs::state::Party,
     node: &Pubkey,
     provider: &Pubkey,
+    draw: &DrawProof,
 ) -> Instruction {
-    build(
+    draw.append_to(build(
         acc::ReplaceChecker {
             scheduler: *scheduler,
             config: pda::config(),
@@ -63,11 +151,12 @@ pub fn replace_checker(
             segment: *segment,
             node: *node,
             provider: *provider,
+            pool: draw.pool,
         },
         data::ReplaceChecker {
             args: args::ReplaceCheckerArgs { role },
         },
-    )
+    ))
 }
 
 /// The scheduler sends `verification` (of `job`, `segment`), disputed by
@@ -78,8 +167,9 @@ pub fn open_second_round(
     job: &Pubkey,
     segment: &Pubkey,
     checkers: &Checkers,
+    draw: &DrawProof,
 ) -> Instruction {
-    build(
+    draw.append_to(build(
         acc::OpenSecondRound {
             scheduler: *scheduler,
             config: pda::config(),
@@ -91,10 +181,11 @@ pub fn open_second_round(
             verifier_provider: checkers.verifier_provider,
             referee_node: checkers.referee_node,
             referee_provider: checkers.referee_provider,
+            pool: draw.pool,
             slot_hashes: anchor_lang::compat::solana_sysvar::slot_hashes::ID,
         },
         data::OpenSecondRound {},
-    )
+    ))
 }
 
 /// `authority` is the checking node's operator key; `step` seals its

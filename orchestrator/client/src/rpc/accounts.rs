@@ -512,6 +512,23 @@ impl ChainClient {
             .collect())
     }
 
+    /// The checker pools at `keys` (`pda::checker_pool` of each GPU model),
+    /// read by address; those not created yet are left out.
+    pub async fn checker_pools(
+        &self,
+        keys: &[Pubkey],
+    ) -> Result<Vec<(Pubkey, mcjs::state::CheckerPool)>, ChainError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .program_owned(keys)
+            .await?
+            .into_iter()
+            .filter_map(|(key, data)| Some((key, decode::checker_pool(&data?).ok()?)))
+            .collect())
+    }
+
     /// The SlotHashes sysvar's raw data (what `open_verification` draws from).
     pub async fn slot_hashes(&self) -> Result<Vec<u8>, ChainError> {
         Ok(self

@@ -54,12 +54,18 @@ impl<C: DaemonChain> Daemon<C> {
             *self.duties.write().expect("duties lock") = CheckDuties::default();
             return Ok(());
         }
-        let v = self.chain.verify_snapshot().await?;
+        // The checker pools of the GPU models the nodes have: the draw's.
+        let mut pools: Vec<Pubkey> = nodes
+            .iter()
+            .map(|(_, n)| mcjs_client::pda::checker_pool(&n.hardware.gpu_model))
+            .collect();
+        pools.sort();
+        pools.dedup();
+        let v = self.chain.verify_snapshot(&pools).await?;
         *self.duties.write().expect("duties lock") =
             CheckDuties::from_verifications(&v.verifications, v.now);
-        let alive = self.live_on_mains(nodes);
         let observation = VerifyObservation {
-            alive: &alive,
+            pools: &v.pools,
             now: v.now,
             params,
             jobs,
@@ -83,7 +89,10 @@ impl<C: DaemonChain> Daemon<C> {
                     segment_generation,
                     interval,
                     checkers,
-                } => ix::open_verification(&me, job, *segment_generation, *interval, checkers),
+                    draw,
+                } => {
+                    ix::open_verification(&me, job, *segment_generation, *interval, checkers, draw)
+                }
                 VerifyAction::Resolve {
                     job,
                     verification,
@@ -109,13 +118,24 @@ impl<C: DaemonChain> Daemon<C> {
                     role,
                     node,
                     provider,
-                } => ix::replace_checker(&me, verification, job, segment, *role, node, provider),
+                    draw,
+                } => ix::replace_checker(
+                    &me,
+                    verification,
+                    job,
+                    segment,
+                    *role,
+                    node,
+                    provider,
+                    draw,
+                ),
                 VerifyAction::SecondRound {
                     job,
                     verification,
                     segment,
                     checkers,
-                } => ix::open_second_round(&me, verification, job, segment, checkers),
+                    draw,
+                } => ix::open_second_round(&me, verification, job, segment, checkers, draw),
                 VerifyAction::Finish {
                     job,
                     node,

@@ -3,10 +3,10 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, SecondRoundOpened};
-use crate::instructions::require_fit_checker;
+use crate::instructions::{named, require_drawn, require_fit_checker, Draw};
 use crate::state::{
-    newest_slot_hash, second_round_possession_key, seeds::*, Config, Job, NamedChecker, Node,
-    Provider, SchedulerLease, Segment, Verification,
+    draw_seed, newest_slot_hash, second_round_possession_key, seeds::*, CheckerPool, Config, Job,
+    NamedChecker, Node, Provider, SchedulerLease, Segment, Verification,
 };
 
 /// No seeds are checked on the Config, lease, job, segment, checkers' nodes
@@ -40,10 +40,20 @@ pub struct OpenSecondRound<'info> {
     )]
     pub referee_node: Box<Account<'info, Node>>,
     pub referee_provider: Box<Account<'info, Provider>>,
+    /// The checker pool of the attester's GPU model (no seeds check:
+    /// state/seeds.rs), which draws the second round's checkers.
+    #[account(constraint = pool.gpu_model == segment.gpu_model @ McjsError::CheckerHardwareClass)]
+    pub pool: Box<Account<'info, CheckerPool>>,
     /// CHECK: the SlotHashes sysvar, by address; only its newest entry is
     /// read.
     #[account(address = slot_hashes::ID)]
     pub slot_hashes: UncheckedAccount<'info>,
+}
+
+/// The seed of a second round's draw: `sha256("mcjs-second-round/1" ‖
+/// verification)`, fixed once the check is open.
+pub fn second_round_seed(verification: &Pubkey) -> [u8; 32] {
+    draw_seed(b"mcjs-second-round/1", &[verification.as_ref()])
 }
 
 impl OpenSecondRound<'_> {
@@ -63,7 +73,13 @@ impl OpenSecondRound<'_> {
             (&self.verifier_node, &self.verifier_provider),
             (&self.referee_node, &self.referee_provider),
         ] {
-            require_fit_checker(node, provider, &self.config, &self.job, &self.segment)?;
+            require_fit_checker(
+                node,
+                provider,
+                &self.config.params,
+                &self.job,
+                &self.segment,
+            )?;
         }
         Ok(())
     }
@@ -71,28 +87,31 @@ impl OpenSecondRound<'_> {
     /// The scheduler sends a disputed check to a second round: the first
     /// round's checkers revealed different answers (or one stayed silent
     /// once the other had revealed), so one of them, or the provider, is
-    /// wrong. Two fresh checkers, of providers the check has not involved
-    /// and passing every test `open_verification` applies, re-execute the
+    /// wrong. Two fresh checkers, of providers the check has not involved,
+    /// drawn from the pool as `open_verification` draws (by
+    /// [`second_round_seed`]) and passing every test it applies, re-execute the
     /// interval under a fresh possession key; their answers decide alone.
     /// Open from the dispute for half the challenge window; once, per
     /// check.
     #[access_control(ctx.accounts.validate())]
     pub fn open_second_round(ctx: Context<Self>) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
+        let proofs = ctx.remaining_accounts;
         let accounts = ctx.accounts;
         let key = accounts.verification.key();
         let (_, slot_hash) = {
             let data = accounts.slot_hashes.try_borrow_data()?;
             newest_slot_hash(&data).ok_or(McjsError::DrawUnavailable)?
         };
-        let named = |node: &Account<'_, Node>, provider: &Account<'_, Provider>| NamedChecker {
+        let checker = |node: &Account<'_, Node>, provider: &Account<'_, Provider>| NamedChecker {
             node: node.key(),
             provider: provider.key(),
             payout: provider.payout,
         };
-        let verifier = named(&accounts.verifier_node, &accounts.verifier_provider);
-        let referee = named(&accounts.referee_node, &accounts.referee_provider);
+        let verifier = checker(&accounts.verifier_node, &accounts.verifier_provider);
+        let referee = checker(&accounts.referee_node, &accounts.referee_provider);
         let window = accounts.config.params.challenge_window_secs;
+        let involved = accounts.verification.involved_providers().to_vec();
         let v = &mut accounts.verification;
         v.open_second_round(
             verifier,
@@ -102,6 +121,25 @@ impl OpenSecondRound<'_> {
             window,
         )?;
         let first_round = v.first_round.ok_or(McjsError::SecondRoundNotOpen)?;
+        // Drawn among the providers the check had not involved before it
+        // (the round's opening above is undone with the transaction if the
+        // draw refuses them).
+        require_drawn(
+            &Draw {
+                pool: &accounts.pool,
+                seed: second_round_seed(&key),
+                exclude: involved,
+                params: &accounts.config.params,
+                job: &accounts.job,
+                segment: &accounts.segment,
+                now,
+            },
+            &[
+                named(&accounts.verifier_node, &accounts.verifier_provider),
+                named(&accounts.referee_node, &accounts.referee_provider),
+            ],
+            proofs,
+        )?;
         emit_event(SecondRoundOpened {
             job: v.job,
             verification: key,

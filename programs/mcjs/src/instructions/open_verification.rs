@@ -4,15 +4,18 @@ use anchor_lang::prelude::*;
 use crate::errors::McjsError;
 use crate::events::{emit_event, VerificationOpened};
 use crate::state::{
-    possession_key, sampled, seeds::*, slot_hash_after, Config, Job, Node, NodeStatus, Provider,
-    SchedulerLease, Segment, SegmentState, Verification, VerificationState, NO_OPEN_INTERVAL,
+    draw_seed, possession_key, sampled, seeds::*, slot_hash_after, CheckerPool, Config,
+    ConfigParams, Job, Node, NodeStatus, PoolMember, Provider, SchedulerLease, Segment,
+    SegmentState, Verification, VerificationState, NO_OPEN_INTERVAL,
 };
 
-/// No seeds are checked on the Config, lease, job, segment, checkers' nodes or
-/// providers (state/seeds.rs, "Where a program account's seeds are not
-/// checked again"): the segment names its job (`has_one`), each checker's
-/// node its provider, and the
-/// scheduler chooses the job and checkers (checked in `validate`). The new
+/// No seeds are checked on the Config, lease, job, segment, pool, checkers'
+/// nodes or providers (state/seeds.rs, "Where a program account's seeds are
+/// not checked again"): the segment names its job (`has_one`) and its GPU
+/// model the pool, each checker's node its provider; the scheduler chooses
+/// the job (checked in `validate`), the pool's draw the checkers
+/// ([`require_drawn`]: each member drawn before them that cannot check is
+/// shown by its node's and provider's accounts, after these). The new
 /// Verification is created at its PDA (`init`).
 #[derive(Accounts)]
 pub struct OpenVerification<'info> {
@@ -48,6 +51,9 @@ pub struct OpenVerification<'info> {
     )]
     pub referee_node: Box<Account<'info, Node>>,
     pub referee_provider: Box<Account<'info, Provider>>,
+    /// The checker pool of the attester's GPU model when it was assigned.
+    #[account(constraint = pool.gpu_model == segment.gpu_model @ McjsError::CheckerHardwareClass)]
+    pub pool: Box<Account<'info, CheckerPool>>,
     /// CHECK: the SlotHashes sysvar, by address; read raw (its newest
     /// entries only) rather than deserialised whole.
     #[account(address = slot_hashes::ID)]
@@ -93,7 +99,7 @@ impl OpenVerification<'_> {
             (&self.verifier_node, &self.verifier_provider),
             (&self.referee_node, &self.referee_provider),
         ] {
-            require_fit_checker(node, provider, &self.config, job, &self.segment)?;
+            require_fit_checker(node, provider, &self.config.params, job, &self.segment)?;
         }
         Ok(())
     }
@@ -106,18 +112,41 @@ impl OpenVerification<'_> {
     #[access_control(ctx.accounts.validate(Clock::get()?.unix_timestamp))]
     pub fn open_verification(ctx: Context<Self>) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
+        let proofs = ctx.remaining_accounts;
         let accounts = ctx.accounts;
         let job_key = accounts.job.key();
-        let job = &mut accounts.job;
-        let interval = job.checkpoint_count;
+        let interval = accounts.job.checkpoint_count;
         let (draw_slot, slot_hash) = {
             let data = accounts.slot_hashes.try_borrow_data()?;
-            slot_hash_after(&data, job.last_attest_slot).ok_or(McjsError::DrawUnavailable)?
+            slot_hash_after(&data, accounts.job.last_attest_slot)
+                .ok_or(McjsError::DrawUnavailable)?
         };
         require!(
-            sampled(&slot_hash, &job_key, interval, job.verification_ppm),
+            sampled(
+                &slot_hash,
+                &job_key,
+                interval,
+                accounts.job.verification_ppm
+            ),
             McjsError::NotSampled
         );
+        require_drawn(
+            &Draw {
+                pool: &accounts.pool,
+                seed: first_round_seed(&slot_hash, &job_key, interval),
+                exclude: vec![accounts.segment.provider],
+                params: &accounts.config.params,
+                job: &accounts.job,
+                segment: &accounts.segment,
+                now,
+            },
+            &[
+                named(&accounts.verifier_node, &accounts.verifier_provider),
+                named(&accounts.referee_node, &accounts.referee_provider),
+            ],
+            proofs,
+        )?;
+        let job = &mut accounts.job;
         let to = job
             .last_checkpoint
             .ok_or(McjsError::IntervalNotOpenToVerification)?;
@@ -201,7 +230,7 @@ impl OpenVerification<'_> {
 pub fn require_fit_checker(
     node: &Node,
     provider: &Provider,
-    config: &Config,
+    params: &ConfigParams,
     job: &Job,
     segment: &Segment,
 ) -> Result<()> {
@@ -209,7 +238,7 @@ pub fn require_fit_checker(
         node.status != NodeStatus::Offline,
         McjsError::InvalidChecker
     );
-    provider.require_min_stake(config.params.min_provider_stake)?;
+    provider.require_min_stake(params.min_provider_stake)?;
     job.requirements
         .check(&node.hardware)
         .map_err(|_| error!(McjsError::InvalidChecker))?;
@@ -218,4 +247,100 @@ pub fn require_fit_checker(
         McjsError::CheckerHardwareClass
     );
     Ok(())
+}
+
+/// The seed of a first round's draw: `sha256("mcjs-checkers/1" ‖ the
+/// sampling draw's slot hash ‖ job ‖ interval)`, fixed by the slot after
+/// the attestation.
+pub fn first_round_seed(slot_hash: &[u8; 32], job: &Pubkey, interval: u32) -> [u8; 32] {
+    draw_seed(
+        b"mcjs-checkers/1",
+        &[slot_hash, job.as_ref(), &interval.to_le_bytes()],
+    )
+}
+
+/// A draw of checkers from a pool, and what a drawn member must fit.
+pub struct Draw<'a> {
+    pub pool: &'a CheckerPool,
+    pub seed: [u8; 32],
+    /// Providers never drawn: the attester and whoever the check involved.
+    pub exclude: Vec<Pubkey>,
+    pub params: &'a ConfigParams,
+    pub job: &'a Job,
+    pub segment: &'a Segment,
+    pub now: i64,
+}
+
+/// Whether a drawn member checks: its node is the one it entered, of its
+/// provider, fit for the segment's check ([`require_fit_checker`]), and its
+/// provider still commits the stake it is weighted by.
+pub fn member_fits(draw: &Draw<'_>, member: &PoolMember, node: &Node, provider: &Provider) -> bool {
+    node.provider == member.provider
+        && provider.committed_stake() >= member.weight
+        && require_fit_checker(node, provider, draw.params, draw.job, draw.segment).is_ok()
+}
+
+/// The `named` checkers are the members the pool's draw gives (in any
+/// order: verifier and referee are alike), and each member drawn before
+/// them that is not named is shown, by its node's and provider's accounts
+/// in `proofs` in the order drawn, to be unable to check
+/// ([`member_fits`]). Nothing else is accepted in `proofs`.
+pub fn require_drawn(
+    draw: &Draw<'_>,
+    named: &[Named<'_>],
+    proofs: &[AccountInfo<'_>],
+) -> Result<()> {
+    let mut proofs = proofs.iter();
+    let mut waiting: Vec<usize> = (0..named.len()).collect();
+    let mut exclude = draw.exclude.clone();
+    let drawn = draw
+        .pool
+        .walk(&draw.seed, named.len(), &mut exclude, draw.now, |member| {
+            if let Some(at) = waiting
+                .iter()
+                .position(|&i| named[i].0 == member.node && named[i].2 == member.provider)
+            {
+                let (_, node, _, provider) = named[waiting.remove(at)];
+                require!(
+                    member_fits(draw, member, node, provider),
+                    McjsError::CheckerNotDrawn
+                );
+                return Ok(true);
+            }
+            let (Some(node), Some(provider)) = (proofs.next(), proofs.next()) else {
+                return err!(McjsError::CheckerNotDrawn);
+            };
+            require!(
+                node.key() == member.node && provider.key() == member.provider,
+                McjsError::CheckerNotDrawn
+            );
+            let fits = member_fits(
+                draw,
+                member,
+                &read_program_account::<Node>(node)?,
+                &read_program_account::<Provider>(provider)?,
+            );
+            require!(!fits, McjsError::CheckerNotDrawn);
+            Ok(false)
+        })?;
+    require!(drawn.is_some(), McjsError::NoCheckerDrawn);
+    require!(proofs.next().is_none(), McjsError::UnexpectedAccounts);
+    Ok(())
+}
+
+/// A named checker: its node's key and account, its provider's key and
+/// account.
+pub type Named<'a> = (Pubkey, &'a Node, Pubkey, &'a Provider);
+
+/// `node` and `provider` as [`require_drawn`] takes a named checker.
+pub fn named<'a>(node: &'a Account<'_, Node>, provider: &'a Account<'_, Provider>) -> Named<'a> {
+    (node.key(), node, provider.key(), provider)
+}
+
+/// An account of this program's type `T`, read from a remaining account:
+/// owned by the program, with `T`'s discriminator.
+fn read_program_account<T: AccountDeserialize + Owner>(info: &AccountInfo<'_>) -> Result<T> {
+    require_keys_eq!(*info.owner, T::owner(), McjsError::CheckerNotDrawn);
+    let data = info.try_borrow_data()?;
+    T::try_deserialize(&mut &data[..])
 }

@@ -2,10 +2,10 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, CheckerReplaced};
-use crate::instructions::require_fit_checker;
+use crate::instructions::{named, require_drawn, require_fit_checker, Draw};
 use crate::state::{
-    seeds::*, Config, Job, Node, Party, Provider, SchedulerLease, Segment, Verification,
-    VerificationState, MAX_CHECKER_REPLACEMENTS,
+    draw_seed, seeds::*, CheckerPool, Config, Job, Node, Party, Provider, SchedulerLease, Segment,
+    Verification, VerificationState, MAX_CHECKER_REPLACEMENTS,
 };
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug)]
@@ -34,6 +34,19 @@ pub struct ReplaceChecker<'info> {
     )]
     pub node: Box<Account<'info, Node>>,
     pub provider: Box<Account<'info, Provider>>,
+    /// The checker pool of the attester's GPU model (no seeds check:
+    /// state/seeds.rs), which draws the replacement.
+    #[account(constraint = pool.gpu_model == segment.gpu_model @ McjsError::CheckerHardwareClass)]
+    pub pool: Box<Account<'info, CheckerPool>>,
+}
+
+/// The seed of a replacement's draw: `sha256("mcjs-replace-checker/1" ‖
+/// verification ‖ replacements so far)`, fixed once the check is open.
+pub fn replacement_seed(verification: &Pubkey, replacements: u8) -> [u8; 32] {
+    draw_seed(
+        b"mcjs-replace-checker/1",
+        &[verification.as_ref(), &[replacements]],
+    )
 }
 
 impl ReplaceChecker<'_> {
@@ -62,7 +75,7 @@ impl ReplaceChecker<'_> {
         require_fit_checker(
             &self.node,
             &self.provider,
-            &self.config,
+            &self.config.params,
             &self.job,
             &self.segment,
         )?;
@@ -75,14 +88,32 @@ impl ReplaceChecker<'_> {
     /// leave the check Inconclusive, so that a liar went unslashed and an
     /// honest provider unpaid for the interval. The new checker is of a
     /// provider other than the attester's, the other checker's and the
-    /// replaced one's, and passes every test `open_verification` applies.
+    /// replaced one's, drawn from the pool as `open_verification` draws
+    /// (by [`replacement_seed`]), and passes every test it applies.
     /// The other checker's seal stands; the window starts again, at most
     /// `MAX_CHECKER_REPLACEMENTS` times.
     #[access_control(ctx.accounts.validate(Clock::get()?.unix_timestamp, args.role))]
     pub fn replace_checker(ctx: Context<Self>, args: ReplaceCheckerArgs) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
+        let proofs = ctx.remaining_accounts;
         let accounts = ctx.accounts;
         let key = accounts.verification.key();
+        {
+            let v = &accounts.verification;
+            require_drawn(
+                &Draw {
+                    pool: &accounts.pool,
+                    seed: replacement_seed(&key, v.replacements),
+                    exclude: vec![v.provider, v.verifier_provider, v.referee_provider],
+                    params: &accounts.config.params,
+                    job: &accounts.job,
+                    segment: &accounts.segment,
+                    now,
+                },
+                &[named(&accounts.node, &accounts.provider)],
+                proofs,
+            )?;
+        }
         let (node, provider, payout) = (
             accounts.node.key(),
             accounts.provider.key(),

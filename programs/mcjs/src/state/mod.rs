@@ -1,5 +1,6 @@
 pub mod billing;
 pub mod challenge;
+pub mod checker_pool;
 pub mod config;
 pub mod job;
 pub mod job_counter;
@@ -11,6 +12,7 @@ pub mod terms;
 pub mod verification;
 
 pub use challenge::*;
+pub use checker_pool::*;
 pub use config::*;
 pub use job::*;
 pub use job_counter::*;

@@ -15,13 +15,14 @@
 //! | SchedulerLease | `mcjs`, `lease`                                          |
 //! | Segment        | `mcjs`, job, `segment`, generation (u32 LE)              |
 //! | Verification   | `mcjs`, job, `verification`, interval (u32 LE)           |
+//! | CheckerPool    | `mcjs`, `checker_pool`, GPU model (its UTF-8 bytes)      |
 //!
 //! ## Where a program account's seeds are not checked again
 //!
-//! Every Config, SchedulerLease, Provider, Node, JobCounter, Job, Segment and Verification
+//! Every Config, SchedulerLease, Provider, Node, JobCounter, Job, Segment, Verification and CheckerPool
 //! account is created only by this program's own `init` at the PDA of the
 //! very fields it stores (owner, job id, provider, index, job, generation,
-//! interval), and those fields never change afterwards; no instruction
+//! interval, GPU model), and those fields never change afterwards; no instruction
 //! takes a `zero` account. So an account that Anchor has checked to be
 //! owned by this program and of that type (its discriminator) is at the PDA
 //! of its own fields: deriving that PDA again from the same fields
@@ -46,6 +47,7 @@ pub const SEED_INSURANCE: &[u8] = b"insurance";
 pub const SEED_SEGMENT: &[u8] = b"segment";
 pub const SEED_VERIFICATION: &[u8] = b"verification";
 pub const SEED_LEASE: &[u8] = b"lease";
+pub const SEED_CHECKER_POOL: &[u8] = b"checker_pool";
 
 /// PDA derivations for clients (off chain only).
 #[cfg(not(target_os = "solana"))]
@@ -65,6 +67,15 @@ pub mod pda {
     /// The insurance pool's token account (authority: the Config).
     pub fn insurance_pool() -> Pubkey {
         Pubkey::find_program_address(&[SEED_PREFIX, SEED_INSURANCE], &crate::ID).0
+    }
+
+    /// The checker pool of a GPU model (state/checker_pool.rs).
+    pub fn checker_pool(gpu_model: &str) -> Pubkey {
+        Pubkey::find_program_address(
+            &[SEED_PREFIX, SEED_CHECKER_POOL, gpu_model.as_bytes()],
+            &crate::ID,
+        )
+        .0
     }
 
     pub fn provider(owner: &Pubkey) -> Pubkey {
