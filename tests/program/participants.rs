@@ -536,12 +536,25 @@ impl World {
         let reserves: Vec<ProviderActor> = self.reserves.iter().map(ProviderActor::fork).collect();
         let needed =
             named.iter().any(|(_, c)| c.is_none()) || self.plays.contains(&Play::VouchingChecker);
+        // While the reserves stand in, the two other providers' idle nodes
+        // wait offline: a checker replaced for its silence is no longer
+        // named, so a later draw could take it again (the draw passes over
+        // an offline node, shown).
+        let mut stood_down = Vec::new();
         if needed {
             for r in &reserves {
                 set_online(&mut self.env, r, true);
                 self.env
                     .enter_pool(r, 0)
                     .expect("a reserve renews its entry");
+            }
+            for c in (0..3).filter(|c| *c != p) {
+                let provider = self.providers[c].fork();
+                let node = self.env.node(&provider.nodes[0]);
+                if node.current_job.is_none() && node.status != NodeStatus::Offline {
+                    set_online(&mut self.env, &provider, false);
+                    stood_down.push(provider);
+                }
             }
         }
         for (role, checker) in named.iter_mut().filter(|(_, c)| c.is_none()) {
@@ -629,6 +642,9 @@ impl World {
         if needed {
             for r in &reserves {
                 set_online(&mut self.env, r, false);
+            }
+            for provider in &stood_down {
+                set_online(&mut self.env, provider, true);
             }
         }
         let v1 = verification(&self.env);
@@ -1064,15 +1080,14 @@ fn participants_keeping_to_one_strategy_take_nothing_from_the_others() {
     }
 }
 
-/// Takes `reserve`'s node offline or brings it back (its provider's word).
-fn set_online(env: &mut Env, reserve: &ProviderActor, online: bool) {
+/// Takes `provider`'s node 0 offline or brings it back (its provider's word).
+fn set_online(env: &mut Env, provider: &ProviderActor, online: bool) {
     let status = if online {
         NodeStatus::Available
     } else {
         NodeStatus::Offline
     };
-    let ix = ix::set_node_status(&reserve.key(), &reserve.pda, 0, status);
-    let kp = reserve.wallet.kp.insecure_clone();
-    env.send(&[ix], &[&kp])
-        .expect("a reserve's node changes status");
+    let ix = ix::set_node_status(&provider.key(), &provider.pda, 0, status);
+    let kp = provider.wallet.kp.insecure_clone();
+    env.send(&[ix], &[&kp]).expect("a node changes status");
 }

@@ -2415,6 +2415,71 @@ fn a_liar_proven_wrong_while_its_job_runs_on_a_checkers_node_is_resolved() {
     w.env.assert_invariants();
 }
 
+/// A first-round checker that vouched for a liar and now runs the liar's
+/// job (the job moved to its node when the liar's was lost) is both the
+/// wrong checker and the current provider: the second round proves the lie,
+/// the resolve passes its accounts once (as the provider) and slashes it
+/// once as a checker, beside the liar's slash, and the job rolls back off
+/// its node.
+#[test]
+fn a_wrong_first_round_checker_that_runs_the_job_now_is_slashed_once() {
+    let mut w = world(PPM);
+    let (d, e) = two_more(&mut w);
+    w.env.warp(2);
+    w.attest(100);
+    w.lie(200);
+    let v = w.open();
+    for p in [&d, &e] {
+        w.env.enter_pool(p, 0).unwrap();
+    }
+    let scheduler = w.env.scheduler.insecure_clone();
+    let (token, a, b, c) = (w.owner.token, w.a.fork(), w.b.fork(), w.c.fork());
+    w.env
+        .report(&scheduler, &w.job, &token, &a, 0, FailureCause::NodeLost)
+        .unwrap();
+    w.env.assign(&w.job, &b, 0).unwrap();
+    w.env.start(&w.job, &b, 0).unwrap();
+    w.env.warp(INTERVAL);
+    let generation = w.env.job(&w.job).generation;
+    w.env.attest(&w.job, &b, 0, generation, 0, 300).unwrap();
+    let (vouch, real) = (vouching(&w, &v), w.honest(&v, 200));
+    w.answer_as(&v, &[(&b, vouch), (&c, real)], true);
+    assert_eq!(w.verification(&v).state, VerificationState::Disputed);
+    w.env
+        .send(&[w.second_round(&v, &d, &e)], &[&scheduler])
+        .expect("the second round opens");
+    let real = w.honest(&v, 200);
+    w.answer_as(&v, &[(&d, real), (&e, real)], true);
+    let current = ix::CurrentAssignment {
+        node: b.nodes[0],
+        provider: Some(b.pda),
+        provider_payout: b.payout,
+        segment: Some(pda::segment(&w.job, generation)),
+    };
+    let stake_b = w.env.provider(&b.pda).stake;
+    // A was slashed once already, for the node it lost.
+    let slashed_a = w.env.provider(&w.a.pda).slashed_total;
+    let logs = w.resolve(&v, Some(w.a.pda), Some(current)).unwrap();
+    let resolved = events::<VerificationResolved>(&logs);
+    assert_eq!(resolved[0].outcome, VerificationOutcome::ProviderWrong);
+    assert!(resolved[0].rolled_back);
+    let slashed = events::<CheckerSlashed>(&logs);
+    assert_eq!(
+        slashed.iter().map(|s| s.provider).collect::<Vec<_>>(),
+        [b.pda],
+        "the vouching checker, once"
+    );
+    let slash = default_params().slash_amount;
+    assert_eq!(w.env.provider(&b.pda).stake, stake_b - slash);
+    assert_eq!(w.env.provider(&b.pda).slashed_total, slash);
+    assert_eq!(w.env.provider(&w.a.pda).slashed_total, slashed_a + slash);
+    assert!(matches!(
+        w.env.job(&w.job).state,
+        JobState::Recovering { .. }
+    ));
+    w.env.assert_invariants();
+}
+
 /// A finished job that waited on a check is not billed for the wait: its
 /// completion after the check settled bills at most one checkpoint interval
 /// past its last checkpoint, not the billing window (interval × liveness
