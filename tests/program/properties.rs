@@ -652,20 +652,8 @@ impl World {
                 let now = self.env.now();
                 self.env.set_time(now);
                 self.env.set_time(now);
-                // The pool's draw, in the order drawn or swapped; a draw
-                // that cannot be made is sent as none (and refused).
-                let (drawn, proof) = self.env.first_round_draw(&job).unwrap_or_else(|| {
-                    let c = &self.checkers;
-                    (
-                        checkers_of_actors(&c[0], &c[1]),
-                        ix::DrawProof::of(&a100_80gb().gpu_model),
-                    )
-                });
-                let checkers = if *swap_checkers {
-                    swapped(&drawn)
-                } else {
-                    drawn
-                };
+                let drawn = self.env.first_round_draw(&job);
+                let (checkers, proof) = named_checkers(drawn, &self.checkers[..2], *swap_checkers);
                 let generation = state.last_checkpoint.map_or(0, |c| c.generation);
                 let ix = ix::open_verification(
                     &signer.pubkey(),
@@ -688,18 +676,8 @@ impl World {
                     return Ok(vec![]);
                 };
                 let v = self.verification(&key);
-                let (drawn, proof) = self.env.second_round_draw(&key).unwrap_or_else(|| {
-                    let c = &self.checkers;
-                    (
-                        checkers_of_actors(&c[2], &c[3]),
-                        ix::DrawProof::of(&a100_80gb().gpu_model),
-                    )
-                });
-                let checkers = if *swap_checkers {
-                    swapped(&drawn)
-                } else {
-                    drawn
-                };
+                let drawn = self.env.second_round_draw(&key);
+                let (checkers, proof) = named_checkers(drawn, &self.checkers[2..], *swap_checkers);
                 let ix = ix::open_second_round(
                     &signer.pubkey(),
                     &key,
@@ -1514,22 +1492,34 @@ fn a_spelled_out_greedy_sequence_keeps_every_invariant() {
     assert!(world.env.try_job(&world.job).is_none(), "the job closed");
 }
 
-/// `v`'s and `r`'s node 0 as the verifier and the referee.
-fn checkers_of_actors(v: &ProviderActor, r: &ProviderActor) -> ix::Checkers {
-    ix::Checkers {
-        verifier_node: v.nodes[0],
-        verifier_provider: v.pda,
-        referee_node: r.nodes[0],
-        referee_provider: r.pda,
+/// What the scheduler names: the pool's draw, in the order drawn or
+/// swapped; where no draw can be made, `fallback`'s two node 0 with no
+/// proof (which the program refuses).
+fn named_checkers(
+    drawn: Option<(ix::Checkers, ix::DrawProof)>,
+    fallback: &[ProviderActor],
+    swap: bool,
+) -> (ix::Checkers, ix::DrawProof) {
+    let (c, proof) = drawn.unwrap_or_else(|| {
+        let (v, r) = (&fallback[0], &fallback[1]);
+        (
+            ix::Checkers {
+                verifier_node: v.nodes[0],
+                verifier_provider: v.pda,
+                referee_node: r.nodes[0],
+                referee_provider: r.pda,
+            },
+            ix::DrawProof::of(&a100_80gb().gpu_model),
+        )
+    });
+    if !swap {
+        return (c, proof);
     }
-}
-
-/// The same checkers in each other's roles.
-fn swapped(c: &ix::Checkers) -> ix::Checkers {
-    ix::Checkers {
+    let swapped = ix::Checkers {
         verifier_node: c.referee_node,
         verifier_provider: c.referee_provider,
         referee_node: c.verifier_node,
         referee_provider: c.verifier_provider,
-    }
+    };
+    (swapped, proof)
 }

@@ -343,6 +343,25 @@ impl World {
         }
     }
 
+    /// A's node is lost (reported by the scheduler) and the job moves on to
+    /// `to`'s node 0, which attests step 300 an interval later; the new
+    /// generation.
+    fn move_to(&mut self, to: &ProviderActor) -> u32 {
+        let scheduler = self.env.scheduler.insecure_clone();
+        let (token, a) = (self.owner.token, self.a.fork());
+        self.env
+            .report(&scheduler, &self.job, &token, &a, 0, FailureCause::NodeLost)
+            .unwrap();
+        self.env.assign(&self.job, to, 0).unwrap();
+        self.env.start(&self.job, to, 0).unwrap();
+        self.env.warp(INTERVAL);
+        let generation = self.env.job(&self.job).generation;
+        self.env
+            .attest(&self.job, to, 0, generation, 0, 300)
+            .unwrap();
+        generation
+    }
+
     /// The job's assignment on A's node 0, when A (the loser, passed as
     /// such) is proven wrong while the job runs there.
     fn on_the_liar(&self) -> ix::CurrentAssignment {
@@ -2380,16 +2399,8 @@ fn a_liar_proven_wrong_while_its_job_runs_on_a_checkers_node_is_resolved() {
     w.attest(100);
     w.lie(200);
     let v = w.open();
-    let scheduler = w.env.scheduler.insecure_clone();
-    let (token, a, b) = (w.owner.token, w.a.fork(), w.b.fork());
-    w.env
-        .report(&scheduler, &w.job, &token, &a, 0, FailureCause::NodeLost)
-        .unwrap();
-    w.env.assign(&w.job, &b, 0).unwrap();
-    w.env.start(&w.job, &b, 0).unwrap();
-    w.env.warp(INTERVAL);
-    let generation = w.env.job(&w.job).generation;
-    w.env.attest(&w.job, &b, 0, generation, 0, 300).unwrap();
+    let b = w.b.fork();
+    let generation = w.move_to(&b);
     let real = w.honest(&v, 200);
     w.answer(&v, Some(real), Some(real));
     let current = ix::CurrentAssignment {
@@ -2433,15 +2444,8 @@ fn a_wrong_first_round_checker_that_runs_the_job_now_is_slashed_once() {
         w.env.enter_pool(p, 0).unwrap();
     }
     let scheduler = w.env.scheduler.insecure_clone();
-    let (token, a, b, c) = (w.owner.token, w.a.fork(), w.b.fork(), w.c.fork());
-    w.env
-        .report(&scheduler, &w.job, &token, &a, 0, FailureCause::NodeLost)
-        .unwrap();
-    w.env.assign(&w.job, &b, 0).unwrap();
-    w.env.start(&w.job, &b, 0).unwrap();
-    w.env.warp(INTERVAL);
-    let generation = w.env.job(&w.job).generation;
-    w.env.attest(&w.job, &b, 0, generation, 0, 300).unwrap();
+    let (b, c) = (w.b.fork(), w.c.fork());
+    let generation = w.move_to(&b);
     let (vouch, real) = (vouching(&w, &v), w.honest(&v, 200));
     w.answer_as(&v, &[(&b, vouch), (&c, real)], true);
     assert_eq!(w.verification(&v).state, VerificationState::Disputed);
