@@ -155,22 +155,21 @@ impl DaemonChain for LiveChain {
             .index
             .as_ref()
             .and_then(|index| index.live(|s| (s.verifications(), s.segments())));
-        if let Some((verifications, segments)) = indexed {
-            let (slot_hashes, now) = self.client.draw_sysvars().await?;
-            return Ok(VerifySnapshot {
-                verifications,
-                segments,
-                slot_hashes,
-                now,
-                pools: self.client.checker_pools(pools).await?,
-            });
-        }
+        let (verifications, segments) = match indexed {
+            Some(read) => read,
+            None => (
+                self.client.verifications(None).await?,
+                self.client.segments().await?,
+            ),
+        };
+        // The sysvars and the pools in one call.
+        let (slot_hashes, now, pools) = self.client.draw_reads(pools).await?;
         Ok(VerifySnapshot {
-            verifications: self.client.verifications(None).await?,
-            segments: self.client.segments().await?,
-            slot_hashes: self.client.slot_hashes().await?,
-            now: self.client.chain_time().await?,
-            pools: self.client.checker_pools(pools).await?,
+            verifications,
+            segments,
+            slot_hashes,
+            now,
+            pools,
         })
     }
 

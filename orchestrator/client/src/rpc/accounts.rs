@@ -512,23 +512,6 @@ impl ChainClient {
             .collect())
     }
 
-    /// The checker pools at `keys` (`pda::checker_pool` of each GPU model),
-    /// read by address; those not created yet are left out.
-    pub async fn checker_pools(
-        &self,
-        keys: &[Pubkey],
-    ) -> Result<Vec<(Pubkey, mcjs::state::CheckerPool)>, ChainError> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        Ok(self
-            .program_owned(keys)
-            .await?
-            .into_iter()
-            .filter_map(|(key, data)| Some((key, decode::checker_pool(&data?).ok()?)))
-            .collect())
-    }
-
     /// The SlotHashes sysvar's raw data (what `open_verification` draws from).
     pub async fn slot_hashes(&self) -> Result<Vec<u8>, ChainError> {
         Ok(self
@@ -632,13 +615,30 @@ impl ChainClient {
     /// The SlotHashes sysvar's raw data and the chain's clock, in one
     /// `getMultipleAccounts`: what a verification round draws from.
     pub async fn draw_sysvars(&self) -> Result<(Vec<u8>, i64), ChainError> {
+        let (hashes, now, _) = self.draw_reads(&[]).await?;
+        Ok((hashes, now))
+    }
+
+    /// [`Self::draw_sysvars`] and the checker pools at `pools` (those
+    /// created; `pda::checker_pool` of each GPU model) in the same
+    /// `getMultipleAccounts`: everything a verification round's draw reads.
+    pub async fn draw_reads(
+        &self,
+        pools: &[Pubkey],
+    ) -> Result<(Vec<u8>, i64, Vec<(Pubkey, mcjs::state::CheckerPool)>), ChainError> {
         let slot_hashes = anchor_lang::compat::solana_sysvar::slot_hashes::ID;
-        let read = self
-            .rpc
-            .get_multiple_accounts_with_commitment(&[slot_hashes, CLOCK], self.commitment)
-            .await
-            .map_err(|e| self.rpc_error(e))?
-            .value;
+        let mut keys = vec![slot_hashes, CLOCK];
+        keys.extend_from_slice(pools);
+        let mut read = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(100) {
+            read.extend(
+                self.rpc
+                    .get_multiple_accounts_with_commitment(chunk, self.commitment)
+                    .await
+                    .map_err(|e| self.rpc_error(e))?
+                    .value,
+            );
+        }
         let mut read = read.into_iter();
         let hashes = read.next().flatten().map(|a| a.data).unwrap_or_default();
         let clock = read.next().flatten().ok_or(ChainError::NotFound {
@@ -646,7 +646,15 @@ impl ChainClient {
             key: CLOCK,
             url: self.url.clone(),
         })?;
-        Ok((hashes, clock_time(&clock.data)?))
+        let pools = pools
+            .iter()
+            .zip(read)
+            .filter_map(|(key, account)| {
+                let account = account.filter(|a| a.lamports > 0 && a.owner == crate::PROGRAM_ID)?;
+                Some((*key, decode::checker_pool(&account.data).ok()?))
+            })
+            .collect();
+        Ok((hashes, clock_time(&clock.data)?, pools))
     }
 }
 
