@@ -140,9 +140,31 @@ step native-program env -u MCJS_PROGRAM_SO cargo nextest run --workspace --locke
     --features "$features" --profile native --test-threads "$threads" \
     -E 'package(mcjs-tests) & binary(program)' || status=$?
 
-# The job contract's Python package (sdk/python): its own tests, and the
-# PyTorch example on it, stopped and resumed (torch from Debian: setup.sh).
-step python-sdk env MCJS_REQUIRE_TORCH=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+# The job contract's Python package (sdk/python): its own tests, the
+# PyTorch example on it and the Hugging Face example on its callback, stopped
+# and resumed (torch from Debian, transformers in an environment over it made
+# here; Lightning's tests skip: it does not import with Debian's torch).
+hf_venv="$HOME/.cache/mcjs/python-hf"
+hf_pins="sdk/python/tests/hf-requirements.txt"
+install_hf() {
+    # transformers and accelerate from PyPI, pinned, into a virtual environment
+    # over Debian's python3 that sees its torch, numpy and pytest (--no-deps:
+    # pip would replace Debian's torch with a CUDA wheel). About 140 MB, 15 s;
+    # made again when the pins change.
+    echo "mcjs-test: installing transformers and accelerate into $hf_venv ($hf_pins)" >&2
+    if ! /usr/bin/python3 -c "import ensurepip" >/dev/null 2>&1; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    fi
+    rm -rf "$hf_venv"
+    /usr/bin/python3 -m venv --system-site-packages "$hf_venv"
+    "$hf_venv/bin/python" -m pip install -q --no-deps --disable-pip-version-check -r "$hf_pins"
+    cp "$hf_pins" "$hf_venv/pins.txt"
+}
+if ! cmp -s "$hf_pins" "$hf_venv/pins.txt" 2>/dev/null; then
+    step install-hf install_hf || status=$?
+fi
+step python-sdk env MCJS_REQUIRE_TORCH=1 MCJS_REQUIRE_HF=1 \
+    "$hf_venv/bin/python" -m pytest -q -p no:cacheprovider -rs \
     sdk/python/tests || status=$?
 
 # The `mcjs` users and providers build has neither the local chain nor the
