@@ -105,6 +105,8 @@ struct Setup {
     /// (`examples/pytorch/build-image.sh`), its model compared with the
     /// same image's uninterrupted run.
     pytorch: bool,
+    /// The spec's `checkpoint.max_size`, when not the workload's 1 MiB.
+    checkpoint_max_size: Option<&'static str>,
 }
 
 /// A `prepare` that sets the Config's liveness factor to 1: a job's
@@ -136,6 +138,7 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
     let cluster = Cluster::start(ClusterConfig {
         dir: dir.path().join("cluster"),
         mcjs_bin: mcjs_bin(),
+        agent_bin: None,
         agents: setup.agents.unwrap_or(3),
         standbys: setup.standbys,
         scheduler_args: Vec::new(),
@@ -199,6 +202,9 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
     .unwrap();
     if let Some(limit) = setup.limit {
         json["request"]["duration"]["limit"] = limit.into();
+    }
+    if let Some(max) = setup.checkpoint_max_size {
+        json["checkpoint"]["max_size"] = max.into();
     }
     if let Some(image) = &pytorch {
         workload::pytorch_spec(&mut json, image);
@@ -560,6 +566,64 @@ async fn the_pytorch_example_recovers_from_a_lost_node_with_the_same_model() {
         done.checkpoint_count > before.checkpoint_count,
         "the new node attested checkpoints of its own"
     );
+}
+
+/// How many times agent `i` (from 0) copied a checkpoint file inside the
+/// store instead of uploading it, as its log says.
+fn copies_in_the_store(cluster: &Cluster, i: usize) -> usize {
+    ["log", "err.log"]
+        .iter()
+        .map(|ext| {
+            cluster
+                .config
+                .dir
+                .join(format!("logs/agent-{}.{ext}", i + 1))
+        })
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .map(|log| log.matches("copied in the store, not uploaded").count())
+        .sum()
+}
+
+/// A checkpoint file that does not change (frozen base weights: the
+/// trainer's `--ballast-fixed`) is copied inside the store through the
+/// gateway, not uploaded again, by the node that stored it first and by the
+/// node the job moves to (which knows the file from its verified restore);
+/// every restore of a copied file verifies against the attested hash, and
+/// the job ends with the uninterrupted run's model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_checkpoint_file_is_copied_in_the_store_across_a_lost_node() {
+    let mut args = workload::trainer_args(10);
+    args.extend(["--ballast-mib", "4", "--ballast-fixed", "1"].map(String::from));
+    let mut s = scenario_of(
+        Setup {
+            args,
+            restart_budget: 3,
+            checkpoint_max_size: Some("16MiB"),
+            ..Setup::default()
+        },
+        async |_| {},
+    )
+    .await;
+    let before = s.running_with_checkpoints(3).await;
+    let victim = s.cluster.agent_of_node(&before.node.unwrap()).unwrap();
+    assert!(
+        copies_in_the_store(&s.cluster, victim) >= 2,
+        "the second and third checkpoints copy the unchanged ballast; logs in {}",
+        s.dir.path().display()
+    );
+    s.cluster.kill_agent(victim);
+    let after = s.recovered_after(&before).await;
+    let heir = s.cluster.agent_of_node(&after.node.unwrap()).unwrap();
+    s.wait("a checkpoint on the new node", 90, |j| {
+        j.generation == after.generation && j.checkpoint_count > before.checkpoint_count
+    })
+    .await;
+    assert!(
+        copies_in_the_store(&s.cluster, heir) >= 1,
+        "the new node copies what it restored and verified; logs in {}",
+        s.dir.path().display()
+    );
+    s.assert_completed_and_verified().await;
 }
 
 /// What the job printed follows it across nodes. Its node is killed mid
@@ -2464,6 +2528,7 @@ async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_s
             limit: None,
             no_reference: false,
             pytorch: false,
+            checkpoint_max_size: None,
         },
         async |_| {},
     )
@@ -2554,6 +2619,7 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
             limit: None,
             no_reference: false,
             pytorch: false,
+            checkpoint_max_size: None,
         },
         async |_| {},
     )
@@ -2680,6 +2746,7 @@ async fn verification_cost_at_sample_rate_one_tenth() {
             limit: None,
             no_reference: false,
             pytorch: false,
+            checkpoint_max_size: None,
         },
         async |_| {},
     )
@@ -2837,6 +2904,7 @@ async fn an_image_built_to_frame_its_provider_under_check_cannot_tell_a_check_ru
             limit: None,
             no_reference: false,
             pytorch: false,
+            checkpoint_max_size: None,
         },
         async |_| {},
     )
@@ -2909,6 +2977,7 @@ async fn a_node_that_answers_its_challenge_is_proven_and_one_that_cannot_gets_no
     let mut cluster = Cluster::start(ClusterConfig {
         dir: dir.path().join("cluster"),
         mcjs_bin: mcjs_bin(),
+        agent_bin: None,
         agents: 2,
         standbys: 0,
         scheduler_args: Vec::new(),

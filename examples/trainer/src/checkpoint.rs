@@ -13,13 +13,51 @@ pub const MANIFEST: &str = "mcjs-manifest.json";
 const STATE_FILE: &str = "state.bin";
 const MAGIC: &[u8; 8] = b"MCJSTRN1";
 
+/// Checkpoint bulk beside the model's state: `ballast.bin`, `mib` MiB of
+/// incompressible bytes, so that the pipeline can be measured with
+/// checkpoints of a real job's size. `fixed`: the same bytes in every
+/// checkpoint (as frozen base weights would be), else new bytes each step.
+#[derive(Debug, Clone, Copy)]
+pub struct Ballast {
+    pub mib: u64,
+    pub fixed: bool,
+}
+
+pub const BALLAST_FILE: &str = "ballast.bin";
+
+impl Ballast {
+    /// Streams the ballast of `step` into `path` (1 MiB at a time), synced.
+    fn write(&self, path: &Path, step: u64) -> anyhow::Result<()> {
+        let mut f = std::io::BufWriter::with_capacity(
+            1 << 20,
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+        );
+        let seed = if self.fixed { 0 } else { step };
+        let mut x = (seed ^ 0x6261_6c6c_6173_74).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut block = vec![0u8; 1 << 20];
+        for _ in 0..self.mib {
+            for word in block.chunks_exact_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                word.copy_from_slice(&x.to_le_bytes());
+            }
+            f.write_all(&block)?;
+        }
+        f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        Ok(())
+    }
+}
+
 /// Writes `state` as a complete checkpoint under `root`, with `extra` files
-/// beside it (written before the manifest); returns its directory.
+/// and the `ballast` beside it (written before the manifest); returns its
+/// directory.
 pub fn write(
     root: &Path,
     state: &TrainState,
     fingerprint: &[u8; 32],
     extra: &[(&str, &[u8])],
+    ballast: Option<Ballast>,
 ) -> anyhow::Result<PathBuf> {
     let dir = root.join(format!("step-{:012}", state.global_step));
     if dir.join(MANIFEST).exists() {
@@ -37,6 +75,9 @@ pub fn write(
     write_synced(&dir.join(STATE_FILE), &encode(state, fingerprint))?;
     for (name, bytes) in extra {
         write_synced(&dir.join(name), bytes)?;
+    }
+    if let Some(b) = ballast {
+        b.write(&dir.join(BALLAST_FILE), state.global_step)?;
     }
     let manifest = serde_json::json!({
         "format": "mcjs-checkpoint/1",

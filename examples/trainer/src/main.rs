@@ -5,6 +5,7 @@
 //! mcjs-trainer train [--data FILE] [--epochs N] [--batch-size N] [--hidden N]
 //!                    [--lr X] [--momentum X] [--seed N] [--step-sleep-ms N]
 //!                    [--checkpoint-every-steps N] [--halt-at-step N [--halt-code N]]
+//!                    [--ballast-mib N [--ballast-fixed 1]]
 //! mcjs-trainer flood [--seconds N] [--line-bytes N]
 //! ```
 //!
@@ -18,7 +19,10 @@
 //! its checkpoint steps, as every verified job does) it checkpoints at every
 //! multiple of that step count and nowhere else: not on the interval, not on
 //! SIGUSR1, not on SIGTERM. Without a data file it generates its data from
-//! `--data-seed`, `--rows` and `--features`.
+//! `--data-seed`, `--rows` and `--features`. `--ballast-mib N` adds N MiB of
+//! incompressible bytes (`ballast.bin`) to every checkpoint, new at each
+//! step, or the same in each with `--ballast-fixed 1` (as frozen base
+//! weights would be): checkpoints of a real job's size for the benchmarks.
 //!
 //! `flood` is a job that abuses its output: it prints numbered lines of
 //! `--line-bytes` to stdout as fast as it can for `--seconds`, then the
@@ -185,8 +189,20 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
             "checkpoint-every-steps",
             "halt-at-step",
             "halt-code",
+            "ballast-mib",
+            "ballast-fixed",
         ],
     )?;
+    let ballast = f
+        .opt::<u64>("ballast-mib")?
+        .filter(|&mib| mib > 0)
+        .map(|mib| -> anyhow::Result<checkpoint::Ballast> {
+            Ok(checkpoint::Ballast {
+                mib,
+                fixed: f.get::<u8>("ballast-fixed", 0)? != 0,
+            })
+        })
+        .transpose()?;
     let data_dir = env_dir("MCJS_DATA_DIR")?;
     let data = match (f.opt::<PathBuf>("data")?, &data_dir) {
         (Some(file), Some(dir)) => Dataset::read_csv(&dir.join(file))?,
@@ -304,7 +320,7 @@ fn train(args: &[String]) -> anyhow::Result<u8> {
             let extra = [(hostile::FILE, seen.as_bytes())];
             #[cfg(not(feature = "hostile"))]
             let extra: [(&str, &[u8]); 0] = [];
-            let dir = checkpoint::write(&ckpt_dir, &state, &print, &extra)?;
+            let dir = checkpoint::write(&ckpt_dir, &state, &print, &extra, ballast)?;
             eprintln!(
                 "mcjs-trainer: checkpoint {} (epoch {}, step {})",
                 dir.display(),

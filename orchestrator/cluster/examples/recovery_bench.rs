@@ -89,6 +89,7 @@ async fn main() -> anyhow::Result<()> {
     let mut cluster = Cluster::start(ClusterConfig {
         dir: dir.path().join("cluster"),
         mcjs_bin: mcjs,
+        agent_bin: None,
         agents: 3,
         slot_time_ms: slot,
         heartbeat_timeout_ms: 3_000,

@@ -140,6 +140,7 @@ async fn main() -> anyhow::Result<()> {
     let cluster = Cluster::start(ClusterConfig {
         dir: dir.path().join("cluster"),
         mcjs_bin: mcjs,
+        agent_bin: None,
         agents: 1,
         slot_time_ms: 400,
         heartbeat_timeout_ms: 3_000,

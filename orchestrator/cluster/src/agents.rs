@@ -112,7 +112,12 @@ impl Cluster {
         let logs = self.config.dir.join("logs");
         let profile = &self.config.profiles[agent.index % self.config.profiles.len()];
         let name = format!("agent-{}", agent.index + 1);
-        let child = Command::new(&self.config.mcjs_bin)
+        let bin = self
+            .config
+            .agent_bin
+            .as_ref()
+            .unwrap_or(&self.config.mcjs_bin);
+        let child = Command::new(bin)
             .arg("-u")
             .arg(&agent.rpc_url)
             .args(["agent", "run", "--node", &agent.node.to_string()])

@@ -43,6 +43,10 @@ pub struct ClusterConfig {
     pub dir: PathBuf,
     /// The `mcjs` binary that runs every process.
     pub mcjs_bin: PathBuf,
+    /// Where set, the binary the agents run instead: a provider's own build
+    /// (`cargo install --path app/cli`, release, no test features), which
+    /// the benchmarks measure.
+    pub agent_bin: Option<PathBuf>,
     pub agents: usize,
     pub slot_time_ms: u64,
     pub heartbeat_timeout_ms: u64,

@@ -114,6 +114,17 @@ pub enum StoreOp {
         path: String,
         upload_id: String,
     },
+    /// A URL to copy the object at `from` to `path` inside the store (S3's
+    /// CopyObject: a PUT of `path` with the source signed into it as
+    /// `x-amz-copy-source`), so that bytes the store holds already are not
+    /// sent again: a checkpoint file that did not change since the node's
+    /// last checkpoint. Only from one of a job's checkpoints to another of
+    /// the same job; the caller must be allowed to read `from` and write
+    /// `path`.
+    Copy {
+        path: String,
+        from: String,
+    },
 }
 
 impl StoreOp {
@@ -126,7 +137,8 @@ impl StoreOp {
             | StoreOp::CreateMultipart { path }
             | StoreOp::UploadPart { path, .. }
             | StoreOp::CompleteMultipart { path, .. }
-            | StoreOp::AbortMultipart { path, .. } => path,
+            | StoreOp::AbortMultipart { path, .. }
+            | StoreOp::Copy { path, .. } => path,
             StoreOp::List { prefix, .. } => prefix,
         }
     }

@@ -165,6 +165,7 @@ fn pipeline_cost(dir: &Path, total_gib: f64, reps: usize, cores: usize) {
                 root,
                 Limits::UNLIMITED,
                 threads,
+                None,
             ))
             .unwrap();
         });

@@ -220,11 +220,29 @@ impl Broker {
         op: StoreOp,
         body: Option<PutPayload>,
     ) -> object_store::Result<reqwest::Response> {
+        self.transfer_range(op, body, None).await
+    }
+
+    /// [`Broker::transfer`], reading only `range` of the object (a GET's
+    /// `Range` header, which a presigned URL does not sign: one grant serves
+    /// any part of the object).
+    async fn transfer_range(
+        &self,
+        op: StoreOp,
+        body: Option<PutPayload>,
+        range: Option<std::ops::Range<u64>>,
+    ) -> object_store::Result<reqwest::Response> {
         let path = op.path().to_string();
         let (method, url, headers) = self.url(op).await?;
         let mut request = self.http.request(method, url);
         for (name, value) in headers {
             request = request.header(name, value);
+        }
+        if let Some(r) = &range {
+            request = request.header(
+                reqwest::header::RANGE,
+                format!("bytes={}-{}", r.start, r.end.saturating_sub(1)),
+            );
         }
         if let Some(body) = body {
             let bytes = Bytes::from(body);
@@ -237,7 +255,13 @@ impl Broker {
             .await
             .map_err(|e| generic(format!("store: {path}: {e}")))?;
         match response.status() {
+            reqwest::StatusCode::OK if range.is_some() => Err(generic(format!(
+                "store: {path}: the store answered a ranged read with the whole object"
+            ))),
             s if s.is_success() => Ok(response),
+            reqwest::StatusCode::RANGE_NOT_SATISFIABLE => Err(generic(format!(
+                "store: {path}: the range asked for is beyond the object's end"
+            ))),
             reqwest::StatusCode::NOT_FOUND => Err(object_store::Error::NotFound {
                 path: path.clone(),
                 source: format!("{path} is not in the store").into(),
@@ -368,6 +392,21 @@ fn meta_from(location: &Path, response: &reqwest::Response) -> ObjectMeta {
     }
 }
 
+/// A ranged answer's `Content-Range: bytes <first>-<last>/<size>`: the
+/// bytes sent (end exclusive) and the object's size.
+fn content_range(response: &reqwest::Response) -> Option<(std::ops::Range<u64>, u64)> {
+    let value = response
+        .headers()
+        .get(reqwest::header::CONTENT_RANGE)?
+        .to_str()
+        .ok()?;
+    let (sent, size) = value.strip_prefix("bytes ")?.split_once('/')?;
+    let (first, last) = sent.split_once('-')?;
+    let (first, last, size): (u64, u64, u64) =
+        (first.parse().ok()?, last.parse().ok()?, size.parse().ok()?);
+    (first <= last && last < size).then(|| (first..last + 1, size))
+}
+
 fn listed_meta(o: mcjs_protocol::store::ListedObject) -> ObjectMeta {
     ObjectMeta {
         location: Path::from(o.path),
@@ -437,8 +476,14 @@ impl ObjectStore for BrokeredStore {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
-        if options.range.is_some()
-            || options.if_match.is_some()
+        let range = match &options.range {
+            None => None,
+            Some(object_store::GetRange::Bounded(r)) if r.start < r.end && !options.head => {
+                Some(r.clone())
+            }
+            Some(_) => return Err(object_store::Error::NotImplemented),
+        };
+        if options.if_match.is_some()
             || options.if_none_match.is_some()
             || options.if_modified_since.is_some()
             || options.if_unmodified_since.is_some()
@@ -452,8 +497,27 @@ impl ObjectStore for BrokeredStore {
         } else {
             StoreOp::Get { path }
         };
-        let response = self.broker.transfer(op, None).await?;
-        let meta = meta_from(location, &response);
+        let response = self.broker.transfer_range(op, None, range.clone()).await?;
+        let mut meta = meta_from(location, &response);
+        let range = match range {
+            None => 0..meta.size,
+            Some(asked) => {
+                // `Content-Range: bytes <first>-<last>/<size>`: the part sent
+                // and the whole object's size.
+                let (sent, size) = content_range(&response).ok_or_else(|| {
+                    generic(format!(
+                        "store: {location}: a ranged read without a valid Content-Range"
+                    ))
+                })?;
+                if sent.start != asked.start || sent.end > asked.end {
+                    return Err(generic(format!(
+                        "store: {location}: asked for bytes {asked:?}, sent {sent:?}"
+                    )));
+                }
+                meta.size = size;
+                sent
+            }
+        };
         let shown = location.to_string();
         let stream = if options.head {
             futures_util::stream::empty().boxed()
@@ -464,7 +528,7 @@ impl ObjectStore for BrokeredStore {
                 .boxed()
         };
         Ok(GetResult {
-            range: 0..meta.size,
+            range,
             meta,
             payload: GetResultPayload::Stream(stream),
             attributes: Default::default(),
@@ -507,8 +571,32 @@ impl ObjectStore for BrokeredStore {
         })
     }
 
-    async fn copy(&self, _from: &Path, _to: &Path) -> object_store::Result<()> {
-        Err(object_store::Error::NotImplemented)
+    /// S3's CopyObject through a presigned URL: the bytes stay in the
+    /// store. Only between checkpoints of one job (the gateway's rule).
+    async fn copy(&self, from: &Path, to: &Path) -> object_store::Result<()> {
+        let response = self
+            .broker
+            .transfer(
+                StoreOp::Copy {
+                    path: to.to_string(),
+                    from: from.to_string(),
+                },
+                Some(PutPayload::new()),
+            )
+            .await?;
+        // A copy can fail after its 200 has been sent: the error is then
+        // the body.
+        let body = response
+            .text()
+            .await
+            .map_err(|e| generic(format!("store: copy to {to}: {e}")))?;
+        if body.contains("<Error>") {
+            return Err(generic(format!(
+                "store: copy of {from} to {to} failed: {}",
+                body.chars().take(300).collect::<String>()
+            )));
+        }
+        Ok(())
     }
 
     async fn copy_if_not_exists(&self, _from: &Path, _to: &Path) -> object_store::Result<()> {

@@ -104,7 +104,15 @@ pub async fn store_output(
     let base = output_prefix(job, generation);
     let root = ConfinedDir::open(dir).map_err(|e| StoreError::Checkpoint(e.into()))?;
     let attempt = format!("{:016x}", crate::store::upload_nonce(job));
-    let digest = upload_tree(store, &format!("{base}/{attempt}/files"), root, limits, 0).await?;
+    let digest = upload_tree(
+        store,
+        &format!("{base}/{attempt}/files"),
+        root,
+        limits,
+        0,
+        None,
+    )
+    .await?;
     for artifact in &spec.output.required_artifacts {
         if !digest.files.iter().any(|f| f.path == artifact.as_str()) {
             return Err(OutputError::Missing(artifact.as_str().to_string()));

@@ -3,16 +3,18 @@
 //! and restore with verification and fallback. Layout in
 //! docs/job-contract.md, "Checkpoints in the checkpoint store".
 
+mod known;
 mod object_upload;
 mod pipeline;
 mod restore;
 mod upload;
 
-pub use object_upload::{ObjectUpload, PART_SIZE, UploadError, UploadStage};
+pub use known::KnownFiles;
+pub use object_upload::{ObjectUpload, PART_SIZE, UploadError, UploadStage, part_size_for};
 pub use pipeline::CheckpointPipeline;
-pub use restore::{VerifyError, download_verified};
+pub use restore::{RANGE_SIZE, VerifyError, download_verified};
 pub(crate) use upload::upload_nonce;
-pub use upload::upload_tree;
+pub use upload::{REUSE_MIN_BYTES, Reuse, upload_tree};
 
 use crate::checkpoint::{CheckpointDigest, CheckpointError, FileDigest, Sha256Digest};
 use futures_util::StreamExt;
@@ -196,6 +198,9 @@ pub struct Restored {
 pub struct CheckpointStore {
     store: Arc<dyn ObjectStore>,
     keep: usize,
+    /// What this process stored or verified: copied in the store, not
+    /// uploaded again, when a checkpoint holds it unchanged.
+    known: KnownFiles,
 }
 
 fn valid_job_id(job_id: &str) -> Result<(), StoreError> {
@@ -219,6 +224,7 @@ impl CheckpointStore {
         Self {
             store,
             keep: keep.max(1),
+            known: KnownFiles::default(),
         }
     }
 
@@ -340,6 +346,7 @@ impl CheckpointStore {
 
     async fn delete(&self, c: &StoredCheckpoint) -> Result<(), StoreError> {
         let base = mcjs_protocol::store::layout::checkpoint(&c.job_id, &c.key);
+        self.known.forget_under(&format!("{base}/"));
         // Descriptor first: a half-deleted checkpoint is then invisible.
         let descriptor = ObjectPath::from(format!("{base}/{DESCRIPTOR}"));
         self.store

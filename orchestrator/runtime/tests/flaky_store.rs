@@ -240,6 +240,11 @@ impl Proxy {
     fn tripped(&self) -> usize {
         self.state.lock().unwrap().tripped
     }
+
+    /// Bytes sent to the S3 server since the last `arm`.
+    fn sent(&self) -> u64 {
+        self.state.lock().unwrap().sent
+    }
 }
 
 impl Drop for Proxy {
@@ -553,6 +558,122 @@ async fn a_store_that_is_down_from_the_start_fails_cleanly() {
     let err = f.cut_then_recover(50, BIG, Trip::AfterBytes(0)).await;
     assert_eq!(upload_stage(&err), UploadStage::Put, "{err}");
     assert!(err.to_string().contains("mcjs-manifest.json"), "{err}");
+}
+
+/// A file over a range is restored in ranges read at once, written in
+/// order: byte-identical; the same file in the store with one byte changed,
+/// or longer, is refused by name and nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_big_file_is_restored_in_ranges_byte_identical_and_a_changed_one_is_refused() {
+    use mcjs_runtime::store::{ExpectedCheckpoint, RANGE_SIZE};
+    let f = Fixture::new().await;
+    let size = 3 * RANGE_SIZE as usize + 12_345;
+    let (_, bytes) = f.checkpoint(60, size);
+    let stored = f.pipeline.collect().await.unwrap().remove(0);
+    let expected = [ExpectedCheckpoint {
+        step: 60,
+        hash: stored.hash,
+    }];
+    let into = tempfile::tempdir().unwrap();
+    let restore = async |name: &str| {
+        f.pipeline
+            .store
+            .restore(JOB, &expected, Limits::UNLIMITED, &into.path().join(name))
+            .await
+    };
+    let restored = restore("whole").await.unwrap();
+    let back = std::fs::read(restored.dir.join("weights.bin")).unwrap();
+    assert!(back.len() == bytes.len() && back == bytes, "byte-identical");
+
+    let weights = ObjectPath::from(format!(
+        "jobs/{JOB}/checkpoints/{}/files/weights.bin",
+        stored.key
+    ));
+    // One byte changed in the last range.
+    let mut changed = bytes.clone();
+    changed[size - 5] ^= 1;
+    f.direct.put(&weights, changed.into()).await.unwrap();
+    let err = restore("changed").await.unwrap_err().to_string();
+    assert!(
+        err.contains("weights.bin: refused") && err.contains(&format!("{size} bytes")),
+        "{err}"
+    );
+    // Longer than attested: refused without reading it.
+    let mut longer = bytes.clone();
+    longer.extend_from_slice(&[0; 100]);
+    f.direct.put(&weights, longer.into()).await.unwrap();
+    let err = restore("longer").await.unwrap_err().to_string();
+    assert!(
+        err.contains("weights.bin: refused") && err.contains(&format!("{} bytes", size + 100)),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(into.path().join("changed"))
+        .map(|d| d.collect())
+        .unwrap_or_default();
+    assert!(
+        left.is_empty(),
+        "nothing left of a refused restore: {left:?}"
+    );
+}
+
+/// A checkpoint file that did not change since the last stored checkpoint
+/// (frozen base weights) is copied inside the store: the second checkpoint
+/// sends the S3 server its changed bytes and little more, and both restore
+/// byte-identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unchanged_file_is_copied_in_the_store_and_only_the_changed_bytes_are_sent() {
+    use mcjs_runtime::store::ExpectedCheckpoint;
+    let f = Fixture::new().await;
+    let frozen = pattern(6 << 20, 99);
+    let weights = 2 << 20;
+    let mut stored = Vec::new();
+    let mut sent = Vec::new();
+    for step in [70, 80] {
+        let (dir, _) = f.checkpoint(step, weights);
+        std::fs::write(dir.join("base.bin"), &frozen).unwrap();
+        f.proxy.arm(Trip::Never);
+        stored.push(f.pipeline.collect().await.unwrap().remove(0));
+        sent.push(f.proxy.sent());
+    }
+    assert!(
+        sent[0] > (8 << 20),
+        "the first checkpoint sends both files: {sent:?}"
+    );
+    assert!(
+        sent[1] >= weights as u64 && sent[1] < weights as u64 + (256 << 10),
+        "the second sends its changed weights and requests, not the 6 MiB base: {sent:?}"
+    );
+    assert_ne!(stored[0].hash, stored[1].hash);
+    let into = tempfile::tempdir().unwrap();
+    for (c, step) in stored.iter().zip([70, 80]) {
+        let restored = f
+            .pipeline
+            .store
+            .restore(
+                JOB,
+                &[ExpectedCheckpoint { step, hash: c.hash }],
+                Limits::UNLIMITED,
+                &into.path().join(step.to_string()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read(restored.dir.join("base.bin")).unwrap(),
+            frozen
+        );
+        assert_eq!(
+            std::fs::read(restored.dir.join("weights.bin")).unwrap(),
+            pattern(weights, step)
+        );
+    }
+    // Each checkpoint holds its own copy: pruning one leaves the other whole.
+    let base = |c: &mcjs_runtime::store::StoredCheckpoint| {
+        ObjectPath::from(format!("jobs/{JOB}/checkpoints/{}/files/base.bin", c.key))
+    };
+    for c in &stored {
+        let got = f.direct.get(&base(c)).await.unwrap().bytes().await.unwrap();
+        assert!(got[..] == frozen[..]);
+    }
 }
 
 // ------------------------------------------------- an error-injecting store

@@ -124,6 +124,17 @@ impl S3Store {
                 }
                 (reqwest::Method::PUT, action.sign(ttl))
             }
+            StoreOp::Copy { from, .. } => {
+                // S3's CopyObject: the source signed in, so the URL copies
+                // that object and no other.
+                let source = copy_source(&self.location.bucket, &self.location.key(from));
+                let mut action = self.bucket.put_object(c, &key);
+                action
+                    .headers_mut()
+                    .insert("x-amz-copy-source", source.clone());
+                headers.push(("x-amz-copy-source".to_string(), source));
+                (reqwest::Method::PUT, action.sign(ttl))
+            }
             StoreOp::Delete { .. } => (
                 reqwest::Method::DELETE,
                 self.bucket.delete_object(c, &key).sign(ttl),
@@ -403,5 +414,30 @@ impl S3Store {
         self.send("write", &key, self.http.put(url).body(bytes))
             .await?;
         Ok(())
+    }
+}
+
+/// `x-amz-copy-source`'s value: `/<bucket>/<key>`, the key percent-encoded
+/// but for its slashes and unreserved characters.
+fn copy_source(bucket: &str, key: &str) -> String {
+    let mut out = format!("/{bucket}/");
+    for b in key.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod copy_source_tests {
+    #[test]
+    fn a_copy_source_is_the_bucket_and_the_key_percent_encoded_but_for_slashes() {
+        assert_eq!(
+            super::copy_source("mcjs", "deploy/jobs/J/checkpoints/k/files/a b+ü.bin"),
+            "/mcjs/deploy/jobs/J/checkpoints/k/files/a%20b%2B%C3%BC.bin"
+        );
     }
 }

@@ -119,6 +119,41 @@ fn pinned(job: &Job, generation: u32, step: u64) -> bool {
         .is_some_and(|f| f.generation == generation && f.step == step)
 }
 
+/// A copy inside the store: only by a node, from one object of a job's
+/// checkpoints to another of the same job, and only if the node may read the
+/// one and write the other (so a checker, which writes nothing, copies
+/// nothing, and no node copies into another generation's checkpoints or
+/// out of another job's).
+fn authorize_copy(path: &str, from: &str, caller: &Caller<'_>) -> Result<(), String> {
+    let object = |p: &str| match ObjectKind::classify(p) {
+        ObjectKind::Checkpoint {
+            job, key: Some(_), ..
+        } => Some(job.to_string()),
+        _ => None,
+    };
+    match (object(path), object(from), caller) {
+        (Some(to_job), Some(from_job), Caller::Node { .. }) if to_job == from_job => {}
+        _ => {
+            return Err(format!(
+                "{path}: a copy goes from one of a job's checkpoints to another of the same job, by the job's node"
+            ));
+        }
+    }
+    authorize(
+        &StoreOp::Get {
+            path: from.to_string(),
+        },
+        caller,
+    )?;
+    authorize(
+        &StoreOp::Put {
+            path: path.to_string(),
+            size: None,
+        },
+        caller,
+    )
+}
+
 fn find<'j>(jobs: &'j [(Pubkey, Job)], job: &str) -> Option<&'j Job> {
     jobs.iter()
         .find(|(key, _)| key.to_string() == job)
@@ -127,6 +162,9 @@ fn find<'j>(jobs: &'j [(Pubkey, Job)], job: &str) -> Option<&'j Job> {
 
 /// Whether `caller` may perform `op`; the error says why not.
 pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
+    if let StoreOp::Copy { path, from } = op {
+        return authorize_copy(path, from, caller);
+    }
     let path = op.path();
     let kind = ObjectKind::classify(path);
     let writes = op.writes();

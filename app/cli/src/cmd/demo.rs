@@ -157,6 +157,7 @@ async fn start_cluster(
     Cluster::start(ClusterConfig {
         dir: dir.to_path_buf(),
         mcjs_bin: std::env::current_exe()?,
+        agent_bin: None,
         agents: 3,
         slot_time_ms: args.slot_time_ms,
         heartbeat_timeout_ms: mcjs_protocol::DEFAULT_HEARTBEAT_TIMEOUT_MS,

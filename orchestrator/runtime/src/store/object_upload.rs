@@ -22,6 +22,17 @@ use tokio::task::JoinSet;
 pub const PART_SIZE: usize = 10 << 20;
 /// Parts in flight at once.
 const PARTS_IN_FLIGHT: usize = 8;
+/// S3 takes at most 10,000 parts an upload; parts are sized for this many,
+/// leaving room for a file that grows while it is read.
+const PARTS_PLANNED: u64 = 9_000;
+
+/// The part size for an object of about `size` bytes: [`PART_SIZE`], or,
+/// for an object over 87 GiB, the whole MiB that keeps it within
+/// [`PARTS_PLANNED`] parts (a 96 GiB checkpoint file: 11 MiB parts).
+pub fn part_size_for(size: u64) -> usize {
+    let needed = size.div_ceil(PARTS_PLANNED).next_multiple_of(1 << 20);
+    usize::try_from(needed).unwrap_or(usize::MAX).max(PART_SIZE)
+}
 
 /// Which request of an upload failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +86,7 @@ struct Multipart {
 pub struct ObjectUpload {
     store: Arc<dyn ObjectStore>,
     path: ObjectPath,
+    part_size: usize,
     buffer: PutPayloadMut,
     multipart: Option<Multipart>,
     /// Failed (and cleaned up) at this stage: nothing more is sent.
@@ -83,9 +95,16 @@ pub struct ObjectUpload {
 
 impl ObjectUpload {
     pub fn new(store: Arc<dyn ObjectStore>, path: ObjectPath) -> Self {
+        Self::sized(store, path, 0)
+    }
+
+    /// An upload of an object of about `size` bytes: parts of
+    /// [`part_size_for`]`(size)`.
+    pub fn sized(store: Arc<dyn ObjectStore>, path: ObjectPath, size: u64) -> Self {
         Self {
             store,
             path,
+            part_size: part_size_for(size),
             buffer: PutPayloadMut::new(),
             multipart: None,
             failed: None,
@@ -121,7 +140,7 @@ impl ObjectUpload {
         self.check()?;
         let mut bytes = bytes.into();
         while !bytes.is_empty() {
-            let room = PART_SIZE - self.buffer.content_length();
+            let room = self.part_size - self.buffer.content_length();
             if bytes.len() < room {
                 self.buffer.push(bytes);
                 return Ok(());

@@ -7,13 +7,29 @@ use super::{
 };
 use crate::checkpoint::{CheckpointDigest, FileDigest, Sha256Digest};
 use crate::confined::Limits;
-use futures_util::StreamExt;
-use object_store::ObjectStore;
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use futures_util::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
+use object_store::{GetOptions, GetRange, ObjectStore};
 use sha2::{Digest, Sha256};
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
-use tokio::io::AsyncWriteExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A file over this is fetched in ranges of this size, several at once
+/// (S3 serves each from its own connection).
+pub const RANGE_SIZE: u64 = 16 << 20;
+/// Ranges of one file in flight at once: with [`FILES_IN_FLIGHT`] and
+/// [`WRITES_QUEUED`], what a restore holds in memory is bounded by
+/// `FILES_IN_FLIGHT × (RANGES_IN_FLIGHT + WRITES_QUEUED) × RANGE_SIZE`
+/// (384 MiB).
+const RANGES_IN_FLIGHT: usize = 8;
+/// Files fetched at once.
+const FILES_IN_FLIGHT: usize = 2;
+/// Chunks waiting for a file's writer.
+const WRITES_QUEUED: usize = 4;
 
 impl CheckpointStore {
     /// Restores the newest of `expected` (newest first, as attested) of
@@ -79,6 +95,14 @@ impl CheckpointStore {
                     tracing::warn!(step = want.step, key = %candidate.key, %reason, "stored checkpoint unusable, trying the next one");
                     skipped.push(skip(reason, store_failed));
                     continue;
+                }
+                for f in &candidate.files {
+                    self.known.remember(
+                        job_id,
+                        f.size,
+                        f.sha256,
+                        ObjectPath::from(format!("{base}/files/{}", f.path)),
+                    );
                 }
                 let _ = tokio::fs::remove_dir_all(&dir).await;
                 tokio::fs::rename(&staging, &dir)
@@ -254,30 +278,38 @@ async fn fetch_verified(
             max_bytes: limits.max_bytes,
         });
     }
-    let mut received = 0u64;
-    for f in files {
-        let rel = relative_file(prefix, &f.path)?;
-        let src = ObjectPath::from(format!("{prefix}/{}", f.path));
-        let mut h = Sha256::new();
-        // Never more than was attested: a store that streams without end
-        // is cut off at the attested size.
-        let size = fetch_file(store, &src, &staging.join(rel), f.size, |chunk| {
-            h.update(chunk);
-            received += chunk.len() as u64;
-            progress(received);
+    let received = AtomicU64::new(0);
+    let seen = |n: u64| progress(received.fetch_add(n, Ordering::Relaxed) + n);
+    // Boxed and collected first: a lazily mapped stream of async blocks
+    // trips rustc's Send inference in callers (rust-lang/rust#102211).
+    let fetches: Vec<BoxFuture<'_, Result<(), VerifyError>>> = files
+        .iter()
+        .map(|f| {
+            let seen = &seen;
+            Box::pin(async move {
+                let rel = relative_file(prefix, &f.path)?;
+                let src = ObjectPath::from(format!("{prefix}/{}", f.path));
+                // Never more than was attested: a store that streams without
+                // end is cut off at the attested size.
+                let (size, actual) =
+                    fetch_file(store, &src, &staging.join(rel), f.size, seen).await?;
+                if size != f.size || actual != f.sha256 {
+                    return Err(VerifyError::Tampered {
+                        file: f.path.clone(),
+                        expected: f.sha256,
+                        expected_size: f.size,
+                        actual,
+                        actual_size: size,
+                    });
+                }
+                Ok(())
+            }) as BoxFuture<'_, _>
         })
+        .collect();
+    futures_util::stream::iter(fetches)
+        .buffer_unordered(FILES_IN_FLIGHT)
+        .try_collect::<Vec<()>>()
         .await?;
-        let actual = Sha256Digest(h.finalize().into());
-        if size != f.size || actual != f.sha256 {
-            return Err(VerifyError::Tampered {
-                file: f.path.clone(),
-                expected: f.sha256,
-                expected_size: f.size,
-                actual,
-                actual_size: size,
-            });
-        }
-    }
     Ok(digest)
 }
 
@@ -298,17 +330,20 @@ fn relative_file<'a>(descriptor: &str, path: &'a str) -> Result<&'a Path, StoreE
     Ok(rel)
 }
 
-/// Streams `src` into `target` (its directory created), each chunk shown
-/// to `seen` before it is written; stops once more than `limit` bytes came.
-/// Returns how many bytes came, or, without reading any, the object's size
-/// when the store says it is over `limit`.
+/// Fetches `src` into `target` (its directory created), hashing what it
+/// writes on a thread of its own; `seen` is told of each chunk's size.
+/// Reads no more than `limit` bytes (the attested size): an object the
+/// store says is of another size is not read at all. An object over
+/// [`RANGE_SIZE`] is read in ranges of that size, [`RANGES_IN_FLIGHT`] at
+/// once, written in order. Returns the bytes written and their sha256 (or
+/// the object's size as the store gives it, when that is not `limit`).
 async fn fetch_file(
     store: &Arc<dyn ObjectStore>,
     src: &ObjectPath,
     target: &Path,
     limit: u64,
-    mut seen: impl FnMut(&[u8]),
-) -> Result<u64, StoreError> {
+    seen: &(dyn Fn(u64) + Send + Sync),
+) -> Result<(u64, Sha256Digest), StoreError> {
     let io = |action, source| StoreError::Io {
         action,
         path: target.to_path_buf(),
@@ -319,27 +354,116 @@ async fn fetch_file(
             .await
             .map_err(|e| io("create", e))?;
     }
+    let file = std::fs::File::create(target).map_err(|e| io("create", e))?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(WRITES_QUEUED);
+    let path = target.to_path_buf();
+    let writer = tokio::task::spawn_blocking(move || {
+        let mut file = file;
+        let mut h = Sha256::new();
+        let mut size = 0u64;
+        while let Some(chunk) = rx.blocking_recv() {
+            h.update(&chunk);
+            size += chunk.len() as u64;
+            file.write_all(&chunk)?;
+        }
+        file.sync_all()?;
+        Ok::<_, std::io::Error>((size, Sha256Digest(h.finalize().into())))
+    });
+    let fed = feed(store, src, limit, seen, &tx).await;
+    drop(tx);
+    let written = writer
+        .await
+        .map_err(|e| StoreError::Join(e.to_string()))?
+        .map_err(|source| StoreError::Io {
+            action: "write",
+            path,
+            source,
+        });
+    match fed? {
+        Some(other_size) => Ok((other_size, Sha256Digest([0; 32]))),
+        None => written,
+    }
+}
+
+/// Sends `src`'s bytes, in order and no more than `limit`, to the writer;
+/// `Some(size)` when the object is `size` bytes, not `limit`: said by the
+/// store before any byte is sent (over `limit`; read in ranges, any other
+/// size), or found once more than `limit` came.
+async fn feed(
+    store: &Arc<dyn ObjectStore>,
+    src: &ObjectPath,
+    limit: u64,
+    seen: &(dyn Fn(u64) + Send + Sync),
+    tx: &tokio::sync::mpsc::Sender<Bytes>,
+) -> Result<Option<u64>, StoreError> {
+    if limit > RANGE_SIZE {
+        let ranges: Vec<std::ops::Range<u64>> = (0..limit)
+            .step_by(RANGE_SIZE as usize)
+            .map(|start| start..(start + RANGE_SIZE).min(limit))
+            .collect();
+        let mut parts = futures_util::stream::iter(ranges)
+            .map(|range| async move {
+                let options = GetOptions {
+                    range: Some(GetRange::Bounded(range.clone())),
+                    ..Default::default()
+                };
+                let got = store.get_opts(src, options).await?;
+                let size = got.meta.size;
+                if size != limit {
+                    return Ok((size, Bytes::new()));
+                }
+                let bytes = got.bytes().await?;
+                if bytes.len() as u64 != range.end - range.start {
+                    return Err(object_store::Error::Generic {
+                        store: "restore",
+                        source: format!("asked for bytes {range:?} of {src}, got {}", bytes.len())
+                            .into(),
+                    });
+                }
+                Ok((size, bytes))
+            })
+            .buffered(RANGES_IN_FLIGHT);
+        let mut first = true;
+        while let Some(part) = parts.next().await {
+            let (size, bytes) = match part {
+                // A store that cannot read ranges: the whole object, streamed.
+                Err(object_store::Error::NotImplemented) if first => break,
+                other => other.map_err(CheckpointStore::object("read", src))?,
+            };
+            first = false;
+            if size != limit {
+                return Ok(Some(size));
+            }
+            seen(bytes.len() as u64);
+            if tx.send(bytes).await.is_err() {
+                return Ok(None); // the writer failed; its error is reported
+            }
+        }
+        if !first {
+            return Ok(None);
+        }
+    }
     let got = store
         .get(src)
         .await
         .map_err(CheckpointStore::object("read", src))?;
+    // Over the limit: not read. Shorter: read, and found short by the caller.
     if got.meta.size > limit {
-        return Ok(got.meta.size);
+        return Ok(Some(got.meta.size));
     }
     let mut stream = got.into_stream();
-    let mut out = tokio::fs::File::create(target)
-        .await
-        .map_err(|e| io("create", e))?;
     let mut size = 0u64;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(CheckpointStore::object("read", src))?;
         size = size.saturating_add(chunk.len() as u64);
         if size > limit {
+            // More than attested (a store that hid the size): cut off here.
+            return Ok(Some(size));
+        }
+        seen(chunk.len() as u64);
+        if tx.send(chunk).await.is_err() {
             break;
         }
-        seen(&chunk);
-        out.write_all(&chunk).await.map_err(|e| io("write", e))?;
     }
-    out.sync_all().await.map_err(|e| io("sync", e))?;
-    Ok(size)
+    Ok(None)
 }

@@ -3,7 +3,8 @@
 //! then its descriptor.
 
 use super::{
-    CheckpointStore, DESCRIPTOR, ObjectUpload, StoreError, StoredCheckpoint, valid_job_id,
+    CheckpointStore, DESCRIPTOR, KnownFiles, ObjectUpload, StoreError, StoredCheckpoint,
+    valid_job_id,
 };
 use crate::checkpoint::{
     CheckpointDigest, CheckpointError, FileDigest, LocalCheckpoint, Sha256Digest,
@@ -42,8 +43,19 @@ impl CheckpointStore {
         let key = layout::checkpoint_key(local.manifest.step, generation, upload_nonce(job_id));
         let base = layout::checkpoint(job_id, &key);
         let dir = root.open_dir(&local.name).map_err(CheckpointError::from)?;
-        let digest =
-            upload_tree(&self.store, &format!("{base}/files"), dir, limits, threads).await?;
+        let reuse = Reuse {
+            known: self.known.clone(),
+            job: job_id.to_string(),
+        };
+        let digest = upload_tree(
+            &self.store,
+            &format!("{base}/files"),
+            dir,
+            limits,
+            threads,
+            Some(reuse),
+        )
+        .await?;
         let manifest = digest
             .files
             .iter()
@@ -111,6 +123,19 @@ async fn delete_files(store: &Arc<dyn ObjectStore>, prefix: &str, files: &[FileD
     }
 }
 
+/// Files of at least this size are hashed before they are stored when the
+/// store is known to hold a file of their size already: if it holds these
+/// bytes, they are copied there instead of uploaded.
+pub const REUSE_MIN_BYTES: u64 = 1 << 20;
+
+/// The files a checkpoint upload may copy inside the store rather than send:
+/// those of `job` that this process stored or verified.
+#[derive(Clone)]
+pub struct Reuse {
+    pub known: KnownFiles,
+    pub job: String,
+}
+
 /// Uploads every regular file under `dir` to `<prefix>/<relative path>`,
 /// `threads` files at a time (0: one per core), each read once through one
 /// descriptor opened confined to `dir` and hashed as it is copied; returns
@@ -118,13 +143,16 @@ async fn delete_files(store: &Arc<dyn ObjectStore>, prefix: &str, files: &[FileD
 /// checkpoint hash"). Over `limits` (counted on the bytes actually read, so
 /// a file that grows is caught too), or anything but regular files and
 /// directories, is refused as the job's fault and what was uploaded is
-/// deleted again.
+/// deleted again. With `reuse`, a file whose bytes the store holds already
+/// (same size and sha256, [`Reuse`]) is copied there, not uploaded; what
+/// is uploaded becomes known to `reuse` in turn.
 pub async fn upload_tree(
     store: &Arc<dyn ObjectStore>,
     prefix: &str,
     dir: ConfinedDir,
     limits: Limits,
     threads: usize,
+    reuse: Option<Reuse>,
 ) -> Result<CheckpointDigest, StoreError> {
     let dir = Arc::new(dir);
     let walk = {
@@ -148,9 +176,28 @@ pub async fn upload_tree(
         .map(|f| {
             let (dir, budget, store) = (Arc::clone(&dir), Arc::clone(&budget), Arc::clone(store));
             let dst = ObjectPath::from(format!("{prefix}/{}", f.path));
-            let path = f.path.clone();
+            let (path, listed, reuse) = (f.path.clone(), f.size, reuse.clone());
             Box::pin(async move {
-                let (size, sha256) = copy_hashing(store, dir, path.clone(), dst, budget).await?;
+                if let Some(r) = reuse
+                    .as_ref()
+                    .filter(|r| listed >= REUSE_MIN_BYTES && r.known.has_size(&r.job, listed))
+                {
+                    if let Some(copied) = copy_known(&store, &dir, &path, &dst, r, &budget).await? {
+                        return Ok(copied);
+                    }
+                }
+                let (size, sha256) = copy_hashing(
+                    Arc::clone(&store),
+                    dir,
+                    path.clone(),
+                    listed,
+                    dst.clone(),
+                    budget,
+                )
+                .await?;
+                if let Some(r) = &reuse {
+                    r.known.remember(&r.job, size, sha256, dst);
+                }
                 Ok::<_, StoreError>(FileDigest { path, size, sha256 })
             }) as futures_util::future::BoxFuture<'static, _>
         })
@@ -178,12 +225,66 @@ pub async fn upload_tree(
     }
 }
 
+/// A file whose bytes the store may hold already: hashed (one read, confined
+/// like every read), and if `reuse` knows those bytes, copied inside the
+/// store to `dst`. `None` when it does not know them or the copy failed
+/// (the file is then uploaded).
+async fn copy_known(
+    store: &Arc<dyn ObjectStore>,
+    dir: &Arc<ConfinedDir>,
+    rel: &str,
+    dst: &ObjectPath,
+    reuse: &Reuse,
+    budget: &AtomicU64,
+) -> Result<Option<FileDigest>, StoreError> {
+    let (dir2, rel2) = (Arc::clone(dir), rel.to_string());
+    let (size, sha256) = tokio::task::spawn_blocking(move || {
+        let (file, _) = dir2.open_file(&rel2)?;
+        crate::checkpoint::hash_reader(file, &dir2.path().join(&rel2))
+    })
+    .await
+    .map_err(|e| StoreError::Join(e.to_string()))??;
+    let Some(source) = reuse.known.get(&reuse.job, size, &sha256) else {
+        return Ok(None);
+    };
+    // Charged as an upload is: on the bytes read.
+    if budget
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+            left.checked_sub(size)
+        })
+        .is_err()
+    {
+        return Err(CheckpointError::from(ConfinedError::Refused {
+            path: dir.path().display().to_string(),
+            reason: "is over its size limit".into(),
+        })
+        .into());
+    }
+    match store.copy(&source, dst).await {
+        Ok(()) => {
+            tracing::info!(file = rel, bytes = size, from = %source, "unchanged since a stored checkpoint: copied in the store, not uploaded");
+            reuse.known.remember(&reuse.job, size, sha256, dst.clone());
+            Ok(Some(FileDigest {
+                path: rel.to_string(),
+                size,
+                sha256,
+            }))
+        }
+        Err(e) => {
+            budget.fetch_add(size, Ordering::Relaxed);
+            tracing::warn!(file = rel, from = %source, error = %e, "cannot copy inside the store; uploading the file");
+            Ok(None)
+        }
+    }
+}
+
 /// One file: a blocking reader hashes each chunk and hands the same bytes to
 /// the async writer, so the digest covers exactly the stored bytes.
 async fn copy_hashing(
     store: Arc<dyn ObjectStore>,
     dir: Arc<ConfinedDir>,
     rel: String,
+    listed: u64,
     dst: ObjectPath,
     budget: Arc<AtomicU64>,
 ) -> Result<(u64, Sha256Digest), StoreError> {
@@ -227,7 +328,7 @@ async fn copy_hashing(
             }
             Ok((size, Sha256Digest(h.finalize().into())))
         });
-    let mut upload = ObjectUpload::new(store, dst);
+    let mut upload = ObjectUpload::sized(store, dst, listed);
     let mut write_error = None;
     while let Some(chunk) = rx.recv().await {
         if let Err(e) = upload.put(chunk).await {

@@ -677,3 +677,74 @@ fn a_jobs_output_is_written_by_its_node_and_deleted_by_nobody() {
         );
     }
 }
+
+/// A copy inside the store goes from one of the job's checkpoints to one of
+/// its node's own generation, by that node: never into another generation,
+/// out of another job, from or to anything but a checkpoint, by a checker
+/// or by an owner.
+#[test]
+fn a_copy_goes_between_checkpoints_of_one_job_into_the_nodes_own_generation() {
+    let w = world(JobState::Running { since: 0 });
+    let me = w.node_caller();
+    let j = w.job;
+    let copy = |from: String, path: String| StoreOp::Copy { path, from };
+    let older = format!("jobs/{j}/checkpoints/{}/files/base.bin", key(40, 1));
+    let own = format!("jobs/{j}/checkpoints/{}/files/base.bin", key(50, 2));
+    let own_earlier = format!("jobs/{j}/checkpoints/{}/files/base.bin", key(45, 2));
+    assert_eq!(
+        authorize(&copy(own_earlier.clone(), own.clone()), &me),
+        Ok(())
+    );
+    assert_eq!(authorize(&copy(older.clone(), own.clone()), &me), Ok(()));
+    let other_job = Pubkey::new_unique();
+    for (from, to) in [
+        // Into another generation's checkpoint.
+        (own.clone(), older.clone()),
+        // Out of another job, or into one.
+        (
+            format!("jobs/{other_job}/checkpoints/{}/files/base.bin", key(40, 2)),
+            own.clone(),
+        ),
+        (
+            own_earlier.clone(),
+            format!("jobs/{other_job}/checkpoints/{}/files/base.bin", key(50, 2)),
+        ),
+        // From or to anything but a checkpoint.
+        (format!("users/{}/data/train.csv", w.owner), own.clone()),
+        (
+            format!("specs/{}.json", hex::encode([7u8; 32])),
+            own.clone(),
+        ),
+        (
+            own_earlier.clone(),
+            format!("jobs/{j}/output/g2/files/model.bin"),
+        ),
+        (own_earlier.clone(), format!("jobs/{j}/logs/g2/1-0.jsonl")),
+        // The job's whole directory.
+        (format!("jobs/{j}/checkpoints"), own.clone()),
+    ] {
+        let op = copy(from, to);
+        assert!(authorize(&op, &me).is_err(), "{op:?}");
+    }
+    let checking = [Checking {
+        job: w.job,
+        account: w.jobs[0].1.clone(),
+        interval: 4,
+        start_step: Some(45),
+    }];
+    let checker = Caller::Node {
+        node: Pubkey::new_unique(),
+        jobs: &[],
+        checking: &checking,
+        inputs: &w.inputs,
+    };
+    assert!(
+        authorize(&copy(own_earlier.clone(), own.clone()), &checker).is_err(),
+        "a checker writes nothing"
+    );
+    let owner = Caller::Owner {
+        owner: w.owner,
+        jobs: &w.jobs,
+    };
+    assert!(authorize(&copy(own_earlier, own), &owner).is_err());
+}
