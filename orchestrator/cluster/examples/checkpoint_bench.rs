@@ -234,7 +234,9 @@ async fn main() -> anyhow::Result<()> {
             serde_json::from_str(&workload::spec_json(&image, &uri, &sha, &args, 3))?;
         spec["checkpoint"]["max_size"] = format!("{}MiB", mib + 64).into();
         spec["checkpoint"]["interval"] = "1h".into();
-        spec["request"]["hardware"]["disk"] = format!("{}MiB", mib * 3 + 512).into();
+        // One checkpoint kept, one being written, beside the job's data.
+        spec["checkpoint"]["keep"] = 1.into();
+        spec["request"]["hardware"]["disk"] = format!("{}MiB", (mib + 64) * 2 + 512).into();
         spec["request"]["hardware"]["ram"] = "1GiB".into();
         let spec_path = dir.path().join(format!("job-{mib}.json"));
         std::fs::write(&spec_path, serde_json::to_vec_pretty(&spec)?)?;

@@ -55,7 +55,20 @@ struct Broker {
     /// The gateway that answered last: asked first.
     current: std::sync::atomic::AtomicUsize,
     identity: Identity,
+    /// GET grants kept for the ranged reads of one object: a restore reads
+    /// a big file in many ranges, and the `Range` header is not signed, so
+    /// one grant serves them all while it is young (see [`GET_REUSE`]).
+    reads: Mutex<std::collections::HashMap<String, (std::time::Instant, Granted)>>,
 }
+
+/// A presigned request: method, URL, headers to send.
+type Granted = (reqwest::Method, String, Vec<(String, String)>);
+
+/// How long a GET grant serves further ranged reads of its object: well
+/// within the 300 s a presigned URL lives (S3 checks it when a request
+/// arrives), and short, since a node fenced off a job keeps what it was
+/// granted until then.
+const GET_REUSE: Duration = Duration::from_secs(60);
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -215,6 +228,26 @@ impl Broker {
         }
     }
 
+    /// A GET grant for `op`'s object, asked for or reused (younger than
+    /// [`GET_REUSE`]).
+    async fn read_grant(&self, op: StoreOp) -> object_store::Result<Granted> {
+        let path = op.path().to_string();
+        let now = std::time::Instant::now();
+        {
+            let mut reads = self.reads.lock().expect("read grants");
+            reads.retain(|_, (at, _)| now.duration_since(*at) < GET_REUSE);
+            if let Some((_, granted)) = reads.get(&path) {
+                return Ok(granted.clone());
+            }
+        }
+        let granted = self.url(op).await?;
+        self.reads
+            .lock()
+            .expect("read grants")
+            .insert(path, (now, granted.clone()));
+        Ok(granted)
+    }
+
     async fn transfer(
         &self,
         op: StoreOp,
@@ -233,7 +266,30 @@ impl Broker {
         range: Option<std::ops::Range<u64>>,
     ) -> object_store::Result<reqwest::Response> {
         let path = op.path().to_string();
-        let (method, url, headers) = self.url(op).await?;
+        let reused = matches!((&op, &range), (StoreOp::Get { .. }, Some(_)));
+        let (method, url, headers) = if reused {
+            self.read_grant(op).await?
+        } else {
+            self.url(op).await?
+        };
+        let answer = self.send(&path, method, url, headers, body, range).await;
+        if reused && answer.is_err() {
+            // Not reused again: the next read asks the gateway afresh.
+            self.reads.lock().expect("read grants").remove(&path);
+        }
+        answer
+    }
+
+    async fn send(
+        &self,
+        path: &str,
+        method: reqwest::Method,
+        url: String,
+        headers: Vec<(String, String)>,
+        body: Option<PutPayload>,
+        range: Option<std::ops::Range<u64>>,
+    ) -> object_store::Result<reqwest::Response> {
+        let path = path.to_string();
         let mut request = self.http.request(method, url);
         for (name, value) in headers {
             request = request.header(name, value);
@@ -348,6 +404,7 @@ impl BrokeredStore {
                     .collect(),
                 current: Default::default(),
                 identity,
+                reads: Mutex::default(),
             }),
         }
     }

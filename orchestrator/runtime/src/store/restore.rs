@@ -80,6 +80,7 @@ impl CheckpointStore {
                     limits,
                     &staging,
                     &|_| {},
+                    false,
                 )
                 .await;
                 if let Err(e) = fetched {
@@ -209,14 +210,17 @@ pub async fn download_verified(
         .unwrap_or_else(|| "output".into());
     let staging = dest.with_file_name(format!(".{name}.partial"));
     let _ = tokio::fs::remove_dir_all(&staging).await;
-    let digest =
-        match fetch_verified(store, prefix, &sorted, attested, limits, &staging, progress).await {
-            Ok(d) => d,
-            Err(e) => {
-                let _ = tokio::fs::remove_dir_all(&staging).await;
-                return Err(e);
-            }
-        };
+    let digest = match fetch_verified(
+        store, prefix, &sorted, attested, limits, &staging, progress, true,
+    )
+    .await
+    {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = tokio::fs::remove_dir_all(&staging).await;
+            return Err(e);
+        }
+    };
     if tokio::fs::metadata(dest).await.is_ok() {
         let _ = tokio::fs::remove_dir_all(&staging).await;
         return Err(StoreError::Io {
@@ -244,7 +248,9 @@ pub async fn download_verified(
 /// fetched, the list must be one the hash is defined over, hash to
 /// `attested`, and declare no more than `limits`; then each file is read no
 /// further than its declared size, hashed as it arrives, and must match its
-/// entry. Whatever it returns, the caller removes `staging` on error.
+/// entry. `durable`: each file synced to the disk (what a user keeps, not a
+/// restore, which is fetched again if the node restarts). Whatever it
+/// returns, the caller removes `staging` on error.
 async fn fetch_verified(
     store: &Arc<dyn ObjectStore>,
     prefix: &str,
@@ -253,6 +259,7 @@ async fn fetch_verified(
     limits: Limits,
     staging: &Path,
     progress: &(dyn Fn(u64) + Send + Sync),
+    durable: bool,
 ) -> Result<CheckpointDigest, VerifyError> {
     check_file_list(files).map_err(|reason| StoreError::BadDescriptor {
         path: prefix.to_string(),
@@ -292,7 +299,7 @@ async fn fetch_verified(
                 // Never more than was attested: a store that streams without
                 // end is cut off at the attested size.
                 let (size, actual) =
-                    fetch_file(store, &src, &staging.join(rel), f.size, seen).await?;
+                    fetch_file(store, &src, &staging.join(rel), f.size, seen, durable).await?;
                 if size != f.size || actual != f.sha256 {
                     return Err(VerifyError::Tampered {
                         file: f.path.clone(),
@@ -331,7 +338,8 @@ fn relative_file<'a>(descriptor: &str, path: &'a str) -> Result<&'a Path, StoreE
 }
 
 /// Fetches `src` into `target` (its directory created), hashing what it
-/// writes on a thread of its own; `seen` is told of each chunk's size.
+/// writes on a thread of its own; `seen` is told of each chunk's size;
+/// `durable`: synced to the disk before it returns.
 /// Reads no more than `limit` bytes (the attested size): an object the
 /// store says is of another size is not read at all. An object over
 /// [`RANGE_SIZE`] is read in ranges of that size, [`RANGES_IN_FLIGHT`] at
@@ -343,6 +351,7 @@ async fn fetch_file(
     target: &Path,
     limit: u64,
     seen: &(dyn Fn(u64) + Send + Sync),
+    durable: bool,
 ) -> Result<(u64, Sha256Digest), StoreError> {
     let io = |action, source| StoreError::Io {
         action,
@@ -355,19 +364,33 @@ async fn fetch_file(
             .map_err(|e| io("create", e))?;
     }
     let file = std::fs::File::create(target).map_err(|e| io("create", e))?;
+    // Writing and hashing each on a thread of its own: the writer hands every
+    // chunk (a reference, not a copy) to the hasher before writing it.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(WRITES_QUEUED);
+    let (to_hash, mut hashed) = tokio::sync::mpsc::channel::<Bytes>(WRITES_QUEUED);
     let path = target.to_path_buf();
-    let writer = tokio::task::spawn_blocking(move || {
-        let mut file = file;
+    let hasher = tokio::task::spawn_blocking(move || {
         let mut h = Sha256::new();
         let mut size = 0u64;
-        while let Some(chunk) = rx.blocking_recv() {
+        while let Some(chunk) = hashed.blocking_recv() {
             h.update(&chunk);
             size += chunk.len() as u64;
+        }
+        (size, Sha256Digest(h.finalize().into()))
+    });
+    let writer = tokio::task::spawn_blocking(move || {
+        let mut file = file;
+        while let Some(chunk) = rx.blocking_recv() {
+            if to_hash.blocking_send(chunk.clone()).is_err() {
+                break;
+            }
             file.write_all(&chunk)?;
         }
-        file.sync_all()?;
-        Ok::<_, std::io::Error>((size, Sha256Digest(h.finalize().into())))
+        drop(to_hash);
+        if durable {
+            file.sync_all()?;
+        }
+        Ok::<_, std::io::Error>(())
     });
     let fed = feed(store, src, limit, seen, &tx).await;
     drop(tx);
@@ -379,9 +402,10 @@ async fn fetch_file(
             path,
             source,
         });
+    let digest = hasher.await.map_err(|e| StoreError::Join(e.to_string()))?;
     match fed? {
         Some(other_size) => Ok((other_size, Sha256Digest([0; 32]))),
-        None => written,
+        None => written.map(|()| digest),
     }
 }
 
