@@ -108,6 +108,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         restore: Option<Attested>,
     ) -> Event {
         let s = &self.shared;
+        let started = Instant::now();
         let failed = |stop: StopReason, reason: String| {
             tracing::warn!(%job, generation, %reason, "the job cannot be launched");
             Event::LaunchFailed { stop, reason }
@@ -132,9 +133,22 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             Err(e) => return failed(StopReason::StoreUnavailable, e.to_string()),
         };
         let dir = self.job_dir(job, generation);
-        let restore_dir = match restore {
-            None => None,
-            Some(last) => {
+        let spec = &ctx.spec;
+        if spec.output.dir.as_str() != mcjs_spec::DEFAULT_OUTPUT_DIR {
+            return failed(
+                StopReason::SpecUnusable,
+                format!(
+                    "output dir {} is not supported by this agent; use the default {}",
+                    spec.output.dir.as_str(),
+                    mcjs_spec::DEFAULT_OUTPUT_DIR
+                ),
+            );
+        }
+        let restoring = async {
+            let Some(last) = restore else {
+                return Ok(None);
+            };
+            {
                 let (job_id, restore_root) = (job.to_string(), dir.join("restore"));
                 let restore_from = async |expected: &[ExpectedCheckpoint]| {
                     patiently(
@@ -187,24 +201,27 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                         for skipped in &r.skipped {
                             tracing::warn!(%job, %skipped, "checkpoint skipped on restore");
                         }
-                        tracing::info!(%job, step = r.checkpoint.step, "restoring from checkpoint");
-                        Some(r.dir)
+                        tracing::info!(%job, step = r.checkpoint.step, bytes = r.checkpoint.total_bytes(), ms = started.elapsed().as_millis() as u64, "restoring from checkpoint");
+                        Ok(Some(r.dir))
                     }
-                    Err(e) => return failed(StopReason::RestoreFailed, e.to_string()),
+                    Err(e) => Err(failed(StopReason::RestoreFailed, e.to_string())),
                 }
             }
         };
-        let spec = &ctx.spec;
-        if spec.output.dir.as_str() != mcjs_spec::DEFAULT_OUTPUT_DIR {
-            return failed(
-                StopReason::SpecUnusable,
-                format!(
-                    "output dir {} is not supported by this agent; use the default {}",
-                    spec.output.dir.as_str(),
-                    mcjs_spec::DEFAULT_OUTPUT_DIR
-                ),
-            );
-        }
+        // The run's volume is made while the checkpoint downloads: neither
+        // needs the other (the restore goes beside the volume, not on it).
+        let (restored, mounted) = tokio::join!(restoring, self.mount_run(&dir, spec));
+        let restore_dir = match (restored, mounted) {
+            (Ok(restore_dir), Ok(())) => restore_dir,
+            (Err(event), _) => {
+                self.clear_run(dir).await;
+                return event;
+            }
+            (Ok(_), Err(reason)) => {
+                self.clear_run(dir).await;
+                return failed(StopReason::NodeDiskFull, reason);
+            }
+        };
         let interval = crate::core::Core::new(CorePolicy {
             max_checkpoint_interval: s.config.max_checkpoint_interval,
         })
@@ -218,17 +235,13 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         self.gpus_cleared_for_paid(job, gpus).await;
         let devices = s.gpus.lock().expect("gpus lock").paid_devices(gpus);
         cspec.resources.gpus = self.gpu_request(job, devices);
-        if let Err(reason) = self.mount_run(&dir, spec).await {
-            self.clear_run(dir).await;
-            return failed(StopReason::NodeDiskFull, reason);
-        }
         let launched = launch(&s.engine, &s.cache, &inputs, &cspec).await;
         if launched.is_err() {
             self.clear_run(dir).await;
         }
         match launched {
             Ok((id, staged)) => {
-                tracing::info!(%job, generation, container = %id, inputs = staged.len(), "job container running");
+                tracing::info!(%job, generation, container = %id, inputs = staged.len(), ms = started.elapsed().as_millis() as u64, "job container running");
                 s.gpus
                     .lock()
                     .expect("gpus lock")
