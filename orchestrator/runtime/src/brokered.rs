@@ -24,8 +24,12 @@ use mcjs_protocol::store::{
 use object_store::path::Path;
 use object_store::{
     GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, UploadPart,
+    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
+
+mod upload;
+
+use upload::Upload;
 
 const STORE: &str = "mcjs-gateway";
 
@@ -658,93 +662,6 @@ impl ObjectStore for BrokeredStore {
 
     async fn copy_if_not_exists(&self, _from: &Path, _to: &Path) -> object_store::Result<()> {
         Err(object_store::Error::NotImplemented)
-    }
-}
-
-/// A multipart upload through the gateway: each part PUT to its own
-/// presigned URL, the ETags kept in part order for the completion.
-struct Upload {
-    broker: Arc<Broker>,
-    path: String,
-    upload_id: String,
-    etags: Arc<Mutex<Vec<Option<String>>>>,
-}
-
-impl fmt::Debug for Upload {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Upload({}, {})", self.path, self.upload_id)
-    }
-}
-
-#[async_trait::async_trait]
-impl MultipartUpload for Upload {
-    fn put_part(&mut self, data: PutPayload) -> UploadPart {
-        let index = {
-            let mut etags = self.etags.lock().expect("lock");
-            etags.push(None);
-            etags.len() - 1
-        };
-        let (broker, path, upload_id, etags) = (
-            Arc::clone(&self.broker),
-            self.path.clone(),
-            self.upload_id.clone(),
-            Arc::clone(&self.etags),
-        );
-        Box::pin(async move {
-            let part = u16::try_from(index + 1)
-                .ok()
-                .filter(|p| *p <= 10_000)
-                .ok_or_else(|| generic("an upload has at most 10000 parts"))?;
-            let response = broker
-                .transfer(
-                    StoreOp::UploadPart {
-                        path: path.clone(),
-                        upload_id,
-                        part,
-                        size: Some(data.content_length() as u64),
-                    },
-                    Some(data),
-                )
-                .await?;
-            let etag = response
-                .headers()
-                .get(reqwest::header::ETAG)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-                .ok_or_else(|| {
-                    generic(format!(
-                        "store: part {part} of {path} came back without an ETag"
-                    ))
-                })?;
-            etags.lock().expect("lock")[index] = Some(etag);
-            Ok(())
-        })
-    }
-
-    async fn complete(&mut self) -> object_store::Result<PutResult> {
-        let etags: Option<Vec<String>> = self.etags.lock().expect("lock").iter().cloned().collect();
-        let etags = etags.ok_or_else(|| generic("completing an upload with parts unfinished"))?;
-        self.broker
-            .ask_one(StoreOp::CompleteMultipart {
-                path: self.path.clone(),
-                upload_id: self.upload_id.clone(),
-                etags,
-            })
-            .await?;
-        Ok(PutResult {
-            e_tag: None,
-            version: None,
-        })
-    }
-
-    async fn abort(&mut self) -> object_store::Result<()> {
-        self.broker
-            .ask_one(StoreOp::AbortMultipart {
-                path: self.path.clone(),
-                upload_id: self.upload_id.clone(),
-            })
-            .await?;
-        Ok(())
     }
 }
 

@@ -14,90 +14,35 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.join(HERE, "..", "src")
-TRAIN = os.path.join(HERE, "..", "..", "..", "examples", "huggingface", "train.py")
-sys.path.insert(0, SRC)
+from example_runs import EXAMPLES, needs, python_with
+from example_runs import Run as ExampleRun
 
-import mcjs_job  # noqa: E402
+import mcjs_job  # noqa: E402  (example_runs puts the package on the path)
 
-
-def hf_python():
-    for python in filter(None, [os.environ.get("MCJS_HF_PYTHON"), sys.executable]):
-        try:
-            subprocess.run([python, "-c", "import transformers, torch"], check=True, capture_output=True)
-            return python
-        except (OSError, subprocess.CalledProcessError):
-            continue
-    return None
-
-
-PYTHON = hf_python()
+TRAIN = os.path.join(EXAMPLES, "huggingface", "train.py")
+PYTHON = python_with("transformers, torch", [os.environ.get("MCJS_HF_PYTHON"), sys.executable])
 REQUIRED = os.environ.get("MCJS_REQUIRE_HF") == "1"
+needs_transformers = needs(PYTHON, REQUIRED, "transformers (set MCJS_HF_PYTHON)")
 
 
-def needs_transformers(test):
-    if PYTHON is None and not REQUIRED:
-        return unittest.skip("no interpreter with transformers (set MCJS_HF_PYTHON)")(test)
-    return test
-
-
-class Run:
-    """One run of the example in its own directories, as MCJS sets it up."""
+class Run(ExampleRun):
+    """The Hugging Face example, `epochs` of 16 steps, `sleep_ms` after each."""
 
     def __init__(self, root, name, epochs, restore=None, every_steps=None, sleep_ms=0):
         if PYTHON is None:
             raise AssertionError("MCJS_REQUIRE_HF=1 and no interpreter has transformers")
-        self.dir = os.path.join(root, name)
-        self.checkpoints = os.path.join(self.dir, "checkpoints")
-        self.output = os.path.join(self.dir, "output")
-        self.metrics = os.path.join(self.dir, "metrics.jsonl")
-        for d in (self.checkpoints, self.output):
-            os.makedirs(d)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MCJS_")}
-        env.update(
-            PYTHONPATH=SRC,
-            MCJS_CHECKPOINT_DIR=self.checkpoints,
-            MCJS_OUTPUT_DIR=self.output,
-            MCJS_CHECKPOINT_INTERVAL_SECS="3600",
-            MCJS_METRICS_FILE=self.metrics,
-            HF_HUB_OFFLINE="1",
-        )
-        if restore:
-            env["MCJS_RESTORE_DIR"] = restore
-        if every_steps:
-            env["MCJS_CHECKPOINT_EVERY_STEPS"] = str(every_steps)
         command = [PYTHON, TRAIN, "--epochs", str(epochs), "--step-sleep-ms", str(sleep_ms)]
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-    def wait(self):
-        out, err = self.process.communicate(timeout=600)
-        self.stdout, self.stderr = out.decode(), err.decode()
-        return self.process.returncode
-
-    def metrics_lines(self):
-        try:
-            with open(self.metrics) as f:
-                return [json.loads(line) for line in f if line.endswith("\n")]
-        except FileNotFoundError:
-            return []
+        super().__init__(
+            root, name, command, restore=restore, every_steps=every_steps, env={"HF_HUB_OFFLINE": "1"}
+        )
 
     def model(self):
-        with open(os.path.join(self.output, "model.safetensors"), "rb") as f:
-            return f.read()
-
-    def complete_checkpoints(self):
-        return [
-            os.path.join(self.checkpoints, name)
-            for name in sorted(os.listdir(self.checkpoints))
-            if os.path.exists(os.path.join(self.checkpoints, name, mcjs_job.MANIFEST))
-        ]
+        return self.output_file("model.safetensors")
 
 
 @needs_transformers

@@ -14,98 +14,35 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.join(HERE, "..", "src")
-TRAIN = os.path.join(HERE, "..", "..", "..", "examples", "pytorch", "train.py")
-sys.path.insert(0, SRC)
+from example_runs import EXAMPLES, needs, python_with
+from example_runs import Run as ExampleRun
 
-import mcjs_job  # noqa: E402
+import mcjs_job  # noqa: E402  (example_runs puts the package on the path)
 
-
-def torch_python():
-    candidates = [os.environ.get("MCJS_TORCH_PYTHON"), sys.executable, "python3", "/usr/bin/python3"]
-    for python in filter(None, candidates):
-        try:
-            subprocess.run([python, "-c", "import torch"], check=True, capture_output=True)
-            return python
-        except (OSError, subprocess.CalledProcessError):
-            continue
-    return None
-
-
-PYTHON = torch_python()
+TRAIN = os.path.join(EXAMPLES, "pytorch", "train.py")
+PYTHON = python_with(
+    "torch", [os.environ.get("MCJS_TORCH_PYTHON"), sys.executable, "python3", "/usr/bin/python3"]
+)
 REQUIRED = os.environ.get("MCJS_REQUIRE_TORCH") == "1"
+needs_torch = needs(PYTHON, REQUIRED, "torch (set MCJS_TORCH_PYTHON)")
 
 
-def needs_torch(test):
-    if PYTHON is None and not REQUIRED:
-        return unittest.skip("no interpreter with torch (set MCJS_TORCH_PYTHON)")(test)
-    return test
-
-
-class Run:
-    """One run of the example in its own directories, as MCJS sets it up."""
+class Run(ExampleRun):
+    """The PyTorch example, `epochs` over 512 generated rows."""
 
     def __init__(self, root, name, epochs, restore=None, every_steps=None):
-        self.dir = os.path.join(root, name)
-        self.checkpoints = os.path.join(self.dir, "checkpoints")
-        self.output = os.path.join(self.dir, "output")
-        self.metrics = os.path.join(self.dir, "metrics.jsonl")
-        for d in (self.checkpoints, self.output):
-            os.makedirs(d)
-        env = dict(os.environ)
-        env.update(
-            PYTHONPATH=SRC,
-            MCJS_CHECKPOINT_DIR=self.checkpoints,
-            MCJS_OUTPUT_DIR=self.output,
-            MCJS_DATA_DIR=self.dir,
-            MCJS_CHECKPOINT_INTERVAL_SECS="3600",
-            MCJS_METRICS_FILE=self.metrics,
-        )
-        env.pop("MCJS_RESTORE_DIR", None)
-        env.pop("MCJS_CHECKPOINT_EVERY_STEPS", None)
-        if restore:
-            env["MCJS_RESTORE_DIR"] = restore
-        if every_steps:
-            env["MCJS_CHECKPOINT_EVERY_STEPS"] = str(every_steps)
         if PYTHON is None:
             raise AssertionError("MCJS_REQUIRE_TORCH=1 and no interpreter has torch")
-        self.process = subprocess.Popen(
-            [PYTHON, TRAIN, "--epochs", str(epochs), "--rows", "512"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-
-    def wait(self):
-        out, err = self.process.communicate(timeout=600)
-        self.stderr = err.decode()
-        return self.process.returncode
-
-    def metrics_lines(self):
-        try:
-            with open(self.metrics) as f:
-                return [json.loads(line) for line in f if line.endswith("\n")]
-        except FileNotFoundError:
-            return []
+        command = [PYTHON, TRAIN, "--epochs", str(epochs), "--rows", "512"]
+        super().__init__(root, name, command, restore=restore, every_steps=every_steps)
 
     def model(self):
-        with open(os.path.join(self.output, "model.pt"), "rb") as f:
-            return f.read()
-
-    def complete_checkpoints(self):
-        found = []
-        for name in sorted(os.listdir(self.checkpoints)):
-            path = os.path.join(self.checkpoints, name)
-            if os.path.exists(os.path.join(path, mcjs_job.MANIFEST)):
-                found.append(path)
-        return found
+        return self.output_file("model.pt")
 
 
 @needs_torch
