@@ -676,6 +676,51 @@ async fn an_unchanged_file_is_copied_in_the_store_and_only_the_changed_bytes_are
     }
 }
 
+/// A copy inside the store that fails (its source pruned since) is no
+/// failure: the file is uploaded, and the checkpoint restores whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_copy_whose_source_is_gone_falls_back_to_the_upload() {
+    use mcjs_runtime::store::ExpectedCheckpoint;
+    let f = Fixture::new().await;
+    let frozen = pattern(6 << 20, 98);
+    let (dir, _) = f.checkpoint(90, 1 << 20);
+    std::fs::write(dir.join("base.bin"), &frozen).unwrap();
+    let first = f.pipeline.collect().await.unwrap().remove(0);
+    let source = ObjectPath::from(format!(
+        "jobs/{JOB}/checkpoints/{}/files/base.bin",
+        first.key
+    ));
+    f.direct.delete(&source).await.unwrap();
+    let (dir, _) = f.checkpoint(100, 1 << 20);
+    std::fs::write(dir.join("base.bin"), &frozen).unwrap();
+    f.proxy.arm(Trip::Never);
+    let second = f.pipeline.collect().await.unwrap().remove(0);
+    assert!(
+        f.proxy.sent() > (7 << 20),
+        "the base is sent again: {}",
+        f.proxy.sent()
+    );
+    let into = tempfile::tempdir().unwrap();
+    let restored = f
+        .pipeline
+        .store
+        .restore(
+            JOB,
+            &[ExpectedCheckpoint {
+                step: 100,
+                hash: second.hash,
+            }],
+            Limits::UNLIMITED,
+            into.path(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read(restored.dir.join("base.bin")).unwrap(),
+        frozen
+    );
+}
+
 // ------------------------------------------------- an error-injecting store
 
 /// Which call of the wrapped store fails.
