@@ -107,6 +107,8 @@ struct Setup {
     pytorch: bool,
     /// The spec's `checkpoint.max_size`, when not the workload's 1 MiB.
     checkpoint_max_size: Option<&'static str>,
+    /// The spec asks for a warm standby (`checkpoint.standby`).
+    standby: bool,
 }
 
 /// A `prepare` that sets the Config's liveness factor to 1: a job's
@@ -205,6 +207,9 @@ async fn scenario_of(setup: Setup, prepare: impl AsyncFnOnce(&Cluster)) -> Scena
     }
     if let Some(max) = setup.checkpoint_max_size {
         json["checkpoint"]["max_size"] = max.into();
+    }
+    if setup.standby {
+        json["checkpoint"]["standby"] = true.into();
     }
     if let Some(image) = &pytorch {
         workload::pytorch_spec(&mut json, image);
@@ -571,17 +576,79 @@ async fn the_pytorch_example_recovers_from_a_lost_node_with_the_same_model() {
 /// How many times agent `i` (from 0) copied a checkpoint file inside the
 /// store instead of uploading it, as its log says.
 fn copies_in_the_store(cluster: &Cluster, i: usize) -> usize {
-    ["log", "err.log"]
-        .iter()
-        .map(|ext| {
-            cluster
-                .config
-                .dir
-                .join(format!("logs/agent-{}.{ext}", i + 1))
-        })
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .map(|log| log.matches("copied in the store, not uploaded").count())
-        .sum()
+    cluster
+        .agent_lines(i, "copied in the store, not uploaded")
+        .len()
+}
+
+/// A job that asks for a warm standby (`checkpoint.standby`) has one: a
+/// free node of another provider that fetches each attested checkpoint as
+/// it is attested. Its node is killed with the job frozen at a checkpoint
+/// the standby holds; the job moves to the standby, which starts it from
+/// its own copy (no download), and the job ends with the uninterrupted
+/// run's model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_with_a_warm_standby_moves_to_it_and_starts_from_its_copy() {
+    let mut args = workload::trainer_args(10);
+    args.extend(["--ballast-mib", "4"].map(String::from));
+    let mut s = scenario_of(
+        Setup {
+            args,
+            restart_budget: 3,
+            checkpoint_max_size: Some("16MiB"),
+            standby: true,
+            ..Setup::default()
+        },
+        async |_| {},
+    )
+    .await;
+    let before = s.running_with_checkpoints(2).await;
+    let victim = s.cluster.agent_of_node(&before.node.unwrap()).unwrap();
+    // Frozen where it is: no checkpoint after the one the standby fetches.
+    s.cluster.pause_containers_of(victim);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let frozen = s.wait("the job's account", 10, |_| true).await;
+    let step = frozen.last_checkpoint.expect("attested").step;
+    let ready = format!("step={step} ");
+    let job = s.job.to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let standby = loop {
+        let holding: Vec<usize> = (0..3)
+            .filter(|&i| i != victim)
+            .filter(|&i| {
+                s.cluster
+                    .agent_lines(i, "standby copy ready")
+                    .iter()
+                    .any(|l| l.contains(&job) && l.contains(&ready))
+            })
+            .collect();
+        if let [i] = holding[..] {
+            break i;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no standby holds step {step} ({holding:?}); logs in {}",
+            s.dir.path().display()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    s.cluster.kill_agent(victim);
+    let after = s.recovered_after(&before).await;
+    assert_eq!(
+        s.cluster.agent_of_node(&after.node.unwrap()),
+        Some(standby),
+        "the job goes to its standby; logs in {}",
+        s.dir.path().display()
+    );
+    let started = s.cluster.agent_lines(standby, "restoring from checkpoint");
+    assert!(
+        started
+            .iter()
+            .any(|l| l.contains("standby=true") && l.contains(&format!("step={step}"))),
+        "the standby starts the job from its own copy: {started:?}; logs in {}",
+        s.dir.path().display()
+    );
+    s.assert_completed_and_verified().await;
 }
 
 /// A checkpoint file that does not change (frozen base weights: the
@@ -2529,6 +2596,7 @@ async fn a_provider_attesting_a_made_up_hash_is_caught_slashed_and_refunds_the_s
             no_reference: false,
             pytorch: false,
             checkpoint_max_size: None,
+            standby: false,
         },
         async |_| {},
     )
@@ -2620,6 +2688,7 @@ async fn with_honest_providers_every_verified_interval_is_confirmed_and_nobody_s
             no_reference: false,
             pytorch: false,
             checkpoint_max_size: None,
+            standby: false,
         },
         async |_| {},
     )
@@ -2747,6 +2816,7 @@ async fn verification_cost_at_sample_rate_one_tenth() {
             no_reference: false,
             pytorch: false,
             checkpoint_max_size: None,
+            standby: false,
         },
         async |_| {},
     )
@@ -2905,6 +2975,7 @@ async fn an_image_built_to_frame_its_provider_under_check_cannot_tell_a_check_ru
             no_reference: false,
             pytorch: false,
             checkpoint_max_size: None,
+            standby: false,
         },
         async |_| {},
     )

@@ -48,6 +48,7 @@ mod launch;
 mod output;
 mod power;
 mod run_dirs;
+mod standby;
 mod transactions;
 
 pub use api::{router, serve};
@@ -170,6 +171,8 @@ struct Shared<C, E = DockerEngine> {
     /// ([`crate::gpus`]): kept whether or not the host has GPUs, so a check
     /// waits for the node's declared GPUs either way.
     gpus: Mutex<GpuLedger>,
+    /// The checkpoints this node keeps as a warm standby ([`standby`]).
+    standby: standby::StandbyCopies,
 }
 
 type EventTx = mpsc::UnboundedSender<(Pubkey, u32, Event)>;
@@ -258,6 +261,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 power: Mutex::default(),
                 host_gpus: std::path::Path::new("/dev/nvidiactl").exists(),
                 gpus: Mutex::new(GpuLedger::new(u32::from(node_account.hardware.gpu_count))),
+                standby: Default::default(),
                 config,
             }),
         })
@@ -325,6 +329,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let mut next_read = Instant::now();
         tracker.spawn(self.clone().checker(cancel.clone(), watched));
         tracker.spawn(challenge::answer_challenges(Arc::clone(s), cancel.clone()));
+        tracker.spawn(standby::stand_by(Arc::clone(s), cancel.clone()));
         let (power_tx, mut power_rx) = mpsc::unbounded_channel();
         if let Some(ups) = s.config.ups.clone() {
             tracker.spawn(power::watch_power(ups, power_tx, cancel.clone()));

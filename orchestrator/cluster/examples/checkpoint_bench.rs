@@ -22,7 +22,8 @@
 //! cargo build --release -p mcjs-cli --locked             # the provider's agent
 //! cargo run --release -p mcjs-cluster --example checkpoint_bench -- \
 //!     --sizes 256,1024,4096 [--runs 2] [--mcjs target/debug/mcjs] \
-//!     [--agent-bin target/release/mcjs] [--python ~/.cache/mcjs/bench-venv/bin/python]
+//!     [--agent-bin target/release/mcjs] [--python ~/.cache/mcjs/bench-venv/bin/python] \
+//!     [--standby]   # the job asks for a warm standby; killed once the standby holds its latest
 //! ```
 
 use std::io::Write;
@@ -145,6 +146,43 @@ fn plain_client(
     })
 }
 
+/// Freezes the job on agent `victim` (its containers paused) and waits
+/// until another agent logs a standby copy of its latest attested
+/// checkpoint; returns that agent.
+async fn held_by_standby(
+    cluster: &Cluster,
+    job: &mcjs_client::Pubkey,
+    victim: usize,
+) -> anyhow::Result<usize> {
+    cluster.pause_containers_of(victim);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let client = cluster.client();
+    let step = client
+        .job(job)
+        .await?
+        .and_then(|j| j.last_checkpoint)
+        .map(|c| c.step)
+        .ok_or_else(|| anyhow::anyhow!("nothing attested"))?;
+    let (name, ready) = (job.to_string(), format!("step={step} "));
+    let since = Instant::now();
+    loop {
+        let holding = (0..3).filter(|&i| i != victim).find(|&i| {
+            cluster
+                .agent_lines(i, "standby copy ready")
+                .iter()
+                .any(|l| l.contains(&name) && l.contains(&ready))
+        });
+        if let Some(i) = holding {
+            return Ok(i);
+        }
+        anyhow::ensure!(
+            since.elapsed() < Duration::from_secs(600),
+            "no standby holds step {step} after 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let sizes: Vec<u64> = arg("--sizes")
@@ -161,6 +199,9 @@ async fn main() -> anyhow::Result<()> {
         PathBuf::from,
     );
     let python = arg("--python");
+    // The job asks for a warm standby; the kill waits until the standby
+    // holds the latest attested checkpoint (the job frozen meanwhile).
+    let standby = std::env::args().any(|a| a == "--standby");
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let base = std::env::var_os("MCJS_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
     let mut dir = tempfile::Builder::new()
@@ -238,10 +279,14 @@ async fn main() -> anyhow::Result<()> {
         spec["checkpoint"]["keep"] = 1.into();
         spec["request"]["hardware"]["disk"] = format!("{}MiB", (mib + 64) * 2 + 512).into();
         spec["request"]["hardware"]["ram"] = "1GiB".into();
+        if standby {
+            spec["checkpoint"]["standby"] = true.into();
+        }
         let spec_path = dir.path().join(format!("job-{mib}.json"));
         std::fs::write(&spec_path, serde_json::to_vec_pretty(&spec)?)?;
 
         let (mut up, mut restore, mut recovery, mut next) = (vec![], vec![], vec![], vec![]);
+        let mut on_standby = 0;
         for run in 0..runs {
             job_id += 1;
             let job = cluster.submit_job(&spec_path, "50", job_id)?;
@@ -268,6 +313,10 @@ async fn main() -> anyhow::Result<()> {
             }
             let victim = cluster.agent_of_node(&c.node.unwrap()).unwrap();
             let generation = c.generation;
+            let mut standing = None;
+            if standby {
+                standing = Some(held_by_standby(&cluster, &job, victim).await?);
+            }
             cluster.kill_agent(victim);
             let killed = Instant::now();
             let mut assigned = None;
@@ -288,6 +337,13 @@ async fn main() -> anyhow::Result<()> {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             };
             recovery.push((running_at - killed).as_secs_f64());
+            if let Some(standing) = standing {
+                let now_on = client.job(&job).await?.and_then(|j| j.node);
+                let on = now_on.and_then(|n| cluster.agent_of_node(&n));
+                if on == Some(standing) {
+                    on_standby += 1;
+                }
+            }
             restore.push((running_at - assigned.unwrap_or(running_at)).as_secs_f64());
             let count = c.checkpoint_count;
             cluster
@@ -318,6 +374,9 @@ async fn main() -> anyhow::Result<()> {
             }
             None => None,
         };
+        if standby {
+            println!("# {mib} MiB: {on_standby} of {runs} recoveries onto the standby");
+        }
         let rate = |secs: f64| mib as f64 / secs;
         let show = |x: Option<f64>| x.map_or("–".into(), |x| format!("{x:.0}"));
         let (u, r) = (median(up), median(restore));

@@ -237,6 +237,57 @@ fn placeholder() -> AgentProcess {
 }
 
 /// `docker kill` every container matching a label filter.
+impl Cluster {
+    /// The lines of agent `i`'s logs (stdout and stderr) that contain
+    /// `needle`, without their terminal colours.
+    pub fn agent_lines(&self, i: usize, needle: &str) -> Vec<String> {
+        ["log", "err.log"]
+            .iter()
+            .map(|ext| self.config.dir.join(format!("logs/agent-{}.{ext}", i + 1)))
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .flat_map(|log| {
+                log.lines()
+                    .map(plain)
+                    .filter(|l| l.contains(needle))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Pauses (`docker pause`) every container the agent `i` runs: its jobs
+    /// freeze where they are (no new checkpoint) while the agent lives on.
+    pub fn pause_containers_of(&self, i: usize) {
+        let label = format!("mcjs.node={}", self.agents[i].node);
+        let Ok(out) = Command::new("docker")
+            .args(["ps", "-q", "--filter", &format!("label={label}")])
+            .output()
+        else {
+            return;
+        };
+        for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+            let _ = Command::new("docker").args(["pause", id]).output();
+        }
+    }
+}
+
+/// A log line without its terminal colours (`ESC [ … m`).
+fn plain(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 pub fn kill_containers(label: &str) {
     let Ok(out) = Command::new("docker")
         .args(["ps", "-q", "--filter", &format!("label={label}")])

@@ -64,6 +64,35 @@ pub struct CheckDuties {
     pub read_at: i64,
 }
 
+/// `GET {STANDBY_PATH}/{node}`: the jobs `node` stands by for, as
+/// [`StandbyDuties`] (a spec's `checkpoint.standby`; the scheduler names
+/// the node). The agent keeps each one's latest attested checkpoint on its
+/// disk, verified, so that the job starts there without a download when its
+/// node is lost. What the list names is only a hint: the store gives the
+/// node only the checkpoint the chain attests, and the agent uses its copy
+/// only when the chain's hash is the one it verified.
+pub const STANDBY_PATH: &str = "/v1/standby";
+
+/// What a node keeps ready for, by the scheduler's last round.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StandbyDuties {
+    pub jobs: Vec<StandbyJob>,
+}
+
+/// A job a node stands by for, and its latest attested checkpoint as the
+/// scheduler read it (none yet: nothing to fetch).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StandbyJob {
+    /// The Job account (base58).
+    pub job: String,
+    /// The job's spec hash (hex): its `checkpoint.max_size` bounds what the
+    /// node fetches.
+    pub spec: String,
+    /// The checkpoint's step and hash (hex), as the chain attests them.
+    pub step: Option<u64>,
+    pub hash: Option<String>,
+}
+
 /// `POST` a node's [`ChallengeOpening`] here, sealed in a [`SignedRequest`] by the node's
 /// operator key: the hardware challenge's last answer (docs/hardware-challenge.md), which
 /// the scheduler, as the checker, judges against what the chain holds. The answer is 202

@@ -229,6 +229,7 @@ async fn in_memory(nodes: usize, jobs: usize) {
         leading: Default::default(),
         challenged: Default::default(),
         openings: Default::default(),
+        standbys: Default::default(),
     };
     let deployment = ix::Deployment {
         usdc_mint: Pubkey::new_unique(),
@@ -273,6 +274,8 @@ async fn in_memory(nodes: usize, jobs: usize) {
                 understaked: &Default::default(),
                 outages: &[],
                 require_proven_hardware: false,
+                standby_wanted: &Default::default(),
+                standbys: &Default::default(),
             },
             &Default::default(),
         );

@@ -13,6 +13,7 @@ use mcjs_scheduler::{
 use serde::Serialize;
 
 use crate::liveness::Liveness;
+use crate::standby::{Standbys, stands_by_for};
 
 /// When the daemon declares an assignment failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +80,12 @@ pub struct Observation<'a> {
     /// proved is of the lowest class (docs/hardware-challenge.md), placed only where a job
     /// names no GPU model and no memory floor.
     pub require_proven_hardware: bool,
+    /// The jobs whose spec asks for a warm standby (`checkpoint.standby`),
+    /// as far as the shell has read their specs.
+    pub standby_wanted: &'a HashSet<Pubkey>,
+    /// The last round's standbys: kept while they stay free and fit, and
+    /// where a job that loses its node goes first.
+    pub standbys: &'a Standbys,
 }
 
 /// The time between `from` and `to` (ms) that falls inside `outages`, each
@@ -221,6 +228,9 @@ pub struct Decision {
     /// Set when the brake on mass failure held this round's reports of lost
     /// nodes.
     pub brake: Option<Brake>,
+    /// Each standby-asking job's warm standby after this round's actions.
+    #[serde(skip_serializing_if = "Standbys::is_empty")]
+    pub standbys: Standbys,
 }
 
 /// One round: report the assignments that failed, then place the queue on
@@ -266,7 +276,142 @@ pub fn reconcile(obs: &Observation<'_>, config: &DetectorConfig) -> Decision {
         decision.actions.push(action);
     }
     place(obs, config, &failing_nodes, &requeued, &mut decision);
+    decision.standbys = choose_standbys(obs, config, &failing_nodes, &decision.actions);
     decision
+}
+
+/// The free nodes a job may be placed on this round.
+fn free_nodes<'n>(
+    obs: &Observation<'n>,
+    config: &DetectorConfig,
+    failing_nodes: &HashSet<Pubkey>,
+) -> Vec<(Pubkey, &'n Node)> {
+    obs.nodes
+        .iter()
+        .filter(|(key, node)| {
+            node.status == NodeStatus::Available
+                && node.current_job.is_none()
+                && !failing_nodes.contains(key)
+                // Answering a hardware challenge: its GPUs are taken, and the program
+                // refuses it a job until the verdict is recorded.
+                && node.challenge.in_flight.is_none()
+                && !obs.understaked.contains(&node.provider)
+                && obs.liveness.is_alive(
+                    key,
+                    obs.now_ms,
+                    config.heartbeat_timeout_ms,
+                    config.disconnect_grace_ms,
+                )
+                // On battery: its jobs are being checkpointed to move.
+                && obs.liveness.takes_work(key)
+        })
+        .map(|(key, node)| (*key, node))
+        .collect()
+}
+
+/// The node of `nodes` the planner would give `job` alone, with the
+/// program's own refusals (a barred provider, an unproven class) left out
+/// first.
+fn planned_alone(
+    obs: &Observation<'_>,
+    config: &DetectorConfig,
+    job: &Job,
+    nodes: &[(Pubkey, &Node)],
+) -> Option<Pubkey> {
+    let nodes: Vec<&(Pubkey, &Node)> = nodes
+        .iter()
+        .filter(|(_, n)| job.barred_provider != Some(n.provider))
+        .filter(|(_, n)| !obs.require_proven_hardware || proven_class_admits(n, job))
+        .collect();
+    let queued = to_queued_job(0, job).ok()?;
+    let (fleet, _) = FleetIndex::build(
+        nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (_, n))| to_fleet_node(i as u64, n, obs.require_proven_hardware)),
+    );
+    let plan = ScarcityAware {
+        config: config.placement,
+    }
+    .plan(
+        &fleet,
+        &PlanRequest::new(std::slice::from_ref(&queued), obs.now_ms / 1_000),
+    );
+    plan.placements
+        .first()
+        .and_then(|p| nodes.get(p.node.0 as usize))
+        .map(|(key, _)| *key)
+}
+
+/// The round's standbys: for each job on a node whose spec asks for one, a
+/// free node that this round's placements left free and that stands by for
+/// no other job, of another provider where one fits. The last round's is
+/// kept while it stays free and fit, so that a node's copy is not thrown
+/// away for an equal one.
+fn choose_standbys(
+    obs: &Observation<'_>,
+    config: &DetectorConfig,
+    failing_nodes: &HashSet<Pubkey>,
+    actions: &[Action],
+) -> Standbys {
+    let mut chosen = Standbys::default();
+    if obs.standby_wanted.is_empty() {
+        return chosen;
+    }
+    let mut taken: HashSet<Pubkey> = HashSet::new();
+    let mut moving: HashSet<Pubkey> = HashSet::new();
+    for action in actions {
+        match action {
+            Action::Assign { node, .. } => {
+                taken.insert(*node);
+            }
+            Action::ReportFailure { job, .. } => {
+                moving.insert(*job);
+            }
+        }
+    }
+    let free: Vec<(Pubkey, &Node)> = free_nodes(obs, config, failing_nodes)
+        .into_iter()
+        .filter(|(key, _)| !taken.contains(key))
+        .collect();
+    let serving: Vec<(&Pubkey, &Job)> = obs
+        .jobs
+        .iter()
+        .filter(|(key, job)| {
+            obs.standby_wanted.contains(key) && !moving.contains(key) && stands_by_for(job)
+        })
+        .map(|(key, job)| (key, job))
+        .collect();
+    // Kept first, so that a new choice never takes a kept one's node.
+    let mut unserved = Vec::new();
+    for (key, job) in serving {
+        let kept = obs.standbys.node_of(key).and_then(|node| {
+            let found = free.iter().find(|(k, _)| *k == node)?;
+            planned_alone(obs, config, job, std::slice::from_ref(found))
+        });
+        match kept {
+            Some(node) if !chosen.holds(&node) => chosen.insert(*key, node),
+            _ => unserved.push((key, job)),
+        }
+    }
+    for (key, job) in unserved {
+        let open: Vec<(Pubkey, &Node)> = free
+            .iter()
+            .filter(|(k, _)| !chosen.holds(k) && Some(*k) != job.node)
+            .copied()
+            .collect();
+        let elsewhere: Vec<(Pubkey, &Node)> = open
+            .iter()
+            .filter(|(_, n)| Some(n.provider) != job.provider)
+            .copied()
+            .collect();
+        if let Some(node) = planned_alone(obs, config, job, &elsewhere)
+            .or_else(|| planned_alone(obs, config, job, &open))
+        {
+            chosen.insert(*key, node);
+        }
+    }
+    chosen
 }
 
 /// The brake on mass failure: when at least `brake_min_nodes` and
@@ -506,28 +651,35 @@ fn place(
     if queued.is_empty() {
         return;
     }
-    let candidates: Vec<(Pubkey, &Node)> = obs
-        .nodes
-        .iter()
-        .filter(|(key, node)| {
-            node.status == NodeStatus::Available
-                && node.current_job.is_none()
-                && !failing_nodes.contains(key)
-                // Answering a hardware challenge: its GPUs are taken, and the program
-                // refuses it a job until the verdict is recorded.
-                && node.challenge.in_flight.is_none()
-                && !obs.understaked.contains(&node.provider)
-                && obs.liveness.is_alive(
-                    key,
-                    obs.now_ms,
-                    config.heartbeat_timeout_ms,
-                    config.disconnect_grace_ms,
-                )
-                // On battery: its jobs are being checkpointed to move.
-                && obs.liveness.takes_work(key)
-        })
-        .map(|(key, node)| (*key, node))
+    let mut candidates = free_nodes(obs, config, failing_nodes);
+    // A job with a warm standby goes there first: its checkpoint is on
+    // that node's disk already. Only where the planner would place it
+    // there; otherwise it is planned with the rest.
+    let mut at_standby: HashSet<Pubkey> = HashSet::new();
+    for (key, job) in &queued {
+        let Some(standby) = obs.standbys.node_of(key) else {
+            continue;
+        };
+        let Some(found) = candidates.iter().find(|(k, _)| *k == standby).copied() else {
+            continue;
+        };
+        if let Some(node) = planned_alone(obs, config, job, std::slice::from_ref(&found)) {
+            decision.actions.push(Action::Assign {
+                job: *key,
+                node,
+                provider: found.1.provider,
+            });
+            at_standby.insert(*key);
+            candidates.retain(|(k, _)| *k != node);
+        }
+    }
+    let queued: Vec<(Pubkey, &Job)> = queued
+        .into_iter()
+        .filter(|(key, _)| !at_standby.contains(key))
         .collect();
+    if queued.is_empty() {
+        return;
+    }
     // Node by node: the index keeps every node it can use and names the others, so one
     // malformed account never holds back the queue.
     let fleet_nodes = candidates

@@ -21,7 +21,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use mcjs::state::VerificationState;
+use mcjs::state::{Job, VerificationState};
 use mcjs_client::rpc::{IndexState, Indexed, JobFilter, ProgramIndex};
 use mcjs_client::{ChainClient, Pubkey};
 use mcjs_protocol::auth::check_fresh;
@@ -36,6 +36,7 @@ use crate::metrics::Metrics;
 use crate::node_views::{NodeView, NodeViews, VIEW_FRESH, VIEW_RECHECK};
 use crate::quota::{Pending, WalletQuota};
 use crate::server::{Clock, error};
+use crate::standby::StandbyBook;
 use crate::store_gate::{Caller, Checking, SpecInput, authorize, granting};
 
 pub use crate::s3::{S3Error, S3Store};
@@ -61,6 +62,9 @@ pub struct GatewayState {
     /// while it is live, a node's view and an owner's jobs are read from it
     /// at each request and the chain is not asked.
     pub index: Option<ProgramIndex>,
+    /// The warm standbys of the scheduler's last round: what each node may
+    /// read as one ([`crate::standby`]).
+    pub standbys: Arc<std::sync::RwLock<StandbyBook>>,
 }
 
 /// What a stranger can make the gateway do, bounded
@@ -157,6 +161,14 @@ impl GatewayLimits {
 }
 
 impl GatewayState {
+    /// The jobs `node` stands by for, as the last round named them.
+    fn standby_of(&self, node: &Pubkey) -> Vec<(Pubkey, Job)> {
+        self.standbys
+            .read()
+            .map(|book| book.jobs_of(node))
+            .unwrap_or_default()
+    }
+
     fn refuse(&self, reason: &'static str, status: StatusCode, message: String) -> Response {
         self.metrics
             .store_refused
@@ -230,10 +242,11 @@ async fn node_view(
     fresh_for: Duration,
 ) -> Result<Arc<NodeView>, Response> {
     let now = std::time::Instant::now();
+    let standby = state.standby_of(&node);
     if let Some(indexed) = state
         .index
         .as_ref()
-        .and_then(|i| i.live(|s| indexed_view(s, &node)))
+        .and_then(|i| i.live(|s| indexed_view(s, &node, standby.clone())))
     {
         return match indexed {
             Some(view) => Ok(state.views.put(node, view, now)),
@@ -277,6 +290,7 @@ async fn node_view(
         operator: account.operator,
         jobs,
         checking,
+        standby,
     };
     Ok(state.views.put(node, view, now))
 }
@@ -314,7 +328,11 @@ async fn refresh_indexed(state: &GatewayState, node: Pubkey) -> bool {
 
 /// `node`'s view from the index: what [`node_view`] reads of the chain
 /// otherwise (`None`: no such node).
-fn indexed_view(index: &IndexState, node: &Pubkey) -> Option<NodeView> {
+fn indexed_view(
+    index: &IndexState,
+    node: &Pubkey,
+    standby: Vec<(Pubkey, Job)>,
+) -> Option<NodeView> {
     let Some(Indexed::Node(account)) = index.get(node) else {
         return None;
     };
@@ -341,6 +359,7 @@ fn indexed_view(index: &IndexState, node: &Pubkey) -> Option<NodeView> {
         operator: account.operator,
         jobs,
         checking,
+        standby,
     })
 }
 
@@ -373,6 +392,7 @@ async fn node_grants(
         node: *node,
         jobs: &view.jobs,
         checking: &view.checking,
+        standby: &view.standby,
         inputs: &inputs,
     };
     for op in ops {
@@ -413,6 +433,7 @@ pub async fn sign(
     // The chain as of now: the caller's jobs, and for a node its key, the
     // jobs it checks and the inputs their specs name.
     let mut checked = Vec::new();
+    let mut standing = Vec::new();
     let mut inputs = Vec::new();
     let (node, jobs) = match &request.role {
         Role::Node { node } => {
@@ -479,6 +500,7 @@ pub async fn sign(
                 Err(response) => return response,
             }
             checked = view.checking.clone();
+            standing = view.standby.clone();
             let jobs = view.jobs.clone();
             (Some(node_key), jobs)
         }
@@ -514,6 +536,7 @@ pub async fn sign(
             node,
             jobs: &jobs,
             checking: &checked,
+            standby: &standing,
             inputs: &inputs,
         },
         None => Caller::Owner {

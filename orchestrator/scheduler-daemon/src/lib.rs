@@ -26,6 +26,7 @@ pub mod s3;
 pub mod server;
 pub mod shell;
 pub mod sight;
+pub mod standby;
 pub mod store_gate;
 pub mod transactions;
 pub mod verify;

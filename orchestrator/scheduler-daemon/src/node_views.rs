@@ -48,6 +48,9 @@ pub struct NodeView {
     pub jobs: Vec<(Pubkey, Job)>,
     /// The open checks it has not answered.
     pub checking: Vec<Checking>,
+    /// The jobs it stands by for ([`crate::standby`]), as the scheduler's
+    /// last round read them.
+    pub standby: Vec<(Pubkey, Job)>,
 }
 
 #[derive(Default)]
@@ -125,6 +128,7 @@ mod tests {
             operator,
             jobs: Vec::new(),
             checking: Vec::new(),
+            standby: Vec::new(),
         }
     }
 

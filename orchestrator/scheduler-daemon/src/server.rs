@@ -12,7 +12,7 @@ use axum::{Json, Router};
 use mcjs_protocol::{
     CHALLENGE_OPENING_PATH, CHECKS_PATH, ChallengeOpening, FLEET_PATH, FleetView, HEARTBEAT_PATH,
     HEARTBEAT_SESSION_PATH, HEARTBEAT_STREAM_PATH, HeartbeatAck, HeartbeatSession,
-    MAX_CHALLENGE_OPENING_BYTES, MAX_HEARTBEAT_BYTES, NodeLiveness,
+    MAX_CHALLENGE_OPENING_BYTES, MAX_HEARTBEAT_BYTES, NodeLiveness, STANDBY_PATH,
 };
 use serde::Serialize;
 
@@ -48,6 +48,8 @@ pub struct ServerState {
     pub session: Arc<str>,
     /// What each node owes as a checker, from the last verification read.
     pub duties: Arc<RwLock<crate::duties::CheckDuties>>,
+    /// The warm standbys of the last round ([`STANDBY_PATH`]).
+    pub standbys: Arc<RwLock<crate::standby::StandbyBook>>,
     /// The hardware challenges in flight (node → the slot of its request), from the last
     /// round's read: only a node named here may send an opening, and only of that one.
     pub challenged: Arc<RwLock<std::collections::HashMap<mcjs_client::Pubkey, u64>>>,
@@ -98,6 +100,7 @@ pub fn router(state: ServerState) -> Router {
         )
         .route(FLEET_PATH, get(fleet))
         .route(&format!("{CHECKS_PATH}/{{node}}"), get(check_duties))
+        .route(&format!("{STANDBY_PATH}/{{node}}"), get(standby_duties))
         .route("/metrics", get(metrics))
         .route(
             "/healthz",
@@ -360,6 +363,22 @@ fn open_challenge_opening(
         )));
     }
     Ok((node, message))
+}
+
+/// The jobs `node` stands by for ([`STANDBY_PATH`]). Public, as the
+/// checks are: whose checkpoint a node keeps gives nothing of it away (the
+/// store gate decides who reads it).
+async fn standby_duties(
+    State(state): State<ServerState>,
+    axum::extract::Path(node): axum::extract::Path<String>,
+) -> Response {
+    let Ok(node) = node.parse::<mcjs_client::Pubkey>() else {
+        return error(StatusCode::BAD_REQUEST, "not a node address (base58)");
+    };
+    match state.standbys.read() {
+        Ok(book) => Json(book.duties(&node)).into_response(),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "standbys poisoned"),
+    }
 }
 
 /// What `node` owes as a checker ([`CHECKS_PATH`]).

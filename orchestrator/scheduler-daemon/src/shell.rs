@@ -31,6 +31,7 @@ use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::server::{Clock, ServerState, router};
 use crate::sight::Sight;
+use crate::standby::StandbyBook;
 use crate::transactions::{self, Unplanned};
 use crate::verify::{
     VerifyAction, VerifyObservation, needs_chain_read, passed_over, verify_duties,
@@ -148,6 +149,12 @@ pub struct Memory {
     /// When this scheduler last requested each node's challenge (chain seconds), kept for
     /// the policy's request spacing.
     challenges_requested_at: HashMap<Pubkey, i64>,
+    /// The last round's warm standbys (job → node): kept while they stay
+    /// free and fit.
+    standbys: crate::standby::Standbys,
+    /// Whether each spec read asks for a standby (`checkpoint.standby`), by
+    /// spec hash: a spec is stored under its hash, so this never goes stale.
+    spec_wants_standby: HashMap<[u8; 32], bool>,
     /// Openings being judged, off the rounds: node → (the challenge's request slot, the
     /// judge's thread). A round records the verdict once the thread has ended.
     judging: HashMap<Pubkey, (u64, tokio::task::JoinHandle<duties::Judged>)>,
@@ -236,6 +243,9 @@ pub struct Daemon<C = LiveChain> {
     /// and the openings agents sent for them.
     pub challenged: Arc<RwLock<HashMap<Pubkey, u64>>>,
     pub openings: Arc<Mutex<Openings>>,
+    /// The warm standbys of the last round, served to agents and to the
+    /// store gate.
+    pub standbys: Arc<RwLock<StandbyBook>>,
 }
 
 impl Daemon {
@@ -282,6 +292,7 @@ impl Daemon {
             leading: Arc::new(Leading::new(Role::after(step, false))),
             challenged: Arc::default(),
             openings: Arc::default(),
+            standbys: Arc::default(),
         })
     }
 
@@ -304,6 +315,7 @@ impl Daemon {
             wake: Arc::clone(&wake),
             session: crate::server::new_session(),
             duties: Arc::clone(&self.duties),
+            standbys: Arc::clone(&self.standbys),
             challenged: Arc::clone(&self.challenged),
             openings: Arc::clone(&self.openings),
         };
@@ -317,6 +329,7 @@ impl Daemon {
             limits: Arc::new(gateway::GatewayLimits::standard()),
             views: Default::default(),
             index: self.chain.index.clone(),
+            standbys: Arc::clone(&self.standbys),
         };
         if let Some(s3) = &self.s3 {
             tokio::spawn(probe_store(
@@ -440,6 +453,7 @@ impl<C: DaemonChain> Daemon<C> {
                     .outages_until(now),
             )
             .collect();
+        let standby_wanted = crate::standby::wanting(jobs, &memory.spec_wants_standby);
         let decision = {
             let liveness = self.liveness.lock().expect("liveness table");
             reconcile(
@@ -451,10 +465,13 @@ impl<C: DaemonChain> Daemon<C> {
                     understaked: &understaked,
                     outages: &outages,
                     require_proven_hardware: params.require_proven_hardware,
+                    standby_wanted: &standby_wanted,
+                    standbys: &memory.standbys,
                 },
                 &self.config.detector,
             )
         };
+        self.name_standbys(&decision.standbys, jobs, memory);
         self.log_decision(&decision, memory);
         let by_key: HashMap<Pubkey, &Job> = jobs.iter().map(|(k, j)| (*k, j)).collect();
         let (planned, unplanned) = transactions::plan(
@@ -520,6 +537,7 @@ impl<C: DaemonChain> Daemon<C> {
                 report.done.push(action);
             }
         }
+        self.read_standby_wishes(jobs, memory).await;
         if let Err(err) = self.verification_round(&snapshot, deployment, memory).await {
             warn!(error = %err, "verification duties failed; retrying next round");
         }
@@ -527,6 +545,78 @@ impl<C: DaemonChain> Daemon<C> {
             warn!(error = %err, "hardware challenge duties failed; retrying next round");
         }
         Ok(report)
+    }
+
+    /// Publishes the round's standbys to the agents and the store gate,
+    /// logging each change.
+    fn name_standbys(
+        &self,
+        standbys: &crate::standby::Standbys,
+        jobs: &[(Pubkey, Job)],
+        memory: &mut Memory,
+    ) {
+        for (job, node) in standbys.iter() {
+            if memory.standbys.node_of(job) != Some(*node) {
+                info!(%job, %node, "warm standby named");
+            }
+        }
+        for (job, node) in memory.standbys.iter() {
+            if standbys.node_of(job).is_none() {
+                debug!(%job, %node, "warm standby released");
+            }
+        }
+        memory.standbys = standbys.clone();
+        *self.standbys.write().expect("standbys lock") = StandbyBook::new(standbys, jobs);
+    }
+
+    /// Reads the specs of jobs on nodes not read yet, for whether they ask
+    /// for a standby (after the round's transactions: a spec read never
+    /// delays a placement). A spec that cannot be read is tried next round.
+    async fn read_standby_wishes(&self, jobs: &[(Pubkey, Job)], memory: &mut Memory) {
+        let unread: HashSet<[u8; 32]> = jobs
+            .iter()
+            .filter(|(_, job)| crate::standby::stands_by_for(job))
+            .map(|(_, job)| job.spec_hash)
+            .filter(|hash| !memory.spec_wants_standby.contains_key(hash))
+            .collect();
+        for hash in unread {
+            match self.read_spec(hash).await {
+                Ok(Some(spec)) => {
+                    memory
+                        .spec_wants_standby
+                        .insert(hash, spec.checkpoint.standby);
+                }
+                // Not there or not valid: its job cannot run, and asks nothing.
+                Ok(None) => {
+                    memory.spec_wants_standby.insert(hash, false);
+                }
+                Err(e) => {
+                    debug!(spec = %hex::encode(hash), error = %e, "cannot read a spec; trying next round")
+                }
+            }
+        }
+    }
+
+    /// The spec of `hash` from the deployment's store, if there and valid.
+    async fn read_spec(&self, hash: [u8; 32]) -> Result<Option<mcjs_spec::JobSpec>, String> {
+        let path = mcjs_protocol::store::layout::spec(&hash);
+        let bytes = match (&self.s3, &self.config.store) {
+            (Some(s3), _) => s3
+                .get(&path, mcjs_protocol::store::MAX_SPEC_BYTES)
+                .await
+                .map_err(|e| e.to_string())?,
+            (None, StoreUrl::Dir(dir)) => match tokio::fs::read(dir.join(&path)).await {
+                Ok(bytes) => Some(bytes),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(e.to_string()),
+            },
+            (None, StoreUrl::S3(_)) => return Err("no credentials for the store".into()),
+        };
+        Ok(bytes
+            .as_deref()
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .and_then(|text| mcjs_spec::JobSpec::from_json(text).ok())
+            .filter(|spec| mcjs_spec::spec_hash(spec) == hash))
     }
 
     /// Whether this round acts: only while this scheduler holds the lease.

@@ -21,6 +21,11 @@ pub enum Caller<'a> {
         node: Pubkey,
         jobs: &'a [(Pubkey, Job)],
         checking: &'a [Checking],
+        /// The jobs the scheduler named this node a warm standby of
+        /// (`checkpoint.standby`): of those it may read the spec, the
+        /// listing and descriptors, and the latest attested checkpoint,
+        /// and write nothing.
+        standby: &'a [(Pubkey, Job)],
         /// The objects in `users/` that specs name as inputs
         /// ([`spec_inputs`]): a node reads of `users/` only an object the
         /// spec of one of those jobs names, under that job's owner.
@@ -154,6 +159,34 @@ fn authorize_copy(path: &str, from: &str, caller: &Caller<'_>) -> Result<(), Str
     )
 }
 
+/// A warm standby reads what a restore of the job's latest attested
+/// checkpoint reads (the listing, the descriptors, that checkpoint's files)
+/// and writes nothing: it may become the job's node, never write as one.
+fn read_as_standby(
+    op: &StoreOp,
+    path: &str,
+    key: Option<&str>,
+    generation: Option<u32>,
+    step: Option<u64>,
+    job: &Job,
+) -> Result<(), String> {
+    if op.writes() {
+        return Err(format!("{path}: a standby writes nothing"));
+    }
+    let latest = job.last_checkpoint.map(|c| (c.generation, c.step));
+    match (key, generation.zip(step)) {
+        (None, _) => Ok(()),
+        (Some(_), _) if path.ends_with("/checkpoint.json") => Ok(()),
+        (Some(_), Some(at)) if Some(at) == latest => Ok(()),
+        _ => Err(format!(
+            "{path}: a standby reads only the job's latest attested checkpoint{}",
+            latest.map_or(" (none yet)".to_string(), |(g, s)| format!(
+                " (step {s} of generation {g})"
+            ))
+        )),
+    }
+}
+
 fn find<'j>(jobs: &'j [(Pubkey, Job)], job: &str) -> Option<&'j Job> {
     jobs.iter()
         .find(|(key, _)| key.to_string() == job)
@@ -174,6 +207,7 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
             node,
             jobs,
             checking,
+            standby,
             inputs,
         } => match kind {
             ObjectKind::Spec { hash } => {
@@ -183,7 +217,10 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                     );
                 }
                 let wanted = hex_lower(hash);
-                if granting(node, jobs, checking).any(|j| hex::encode(j.spec_hash) == wanted) {
+                if granting(node, jobs, checking)
+                    .chain(standby.iter().map(|(_, j)| j))
+                    .any(|j| hex::encode(j.spec_hash) == wanted)
+                {
                     Ok(())
                 } else {
                     deny("no job on this node has this spec")
@@ -205,7 +242,10 @@ pub fn authorize(op: &StoreOp, caller: &Caller<'_>) -> Result<(), String> {
                         .filter(|c| c.job.to_string() == job)
                         .min_by_key(|c| c.interval)
                     else {
-                        return deny("the job is not assigned to this node");
+                        return match find(standby, job) {
+                            Some(j) => read_as_standby(op, path, key, generation, step, j),
+                            None => deny("the job is not assigned to this node"),
+                        };
                     };
                     if writes {
                         return deny("a checker writes nothing");

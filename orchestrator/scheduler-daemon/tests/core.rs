@@ -38,6 +38,8 @@ fn decide_after(
             understaked: &HashSet::new(),
             outages,
             require_proven_hardware: false,
+            standby_wanted: &Default::default(),
+            standbys: &Default::default(),
         },
         &DetectorConfig::default(),
     )
@@ -92,6 +94,8 @@ fn with_reliability_weighed_a_job_goes_to_the_node_whose_record_is_better() {
                 understaked: &HashSet::new(),
                 outages: &[],
                 require_proven_hardware: false,
+                standby_wanted: &Default::default(),
+                standbys: &Default::default(),
             };
             match reconcile(&obs, &config).actions.as_slice() {
                 [Action::Assign { node, .. }] => *node,
@@ -146,6 +150,8 @@ fn placed_by_one_round(
         understaked: &HashSet::new(),
         outages: &[],
         require_proven_hardware: required,
+        standby_wanted: &Default::default(),
+        standbys: &Default::default(),
     };
     let decision = reconcile(&obs, &DetectorConfig::default());
     match decision.actions.as_slice() {
@@ -315,6 +321,8 @@ fn a_node_that_never_sent_a_heartbeat_gets_no_job_and_the_job_says_why() {
         understaked: &HashSet::new(),
         outages: &[],
         require_proven_hardware: false,
+        standby_wanted: &Default::default(),
+        standbys: &Default::default(),
     };
     let decision = reconcile(&obs, &DetectorConfig::default());
     assert!(decision.actions.is_empty());
@@ -337,6 +345,8 @@ fn a_job_that_fits_no_node_waits_with_a_reason() {
         understaked: &HashSet::new(),
         outages: &[],
         require_proven_hardware: false,
+        standby_wanted: &Default::default(),
+        standbys: &Default::default(),
     };
     let decision = reconcile(&obs, &DetectorConfig::default());
     assert!(decision.actions.is_empty());
@@ -774,6 +784,8 @@ fn a_provider_below_the_minimum_stake_gets_nothing_and_holds_up_no_one() {
                 understaked: &understaked,
                 outages: &[],
                 require_proven_hardware: false,
+                standby_wanted: &Default::default(),
+                standbys: &Default::default(),
             },
             &DetectorConfig::default(),
         )
@@ -878,6 +890,8 @@ fn malformed_nodes_are_skipped_by_name_and_every_job_still_goes_to_a_good_node()
             understaked: &HashSet::new(),
             outages: &[],
             require_proven_hardware: false,
+            standby_wanted: &Default::default(),
+            standbys: &Default::default(),
         },
         &DetectorConfig::default(),
     );
@@ -941,6 +955,8 @@ fn a_malformed_job_is_skipped_by_name_and_the_others_are_placed() {
             understaked: &HashSet::new(),
             outages: &[],
             require_proven_hardware: false,
+            standby_wanted: &Default::default(),
+            standbys: &Default::default(),
         },
         &DetectorConfig::default(),
     );
@@ -1798,6 +1814,8 @@ fn fleet_round_with(
             understaked: &HashSet::new(),
             outages: &[],
             require_proven_hardware: false,
+            standby_wanted: &Default::default(),
+            standbys: &Default::default(),
         },
         &DetectorConfig::default(),
     );

@@ -95,6 +95,7 @@ fn gateway_over(rpc: &str, directory: Directory) -> GatewayState {
         limits: Arc::new(GatewayLimits::standard()),
         views: Default::default(),
         index: None,
+        standbys: Default::default(),
     }
 }
 
@@ -332,6 +333,7 @@ async fn a_refused_node_request_reads_the_chain_again_only_past_half_a_second() 
             operator: operator.pubkey(),
             jobs: Vec::new(),
             checking: Vec::new(),
+            standby: Vec::new(),
         };
         views.put(node, view, Instant::now() - age);
     };

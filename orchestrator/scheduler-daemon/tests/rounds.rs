@@ -198,6 +198,7 @@ fn daemon(snapshot: Snapshot, refuse: Refuse) -> Daemon<FakeChain> {
         leading: Default::default(),
         challenged: Default::default(),
         openings: Default::default(),
+        standbys: Default::default(),
     }
 }
 

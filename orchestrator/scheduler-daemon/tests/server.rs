@@ -43,6 +43,7 @@ async fn serve_session(now: Arc<AtomicI64>, node: Pubkey, key: &Keypair, session
         wake: Arc::new(tokio::sync::Notify::new()),
         session: session.into(),
         duties: Default::default(),
+        standbys: Default::default(),
         challenged: Default::default(),
         openings: Default::default(),
     };
@@ -701,6 +702,7 @@ async fn a_challenge_opening_is_kept_only_from_the_node_for_its_challenge_in_fli
         wake: Arc::new(tokio::sync::Notify::new()),
         session: SESSION.into(),
         duties: Default::default(),
+        standbys: Default::default(),
         challenged,
         openings: Arc::clone(&openings),
     };

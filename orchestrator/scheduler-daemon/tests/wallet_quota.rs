@@ -96,6 +96,7 @@ async fn a_wallet_stores_at_most_its_quota_and_a_transfer_no_more_than_it_declar
         limits: Arc::new(GatewayLimits::standard().with_quota(quota)),
         views: Default::default(),
         index: None,
+        standbys: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -341,6 +341,13 @@ pub struct Checkpoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub every_steps: Option<u64>,
+    /// A warm standby: a second node, chosen by the scheduler, keeps the latest attested
+    /// checkpoint on its disk as it is attested, and the job moves there first when its node
+    /// is lost, without downloading it. The standby is not paid; it reads each checkpoint once
+    /// more from the store, and its provider holds the checkpoint's bytes as the job's node
+    /// does. Default: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub standby: bool,
 }
 
 pub(crate) const DEFAULT_KEEP: u8 = 2;

@@ -165,6 +165,20 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     )
                     .await
                 };
+                // Kept on this node as the job's warm standby: moved into
+                // place, not downloaded.
+                if let Some(copy) = s.standby.take(job, last.step, last.hash).await {
+                    match super::standby::move_copy(&copy, &restore_root).await {
+                        Ok(dir) => {
+                            ctx.pipeline.store.adopt(&job_id, &copy.checkpoint);
+                            tracing::info!(%job, step = last.step, bytes = copy.checkpoint.total_bytes(), ms = started.elapsed().as_millis() as u64, standby = true, "restoring from checkpoint");
+                            return Ok(Some(dir));
+                        }
+                        Err(e) => {
+                            tracing::warn!(%job, error = %e, "cannot use the standby copy; downloading the checkpoint");
+                        }
+                    }
+                }
                 // The last attested checkpoint, named by the job's account,
                 // is what a restore almost always uses: the job's history
                 // (a transaction read per attestation, growing with the job)

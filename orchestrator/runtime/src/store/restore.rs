@@ -97,14 +97,7 @@ impl CheckpointStore {
                     skipped.push(skip(reason, store_failed));
                     continue;
                 }
-                for f in &candidate.files {
-                    self.known.remember(
-                        job_id,
-                        f.size,
-                        f.sha256,
-                        ObjectPath::from(format!("{base}/files/{}", f.path)),
-                    );
-                }
+                self.adopt(job_id, candidate);
                 let _ = tokio::fs::remove_dir_all(&dir).await;
                 tokio::fs::rename(&staging, &dir)
                     .await
@@ -129,6 +122,23 @@ impl CheckpointStore {
             job_id: job_id.to_string(),
             tried: skipped,
         })
+    }
+
+    /// Takes `checkpoint`'s files as known (their bytes verified against
+    /// the attested hash by whoever restored them): a later checkpoint that
+    /// holds one unchanged copies it in the store instead of sending it.
+    /// For a checkpoint restored by another [`CheckpointStore`] of this
+    /// node (a warm standby's copy).
+    pub fn adopt(&self, job_id: &str, checkpoint: &StoredCheckpoint) {
+        let base = mcjs_protocol::store::layout::checkpoint(job_id, &checkpoint.key);
+        for f in &checkpoint.files {
+            self.known.remember(
+                job_id,
+                f.size,
+                f.sha256,
+                ObjectPath::from(format!("{base}/files/{}", f.path)),
+            );
+        }
     }
 
     /// Restores trusting the store's own descriptors for the expected hashes:

@@ -369,6 +369,7 @@ impl Reader {
                 "signal",
                 "restart_budget",
                 "every_steps",
+                "standby",
             ],
         )?;
         let interval = self
@@ -419,6 +420,10 @@ impl Reader {
             },
             None => Some(None),
         };
+        let standby = match f.get("standby") {
+            Some((v, p)) => self.boolean(v, &p),
+            None => Some(false),
+        };
         Some(Checkpoint {
             interval: interval?,
             max_size: max_size?,
@@ -426,6 +431,7 @@ impl Reader {
             signal: signal?,
             restart_budget: restart_budget?,
             every_steps: every_steps?,
+            standby: standby?,
         })
     }
 }
