@@ -495,6 +495,32 @@ async fn the_program_is_the_elf_deployed_by_loader_transactions_and_only_its_aut
         Some(Some(admin.pubkey()))
     );
 
+    // A deployment returns only once the chain is past its slot: a program
+    // deployed in one slot can be invoked only from a later one (Agave).
+    let second = mcjs_client::Keypair::new();
+    client
+        .deploy_program(&admin, &second, &elf, &admin.pubkey(), &|_, _| {})
+        .await
+        .expect("a second copy deploys");
+    let returned_at = client.rpc().get_slot().await.unwrap();
+    let data = client
+        .account(
+            &mcjs_client::Pubkey::find_program_address(
+                &[second.pubkey().as_ref()],
+                &anchor_lang::solana_program::bpf_loader_upgradeable::ID,
+            )
+            .0,
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .data;
+    let deployed_in = u64::from_le_bytes(data[4..12].try_into().unwrap());
+    assert!(
+        returned_at > deployed_in,
+        "deployed in slot {deployed_in}, returned at slot {returned_at}"
+    );
+
     // Executed as metered bytecode, under the limit the client asked for.
     let sig = client
         .send(

@@ -30,6 +30,8 @@ const WRITES_IN_FLIGHT: usize = 32;
 const WRITES_PER_BLOCKHASH: usize = 128;
 /// A transaction's size limit on the wire (`PACKET_DATA_SIZE`).
 const PACKET_BYTES: usize = 1232;
+/// How long a deployment waits for the chain to pass its slot.
+const INVOCABLE_WITHIN: Duration = Duration::from_secs(30);
 
 /// What a deployment did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -349,7 +351,35 @@ impl ChainClient {
                 logs: Vec::new(),
             });
         }
-        Ok(())
+        let deployed_in = match bincode::deserialize::<UpgradeableLoaderState>(&data) {
+            Ok(UpgradeableLoaderState::ProgramData { slot, .. }) => slot,
+            _ => 0,
+        };
+        self.wait_past_slot(deployed_in).await
+    }
+
+    /// Waits until the chain is past `slot`: a program deployed or upgraded
+    /// in one slot can be invoked only from a later one (Agave's validator
+    /// answers "Unsupported program id" before), so a deployment returns
+    /// only once its program can be used.
+    async fn wait_past_slot(&self, slot: u64) -> Result<(), ChainError> {
+        let started = Instant::now();
+        loop {
+            let now = self.rpc.get_slot().await.map_err(|e| self.rpc_error(e))?;
+            if now > slot {
+                return Ok(());
+            }
+            if started.elapsed() > INVOCABLE_WITHIN {
+                return Err(ChainError::Transaction {
+                    message: format!(
+                        "the chain is still at slot {now}, the program's deployment slot, after {} s: is the validator producing blocks?",
+                        INVOCABLE_WITHIN.as_secs()
+                    ),
+                    logs: Vec::new(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// The rent-exempt balance of an account of `len` bytes.
