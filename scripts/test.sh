@@ -123,6 +123,27 @@ fi
 MCJS_PROGRAM_SO="$(cat "$report_dir/sbf.out")"
 export MCJS_PROGRAM_SO
 
+# The auditor example's client (solana-py, pinned), in a virtual environment
+# of its own over Debian's python3: app/cli/tests/chain.rs runs
+# examples/auditor/audit.py against the local chain with it. About 30 MB, a few
+# seconds; made again when the pins change.
+auditor_venv="$HOME/.cache/mcjs/python-auditor"
+auditor_pins="examples/auditor/requirements.txt"
+install_auditor() {
+    echo "mcjs-test: installing solana-py into $auditor_venv ($auditor_pins)" >&2
+    if ! /usr/bin/python3 -c "import ensurepip" >/dev/null 2>&1; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    fi
+    rm -rf "$auditor_venv"
+    /usr/bin/python3 -m venv "$auditor_venv"
+    "$auditor_venv/bin/python" -m pip install -q --disable-pip-version-check -r "$auditor_pins"
+    cp "$auditor_pins" "$auditor_venv/pins.txt"
+}
+if ! cmp -s "$auditor_pins" "$auditor_venv/pins.txt" 2>/dev/null; then
+    step install-auditor install_auditor
+fi
+export MCJS_AUDITOR_PYTHON="$auditor_venv/bin/python" MCJS_REQUIRE_AUDITOR=1
+
 # Threads: twice the cores (most tests wait on the clock, not the CPU; the
 # fault suite is held to its group's count whatever this is).
 threads="${MCJS_TEST_THREADS:-$(($(nproc) * 2))}"

@@ -439,6 +439,75 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
     assert_eq!(reliability["provider_failures"], 0);
     assert_eq!(reliability["nodes"][0]["completed"], 1);
 
+    // An auditor with the ecosystem's tools (solana-py and the published
+    // IDL, no MCJS code) reads the same job, node and provider.
+    if let Some(python) = auditor_python() {
+        let provider_account = pda::provider(&provider.pubkey());
+        let seen = python_audit(&python, chain, &["job", &job_key.to_string()]);
+        assert_eq!(seen["state"], "Completed", "{seen}");
+        assert_eq!(seen["owner"], user.pubkey().to_string());
+        assert_eq!(seen["checkpoint_count"], 3);
+        assert_eq!(seen["last_checkpoint"]["step"], 300);
+        assert_eq!(seen["checkpoint_chain"], status["checkpoint_chain"]);
+        assert_eq!(seen["output_hash"], hex::encode([0xab; 32]));
+        let steps: Vec<u64> = seen["checkpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["step"].as_u64().unwrap())
+            .collect();
+        assert_eq!(steps, [100, 200, 300], "{seen}");
+        assert_eq!(seen["checkpoints"][0]["by"], operator.pubkey().to_string());
+        // Every event `mcjs audit` rebuilt, in its order, among those the
+        // job's transactions logged.
+        let logged: Vec<&str> = seen["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().unwrap())
+            .collect();
+        let mut rest = logged.iter();
+        assert!(
+            events.iter().all(|e| rest.any(|l| l == e)),
+            "{events:?} in {logged:?}"
+        );
+        let settled = seen["payments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["event"] == "SegmentSettled")
+            .expect("the segment's settlement");
+        assert_eq!(settled["provider"], provider_account.to_string());
+        let account = chain.block_on(client.job(&job_key)).unwrap().unwrap();
+        assert_eq!(seen["paid"], account.paid);
+        assert_eq!(
+            settled["provider_amount"].as_u64().unwrap() + settled["commission"].as_u64().unwrap(),
+            account.paid
+        );
+        let listed = python_audit(&python, chain, &["provider", &provider_account.to_string()]);
+        assert_eq!(listed["owner"], provider.pubkey().to_string(), "{listed}");
+        assert_eq!(listed["jobs_completed"], 1);
+        assert_eq!(listed["nodes"][0]["node"], node_key.to_string());
+        assert_eq!(listed["nodes"][0]["gpu_model"], "a100-sxm4-80gb");
+        assert!(
+            listed["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|j| j["job"] == job_key.to_string() && j["state"] == "Completed"),
+            "{listed}"
+        );
+        // Not an MCJS account: refused by name, nothing printed as if it were.
+        let wrong = Command::new(&python)
+            .arg(examples_root().join("examples/auditor/audit.py"))
+            .args(["--url", &chain.info.rpc_url, "--output", "json", "job"])
+            .arg(user.pubkey().to_string())
+            .output()
+            .unwrap();
+        assert_ne!(wrong.status.code(), Some(0));
+        assert!(wrong.stdout.is_empty());
+    }
+
     // Rewriting the on-chain commitment is caught, and named.
     let account = chain.block_on(client.account(&job_key)).unwrap().unwrap();
     let mut data = account.data.clone();
@@ -464,6 +533,48 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         1,
     );
     assert_eq!(tampered["divergence"]["kind"], "commitment");
+}
+
+/// The repository's root.
+fn examples_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A Python with solana-py for the auditor example
+/// (`examples/auditor/audit.py`): `MCJS_AUDITOR_PYTHON`, else `python3` if
+/// it imports `solana`; `None` (the check skipped, said on stderr) unless
+/// `MCJS_REQUIRE_AUDITOR` is set, as CI sets it.
+fn auditor_python() -> Option<PathBuf> {
+    let python = std::env::var_os("MCJS_AUDITOR_PYTHON")
+        .map_or_else(|| PathBuf::from("python3"), PathBuf::from);
+    let imports = Command::new(&python)
+        .args(["-c", "import solana, solders"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if imports {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("MCJS_REQUIRE_AUDITOR").is_none(),
+        "{} cannot import solana-py: scripts/test.sh installs it (examples/auditor/requirements.txt)",
+        python.display()
+    );
+    eprintln!(
+        "skipped the Python auditor: no solana-py (pip install -r examples/auditor/requirements.txt)"
+    );
+    None
+}
+
+#[track_caller]
+fn python_audit(python: &Path, chain: &Chain, args: &[&str]) -> Value {
+    let out = Command::new(python)
+        .arg(examples_root().join("examples/auditor/audit.py"))
+        .args(["--url", &chain.info.rpc_url, "--output", "json"])
+        .args(args)
+        .output()
+        .expect("the auditor runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
 }
 
 #[track_caller]
