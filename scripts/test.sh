@@ -123,24 +123,33 @@ fi
 MCJS_PROGRAM_SO="$(cat "$report_dir/sbf.out")"
 export MCJS_PROGRAM_SO
 
-# The auditor example's client (solana-py, pinned), in a virtual environment
-# of its own over Debian's python3: app/cli/tests/chain.rs runs
-# examples/auditor/audit.py against the local chain with it. About 30 MB, a few
-# seconds; made again when the pins change.
-auditor_venv="$HOME/.cache/mcjs/python-auditor"
-auditor_pins="examples/auditor/requirements.txt"
-install_auditor() {
-    echo "mcjs-test: installing solana-py into $auditor_venv ($auditor_pins)" >&2
+# Python packages from PyPI, pinned, into a virtual environment over Debian's
+# python3, made again when the pins change: make_venv DIR PINS [VENV ARGS]
+# [-- PIP ARGS].
+make_venv() {
+    local dir="$1" pins="$2" venv_args=() pip_args=()
+    shift 2
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do venv_args+=("$1"); shift; done
+    [ "${1:-}" = "--" ] && shift
+    pip_args=("$@")
+    echo "mcjs-test: installing $pins into $dir" >&2
     if ! /usr/bin/python3 -c "import ensurepip" >/dev/null 2>&1; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
     fi
-    rm -rf "$auditor_venv"
-    /usr/bin/python3 -m venv "$auditor_venv"
-    "$auditor_venv/bin/python" -m pip install -q --disable-pip-version-check -r "$auditor_pins"
-    cp "$auditor_pins" "$auditor_venv/pins.txt"
+    rm -rf "$dir"
+    /usr/bin/python3 -m venv "${venv_args[@]}" "$dir"
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check "${pip_args[@]}" -r "$pins"
+    cp "$pins" "$dir/pins.txt"
 }
-if ! cmp -s "$auditor_pins" "$auditor_venv/pins.txt" 2>/dev/null; then
-    step install-auditor install_auditor
+venv_current() { cmp -s "$2" "$1/pins.txt" 2>/dev/null; }
+
+# The auditor example's client (solana-py, pinned; about 70 MB, a few
+# seconds): app/cli/tests/chain.rs runs examples/auditor/audit.py against the
+# local chain with it.
+auditor_venv="$HOME/.cache/mcjs/python-auditor"
+auditor_pins="examples/auditor/requirements.txt"
+if ! venv_current "$auditor_venv" "$auditor_pins"; then
+    step install-auditor make_venv "$auditor_venv" "$auditor_pins"
 fi
 export MCJS_AUDITOR_PYTHON="$auditor_venv/bin/python" MCJS_REQUIRE_AUDITOR=1
 
@@ -167,22 +176,11 @@ step native-program env -u MCJS_PROGRAM_SO cargo nextest run --workspace --locke
 # here; Lightning's tests skip: it does not import with Debian's torch).
 hf_venv="$HOME/.cache/mcjs/python-hf"
 hf_pins="sdk/python/tests/hf-requirements.txt"
-install_hf() {
-    # transformers and accelerate from PyPI, pinned, into a virtual environment
-    # over Debian's python3 that sees its torch, numpy and pytest (--no-deps:
-    # pip would replace Debian's torch with a CUDA wheel). About 140 MB, 15 s;
-    # made again when the pins change.
-    echo "mcjs-test: installing transformers and accelerate into $hf_venv ($hf_pins)" >&2
-    if ! /usr/bin/python3 -c "import ensurepip" >/dev/null 2>&1; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
-    fi
-    rm -rf "$hf_venv"
-    /usr/bin/python3 -m venv --system-site-packages "$hf_venv"
-    "$hf_venv/bin/python" -m pip install -q --no-deps --disable-pip-version-check -r "$hf_pins"
-    cp "$hf_pins" "$hf_venv/pins.txt"
-}
-if ! cmp -s "$hf_pins" "$hf_venv/pins.txt" 2>/dev/null; then
-    step install-hf install_hf || status=$?
+# transformers and accelerate over Debian's torch, numpy and pytest
+# (--system-site-packages; --no-deps: pip would replace Debian's torch with a
+# CUDA wheel). About 140 MB, 15 s.
+if ! venv_current "$hf_venv" "$hf_pins"; then
+    step install-hf make_venv "$hf_venv" "$hf_pins" --system-site-packages -- --no-deps || status=$?
 fi
 step python-sdk env MCJS_REQUIRE_TORCH=1 MCJS_REQUIRE_HF=1 \
     "$hf_venv/bin/python" -m pytest -q -p no:cacheprovider -rs \

@@ -257,16 +257,7 @@ impl Cluster {
     /// Pauses (`docker pause`) every container the agent `i` runs: its jobs
     /// freeze where they are (no new checkpoint) while the agent lives on.
     pub fn pause_containers_of(&self, i: usize) {
-        let label = format!("mcjs.node={}", self.agents[i].node);
-        let Ok(out) = Command::new("docker")
-            .args(["ps", "-q", "--filter", &format!("label={label}")])
-            .output()
-        else {
-            return;
-        };
-        for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-            let _ = Command::new("docker").args(["pause", id]).output();
-        }
+        containers_do("pause", &format!("mcjs.node={}", self.agents[i].node));
     }
 }
 
@@ -289,6 +280,11 @@ fn plain(line: &str) -> String {
 }
 
 pub fn kill_containers(label: &str) {
+    containers_do("kill", label);
+}
+
+/// `docker <action>` on every running container labelled `label`.
+fn containers_do(action: &str, label: &str) {
     let Ok(out) = Command::new("docker")
         .args(["ps", "-q", "--filter", &format!("label={label}")])
         .output()
@@ -296,6 +292,6 @@ pub fn kill_containers(label: &str) {
         return;
     };
     for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-        let _ = Command::new("docker").args(["kill", id]).output();
+        let _ = Command::new("docker").args([action, id]).output();
     }
 }
