@@ -365,6 +365,12 @@ fn open_challenge_opening(
     Ok((node, message))
 }
 
+/// A node's address from a request's path, or the 400 that says it is not one.
+fn node_address(path: &str) -> Result<mcjs_client::Pubkey, Response> {
+    path.parse()
+        .map_err(|_| error(StatusCode::BAD_REQUEST, "not a node address (base58)"))
+}
+
 /// The jobs `node` stands by for ([`STANDBY_PATH`]). Public, as the
 /// checks are: whose checkpoint a node keeps gives nothing of it away (the
 /// store gate decides who reads it).
@@ -372,8 +378,9 @@ async fn standby_duties(
     State(state): State<ServerState>,
     axum::extract::Path(node): axum::extract::Path<String>,
 ) -> Response {
-    let Ok(node) = node.parse::<mcjs_client::Pubkey>() else {
-        return error(StatusCode::BAD_REQUEST, "not a node address (base58)");
+    let node = match node_address(&node) {
+        Ok(node) => node,
+        Err(refused) => return refused,
     };
     match state.standbys.read() {
         Ok(book) => Json(book.duties(&node)).into_response(),
@@ -386,8 +393,9 @@ async fn check_duties(
     State(state): State<ServerState>,
     axum::extract::Path(node): axum::extract::Path<String>,
 ) -> Response {
-    let Ok(node) = node.parse::<mcjs_client::Pubkey>() else {
-        return error(StatusCode::BAD_REQUEST, "not a node address (base58)");
+    let node = match node_address(&node) {
+        Ok(node) => node,
+        Err(refused) => return refused,
     };
     match state.duties.read() {
         Ok(duties) => Json(duties.of(&node)).into_response(),

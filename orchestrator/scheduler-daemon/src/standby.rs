@@ -13,9 +13,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use mcjs::state::{Job, JobState};
+use mcjs::state::{Job, JobState, Node};
 use mcjs_client::Pubkey;
 use mcjs_protocol::{StandbyDuties, StandbyJob};
+
+use crate::core::{Action, DetectorConfig, Observation, free_nodes, planned_alone};
 
 /// Which node stands by for which job (job → node).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -125,4 +127,75 @@ pub fn wanting(jobs: &[(Pubkey, Job)], wants: &HashMap<[u8; 32], bool>) -> HashS
         .filter(|(_, job)| wants.get(&job.spec_hash).copied().unwrap_or(false))
         .map(|(key, _)| *key)
         .collect()
+}
+
+/// The round's standbys: for each job on a node whose spec asks for one, a
+/// free node that this round's placements left free and that stands by for
+/// no other job, of another provider where one fits. The last round's is
+/// kept while it stays free and fit, so that a node's copy is not thrown
+/// away for an equal one.
+pub(crate) fn choose(
+    obs: &Observation<'_>,
+    config: &DetectorConfig,
+    failing_nodes: &HashSet<Pubkey>,
+    actions: &[Action],
+) -> Standbys {
+    let mut chosen = Standbys::default();
+    if obs.standby_wanted.is_empty() {
+        return chosen;
+    }
+    let mut taken: HashSet<Pubkey> = HashSet::new();
+    let mut moving: HashSet<Pubkey> = HashSet::new();
+    for action in actions {
+        match action {
+            Action::Assign { node, .. } => {
+                taken.insert(*node);
+            }
+            Action::ReportFailure { job, .. } => {
+                moving.insert(*job);
+            }
+        }
+    }
+    let free: Vec<(Pubkey, &Node)> = free_nodes(obs, config, failing_nodes)
+        .into_iter()
+        .filter(|(key, _)| !taken.contains(key))
+        .collect();
+    let serving: Vec<(&Pubkey, &Job)> = obs
+        .jobs
+        .iter()
+        .filter(|(key, job)| {
+            obs.standby_wanted.contains(key) && !moving.contains(key) && stands_by_for(job)
+        })
+        .map(|(key, job)| (key, job))
+        .collect();
+    // Kept first, so that a new choice never takes a kept one's node.
+    let mut unserved = Vec::new();
+    for (key, job) in serving {
+        let kept = obs.standbys.node_of(key).and_then(|node| {
+            let found = free.iter().find(|(k, _)| *k == node)?;
+            planned_alone(obs, config, job, std::slice::from_ref(found))
+        });
+        match kept {
+            Some(node) if !chosen.holds(&node) => chosen.insert(*key, node),
+            _ => unserved.push((key, job)),
+        }
+    }
+    for (key, job) in unserved {
+        let open: Vec<(Pubkey, &Node)> = free
+            .iter()
+            .filter(|(k, _)| !chosen.holds(k) && Some(*k) != job.node)
+            .copied()
+            .collect();
+        let elsewhere: Vec<(Pubkey, &Node)> = open
+            .iter()
+            .filter(|(_, n)| Some(n.provider) != job.provider)
+            .copied()
+            .collect();
+        if let Some(node) = planned_alone(obs, config, job, &elsewhere)
+            .or_else(|| planned_alone(obs, config, job, &open))
+        {
+            chosen.insert(*key, node);
+        }
+    }
+    chosen
 }

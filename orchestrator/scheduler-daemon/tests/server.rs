@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+mod common;
+
 use mcjs_client::{Keypair, Pubkey, Signer};
 use mcjs_protocol::{
     ExitReport, HEARTBEAT_PATH, HEARTBEAT_SESSION_PATH, HEARTBEAT_STREAM_PATH, Heartbeat,
@@ -13,6 +15,7 @@ use mcjs_scheduler_daemon::Liveness;
 use mcjs_scheduler_daemon::auth::Directory;
 use mcjs_scheduler_daemon::metrics::Metrics;
 use mcjs_scheduler_daemon::server::{ServerState, router};
+use mcjs_scheduler_daemon::standby::{StandbyBook, Standbys};
 
 /// The scheduler's clock in these tests: a real-looking Unix time in ms.
 const NOW: i64 = 1_700_000_000_000;
@@ -20,6 +23,8 @@ const NOW: i64 = 1_700_000_000_000;
 struct Server {
     url: String,
     liveness: Arc<Mutex<Liveness>>,
+    /// What the last round named as warm standbys.
+    standbys: Arc<RwLock<StandbyBook>>,
     http: reqwest::Client,
 }
 
@@ -31,6 +36,7 @@ async fn serve(now: Arc<AtomicI64>, node: Pubkey, key: &Keypair) -> Server {
 /// The same, as a scheduler process whose heartbeat session is `session`.
 async fn serve_session(now: Arc<AtomicI64>, node: Pubkey, key: &Keypair, session: &str) -> Server {
     let liveness = Arc::new(Mutex::new(Liveness::new(0)));
+    let standbys: Arc<RwLock<StandbyBook>> = Default::default();
     let mut directory = Directory::default();
     directory.insert(node, key.pubkey());
     let state = ServerState {
@@ -43,7 +49,7 @@ async fn serve_session(now: Arc<AtomicI64>, node: Pubkey, key: &Keypair, session
         wake: Arc::new(tokio::sync::Notify::new()),
         session: session.into(),
         duties: Default::default(),
-        standbys: Default::default(),
+        standbys: Arc::clone(&standbys),
         challenged: Default::default(),
         openings: Default::default(),
     };
@@ -53,6 +59,7 @@ async fn serve_session(now: Arc<AtomicI64>, node: Pubkey, key: &Keypair, session
     Server {
         url,
         liveness,
+        standbys,
         http: reqwest::Client::new(),
     }
 }
@@ -786,4 +793,54 @@ async fn a_challenge_opening_is_kept_only_from_the_node_for_its_challenge_in_fli
     let kept = openings.lock().unwrap();
     assert_eq!(kept.get(&node, 7), Some(&opening));
     assert_eq!(kept.get(&node, 8), None);
+}
+
+/// `GET /v1/standby/{node}`: a named standby is told its job, the job's spec
+/// and its latest attested checkpoint; any other node an empty list; a path
+/// that is not an address a 400. Reading it changes nothing.
+#[tokio::test]
+async fn a_standby_is_told_its_job_and_latest_checkpoint_and_no_one_else_is() {
+    let key = Keypair::new();
+    let node = Pubkey::new_unique();
+    let server = serve(Arc::new(AtomicI64::new(NOW)), node, &key).await;
+    let job = Pubkey::new_unique();
+    let mut account = common::JobBuilder::pending()
+        .running_on(Pubkey::new_unique(), Pubkey::new_unique(), 2, 0)
+        .0;
+    account.last_checkpoint = Some(mcjs::state::CheckpointRecord {
+        hash: [5; 32],
+        epoch: 1,
+        step: 120,
+        time: 0,
+        generation: 2,
+    });
+    let mut named = Standbys::default();
+    named.insert(job, node);
+    *server.standbys.write().unwrap() = StandbyBook::new(&named, &[(job, account.clone())]);
+    let ask = async |path: String| {
+        server
+            .http
+            .get(format!("{}/v1/standby/{path}", server.url))
+            .send()
+            .await
+            .unwrap()
+    };
+    let told: serde_json::Value = ask(node.to_string()).await.json().await.unwrap();
+    assert_eq!(
+        told,
+        serde_json::json!({"jobs": [{
+            "job": job.to_string(),
+            "spec": hex::encode(account.spec_hash),
+            "step": 120,
+            "hash": hex::encode([5u8; 32]),
+        }]})
+    );
+    let other: serde_json::Value = ask(Pubkey::new_unique().to_string())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(other, serde_json::json!({"jobs": []}));
+    assert_eq!(ask("not-a-key".into()).await.status(), 400);
+    assert_eq!(server.standbys.read().unwrap().jobs_of(&node).len(), 1);
 }
