@@ -376,25 +376,29 @@ async fn fetch_file(
     let file = std::fs::File::create(target).map_err(|e| io("create", e))?;
     // Writing and hashing each on a thread of its own: the writer hands every
     // chunk (a reference, not a copy) to the hasher before writing it.
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(WRITES_QUEUED);
-    let (to_hash, mut hashed) = tokio::sync::mpsc::channel::<Bytes>(WRITES_QUEUED);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Bytes>>(WRITES_QUEUED);
+    let (to_hash, mut hashed) = tokio::sync::mpsc::channel::<Vec<Bytes>>(WRITES_QUEUED);
     let path = target.to_path_buf();
     let hasher = tokio::task::spawn_blocking(move || {
         let mut h = Sha256::new();
         let mut size = 0u64;
-        while let Some(chunk) = hashed.blocking_recv() {
-            h.update(&chunk);
-            size += chunk.len() as u64;
+        while let Some(chunks) = hashed.blocking_recv() {
+            for chunk in chunks {
+                h.update(&chunk);
+                size += chunk.len() as u64;
+            }
         }
         (size, Sha256Digest(h.finalize().into()))
     });
     let writer = tokio::task::spawn_blocking(move || {
         let mut file = file;
-        while let Some(chunk) = rx.blocking_recv() {
-            if to_hash.blocking_send(chunk.clone()).is_err() {
+        while let Some(chunks) = rx.blocking_recv() {
+            if to_hash.blocking_send(chunks.clone()).is_err() {
                 break;
             }
-            file.write_all(&chunk)?;
+            for chunk in &chunks {
+                file.write_all(chunk)?;
+            }
         }
         drop(to_hash);
         if durable {
@@ -428,7 +432,7 @@ async fn feed(
     src: &ObjectPath,
     limit: u64,
     seen: &(dyn Fn(u64) + Send + Sync),
-    tx: &tokio::sync::mpsc::Sender<Bytes>,
+    tx: &tokio::sync::mpsc::Sender<Vec<Bytes>>,
 ) -> Result<Option<u64>, StoreError> {
     if limit > RANGE_SIZE {
         let ranges: Vec<std::ops::Range<u64>> = (0..limit)
@@ -444,22 +448,25 @@ async fn feed(
                 let got = store.get_opts(src, options).await?;
                 let size = got.meta.size;
                 if size != limit {
-                    return Ok((size, Bytes::new()));
+                    return Ok((size, Vec::new()));
                 }
-                let bytes = got.bytes().await?;
-                if bytes.len() as u64 != range.end - range.start {
+                // The chunks as they came off the connection, not copied
+                // into one buffer: the writer and the hasher take them by
+                // reference, in order.
+                let chunks: Vec<Bytes> = got.into_stream().try_collect().await?;
+                let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+                if len != range.end - range.start {
                     return Err(object_store::Error::Generic {
                         store: "restore",
-                        source: format!("asked for bytes {range:?} of {src}, got {}", bytes.len())
-                            .into(),
+                        source: format!("asked for bytes {range:?} of {src}, got {len}").into(),
                     });
                 }
-                Ok((size, bytes))
+                Ok((size, chunks))
             })
             .buffered(RANGES_IN_FLIGHT);
         let mut first = true;
         while let Some(part) = parts.next().await {
-            let (size, bytes) = match part {
+            let (size, chunks) = match part {
                 // A store that cannot read ranges: the whole object, streamed.
                 Err(object_store::Error::NotImplemented) if first => break,
                 other => other.map_err(CheckpointStore::object("read", src))?,
@@ -468,8 +475,8 @@ async fn feed(
             if size != limit {
                 return Ok(Some(size));
             }
-            seen(bytes.len() as u64);
-            if tx.send(bytes).await.is_err() {
+            seen(chunks.iter().map(|c| c.len() as u64).sum());
+            if tx.send(chunks).await.is_err() {
                 return Ok(None); // the writer failed; its error is reported
             }
         }
@@ -495,7 +502,7 @@ async fn feed(
             return Ok(Some(size));
         }
         seen(chunk.len() as u64);
-        if tx.send(chunk).await.is_err() {
+        if tx.send(vec![chunk]).await.is_err() {
             break;
         }
     }
