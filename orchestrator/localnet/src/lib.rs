@@ -12,9 +12,14 @@
 //! mint with 6 decimals, a treasury, the Config) through ordinary
 //! transactions, funds a set of wallets, and writes `localnet.json` so that
 //! other processes find everything.
+//!
+//! With [`LocalnetConfig::validator`] (`MCJS_VALIDATOR`), the chain is
+//! Agave's own `solana-test-validator` instead ([`agave`]), set up the same
+//! way through its RPC.
 
+pub mod agave;
 mod ports;
-pub use ports::{free_port, free_port_pair};
+pub use ports::{free_port, free_port_pair, free_port_range};
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -100,6 +105,9 @@ pub struct LocalnetConfig {
     /// plugin serves the chain's updates over gRPC. The plugin must be
     /// built against the chain's `agave-geyser-plugin-interface` and rustc.
     pub geyser_plugins: Vec<PathBuf>,
+    /// Agave's `solana-test-validator` binary to run as the chain instead
+    /// of surfpool ([`agave`]); it runs the program's SBF ELF only.
+    pub validator: Option<PathBuf>,
 }
 
 impl Default for LocalnetConfig {
@@ -112,6 +120,9 @@ impl Default for LocalnetConfig {
             program: ProgramBuild::from_env(),
             preload: Vec::new(),
             geyser_plugins: Vec::new(),
+            validator: std::env::var_os(agave::VALIDATOR_VAR)
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from),
         }
     }
 }
@@ -149,6 +160,17 @@ pub struct ProgramInfo {
     /// The deployment's loader transactions (buffer writes included).
     pub deploy_transactions: Option<usize>,
     pub deploy_ms: Option<u64>,
+}
+
+/// Which chain serves a local chain's RPC (in `localnet.json`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ChainKind {
+    /// surfpool over LiteSVM, in process.
+    #[default]
+    Surfpool,
+    /// Agave's `solana-test-validator`, a child process.
+    Agave,
 }
 
 impl ProgramInfo {
@@ -210,6 +232,8 @@ pub struct LocalnetInfo {
     pub wallets: Wallets,
     #[serde(default)]
     pub program: ProgramInfo,
+    #[serde(default)]
+    pub chain: ChainKind,
 }
 
 impl LocalnetInfo {
@@ -259,8 +283,55 @@ fn check_port(port: u16, what: &'static str) -> Result<(), LocalnetError> {
 pub struct Localnet {
     info: LocalnetInfo,
     dir: PathBuf,
-    commands: Sender<SimnetCommand>,
-    runloop: Option<JoinHandle<Result<(), String>>>,
+    chain: Chain,
+}
+
+/// What serves the chain.
+enum Chain {
+    Surfpool {
+        commands: Sender<SimnetCommand>,
+        runloop: Option<JoinHandle<Result<(), String>>>,
+    },
+    Agave(agave::Validator),
+}
+
+/// The wallets a local chain funds, read from (or first written to) its
+/// `wallets/` directory.
+struct Keys {
+    admin: Keypair,
+    scheduler: Keypair,
+    user: Keypair,
+    providers: Vec<Keypair>,
+    mint: Keypair,
+    treasury: Keypair,
+}
+
+impl Keys {
+    fn at(wallets_dir: &Path) -> Result<Keys, LocalnetError> {
+        Ok(Keys {
+            admin: keypair_at(&wallets_dir.join("admin.json"))?,
+            scheduler: keypair_at(&wallets_dir.join("scheduler.json"))?,
+            user: keypair_at(&wallets_dir.join("user.json"))?,
+            providers: (1..=PROVIDERS)
+                .map(|i| keypair_at(&wallets_dir.join(format!("provider-{i}.json"))))
+                .collect::<Result<Vec<_>, _>>()?,
+            // The mint and treasury are keypair accounts too; keeping their
+            // keys keeps the local USDC address stable across restarts.
+            mint: keypair_at(&wallets_dir.join("usdc-mint.json"))?,
+            treasury: keypair_at(&wallets_dir.join("treasury.json"))?,
+        })
+    }
+
+    /// The wallets that get SOL.
+    fn funded(&self) -> Vec<Pubkey> {
+        let mut wallets = vec![
+            self.admin.pubkey(),
+            self.scheduler.pubkey(),
+            self.user.pubkey(),
+        ];
+        wallets.extend(self.providers.iter().map(|p| p.pubkey()));
+        wallets
+    }
 }
 
 impl Localnet {
@@ -278,26 +349,98 @@ impl Localnet {
         check_port(ws_port, "websocket")?;
 
         let wallets_dir = config.dir.join("wallets");
-        let admin = keypair_at(&wallets_dir.join("admin.json"))?;
-        let scheduler = keypair_at(&wallets_dir.join("scheduler.json"))?;
-        let user = keypair_at(&wallets_dir.join("user.json"))?;
-        let providers = (1..=PROVIDERS)
-            .map(|i| keypair_at(&wallets_dir.join(format!("provider-{i}.json"))))
-            .collect::<Result<Vec<_>, _>>()?;
-        // The mint and treasury are keypair accounts too; keeping their keys
-        // keeps the local USDC address stable across restarts.
-        let mint = keypair_at(&wallets_dir.join("usdc-mint.json"))?;
-        let treasury = keypair_at(&wallets_dir.join("treasury.json"))?;
+        let keys = Keys::at(&wallets_dir)?;
+        let info = LocalnetInfo {
+            rpc_url: format!("http://127.0.0.1:{}", config.rpc_port),
+            ws_url: format!("ws://127.0.0.1:{ws_port}"),
+            program_id: mcjs::ID.to_string(),
+            usdc_mint: keys.mint.pubkey().to_string(),
+            usdc_decimals: USDC_DECIMALS,
+            treasury: keys.treasury.pubkey().to_string(),
+            slot_time_ms: config.slot_time_ms,
+            wallets: Wallets {
+                admin: wallets_dir.join("admin.json"),
+                scheduler: wallets_dir.join("scheduler.json"),
+                user: wallets_dir.join("user.json"),
+                providers: (1..=PROVIDERS)
+                    .map(|i| wallets_dir.join(format!("provider-{i}.json")))
+                    .collect(),
+            },
+            program: ProgramInfo {
+                build: "native".into(),
+                ..ProgramInfo::default()
+            },
+            chain: ChainKind::Surfpool,
+        };
+        let elf = match &config.program {
+            ProgramBuild::Native => None,
+            ProgramBuild::Elf(path) => {
+                Some(std::fs::read(path).map_err(|source| LocalnetError::Read {
+                    path: path.clone(),
+                    source,
+                })?)
+            }
+        };
+        let mut localnet = match &config.validator {
+            Some(binary) => Self::start_agave(&config, binary, info, &keys, elf.is_some()).await?,
+            None => Self::start_surfpool(&config, info, &keys).await?,
+        };
+        let client = localnet.client();
+        if let (Some(elf), ProgramBuild::Elf(path)) = (&elf, &config.program) {
+            let started = std::time::Instant::now();
+            let admin = &keys.admin;
+            let deployed = client
+                .deploy_program(
+                    admin,
+                    &program_keypair(),
+                    elf,
+                    &admin.pubkey(),
+                    &|written, total| {
+                        tracing::info!(written, total, "localnet: program buffer chunks written")
+                    },
+                )
+                .await?;
+            // A program deployed in a slot runs from the next one.
+            wait_next_slot(&client).await?;
+            localnet.info.program = ProgramInfo {
+                build: "sbf".into(),
+                elf: Some(path.clone()),
+                elf_bytes: Some(elf.len()),
+                elf_sha256: Some(hex::encode(sha2::Sha256::digest(elf))),
+                deploy_transactions: Some(deployed.writes + 2),
+                deploy_ms: Some(started.elapsed().as_millis() as u64),
+            };
+        }
+        initialise(
+            &client,
+            &keys.admin,
+            &keys.scheduler,
+            &keys.mint,
+            &keys.treasury,
+            &[&keys.user],
+            &keys.providers.iter().collect::<Vec<_>>(),
+            config.params,
+        )
+        .await?;
 
-        let mut airdrop = vec![admin.pubkey(), scheduler.pubkey(), user.pubkey()];
-        airdrop.extend(providers.iter().map(|p| p.pubkey()));
+        let path = localnet.dir.join(INFO_FILE);
+        let json = serde_json::to_string_pretty(&localnet.info).expect("info serialises");
+        std::fs::write(&path, json).map_err(|source| LocalnetError::Write { path, source })?;
+        Ok(localnet)
+    }
 
+    /// surfpool in this process, the wallets funded from its first slot.
+    async fn start_surfpool(
+        config: &LocalnetConfig,
+        info: LocalnetInfo,
+        keys: &Keys,
+    ) -> Result<Localnet, LocalnetError> {
         let surfpool = SurfpoolConfig {
             simnets: vec![SimnetConfig {
                 offline_mode: true,
                 remote_rpc_url: None,
                 slot_time: config.slot_time_ms,
-                airdrop_addresses: airdrop,
+                airdrop_addresses: keys.funded(),
                 airdrop_token_amount: SOL_PER_WALLET,
                 // Profiling re-executes every instruction in a sandbox; the
                 // local chain has no use for it.
@@ -308,7 +451,7 @@ impl Localnet {
             rpc: RpcConfig {
                 bind_host: "127.0.0.1".into(),
                 bind_port: config.rpc_port,
-                ws_port,
+                ws_port: config.rpc_port + 1,
                 ..RpcConfig::default()
             },
             plugin_config_path: config.geyser_plugins.clone(),
@@ -325,18 +468,9 @@ impl Localnet {
             svm.set_account(key, account.clone())
                 .map_err(|e| LocalnetError::Start(format!("cannot preload {key}: {e}")))?;
         }
-        let elf = match &config.program {
-            ProgramBuild::Native => {
-                mcjs_svm::add_mcjs_program(&mut svm.inner.svm);
-                None
-            }
-            ProgramBuild::Elf(path) => {
-                Some(std::fs::read(path).map_err(|source| LocalnetError::Read {
-                    path: path.clone(),
-                    source,
-                })?)
-            }
-        };
+        if config.program == ProgramBuild::Native {
+            mcjs_svm::add_mcjs_program(&mut svm.inner.svm);
+        }
 
         let (commands_tx, commands_rx) = crossbeam_channel::unbounded();
         let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
@@ -366,73 +500,53 @@ impl Localnet {
             .map_err(|e| LocalnetError::Start(e.to_string()))?;
 
         let mut localnet = Localnet {
-            info: LocalnetInfo {
-                rpc_url: format!("http://127.0.0.1:{}", config.rpc_port),
-                ws_url: format!("ws://127.0.0.1:{ws_port}"),
-                program_id: mcjs::ID.to_string(),
-                usdc_mint: mint.pubkey().to_string(),
-                usdc_decimals: USDC_DECIMALS,
-                treasury: treasury.pubkey().to_string(),
-                slot_time_ms: config.slot_time_ms,
-                wallets: Wallets {
-                    admin: wallets_dir.join("admin.json"),
-                    scheduler: wallets_dir.join("scheduler.json"),
-                    user: wallets_dir.join("user.json"),
-                    providers: (1..=PROVIDERS)
-                        .map(|i| wallets_dir.join(format!("provider-{i}.json")))
-                        .collect(),
-                },
-                program: ProgramInfo {
-                    build: "native".into(),
-                    ..ProgramInfo::default()
-                },
-            },
+            info,
             dir: config.dir.clone(),
-            commands: commands_tx,
-            runloop: Some(runloop),
+            chain: Chain::Surfpool {
+                commands: commands_tx,
+                runloop: Some(runloop),
+            },
         };
-
         localnet.wait_ready(ready_rx).await?;
-        let client = localnet.client();
-        if let (Some(elf), ProgramBuild::Elf(path)) = (&elf, &config.program) {
-            let started = std::time::Instant::now();
-            let deployed = client
-                .deploy_program(
-                    &admin,
-                    &program_keypair(),
-                    elf,
-                    &admin.pubkey(),
-                    &|written, total| {
-                        tracing::info!(written, total, "localnet: program buffer chunks written")
-                    },
-                )
-                .await?;
-            // A program deployed in a slot runs from the next one.
-            wait_next_slot(&client).await?;
-            localnet.info.program = ProgramInfo {
-                build: "sbf".into(),
-                elf: Some(path.clone()),
-                elf_bytes: Some(elf.len()),
-                elf_sha256: Some(hex::encode(sha2::Sha256::digest(elf))),
-                deploy_transactions: Some(deployed.writes + 2),
-                deploy_ms: Some(started.elapsed().as_millis() as u64),
-            };
+        Ok(localnet)
+    }
+
+    /// Agave's validator as a child process, the wallets funded from its
+    /// faucet. It runs bytecode only, and has no way to preload accounts.
+    async fn start_agave(
+        config: &LocalnetConfig,
+        binary: &Path,
+        mut info: LocalnetInfo,
+        keys: &Keys,
+        has_elf: bool,
+    ) -> Result<Localnet, LocalnetError> {
+        if !has_elf {
+            return Err(LocalnetError::Start(format!(
+                "Agave's validator runs the program's SBF build only: pass --program (or set {}) with the ELF scripts/build-sbf.sh prints",
+                mcjs_svm::PROGRAM_SO_VAR
+            )));
         }
-        initialise(
-            &client,
-            &admin,
-            &scheduler,
-            &mint,
-            &treasury,
-            &[&user],
-            &providers.iter().collect::<Vec<_>>(),
-            config.params,
+        if !config.preload.is_empty() {
+            return Err(LocalnetError::Start(
+                "Agave's validator cannot preload accounts; run this chain on surfpool (unset MCJS_VALIDATOR)".into(),
+            ));
+        }
+        let validator = agave::Validator::start(
+            binary,
+            &config.dir,
+            config.rpc_port,
+            config.slot_time_ms,
+            &config.geyser_plugins,
         )
         .await?;
-
-        let path = localnet.dir.join(INFO_FILE);
-        let json = serde_json::to_string_pretty(&localnet.info).expect("info serialises");
-        std::fs::write(&path, json).map_err(|source| LocalnetError::Write { path, source })?;
+        info.chain = ChainKind::Agave;
+        info.slot_time_ms = agave::slot_time_ms(agave::ticks_per_slot(config.slot_time_ms));
+        let localnet = Localnet {
+            info,
+            dir: config.dir.clone(),
+            chain: Chain::Agave(validator),
+        };
+        agave::airdrop(&localnet.client(), &keys.funded(), SOL_PER_WALLET).await?;
         Ok(localnet)
     }
 
@@ -442,10 +556,11 @@ impl Localnet {
             if ready.try_recv().is_ok() {
                 return Ok(());
             }
-            if let Some(handle) = self.runloop.as_ref()
+            if let Chain::Surfpool { runloop, .. } = &mut self.chain
+                && let Some(handle) = runloop.as_ref()
                 && handle.is_finished()
             {
-                let outcome = self.runloop.take().map(|h| h.join());
+                let outcome = runloop.take().map(|h| h.join());
                 return Err(LocalnetError::Start(match outcome {
                     Some(Ok(Err(message))) => message,
                     _ => "the chain stopped during startup".into(),
@@ -479,10 +594,19 @@ impl Localnet {
 
     /// Blocks until the chain stops (it stops only when told to or on error).
     pub fn wait(mut self) -> Result<(), LocalnetError> {
-        match self.runloop.take().map(|h| h.join()) {
-            Some(Ok(Err(message))) => Err(LocalnetError::Start(message)),
-            Some(Err(_)) => Err(LocalnetError::Start("the chain's runloop panicked".into())),
-            _ => Ok(()),
+        match &mut self.chain {
+            Chain::Surfpool { runloop, .. } => match runloop.take().map(|h| h.join()) {
+                Some(Ok(Err(message))) => Err(LocalnetError::Start(message)),
+                Some(Err(_)) => Err(LocalnetError::Start("the chain's runloop panicked".into())),
+                _ => Ok(()),
+            },
+            Chain::Agave(validator) => match validator.wait() {
+                Ok(status) if status.success() => Ok(()),
+                Ok(status) => Err(LocalnetError::Start(format!(
+                    "solana-test-validator exited ({status})"
+                ))),
+                Err(e) => Err(LocalnetError::Start(e.to_string())),
+            },
         }
     }
 
@@ -492,15 +616,20 @@ impl Localnet {
     }
 
     fn terminate(&mut self) {
-        let _ = self.commands.send(SimnetCommand::Terminate(None));
-        if let Some(handle) = self.runloop.take() {
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while !handle.is_finished() && std::time::Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
+        match &mut self.chain {
+            Chain::Surfpool { commands, runloop } => {
+                let _ = commands.send(SimnetCommand::Terminate(None));
+                if let Some(handle) = runloop.take() {
+                    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                    while !handle.is_finished() && std::time::Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    if handle.is_finished() {
+                        let _ = handle.join();
+                    }
+                }
             }
-            if handle.is_finished() {
-                let _ = handle.join();
-            }
+            Chain::Agave(validator) => validator.stop(),
         }
     }
 }
@@ -689,5 +818,58 @@ mod tests {
         let port = taken.local_addr().unwrap().port();
         let err = check_port(port, "JSON-RPC").unwrap_err().to_string();
         assert!(err.contains(&format!("port {port} is in use")), "{err}");
+    }
+
+    /// What Agave's validator cannot run is refused before it is started,
+    /// with the way out; a validator that cannot be run is named.
+    #[tokio::test]
+    async fn a_chain_on_agave_refuses_what_it_cannot_run_and_names_a_missing_validator() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = |program, preload: Vec<(Pubkey, Account)>| LocalnetConfig {
+            rpc_port: free_port_pair(),
+            dir: dir.path().join("chain"),
+            program,
+            preload,
+            validator: Some(dir.path().join("no-such-solana-test-validator")),
+            ..LocalnetConfig::default()
+        };
+        let elf = dir.path().join("mcjs.so");
+        std::fs::write(&elf, b"not read before the validator starts").unwrap();
+
+        let err = Localnet::start(config(ProgramBuild::Native, Vec::new()))
+            .await
+            .err()
+            .expect("the native build cannot run on Agave")
+            .to_string();
+        assert!(
+            err.contains("SBF build only") && err.contains("--program"),
+            "{err}"
+        );
+
+        let preload = vec![(Pubkey::new_unique(), Account::default())];
+        let err = Localnet::start(config(ProgramBuild::Elf(elf.clone()), preload))
+            .await
+            .err()
+            .expect("Agave cannot preload accounts")
+            .to_string();
+        assert!(
+            err.contains("cannot preload") && err.contains("MCJS_VALIDATOR"),
+            "{err}"
+        );
+
+        let err = Localnet::start(config(ProgramBuild::Elf(elf), Vec::new()))
+            .await
+            .err()
+            .expect("a validator that is not there")
+            .to_string();
+        assert!(
+            err.contains("no-such-solana-test-validator")
+                && err.contains("scripts/agave.sh install"),
+            "{err}"
+        );
+        assert!(
+            !dir.path().join("chain").join(INFO_FILE).exists(),
+            "no localnet.json for a chain that did not start"
+        );
     }
 }

@@ -15,6 +15,12 @@ pub fn free_port() -> u16 {
     free_ports(1)
 }
 
+/// `n` consecutive free local ports, the first returned: a validator's
+/// range of dynamic ports.
+pub fn free_port_range(n: u16) -> u16 {
+    free_ports(n)
+}
+
 /// The lowest port handed out.
 const FIRST_PORT: u16 = 10_000;
 

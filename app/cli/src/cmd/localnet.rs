@@ -25,6 +25,12 @@ pub struct LocalnetArgs {
     /// native build of the program, which meters nothing.
     #[arg(long, env = "MCJS_PROGRAM_SO", value_name = "SO")]
     pub program: Option<PathBuf>,
+    /// Run Agave's own validator (`solana-test-validator`, this path; built
+    /// by `scripts/agave.sh install`) as the chain instead of surfpool. It
+    /// runs the SBF ELF only (--program), at --slot-time-ms rounded to its
+    /// 6.25 ms ticks.
+    #[arg(long, env = mcjs_localnet::agave::VALIDATOR_VAR, value_name = "BINARY")]
+    pub validator: Option<PathBuf>,
 }
 
 pub fn run(args: LocalnetArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
@@ -41,6 +47,7 @@ pub fn run(args: LocalnetArgs, global: &GlobalArgs) -> anyhow::Result<u8> {
                 Some(path) => ProgramBuild::Elf(path),
                 None => ProgramBuild::Native,
             },
+            validator: args.validator.clone().filter(|p| !p.as_os_str().is_empty()),
             ..LocalnetConfig::default()
         };
         let localnet = Localnet::start(config)
@@ -165,6 +172,7 @@ mod tests {
                     providers: vec!["w/provider-1.json".into()],
                 },
                 program: Default::default(),
+                chain: Default::default(),
             },
             info_file: "localnet.json".into(),
         };
@@ -224,7 +232,14 @@ impl fmt::Display for Started {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let i = &self.info;
         let w = &i.wallets;
-        writeln!(f, "MCJS local chain running")?;
+        writeln!(
+            f,
+            "MCJS local chain running ({})",
+            match i.chain {
+                mcjs_localnet::ChainKind::Surfpool => "surfpool",
+                mcjs_localnet::ChainKind::Agave => "Agave's solana-test-validator",
+            }
+        )?;
         writeln!(f, "  RPC URL      {}", i.rpc_url)?;
         writeln!(f, "  websocket    {}", i.ws_url)?;
         writeln!(f, "  program      {}", i.program_id)?;
