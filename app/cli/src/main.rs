@@ -1,4 +1,27 @@
 //! `mcjs`: the command line of the Managed Compute Job Scheduler.
+//!
+//! # Map
+//!
+//! - `main.rs` (this file): the flags every subcommand takes, and dispatch.
+//! - `cmd/`: one module per subcommand. A job owner's: `cmd/job.rs` and
+//!   `cmd/job/` (`run.rs`: a spec from flags, checked before any upload or
+//!   bond; `submit.rs`, `logs.rs`, `metrics.rs`, `progress.rs`, `view.rs`),
+//!   `cmd/job_output.rs` (results verified against the chain),
+//!   `cmd/spec.rs` (with `cmd/spec_init.jsonc`, the commented starting
+//!   spec). A provider's: `cmd/provider.rs`, `cmd/node.rs`, `cmd/hal.rs`,
+//!   `cmd/agent.rs`. The operator's: `cmd/admin.rs`, `cmd/deploy.rs`,
+//!   `cmd/scheduler.rs`. Anyone's: `cmd/audit.rs`, `cmd/dashboard.rs`. Only
+//!   in a build that asks: `cmd/localnet.rs` (feature `localnet`) and
+//!   `cmd/demo.rs` (feature `demo`), which `scripts/demo.sh` and
+//!   `scripts/test.sh` build; `tests/linking.rs` checks that a plain build
+//!   links neither. docs/first-job.md walks through `mcjs job run` and
+//!   `mcjs spec init`, and `tests/faults.rs` runs it as written
+//!   (`the_first_job_page_runs_as_written`).
+//! - `chain.rs`: the cluster URL, wallet and chain client, from flags, the
+//!   config file and defaults (Solana CLI conventions).
+//! - `store.rs`: finding and opening the deployment's store.
+//! - `output.rs`: results for people, or JSON with `--output json`;
+//!   `logging.rs`: the daemons' logs.
 
 mod chain;
 mod cmd;

@@ -8,6 +8,18 @@
 //! Provider account or its owner's wallet), `/node/{address}`, `/program`,
 //! `/search?q=ADDRESS`, and `/live?watch=ADDRESS` (server-sent events that
 //! tell a page its data changed).
+//!
+//! # Map
+//!
+//! - `lib.rs` (this file): the routes (`router`), HTML or JSON by the
+//!   `Accept` header, the live updates.
+//! - `data.rs`: what each page shows, from the chain alone (histories read
+//!   to the newest `HISTORY_CAP` transactions); `data/job_page.rs`: the job
+//!   page, with the audit's verdict on its record.
+//! - `chart.rs`: jobs by state over the last hour, and the completion rate
+//!   (`mcjs_client::completion`) against its 80% line, as inline SVG.
+//! - `templates/`: the pages (minijinja); `tests.rs`: the pages rendered
+//!   from fixed data. docs/dashboard.md is the page for people.
 
 pub mod chart;
 pub mod data;

@@ -26,8 +26,18 @@
 //!
 //! `flood` is a job that abuses its output: it prints numbered lines of
 //! `--line-bytes` to stdout as fast as it can for `--seconds`, then the
-//! count to stderr (`bench/log_flood` measures what that costs a node's
-//! other jobs).
+//! count to stderr (`orchestrator/agent/benches/log_flood.rs` measures what
+//! that costs a node's other jobs).
+//!
+//! # Map
+//!
+//! - `checkpoint.rs`: the contract's checkpoint protocol (`write`: a fresh
+//!   directory, its files fsync'd, the manifest last and renamed into
+//!   place; `read` on resume).
+//! - `model.rs`: the network and its SGD; `math.rs`: arithmetic that gives
+//!   the same bits on every platform; `data.rs`: the training set.
+//! - `hostile.rs` (feature `hostile`, test-only): an image that behaves
+//!   differently when it is being checked.
 
 mod checkpoint;
 mod data;

@@ -11,6 +11,75 @@
 //! * [`chain`]: what the agent needs from the chain; [`rpc`] implements it.
 //! * [`spec_store`], [`output`]: job specs and outputs in the store (from
 //!   `mcjs_runtime`, which the owner's commands use without the agent).
+//!
+//! # Map
+//!
+//! The pure side:
+//!
+//! - `core.rs`: `Core`, one `Assignment` per job on this node. `Core::on_chain`
+//!   fences what the chain moved on (a new generation stops its container)
+//!   and launches what is new, restoring the job's last attested checkpoint;
+//!   `Core::on_tick` signals a checkpoint when one is due and asks for the
+//!   checkpoint directory to be collected; `Core::on_event` queues
+//!   `start_job`, an attestation per stored checkpoint, the output and
+//!   `complete_job`, and retries what may land if sent again (0.5 s doubling
+//!   to 10 s). A job the chain says was billed its maximum duration stops as
+//!   `cap_reached`. `core/messages.rs`: its events and actions.
+//!   `core/power.rs`: the UPS: a loss of mains power asks every running job
+//!   for a checkpoint at once (at most once per 30 s); a low battery stops
+//!   each job as `power_lost` once a checkpoint taken after the warning is
+//!   attested.
+//! - `checking.rs`: which verification checks to take up, and what a try of
+//!   one comes to.
+//! - `gpus.rs`: which GPUs each container gets; a check never runs on the
+//!   GPUs of the node's paid job.
+//! - `fault.rs`: whose fault each thing the work ran into is
+//!   (`classify`), as a stop reason the failure table prices.
+//!
+//! The shell (`shell.rs`: `Agent`, the reconcile loop). It reads the job
+//! its Node account names, by address (`AgentChain::jobs_on_node`, one
+//! `getMultipleAccounts`), when either account changes (an
+//! `accountSubscribe`, `AgentChain::changes`) and every 30 s besides
+//! (`RECONCILE_EVERY`), never by scanning the program. By duty:
+//!
+//! - `shell/launch.rs`: an assignment's run: spec, restore (a warm standby's
+//!   copy, else the store, verified against the attested hash), the
+//!   container and its GPUs (`launch`); `collect` hands the checkpoint
+//!   directory to the runtime's pipeline, which hashes and stores each
+//!   checkpoint; the exit, the output and the job's disk use.
+//! - `shell/transactions.rs`: what the agent sends for an assignment
+//!   (`send`: `start_job`, `attest_checkpoint` after flushing the job's
+//!   printed lines, `complete_job`).
+//! - `shell/output.rs`: a finished job's output, stored with its hash.
+//! - `shell/heartbeat.rs`: `heartbeats`, signed with the operator key, one
+//!   a second on one long-lived stream to every scheduler it is given, with
+//!   the node's power where a UPS is named.
+//! - `shell/run_dirs.rs`: every run's directories under `runs/`, named by
+//!   a keyed hash, so a job cannot tell a check from a paid run by its
+//!   mounts; the volume that bounds them.
+//! - `shell/checks.rs`: verification checks (restore the interval's start,
+//!   run the job as a paid run is run, hash with the possession digest,
+//!   seal, then reveal); entering the node in its GPU model's checker pool
+//!   and renewing it every 6 hours. `shell/check_finder.rs`: learning of
+//!   its checks from the scheduler's `GET /v1/checks/{node}`, scanning the
+//!   chain only while no scheduler answers.
+//! - `shell/standby.rs`: a warm standby: the latest attested checkpoint of
+//!   each job the scheduler names, kept so a launch moves it into place.
+//! - `shell/challenge.rs`: answering the node's hardware challenges, each
+//!   step once its seed's slot hash exists, on the GPUs where CUDA sees
+//!   them (matched by PCI address), else on the CPU backend; the opening,
+//!   with each GPU's NVIDIA attestation evidence, sent to every scheduler
+//!   until the verdict is on chain.
+//! - `shell/power.rs`: the UPS, read for the core and the heartbeat.
+//! - `shell/api.rs`: the HTTP API: the HAL's routes, metrics, job reports.
+//!
+//! Beside them: `chain.rs` (`AgentChain`, what the agent needs from the
+//! chain) and `rpc.rs` (it, on the chain client); `register.rs` (the node
+//! on chain, with its operator key only, never the provider's wallet, and
+//! its profile kept current); `sequence.rs` (heartbeat sequence numbers
+//! kept above all sent, across restarts, in `<work-dir>/heartbeat.seq`);
+//! `metrics.rs`; `inject.rs` (the test-only `fault-injection` feature:
+//! attest a made-up hash).
 
 pub mod chain;
 pub mod checking;

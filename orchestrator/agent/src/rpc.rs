@@ -1,4 +1,5 @@
-//! [`AgentChain`] on the MCJS chain client, signing with the provider's wallet.
+//! [`AgentChain`] on the MCJS chain client, signing with the node's operator key
+//! (never the provider's wallet).
 
 use crate::chain::{AgentChain, ChainFailure, Check};
 use crate::core::Attested;

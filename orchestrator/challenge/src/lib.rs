@@ -71,6 +71,34 @@
 //! figures gets no bound; its verdict is at best [`Verdict::Unbounded`], which proves only
 //! the lowest class ([`ProvenClass::Lowest`]). One GPU is measured so far: the H100 80GB HBM3
 //! (bench/results/challenge-gpu.txt).
+//!
+//! # Map
+//!
+//! - `params.rs`: what a claim is challenged with: sizes from the claimed
+//!   memory (`Params::for_claim`), the time bound, the seeded draws.
+//! - `matrix.rs`, `hash.rs`, `merkle.rs`: the seeded int8 inputs and their
+//!   exact product, every hash the challenge defines, the Merkle tree.
+//! - `prover.rs`: the node's side, `Prover`: the commitment, the held
+//!   passes, the opening. `verify.rs`: the checker's side, `judge`, and the
+//!   class a verdict proves.
+//! - `node.rs`: a whole node's challenge, one per GPU, one commitment and
+//!   one held digest per node on chain (`NodeProver`, `judge_node`).
+//! - `backend.rs`: where the work runs (`Backend`; `CpuBackend` here).
+//!   `gpu/mod.rs`: the GPU backend, `KernelBackend`, over a `Device`:
+//!   `gpu/cuda.rs` (feature `gpu`: the driver, NVRTC and cuBLAS loaded at
+//!   run time by `cudarc`), with the kernels in `gpu/kernels.cu`, which
+//!   `build.rs` also compiles as C for `gpu/host.rs`, so the tests run them
+//!   on the host. `CudaDevice` is the crate's only impure part.
+//! - `attestation.rs`: NVIDIA GPU attestation: the identity chain to the
+//!   pinned Device Identity CA (`attestation/nvidia-device-identity-ca.pem`),
+//!   the report's signature and nonce.
+//! - `bounds.rs`: the time bounds per GPU model, each with its source.
+//! - `wire.rs`: the opening's rows, digests and evidence as base64 in JSON.
+//! - `adversary.rs` (feature `adversaries`): the cheapest dishonest nodes,
+//!   for the tests and the cost bench.
+//!
+//! Used by the program's tests and, through `mcjs_client::challenge`, by
+//! the scheduler (which requests and judges) and the agent (which answers).
 
 pub mod attestation;
 pub mod backend;

@@ -13,6 +13,32 @@
 //! scheduler, corrupt the newest checkpoint in the store.
 //!
 //! Used by `mcjs demo` and by the end-to-end tests.
+//!
+//! # Map
+//!
+//! All of it is shell: real processes, sockets and containers.
+//!
+//! - `lib.rs` (this file): `ClusterConfig` and `Cluster`: starting the
+//!   chain, the store, the scheduler (and standby schedulers) and the
+//!   agents; the scheduler's kill and restart; submitting a job, reading its
+//!   output, corrupting its newest checkpoint; `Cluster::log_lines`, what a
+//!   failed test prints of the processes' logs.
+//! - `agents.rs`: registering, starting and faulting the agents (SIGKILL
+//!   with their containers, a stop on purpose, a partition).
+//! - `link.rs`: `Link`, the TCP link that can be cut between an agent and
+//!   the chain or the scheduler.
+//! - `endpoint.rs`: a public endpoint's manners put between each process
+//!   and the chain where `ClusterConfig::endpoint` asks for them
+//!   (`EndpointProfile::PUBLIC`: 100 ms per call, HTTP 429 past 100 calls
+//!   per 10 s or 40 of one method, one send in ten dropped), counted in
+//!   `Cluster::endpoint_stats`; `Cluster::rpc_outage` (every call 503, every
+//!   websocket held) and `Cluster::store_outage` (the S3 server stopped,
+//!   then started again over what it held).
+//! - `s3.rs`: the S3-compatible store (`s3s-fs`) and the keys only the
+//!   scheduler holds.
+//! - `workload.rs`: the reference workload: the trainer image, a dataset
+//!   from a fixed seed, its spec, and an uninterrupted reference run to
+//!   compare against.
 
 mod agents;
 pub mod endpoint;

@@ -13,6 +13,28 @@
 //! ([`fault`]) for the agent and the scheduler alike.
 //!
 //! Keys are base58 strings so that this crate needs no Solana types.
+//!
+//! # Map
+//!
+//! - `lib.rs` (this file): the messages and their paths: `Heartbeat` (with
+//!   a `JobReport` per job: phase, last checkpoint, why it stopped; and the
+//!   node's `NodePower` where a UPS is named), the heartbeat stream and
+//!   session, the checks and standbys a node owes, the challenge opening,
+//!   the fleet view; the heartbeat interval (1 s) and the default timeout
+//!   (3 s) and grace for a closed stream (500 ms).
+//! - `auth.rs`: `SignedRequest`, ed25519 over a domain-separated body with
+//!   the node, a timestamp and a sequence number; `Refusal` says why one
+//!   was refused.
+//! - `fault.rs`: the failure table: every `StopReason`, whose fault it is
+//!   (`StopReason::fault`) and the on-chain cause it is reported as
+//!   (`StopReason::chain_cause`); docs/job-contract.md is its page for
+//!   people.
+//! - `store.rs`: the store gateway's requests and answers, and store URLs;
+//!   `store/layout.rs`: the one place a store path is made
+//!   (`ObjectKind::classify` reads them back, and a test holds the two
+//!   together).
+//! - `peer.rs` (feature `http`): per-address limits for the public HTTP
+//!   endpoints, keyed by the peer's IPv4 address or IPv6 /64.
 
 pub mod auth;
 pub mod fault;

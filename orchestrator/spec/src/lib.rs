@@ -15,6 +15,36 @@
 //!
 //! (Run as `tests/examples.rs`' `the_crate_documentations_example_runs`: the
 //! test suite runs under cargo-nextest, which runs no doctests.)
+//!
+//! # Map
+//!
+//! The spec itself:
+//!
+//! - `spec.rs`: the types of a v1 spec, which serialise to the JSON a user
+//!   writes and describe the JSON Schema (committed as
+//!   `schema/job-spec.v1.schema.json`; `tests/schema.rs` regenerates it with
+//!   `MCJS_UPDATE_SCHEMA=1`).
+//! - `parse.rs`, `parse/job.rs`, `parse/request.rs`: reading a spec from
+//!   JSON, every structural error at its JSON pointer; `fields.rs`: the
+//!   string-shaped fields checked as they are built; `error.rs`: the errors.
+//! - `validate.rs`: the semantic checks, against a caller-given `now`.
+//! - `lib.rs` (this file): `JobSpec::from_json`, `validate`, and the
+//!   canonical form and hash (`canonical_json`, `spec_hash`).
+//! - `summary.rs`: what other components read from a valid spec: the
+//!   requirement summary the chain stores, the terms the escrow enforces,
+//!   the hardware request the scheduler matches.
+//!
+//! The rules other crates share, one copy each:
+//!
+//! - `gpu.rs`: GPU model names and their matching.
+//! - `checkpoint.rs`: the checkpoint bandwidth and space rule (HAL, spec and
+//!   scheduler alike).
+//! - `node_limits.rs`: the bounds of a node's profile.
+//! - `units.rs`: byte sizes, durations and USDC amounts (`units::Usdc`),
+//!   parsed exactly.
+//! - `gauge.rs`: the completion rate, completed / (completed + failed),
+//!   cancelled and expired counted apart, no rate when no job ended, and its
+//!   80% line.
 
 pub mod checkpoint;
 pub mod error;

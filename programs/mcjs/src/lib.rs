@@ -1,6 +1,57 @@
 //! MCJS on-chain program: USDC bond escrow for checkpointed compute jobs,
 //! the job state machine with generation fencing, checkpoint attestations
 //! with a hash chain, settlement for checkpointed progress, and slashing.
+//!
+//! # Map
+//!
+//! - `lib.rs` (this file): the entrypoint. It only dispatches, after
+//!   refusing any account beyond those the instruction names
+//!   (`no_extra_accounts`, `UnexpectedAccounts`).
+//! - `instructions/`: one file per instruction, each with its `Args`, its
+//!   `Accounts`, a `validate` under `#[access_control]` and the handler.
+//!   The hot path: `assign_job.rs`, `start_job.rs`, `attest_checkpoint.rs`,
+//!   `complete_job.rs`, `report_failure.rs`. `settlement.rs` is the only
+//!   way tokens leave a job vault: `take_off_node` (every way a job leaves
+//!   a node: completion, pause, failure report, exhausted bond),
+//!   `settle_segment` (the provider's share and the commission, or a
+//!   verified job's pay held in its Segment) and `refund_bond`.
+//! - `state/`: one file per account, its rules as methods.
+//!   - `job.rs`: `Job`, its states and transitions (each a method guarded by
+//!     a `match`; every handler ends with `invariant()`), the generation
+//!     that fences a node, the checkpoint record and the hash chain
+//!     (`extend_chain`), failure causes (`FailureCause::is_infrastructure`),
+//!     `Job::on_report`, `Job::attest_output`, the restore floor.
+//!   - `billing.rs`: what a job is billed (`Job::accrue`,
+//!     `Job::attestation_may_exhaust_bond`).
+//!   - `terms.rs`: a job's requirements and terms, their bounds, their cost.
+//!   - `node.rs`: `Node`, with its operator key (runs jobs, never moves
+//!     money), its hardware profile, and its record: `failures` by the
+//!     provider's fault and `service_secs` holding jobs, kept by
+//!     `Node::release` as each job leaves; `Node::require_attested`.
+//!   - `provider.rs`: `Provider`: stake, withdrawal, payout, slashing.
+//!   - `config.rs`: the Config and its parameters
+//!     (`require_proven_hardware` among them).
+//!   - `lease.rs`: `SchedulerLease`, which scheduler may act.
+//!   - `job_counter.rs`: per-owner job ids that only grow, so a closed
+//!     job's address is never taken again.
+//!   - `verification.rs`: verified progress: `Segment` (an assignment's held
+//!     pay) and `Verification` (two checkers who seal, then reveal, an
+//!     answer with a possession digest).
+//!   - `checker_pool.rs`: the checkers of one GPU model, from which the
+//!     program draws who checks an interval.
+//!   - `challenge.rs`: the hardware challenge's record on a Node: the
+//!     slot-hash seeds the program draws, the scheduler's verdict, the
+//!     proven class, `GpuAttestation`.
+//!   - `seeds.rs`: every PDA seed, and the `pda` derivations clients use.
+//! - `events.rs`: one event per transition, logged through `emit_event`
+//!   (Anchor's `emit!` on SBF, a stub off-chain).
+//! - `errors.rs`: `McjsError`; codes are positional, so a new error goes at
+//!   the end.
+//! - `token.rs`: token movements, `transfer_checked` only; `pay_out_or_keep`
+//!   pays only into a live token account of the mint (`can_receive`) and
+//!   keeps what it cannot pay.
+//! - `programs/mcjs/sbf/README.md`: the SBF build, its profile and code
+//!   generation.
 
 #![allow(unexpected_cfgs)]
 

@@ -1,6 +1,6 @@
 //! The local chain's cheat codes (surfpool's `surfnet_*` methods): only a
 //! local chain answers them, and only builds with the `local-chain` feature
-//! (tests, the demo) can call them.
+//! (the tests' builds) can call them.
 
 use super::*;
 
