@@ -635,3 +635,59 @@ impl Drop for Resetting {
         self.reset();
     }
 }
+
+/// The index tells a scheduler of a job waiting for a node as the stream
+/// brings it (so it is placed at once, not at the next tick), and of
+/// nothing else: a cancelled job, or no change at all, wakes no one.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_index_wakes_a_scheduler_for_a_job_waiting_for_a_node_and_for_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let localnet = start(dir.path()).await;
+    let info = localnet.info().clone();
+    let client = localnet.client();
+    let mint = info.usdc_mint();
+    let user = read_keypair(&info.wallets.user).unwrap();
+    let user_token = ix::usdc_account(&user.pubkey(), &mint);
+    let index = ProgramIndex::follow_every(client.clone(), Duration::from_secs(3_600));
+    until(&index, "the backfill", |s| s.config().is_some()).await;
+    let quiet = |index: &ProgramIndex| {
+        let index = index.clone();
+        async move {
+            tokio::time::timeout(Duration::from_millis(1_500), index.job_to_place())
+                .await
+                .is_err()
+        }
+    };
+    assert!(quiet(&index).await, "nothing waits for a node yet");
+
+    let key = pda::job(&user.pubkey(), 1);
+    client
+        .send(
+            &[ix::submit_job(&user.pubkey(), &user_token, &mint, job(1))],
+            &[&user],
+        )
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), index.job_to_place())
+        .await
+        .expect("a submitted job wakes the scheduler");
+    let tag = |state: JobState| Some(mcjs_client::rpc::state_tag(&state));
+    assert_eq!(
+        index.read(|s| state_of(s, &key)),
+        tag(JobState::Pending { since: 0 }),
+        "woken by the job it now holds"
+    );
+
+    client
+        .send(
+            &[ix::cancel_job(&user.pubkey(), &key, &user_token, &mint)],
+            &[&user],
+        )
+        .await
+        .unwrap();
+    until(&index, "the cancellation", |s| {
+        state_of(s, &key) == tag(JobState::Cancelled { at: 0 })
+    })
+    .await;
+    assert!(quiet(&index).await, "a cancelled job wakes no one");
+}

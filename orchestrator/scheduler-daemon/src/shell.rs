@@ -381,9 +381,19 @@ impl Daemon {
             } else {
                 self.config.tick
             };
+            let index = self.chain.index.clone();
+            let to_place = async move {
+                match index {
+                    Some(index) => index.job_to_place().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = cancel.cancelled() => break,
                 _ = tokio::time::sleep(pause) => {}
+                // A job waits for a node (submitted, or taken off its node):
+                // placed now, not at the next tick. Many at once are one wake.
+                _ = to_place => {}
                 // An agent's stream dropped: judge it as soon as its grace
                 // is over, with a blockhash fetched meanwhile for the report.
                 _ = wake.notified() => {

@@ -429,6 +429,10 @@ use std::future::Future;
 #[derive(Clone)]
 pub struct ProgramIndex {
     state: Arc<RwLock<IndexState>>,
+    /// Told when the stream brings a job waiting for a node (Pending, or
+    /// Recovering once taken off its node): what a scheduler places at once
+    /// rather than at its next tick.
+    to_place: Arc<tokio::sync::Notify>,
     _task: Arc<AbortOnDrop>,
 }
 
@@ -451,11 +455,25 @@ impl ProgramIndex {
     /// As [`Self::follow`], backfilling again every `reconcile`.
     pub fn follow_every<S: IndexSource>(source: S, reconcile: Duration) -> Self {
         let state = Arc::new(RwLock::new(IndexState::default()));
-        let task = tokio::spawn(run(source, Arc::clone(&state), reconcile));
+        let to_place = Arc::new(tokio::sync::Notify::new());
+        let task = tokio::spawn(run(
+            source,
+            Arc::clone(&state),
+            Arc::clone(&to_place),
+            reconcile,
+        ));
         Self {
             state,
+            to_place,
             _task: Arc::new(AbortOnDrop(task)),
         }
+    }
+
+    /// Returns once the stream has brought a job waiting for a node
+    /// (Pending or Recovering) since the last call returned: at once when one
+    /// came in between, the news kept however many jobs it stands for.
+    pub async fn job_to_place(&self) {
+        self.to_place.notified().await;
     }
 
     /// Whether the index is subscribed and backfilled: what it holds is the
@@ -491,10 +509,15 @@ impl ProgramIndex {
     }
 }
 
-async fn run<S: IndexSource>(source: S, state: Arc<RwLock<IndexState>>, reconcile: Duration) {
+async fn run<S: IndexSource>(
+    source: S,
+    state: Arc<RwLock<IndexState>>,
+    to_place: Arc<tokio::sync::Notify>,
+    reconcile: Duration,
+) {
     let mut wait = RESUBSCRIBE_FIRST;
     loop {
-        match follow_once(&source, &state, reconcile).await {
+        match follow_once(&source, &state, &to_place, reconcile).await {
             Ok(()) => {
                 tracing::warn!("the program subscription ended; subscribing and backfilling again");
                 wait = RESUBSCRIBE_FIRST;
@@ -513,6 +536,7 @@ async fn run<S: IndexSource>(source: S, state: Arc<RwLock<IndexState>>, reconcil
 async fn follow_once<S: IndexSource>(
     source: &S,
     state: &RwLock<IndexState>,
+    to_place: &tokio::sync::Notify,
     reconcile: Duration,
 ) -> Result<(), ChainError> {
     let mut updates = source.subscribe().await?;
@@ -535,6 +559,15 @@ async fn follow_once<S: IndexSource>(
                             let mut s = state.write().expect("program index");
                             if s.apply(u.key, u.slot.max(clock), u.data.as_deref()) {
                                 s.updates += 1;
+                                let waiting = s.get(&u.key).and_then(Indexed::job).is_some_and(|j| {
+                                    matches!(
+                                        j.state,
+                                        JobState::Pending { .. } | JobState::Recovering { .. }
+                                    )
+                                });
+                                if waiting {
+                                    to_place.notify_one();
+                                }
                             }
                         }
                         Ok(Some(Event::Slot(slot))) => {
