@@ -186,6 +186,18 @@ step python-sdk env MCJS_REQUIRE_TORCH=1 MCJS_REQUIRE_HF=1 \
     "$hf_venv/bin/python" -m pytest -q -p no:cacheprovider -rs \
     sdk/python/tests || status=$?
 
+# The deployment and the demo's story on Agave's own validator, where one is
+# installed on this machine (`scripts/agave.sh install`: about an hour to
+# build, so never here): migrations/deploy.sh on a bare validator, then
+# `mcjs demo` with the validator as its chain.
+if scripts/agave.sh path >/dev/null; then
+    step agave-deploy scripts/agave.sh deploy || status=$?
+    step agave-story env MCJS_AGAVE_DEMO_DIR="$report_dir/agave-demo" \
+        scripts/agave.sh story || status=$?
+else
+    echo "mcjs-test: Agave's solana-test-validator is not installed here (scripts/agave.sh install); the story on it is not run" >&2
+fi
+
 # The `mcjs` users and providers build has neither the local chain nor the
 # cluster harness (app/cli/tests/linking.rs checks what it links; the tests
 # check what it answers `mcjs demo` with); it must still compile. Being the
