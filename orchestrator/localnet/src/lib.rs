@@ -19,19 +19,18 @@
 
 pub mod agave;
 mod ports;
+mod setup;
 pub use ports::{free_port, free_port_pair, free_port_range};
+use setup::initialise;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use anchor_lang::solana_program::system_instruction;
-use anchor_spl::token::spl_token;
 use crossbeam_channel::{Receiver, Sender};
-use mcjs::instructions::InitializeArgs;
 use mcjs::state::ConfigParams;
-use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer, ix};
+use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 use surfpool_core::surfnet::svm::{SurfnetSvm, SurfnetSvmConfig};
@@ -400,8 +399,6 @@ impl Localnet {
                     },
                 )
                 .await?;
-            // A program deployed in a slot runs from the next one.
-            wait_next_slot(&client).await?;
             localnet.info.program = ProgramInfo {
                 build: "sbf".into(),
                 elf: Some(path.clone()),
@@ -658,134 +655,6 @@ fn drain_events(events: Receiver<SimnetEvent>, ready: Sender<()>) {
         });
 }
 
-/// Waits until the chain has moved past the slot it is in now.
-async fn wait_next_slot(client: &ChainClient) -> Result<(), ChainError> {
-    let processed = solana_commitment_config::CommitmentConfig::processed();
-    let rpc = client.rpc();
-    let now = rpc
-        .get_slot_with_commitment(processed)
-        .await
-        .map_err(|e| ChainError::Rpc(e.to_string()))?;
-    loop {
-        let slot = rpc
-            .get_slot_with_commitment(processed)
-            .await
-            .map_err(|e| ChainError::Rpc(e.to_string()))?;
-        if slot > now {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn initialise(
-    client: &ChainClient,
-    admin: &Keypair,
-    scheduler: &Keypair,
-    mint: &Keypair,
-    treasury: &Keypair,
-    users: &[&Keypair],
-    providers: &[&Keypair],
-    params: ConfigParams,
-) -> Result<(), ChainError> {
-    let mint_rent = client
-        .rpc()
-        .get_minimum_balance_for_rent_exemption(MINT_LEN)
-        .await
-        .map_err(|e| ChainError::Rpc(e.to_string()))?;
-    let account_rent = client
-        .rpc()
-        .get_minimum_balance_for_rent_exemption(TOKEN_ACCOUNT_LEN)
-        .await
-        .map_err(|e| ChainError::Rpc(e.to_string()))?;
-    let admin_key = admin.pubkey();
-    let mint_key = mint.pubkey();
-
-    client
-        .send(
-            &[
-                system_instruction::create_account(
-                    &admin_key,
-                    &mint_key,
-                    mint_rent,
-                    MINT_LEN as u64,
-                    &spl_token::ID,
-                ),
-                spl_token::instruction::initialize_mint2(
-                    &spl_token::ID,
-                    &mint_key,
-                    &admin_key,
-                    None,
-                    USDC_DECIMALS,
-                )
-                .expect("valid mint instruction"),
-                system_instruction::create_account(
-                    &admin_key,
-                    &treasury.pubkey(),
-                    account_rent,
-                    TOKEN_ACCOUNT_LEN as u64,
-                    &spl_token::ID,
-                ),
-                spl_token::instruction::initialize_account3(
-                    &spl_token::ID,
-                    &treasury.pubkey(),
-                    &mint_key,
-                    &admin_key,
-                )
-                .expect("valid account instruction"),
-            ],
-            &[admin, mint, treasury],
-        )
-        .await?;
-
-    let mut funded: Vec<(Pubkey, u64)> = Vec::new();
-    funded.extend(users.iter().map(|k| (k.pubkey(), USER_USDC)));
-    funded.extend(providers.iter().map(|k| (k.pubkey(), PROVIDER_USDC)));
-    funded.push((admin_key, 0));
-    funded.push((scheduler.pubkey(), 0));
-    let mut ixs = Vec::new();
-    for (owner, amount) in &funded {
-        ixs.push(ix::create_usdc_account(&admin_key, owner, &mint_key));
-        if *amount > 0 {
-            ixs.push(
-                spl_token::instruction::mint_to(
-                    &spl_token::ID,
-                    &mint_key,
-                    &ix::usdc_account(owner, &mint_key),
-                    &admin_key,
-                    &[],
-                    *amount,
-                )
-                .expect("valid mint_to"),
-            );
-        }
-    }
-    // Small batches keep each transaction under the packet size; they are
-    // sent together and confirmed in the same slot.
-    let signers = [admin];
-    let sends = ixs.chunks(4).map(|chunk| client.send(chunk, &signers));
-    for outcome in futures_util::future::join_all(sends).await {
-        outcome?;
-    }
-
-    client
-        .send(
-            &[ix::initialize(
-                &admin_key,
-                &mint_key,
-                &treasury.pubkey(),
-                InitializeArgs {
-                    scheduler: scheduler.pubkey(),
-                    params,
-                },
-            )],
-            &[admin],
-        )
-        .await?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -836,32 +705,35 @@ mod tests {
         let elf = dir.path().join("mcjs.so");
         std::fs::write(&elf, b"not read before the validator starts").unwrap();
 
-        let err = Localnet::start(config(ProgramBuild::Native, Vec::new()))
-            .await
-            .err()
-            .expect("the native build cannot run on Agave")
-            .to_string();
+        let refusal = async |config: LocalnetConfig, why: &str| {
+            Localnet::start(config).await.err().expect(why).to_string()
+        };
+        let err = refusal(
+            config(ProgramBuild::Native, Vec::new()),
+            "the native build cannot run on Agave",
+        )
+        .await;
         assert!(
             err.contains("SBF build only") && err.contains("--program"),
             "{err}"
         );
 
         let preload = vec![(Pubkey::new_unique(), Account::default())];
-        let err = Localnet::start(config(ProgramBuild::Elf(elf.clone()), preload))
-            .await
-            .err()
-            .expect("Agave cannot preload accounts")
-            .to_string();
+        let err = refusal(
+            config(ProgramBuild::Elf(elf.clone()), preload),
+            "Agave cannot preload accounts",
+        )
+        .await;
         assert!(
             err.contains("cannot preload") && err.contains("MCJS_VALIDATOR"),
             "{err}"
         );
 
-        let err = Localnet::start(config(ProgramBuild::Elf(elf), Vec::new()))
-            .await
-            .err()
-            .expect("a validator that is not there")
-            .to_string();
+        let err = refusal(
+            config(ProgramBuild::Elf(elf), Vec::new()),
+            "a validator that is not there",
+        )
+        .await;
         assert!(
             err.contains("no-such-solana-test-validator")
                 && err.contains("scripts/agave.sh install"),
