@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Deploys the MCJS program's SBF ELF (scripts/build-sbf.sh, or `anchor build`
 # where Solana's platform tools are installed) to a cluster by the upgradeable
-# loader's transactions (`mcjs admin deploy`), then initialises its Config.
+# loader's transactions (`mcjs admin deploy`), then initialises its Config and
+# publishes its IDL (`mcjs admin publish-idl`, where the ecosystem's tools read it).
 # See migrations/README.md.
 set -euo pipefail
 
@@ -62,4 +63,5 @@ else
   mcjs -u "$url" -k "$admin" admin init \
     --usdc-mint "$mint" --treasury "$treasury" --scheduler "$scheduler" "${params[@]}"
 fi
+mcjs -u "$url" -k "$admin" admin publish-idl
 mcjs -u "$url" admin show

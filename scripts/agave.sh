@@ -132,8 +132,8 @@ deploy() {
         --program-keypair migrations/keys/mcjs-program-keypair.json --so "$MCJS_PROGRAM_SO" \
         --usdc-mint "$mint" --treasury "$treasury" \
         --scheduler "$("$python" scripts/agave_usdc.py pubkey "$dir/scheduler.json")"
-    say "migrations/deploy.sh deployed and initialised in $((SECONDS - start)) s"
-    # Run again: already deployed and initialised, nothing changes.
+    say "migrations/deploy.sh deployed, initialised and published the IDL in $((SECONDS - start)) s"
+    # Run again: already deployed, initialised and published; nothing changes.
     local again
     again=$(PATH="$(dirname "$mcjs"):$PATH" bash migrations/deploy.sh --url "$url" --admin "$dir/admin.json" \
         --program-keypair migrations/keys/mcjs-program-keypair.json --so "$MCJS_PROGRAM_SO" \
@@ -141,7 +141,7 @@ deploy() {
         --scheduler "$("$python" scripts/agave_usdc.py pubkey "$dir/scheduler.json")" 2>&1)
     echo "$again"
     case "$again" in
-        *"already deployed"*"already initialised"*) say "a second run changed nothing" ;;
+        *"already deployed"*"already initialised"*"IDL already published"*) say "a second run changed nothing" ;;
         *) say "a second run of migrations/deploy.sh did not find the deployment"; exit 1 ;;
     esac
 }

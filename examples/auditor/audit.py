@@ -3,7 +3,8 @@
 
 Everything here comes from Solana's JSON-RPC (through solana-py, the
 ecosystem's Python client) and the program's published Anchor IDL
-(idl/mcjs.json): no MCJS code. Accounts are found by the 8-byte
+(idl/mcjs.json, or with `--idl chain` the copy the program's upgrade
+authority wrote into Anchor's IDL account): no MCJS code. Accounts are found by the 8-byte
 discriminator the IDL gives each, decoded by the IDL's types (Borsh), and a
 job's history is read from its transactions' `Program data:` lines (Anchor
 events, each named by its discriminator), believed only where the MCJS
@@ -11,6 +12,7 @@ program itself logged them.
 
     python3 examples/auditor/audit.py --url http://127.0.0.1:8899 provider <PROVIDER ACCOUNT>
     python3 examples/auditor/audit.py --url http://127.0.0.1:8899 job <JOB ACCOUNT>
+    ... --idl chain      (the IDL the program published on chain, not the file)
     ... --output json    (one JSON document instead of text)
 
 Needs solana-py: `pip install -r examples/auditor/requirements.txt`.
@@ -22,6 +24,7 @@ import json
 import re
 import struct
 import sys
+import zlib
 from pathlib import Path
 
 from solana.rpc.api import Client
@@ -39,8 +42,8 @@ INTS = {
 class Idl:
     """The program's IDL: its types, and accounts and events by discriminator."""
 
-    def __init__(self, path):
-        self.raw = json.loads(Path(path).read_text())
+    def __init__(self, raw):
+        self.raw = raw
         self.program = Pubkey.from_string(self.raw["address"])
         self.types = {t["name"]: t for t in self.raw.get("types", [])}
         self.accounts = {a["name"]: bytes(a["discriminator"]) for a in self.raw["accounts"]}
@@ -262,10 +265,35 @@ def print_text(report):
             print(f"{key}: {value}")
 
 
+# MCJS's program, as it declares itself (used only to find its IDL on chain).
+MCJS_PROGRAM = "AuhJzp4ahHy1c5roHmYBic35bHXpUk5B9L5TCxErDQLe"
+
+
+def chain_idl(client, program):
+    """The IDL a program published in Anchor's IDL account, where anchorpy's
+    `fetch_idl` and explorers read it: at create_with_seed(PDA of no seeds,
+    "anchor:idl", program), an 8-byte discriminator, the authority, a u32
+    length and the zlib-compressed JSON."""
+    base, _ = Pubkey.find_program_address([], program)
+    address = Pubkey.create_with_seed(base, "anchor:idl", program)
+    account = client.get_account_info(address).value
+    if account is None or account.owner != program:
+        raise SystemExit(f"the program {program} has published no IDL (no account at {address})")
+    data = bytes(account.data)
+    length = struct.unpack_from("<I", data, 40)[0]
+    if length == 0:
+        raise SystemExit(f"the IDL at {address} is being written: try again in a moment")
+    return json.loads(zlib.decompress(data[44:44 + length]))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="http://127.0.0.1:8899", help="the chain's JSON-RPC URL")
-    parser.add_argument("--idl", default=str(DEFAULT_IDL), help="the program's Anchor IDL")
+    parser.add_argument(
+        "--idl", default=str(DEFAULT_IDL),
+        help="the program's Anchor IDL: a file, or `chain` for the one the program published",
+    )
+    parser.add_argument("--program", default=MCJS_PROGRAM, help="with --idl chain: the program")
     parser.add_argument("--output", choices=["text", "json"], default="text")
     sub = parser.add_subparsers(dest="what", required=True)
     sub.add_parser("provider", help="a provider's nodes and jobs").add_argument("address")
@@ -276,7 +304,10 @@ def main(argv=None):
     except ValueError:
         parser.error(f"{args.address} is not a base58 account address")
     client = Client(args.url)
-    idl = Idl(args.idl)
+    if args.idl == "chain":
+        idl = Idl(chain_idl(client, Pubkey.from_string(args.program)))
+    else:
+        idl = Idl(json.loads(Path(args.idl).read_text()))
     report = (provider_report if args.what == "provider" else job_report)(client, idl, args.address)
     if args.output == "json":
         json.dump(report, sys.stdout, indent=2)

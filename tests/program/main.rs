@@ -18,5 +18,6 @@ mod node_profiles;
 mod operator_keys;
 mod participants;
 mod properties;
+mod published_idl;
 mod scheduler_lease;
 mod verification;

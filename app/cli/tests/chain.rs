@@ -439,9 +439,58 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
     assert_eq!(reliability["provider_failures"], 0);
     assert_eq!(reliability["nodes"][0]["completed"], 1);
 
+    // The admin (the program's upgrade authority) publishes the program's
+    // IDL where Anchor's tools read it; nobody else can, and a second run
+    // sends nothing.
+    let refused = chain.mcjs(&user_path, &["admin", "publish-idl"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("is not the program's upgrade authority") || err.contains("is not the admin"),
+        "{err}"
+    );
+    assert_eq!(chain.block_on(client.published_idl()).unwrap(), None);
+    let file = std::fs::read(examples_root().join("idl/mcjs.json")).unwrap();
+    let (_, compressed) = mcjs_client::rpc::compress_idl(&file).unwrap();
+    let admin_path = chain.info.wallets.admin.clone();
+    let admin = read_keypair(&admin_path).unwrap();
+    let published = ok_json(chain.mcjs(&admin_path, &["--output", "json", "admin", "publish-idl"]));
+    assert_eq!(published["action"], "published", "{published}");
+    assert_eq!(published["idl_account"], ix::idl_address().to_string());
+    assert_eq!(published["compressed_bytes"], compressed.len());
+    assert_eq!(
+        published["writes"],
+        compressed
+            .len()
+            .div_ceil(mcjs_client::rpc::idl_chunk_len(&admin.pubkey()))
+    );
+    let (authority, on_chain) = chain.block_on(client.published_idl()).unwrap().unwrap();
+    assert_eq!((authority, &on_chain), (admin.pubkey(), &compressed));
+    let read: Value =
+        serde_json::from_slice(&mcjs_client::rpc::decompress_idl(&on_chain).unwrap()).unwrap();
+    assert_eq!(
+        read,
+        serde_json::from_slice::<Value>(&file).unwrap(),
+        "the IDL, whole"
+    );
+    let again = ok_json(chain.mcjs(&admin_path, &["--output", "json", "admin", "publish-idl"]));
+    assert_eq!(
+        (again["action"].as_str(), again["writes"].as_u64()),
+        (Some("already published"), Some(0))
+    );
+
     // An auditor with the ecosystem's tools (solana-py and the published
     // IDL, no MCJS code) reads the same job, node and provider.
     if let Some(python) = auditor_python() {
+        // The same job read with the IDL the program published on chain.
+        let from_chain = python_audit(
+            &python,
+            chain,
+            &["--idl", "chain", "job", &job_key.to_string()],
+        );
+        assert_eq!(from_chain["state"], "Completed", "{from_chain}");
+        assert_eq!(from_chain["checkpoints"].as_array().unwrap().len(), 3);
+
         let provider_account = pda::provider(&provider.pubkey());
         let seen = python_audit(&python, chain, &["job", &job_key.to_string()]);
         assert_eq!(seen["state"], "Completed", "{seen}");

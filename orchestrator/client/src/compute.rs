@@ -67,13 +67,13 @@ macro_rules! measured {
 }
 
 measured! {
-    Initialize "initialize" 26_331 3,
+    Initialize "initialize" 26_347 3,
     UpdateConfig "update_config" 4_738 0,
     SetSchedulers "set_schedulers" 4_747 0,
     HoldLease "hold_lease" 4_635 0,
     RegisterProvider "register_provider" 40_456 2,
-    AddStake "add_stake" 10_532 0,
-    RequestWithdrawal "request_withdrawal" 6_117 0,
+    AddStake "add_stake" 10_538 0,
+    RequestWithdrawal "request_withdrawal" 6_120 0,
     WithdrawStake "withdraw_stake" 10_885 0,
     RegisterNode "register_node" 31_935 1,
     UpdateNode "update_node" 9_684 0,
@@ -91,16 +91,17 @@ measured! {
     ExpireJob "expire_job" 13_437 0,
     CloseJob "close_job" 13_292 0,
     OpenVerification "open_verification" 42_732 1,
-    EnterCheckerPool "enter_checker_pool" 10_644 1,
+    EnterCheckerPool "enter_checker_pool" 10_695 1,
     AttestVerification "attest_verification" 11_857 0,
-    ReplaceChecker "replace_checker" 16_457 0,
-    OpenSecondRound "open_second_round" 21_881 0,
-    ResolveVerification "resolve_verification" 38_413 0,
+    ReplaceChecker "replace_checker" 16_467 0,
+    OpenSecondRound "open_second_round" 24_472 0,
+    ResolveVerification "resolve_verification" 41_049 0,
     ReleaseSegment "release_segment" 22_971 0,
     CompensateOwner "compensate_owner" 14_004 0,
     RequestChallenge "request_challenge" 7_534 0,
     AnswerChallenge "answer_challenge" 6_841 0,
     RecordChallenge "record_challenge" 18_427 0,
+    PublishIdl "publish_idl" 13_709 0,
 }
 
 /// The builtins and programs MCJS's transactions call besides its own, with

@@ -69,6 +69,37 @@ pub fn program_data_address() -> Pubkey {
     Pubkey::find_program_address(&[mcjs::ID.as_ref()], &UPGRADEABLE_LOADER).0
 }
 
+/// Anchor's IDL account of the program, where the ecosystem's tools
+/// (anchorpy's `fetch_idl`, Anchor's `legacy-idl fetch`, explorers) read its
+/// IDL: `create_with_seed(PDA of no seeds, "anchor:idl", program)`.
+pub fn idl_address() -> Pubkey {
+    let base = Pubkey::find_program_address(&[], &mcjs::ID).0;
+    Pubkey::create_with_seed(&base, args::IDL_SEED, &mcjs::ID).expect("a seed under 32 bytes")
+}
+
+/// Writes `data` at `offset` of the program's compressed IDL, `total_len`
+/// bytes in all (the upgrade authority only; `rpc::idl` writes it whole).
+pub fn publish_idl(authority: &Pubkey, offset: u32, total_len: u32, data: Vec<u8>) -> Instruction {
+    build(
+        acc::PublishIdl {
+            authority: *authority,
+            config: pda::config(),
+            idl: idl_address(),
+            base: Pubkey::find_program_address(&[], &mcjs::ID).0,
+            program: mcjs::ID,
+            program_data: program_data_address(),
+            system_program: SYSTEM_PROGRAM,
+        },
+        data::PublishIdl {
+            args: args::PublishIdlArgs {
+                offset,
+                total_len,
+                data,
+            },
+        },
+    )
+}
+
 pub fn update_config(
     admin: &Pubkey,
     new_treasury: Option<Pubkey>,

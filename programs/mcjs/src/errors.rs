@@ -215,4 +215,8 @@ pub enum McjsError {
     NoCheckerDrawn,
     #[msg("the checker pool is full and this provider's stake outweighs no member: it enters when a member lapses or a lighter one is outweighed")]
     CheckerPoolFull,
+    #[msg("only the program's upgrade authority (the Config's admin where the program has none) may publish its IDL")]
+    NotIdlPublisher,
+    #[msg("an IDL write lies inside Anchor's IDL account of this program and inside its total length, which is at most MAX_IDL_LEN bytes")]
+    IdlWriteOutOfRange,
 }

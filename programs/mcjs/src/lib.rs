@@ -322,4 +322,11 @@ pub mod mcjs {
         no_extra_accounts(&ctx)?;
         RecordChallenge::record_challenge(ctx, args)
     }
+
+    /// Writes a chunk of the program's Anchor IDL into Anchor's IDL account,
+    /// where the ecosystem's tools read it; the upgrade authority only.
+    pub fn publish_idl(ctx: Context<PublishIdl>, args: PublishIdlArgs) -> Result<()> {
+        no_extra_accounts(&ctx)?;
+        PublishIdl::publish_idl(ctx, args)
+    }
 }

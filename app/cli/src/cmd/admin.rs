@@ -156,6 +156,15 @@ pub enum AdminCommand {
         #[arg(long)]
         upgrade: bool,
     },
+    /// Publish the program's Anchor IDL on chain, in Anchor's IDL account
+    /// (where anchorpy, Anchor's `legacy-idl fetch` and explorers read it);
+    /// the upgrade authority only. Sends nothing when the chain holds it.
+    PublishIdl {
+        /// The IDL's JSON; default: the one this build of mcjs carries
+        /// (idl/mcjs.json).
+        #[arg(long, value_name = "JSON")]
+        idl: Option<std::path::PathBuf>,
+    },
     /// Show the Config and the insurance pool's balance.
     Show,
     /// Pay the owner of a job that failed for good through its providers'
@@ -285,6 +294,12 @@ pub fn run(cmd: AdminCommand, global: &GlobalArgs) -> anyhow::Result<u8> {
                     upgrade,
                 )
                 .await?;
+                global.output.print(&view)?;
+                Ok(EXIT_OK)
+            }
+            AdminCommand::PublishIdl { idl } => {
+                let wallet = ctx.wallet()?;
+                let view = crate::cmd::deploy::publish_idl(&client, &wallet, idl.as_deref()).await?;
                 global.output.print(&view)?;
                 Ok(EXIT_OK)
             }

@@ -113,3 +113,82 @@ impl fmt::Display for DeployView {
         )
     }
 }
+
+/// The program's IDL as this build of `mcjs` knows it (idl/mcjs.json,
+/// which `tests/idl` holds to the program's source).
+pub const IDL_JSON: &[u8] = include_bytes!("../../../../idl/mcjs.json");
+
+/// What `mcjs admin publish-idl` did.
+#[derive(Debug, Serialize)]
+pub struct IdlView {
+    /// "published" or "already published".
+    pub action: &'static str,
+    /// Anchor's IDL account of the program.
+    pub idl_account: String,
+    pub authority: String,
+    /// The IDL's JSON (compact) and its zlib-compressed form, as the chain keeps it.
+    pub json_bytes: usize,
+    pub compressed_bytes: usize,
+    /// Write transactions sent.
+    pub writes: usize,
+}
+
+/// Publishes the program's IDL (`idl`, or the one this build carries) into
+/// Anchor's IDL account, signed by `wallet`, the program's upgrade authority.
+pub async fn publish_idl(
+    client: &ChainClient,
+    wallet: &Keypair,
+    idl: Option<&Path>,
+) -> anyhow::Result<IdlView> {
+    let json = match idl {
+        Some(path) => std::fs::read(path)
+            .with_context(|| format!("cannot read the IDL at {}", path.display()))?,
+        None => IDL_JSON.to_vec(),
+    };
+    let (json_bytes, compressed) =
+        mcjs_client::rpc::compress_idl(&json).map_err(anyhow::Error::msg)?;
+    client.check_program().await?;
+    let config = client.config().await?.1;
+    match client.upgrade_authority(&mcjs_client::PROGRAM_ID).await? {
+        Some(Some(authority)) if authority != wallet.pubkey() => bail!(
+            "the wallet {} is not the program's upgrade authority ({authority}): sign with its keypair (-k)",
+            wallet.pubkey()
+        ),
+        Some(None) => bail!(
+            "the program on {} is immutable (no upgrade authority): its IDL can no longer be published",
+            client.url()
+        ),
+        None if config.admin != wallet.pubkey() => bail!(
+            "the wallet {} is not the admin ({}): sign with the admin's keypair (-k)",
+            wallet.pubkey(),
+            config.admin
+        ),
+        _ => {}
+    }
+    let writes = client.publish_idl(wallet, &compressed).await?;
+    Ok(IdlView {
+        action: if writes == 0 {
+            "already published"
+        } else {
+            "published"
+        },
+        idl_account: mcjs_client::ix::idl_address().to_string(),
+        authority: wallet.pubkey().to_string(),
+        json_bytes,
+        compressed_bytes: compressed.len(),
+        writes,
+    })
+}
+
+impl fmt::Display for IdlView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "IDL {} ({} writes)", self.action, self.writes)?;
+        writeln!(f, "  IDL account  {}", self.idl_account)?;
+        writeln!(f, "  authority    {}", self.authority)?;
+        write!(
+            f,
+            "  size         {} bytes of JSON, {} compressed",
+            self.json_bytes, self.compressed_bytes
+        )
+    }
+}

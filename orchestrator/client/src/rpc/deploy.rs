@@ -29,7 +29,7 @@ const WRITES_IN_FLIGHT: usize = 32;
 /// Write transactions signed with one blockhash.
 const WRITES_PER_BLOCKHASH: usize = 128;
 /// A transaction's size limit on the wire (`PACKET_DATA_SIZE`).
-const PACKET_BYTES: usize = 1232;
+pub(super) const PACKET_BYTES: usize = 1232;
 /// How long a deployment waits for the chain to pass its slot.
 const INVOCABLE_WITHIN: Duration = Duration::from_secs(30);
 

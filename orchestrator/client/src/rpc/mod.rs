@@ -53,6 +53,7 @@ mod blockhash;
 mod deploy;
 mod error;
 mod history;
+mod idl;
 mod index;
 mod index_websocket;
 #[cfg(feature = "local-chain")]
@@ -69,6 +70,7 @@ pub use accounts::{DueCheck, JobFilter, LeaseView, MAX_NAMED_CHECKS, due_roles};
 pub use blockhash::BLOCKHASH_REUSE;
 pub use deploy::{Deployed, Progress, WRITE_ROUNDS, chunk_len};
 pub use error::{ChainError, classify};
+pub use idl::{compress_idl, decompress_idl, idl_chunk_len};
 pub use index::{
     Event, IndexSource, IndexState, Indexed, ProgramIndex,
     RECONCILE_EVERY as INDEX_RECONCILE_EVERY, SILENT_AFTER as INDEX_SILENT_AFTER, Update, settled,

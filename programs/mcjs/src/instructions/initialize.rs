@@ -60,40 +60,13 @@ pub struct Initialize<'info> {
 
 impl Initialize<'_> {
     fn validate(&self, args: &InitializeArgs) -> Result<()> {
-        self.require_upgrade_authority()?;
+        require_upgrade_authority(
+            &self.program,
+            &self.program_data,
+            &self.admin.key(),
+            McjsError::NotUpgradeAuthority,
+        )?;
         args.params.validate()
-    }
-
-    /// On a cluster the program is deployed by the upgradeable loader: only
-    /// its upgrade authority may initialise it, so nobody can front-run the
-    /// deployment and make itself admin. A program without programdata (the
-    /// native build registered as a builtin by the local chain and the test
-    /// harness, which initialise it before anyone else can reach it) has no
-    /// upgrade authority to check.
-    fn require_upgrade_authority(&self) -> Result<()> {
-        if *self.program.owner != bpf_loader_upgradeable::ID {
-            return Ok(());
-        }
-        let (expected, _) =
-            Pubkey::find_program_address(&[crate::ID.as_ref()], &bpf_loader_upgradeable::ID);
-        require_keys_eq!(
-            self.program_data.key(),
-            expected,
-            McjsError::NotUpgradeAuthority
-        );
-        require_keys_eq!(
-            *self.program_data.owner,
-            bpf_loader_upgradeable::ID,
-            McjsError::NotUpgradeAuthority
-        );
-        let data = self.program_data.try_borrow_data()?;
-        let program_data = ProgramData::try_deserialize_unchecked(&mut &data[..])
-            .map_err(|_| error!(McjsError::NotUpgradeAuthority))?;
-        require!(
-            program_data.upgrade_authority_address == Some(self.admin.key()),
-            McjsError::NotUpgradeAuthority
-        );
-        Ok(())
     }
 
     /// Creates the Config, the scheduler lease and the insurance pool. Re-initialisation fails:
@@ -131,4 +104,33 @@ impl Initialize<'_> {
         });
         Ok(())
     }
+}
+
+/// On a cluster the program is deployed by the upgradeable loader: only its
+/// upgrade authority may initialise it (or publish its IDL), so nobody can
+/// front-run the deployment and make itself admin. A program without
+/// programdata (the native build registered as a builtin by the local chain
+/// and the test harness, which initialise it before anyone else can reach
+/// it) has no upgrade authority to check: `Ok(false)`. `refusal` is the
+/// error when `signer` is not the upgrade authority.
+pub fn require_upgrade_authority(
+    program: &AccountInfo,
+    program_data: &AccountInfo,
+    signer: &Pubkey,
+    refusal: McjsError,
+) -> Result<bool> {
+    if *program.owner != bpf_loader_upgradeable::ID {
+        return Ok(false);
+    }
+    let (expected, _) =
+        Pubkey::find_program_address(&[crate::ID.as_ref()], &bpf_loader_upgradeable::ID);
+    require_keys_eq!(program_data.key(), expected, refusal);
+    require_keys_eq!(*program_data.owner, bpf_loader_upgradeable::ID, refusal);
+    let data = program_data.try_borrow_data()?;
+    let program_data =
+        ProgramData::try_deserialize_unchecked(&mut &data[..]).map_err(|_| error!(refusal))?;
+    if program_data.upgrade_authority_address != Some(*signer) {
+        return Err(error!(refusal));
+    }
+    Ok(true)
 }
