@@ -356,6 +356,12 @@ async fn main() -> anyhow::Result<()> {
             cluster
                 .wait_for_job(&job, Duration::from_secs(900), |j| j.state.is_terminal())
                 .await?;
+            // The finished job's checkpoints leave the store's disk (the S3
+            // server's files): the disk holds one run's at a time.
+            let stored = cluster.store.join("jobs").join(&name).join("checkpoints");
+            if let Err(e) = std::fs::remove_dir_all(&stored) {
+                eprintln!("cannot remove {}: {e}", stored.display());
+            }
             eprintln!(
                 "{mib} MiB run {run}: upload {:?} s, restore {:.2} s, recovery {:.2} s, next attested {:.2} s",
                 up.last(),
