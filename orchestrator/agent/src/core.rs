@@ -227,6 +227,13 @@ pub struct Core {
     power_signalled_at: Option<SystemTime>,
 }
 
+/// The interval a job's container is told to checkpoint at, paid run or
+/// check alike: the job's own, capped by the node's `cap`, at least a second.
+pub fn checkpoint_interval(job: Duration, cap: Option<Duration>) -> Duration {
+    job.min(cap.unwrap_or(Duration::MAX))
+        .max(Duration::from_secs(1))
+}
+
 impl Core {
     pub fn new(policy: CorePolicy) -> Self {
         Self {
@@ -245,17 +252,13 @@ impl Core {
     }
 
     fn checkpoint_policy(&self, job: &ChainJob) -> CheckpointPolicy {
-        let interval = match self.policy.max_checkpoint_interval {
-            Some(cap) => job.checkpoint_interval.min(cap),
-            None => job.checkpoint_interval,
-        }
-        .max(Duration::from_secs(1));
-        CheckpointPolicy::with_default_grace(interval)
+        CheckpointPolicy::with_default_grace(self.effective_interval(job))
     }
 
-    /// The interval the container is told to checkpoint at.
+    /// The interval the container is told to checkpoint at
+    /// ([`checkpoint_interval`] under this node's cap).
     pub fn effective_interval(&self, job: &ChainJob) -> Duration {
-        self.checkpoint_policy(job).interval
+        checkpoint_interval(job.checkpoint_interval, self.policy.max_checkpoint_interval)
     }
 
     /// Reconciles with a fresh chain snapshot of the jobs on this node.
@@ -681,5 +684,22 @@ impl Core {
     /// What the heartbeat says about each job.
     pub fn reports(&self) -> Vec<JobReport> {
         self.jobs.values().map(Assignment::report).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One rule for the paid run and for a check's replay: the job's
+    /// interval, capped by the node's, never under a second.
+    #[test]
+    fn the_checkpoint_interval_is_the_jobs_capped_by_the_node_and_at_least_a_second() {
+        let s = Duration::from_secs;
+        assert_eq!(checkpoint_interval(s(900), None), s(900));
+        assert_eq!(checkpoint_interval(s(900), Some(s(60))), s(60));
+        assert_eq!(checkpoint_interval(s(30), Some(s(60))), s(30));
+        assert_eq!(checkpoint_interval(Duration::ZERO, None), s(1));
+        assert_eq!(checkpoint_interval(s(30), Some(Duration::ZERO)), s(1));
     }
 }

@@ -367,9 +367,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 Some(restored.dir)
             }
         };
-        let interval = Duration::from_secs(u64::from(check.job.terms.checkpoint_interval_secs))
-            .min(s.config.max_checkpoint_interval.unwrap_or(Duration::MAX))
-            .max(Duration::from_secs(1));
+        let interval = crate::core::checkpoint_interval(
+            Duration::from_secs(u64::from(check.job.terms.checkpoint_interval_secs)),
+            s.config.max_checkpoint_interval,
+        );
         let (mut cspec, inputs) = self.container(job, spec, dir, restore, interval).await;
         cspec.labels = vec![(NODE_LABEL.to_string(), s.node.to_string())];
         cspec.resources.gpus = self.gpu_request(job, gpus.gpus.clone());

@@ -236,10 +236,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 return failed(StopReason::NodeDiskFull, reason);
             }
         };
-        let interval = crate::core::Core::new(CorePolicy {
-            max_checkpoint_interval: s.config.max_checkpoint_interval,
-        })
-        .effective_interval(&chain_job);
+        let interval = crate::core::checkpoint_interval(
+            chain_job.checkpoint_interval,
+            s.config.max_checkpoint_interval,
+        );
         let (mut cspec, inputs) = self.container(job, spec, &dir, restore_dir, interval).await;
         cspec.labels = vec![
             (GENERATION_LABEL.to_string(), generation.to_string()),
