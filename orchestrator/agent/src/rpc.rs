@@ -7,20 +7,12 @@ use anchor_lang::solana_program::instruction::Instruction;
 use mcjs_client::history::McjsEvent;
 use mcjs_client::ix::Deployment;
 use mcjs_client::program::state::{Job, Node, Provider};
-use mcjs_client::rpc::CommitmentLevel;
 use mcjs_client::{ChainClient, ChainError, Keypair, Pubkey, Signer};
 use mcjs_runtime::checkpoint::Sha256Digest;
 use std::sync::Arc;
 
 pub struct RpcChain {
-    /// Confirms and reads at `confirmed`; simulates at `processed`.
     pub client: ChainClient,
-    /// Follows the node and reads its job at `processed`: an assignment is
-    /// seen as soon as the scheduler's transaction executes, a slot or two
-    /// before it is confirmed, and the job's launch starts then (what it
-    /// sends is confirmed as always, simulated at `processed` so that the
-    /// assignment it follows is there).
-    early: ChainClient,
     pub wallet: Arc<Keypair>,
     /// The job the node held at the last read, or that its last pushed
     /// change named: read with the node in one call.
@@ -30,8 +22,7 @@ pub struct RpcChain {
 impl RpcChain {
     pub fn new(client: ChainClient, wallet: Keypair) -> Self {
         Self {
-            early: client.clone().with_commitment(CommitmentLevel::Processed),
-            client: client.with_preflight(CommitmentLevel::Processed),
+            client,
             wallet: Arc::new(wallet),
             held: Arc::default(),
         }
@@ -65,7 +56,7 @@ impl AgentChain for RpcChain {
     fn changes(&self, key: Pubkey) -> Option<futures_util::stream::BoxStream<'static, ()>> {
         use futures_util::StreamExt;
         let held = Arc::clone(&self.held);
-        Some(Box::pin(self.early.follow_account(key).map(
+        Some(Box::pin(self.client.follow_account(key).map(
             move |update| {
                 if let Ok(Some(account)) = update
                     && account.owner == mcjs_client::PROGRAM_ID
@@ -87,7 +78,7 @@ impl AgentChain for RpcChain {
     /// leaves.
     async fn jobs_on_node(&self, node: Pubkey) -> Result<Vec<(Pubkey, Job)>, ChainFailure> {
         let hint = *self.held.lock().expect("held lock");
-        let read = self.early.node_job(&node, hint).await.map_err(failure)?;
+        let read = self.client.node_job(&node, hint).await.map_err(failure)?;
         let job = read.and_then(|(_, job)| job);
         *self.held.lock().expect("held lock") = job.as_ref().map(|(key, _)| *key);
         Ok(job.into_iter().collect())
@@ -158,17 +149,6 @@ impl AgentChain for RpcChain {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The node (and so an assignment) is followed at `processed`; what the
-    /// agent sends is simulated there and confirmed at `confirmed`, and every
-    /// other read (the job's attestations, the node's record) stays confirmed.
-    #[test]
-    fn the_agent_follows_its_node_at_processed_and_confirms_what_it_sends() {
-        let chain = RpcChain::new(ChainClient::new("http://127.0.0.1:1"), Keypair::new());
-        assert_eq!(chain.early.commitment(), CommitmentLevel::Processed);
-        assert_eq!(chain.client.commitment(), CommitmentLevel::Confirmed);
-        assert_eq!(chain.client.preflight(), CommitmentLevel::Processed);
-    }
 
     /// What was lost on the way is sent again; what a program refused waits
     /// for the chain to say what changed.

@@ -23,8 +23,7 @@ use mcjs::state::{Config, Job, JobState, Node, Provider, Segment, Verification};
 use serde_json::json;
 use solana_account::Account;
 use solana_account_decoder_client_types::{UiAccount, UiAccountEncoding};
-use solana_commitment_config::CommitmentConfig;
-pub use solana_commitment_config::CommitmentLevel;
+use solana_commitment_config::{CommitmentConfig, CommitmentLevel};
 use solana_keypair::Keypair;
 use solana_pubsub_client::nonblocking::pubsub_client::PubsubClient;
 use solana_rpc_client::nonblocking::rpc_client::RpcClient;
@@ -88,8 +87,6 @@ pub struct ChainClient {
     url: String,
     ws_url: String,
     commitment: CommitmentConfig,
-    /// The bank a transaction is simulated against before it is sent.
-    preflight: CommitmentLevel,
     poll_interval: Duration,
     confirm_timeout: Duration,
     fees: crate::compute::FeePolicy,
@@ -154,7 +151,6 @@ impl ChainClient {
             url: rpc_url.to_string(),
             ws_url: ws_url.to_string(),
             commitment,
-            preflight: commitment.commitment,
             // Local nodes answer in microseconds; public ones rate-limit.
             poll_interval: if is_local(rpc_url) {
                 Duration::from_millis(5)
@@ -177,20 +173,10 @@ impl ChainClient {
         }
     }
 
-    /// Confirms, reads and simulates at `level` instead of `confirmed`.
+    /// Confirms and reads at `level` instead of `confirmed`.
     pub fn with_commitment(mut self, level: CommitmentLevel) -> Self {
         self.commitment = CommitmentConfig { commitment: level };
-        self.preflight = level;
         self.rpc = rpc_client(&self.url, self.commitment);
-        self
-    }
-
-    /// Simulates a transaction before sending it against the bank at
-    /// `level` (confirmations and reads keep their commitment): a
-    /// transaction that follows one this process saw only at `processed`
-    /// is then not refused for the state it follows.
-    pub fn with_preflight(mut self, level: CommitmentLevel) -> Self {
-        self.preflight = level;
         self
     }
 
@@ -225,11 +211,6 @@ impl ChainClient {
 
     pub fn commitment(&self) -> CommitmentLevel {
         self.commitment.commitment
-    }
-
-    /// The bank a transaction is simulated against before it is sent.
-    pub fn preflight(&self) -> CommitmentLevel {
-        self.preflight
     }
 
     /// The underlying RPC client, for what this client does not wrap.

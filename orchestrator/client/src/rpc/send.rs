@@ -97,7 +97,7 @@ impl ChainClient {
         // Subscribed before it is sent: its confirmation is pushed, not polled.
         let mut notice = self.notice_of(&tx.signatures[0]).await;
         let config = solana_rpc_client_api::config::RpcSendTransactionConfig {
-            preflight_commitment: Some(self.preflight),
+            preflight_commitment: Some(self.commitment.commitment),
             encoding: Some(UiTransactionEncoding::Base64),
             max_retries: Some(0),
             ..Default::default()
