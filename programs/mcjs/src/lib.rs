@@ -15,6 +15,8 @@
 //!   a node: completion, pause, failure report, exhausted bond),
 //!   `settle_segment` (the provider's share and the commission, or a
 //!   verified job's pay held in its Segment) and `refund_bond`.
+//!   `publish_idl.rs` writes the program's IDL into Anchor's IDL account
+//!   (the upgrade authority only).
 //! - `state/`: one file per account, its rules as methods.
 //!   - `job.rs`: `Job`, its states and transitions (each a method guarded by
 //!     a `match`; every handler ends with `invariant()`), the generation
