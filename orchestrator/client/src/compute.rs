@@ -67,7 +67,7 @@ macro_rules! measured {
 }
 
 measured! {
-    Initialize "initialize" 26_347 3,
+    Initialize "initialize" 26_351 3,
     UpdateConfig "update_config" 4_738 0,
     SetSchedulers "set_schedulers" 4_747 0,
     HoldLease "hold_lease" 4_635 0,
@@ -90,7 +90,7 @@ measured! {
     CancelJob "cancel_job" 14_367 0,
     ExpireJob "expire_job" 13_437 0,
     CloseJob "close_job" 13_292 0,
-    OpenVerification "open_verification" 42_732 1,
+    OpenVerification "open_verification" 44_242 1,
     EnterCheckerPool "enter_checker_pool" 10_695 1,
     AttestVerification "attest_verification" 11_857 0,
     ReplaceChecker "replace_checker" 16_467 0,
@@ -101,7 +101,7 @@ measured! {
     RequestChallenge "request_challenge" 7_534 0,
     AnswerChallenge "answer_challenge" 6_841 0,
     RecordChallenge "record_challenge" 18_427 0,
-    PublishIdl "publish_idl" 13_709 0,
+    PublishIdl "publish_idl" 14_880 0,
 }
 
 /// The builtins and programs MCJS's transactions call besides its own, with

@@ -165,7 +165,14 @@ pub async fn publish_idl(
         ),
         _ => {}
     }
-    let writes = client.publish_idl(wallet, &compressed).await?;
+    eprintln!(
+        "the IDL, {} bytes compressed, for its account {} on {}",
+        compressed.len(),
+        mcjs_client::ix::idl_address(),
+        client.url()
+    );
+    let progress = |done: usize, all: usize| eprintln!("wrote {done} of {all} chunks of the IDL");
+    let writes = client.publish_idl(wallet, &compressed, &progress).await?;
     Ok(IdlView {
         action: if writes == 0 {
             "already published"

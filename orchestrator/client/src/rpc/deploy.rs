@@ -414,9 +414,16 @@ fn deployed(
 /// packet once the transaction with an empty write (and its compute-unit
 /// limit) is signed.
 pub fn chunk_len(authority: &Pubkey, buffer: &Pubkey) -> usize {
-    let write = loader::write(buffer, authority, 0, Vec::new());
-    let tx =
-        Transaction::new_with_payer(&crate::compute::with_unit_limit(&[write]), Some(authority));
+    room_in_packet(loader::write(buffer, authority, 0, Vec::new()), authority)
+}
+
+/// The bytes a packet has left for `empty_write`'s data (a write carrying
+/// none), once it is signed by `payer` behind its compute-unit limit.
+pub(super) fn room_in_packet(empty_write: Instruction, payer: &Pubkey) -> usize {
+    let tx = Transaction::new_with_payer(
+        &crate::compute::with_unit_limit(&[empty_write]),
+        Some(payer),
+    );
     let empty = bincode::serialized_size(&tx).expect("a transaction serialises") as usize;
     // The byte count's compact-u16 prefix grows by one byte past 127 bytes.
     PACKET_BYTES - empty - 1

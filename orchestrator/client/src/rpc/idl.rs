@@ -45,12 +45,10 @@ pub fn decompress_idl(compressed: &[u8]) -> std::io::Result<Vec<u8>> {
 /// The IDL bytes written into one transaction: what the packet holds beside
 /// the instruction's accounts, its arguments and the compute-unit limit.
 pub fn idl_chunk_len(authority: &Pubkey) -> usize {
-    let write = crate::ix::publish_idl(authority, 0, 0, Vec::new());
-    let tx =
-        Transaction::new_with_payer(&crate::compute::with_unit_limit(&[write]), Some(authority));
-    let empty = bincode::serialized_size(&tx).expect("a transaction serialises") as usize;
-    // The instruction data's compact-u16 length grows by one byte past 127 bytes.
-    super::deploy::PACKET_BYTES - empty - 1
+    super::deploy::room_in_packet(
+        crate::ix::publish_idl(authority, 0, 0, Vec::new()),
+        authority,
+    )
 }
 
 impl ChainClient {
@@ -77,11 +75,13 @@ impl ChainClient {
     /// Publishes `compressed` ([`compress_idl`]) as the program's IDL,
     /// signed and paid by `authority` (the program's upgrade authority; the
     /// Config's admin for the native build): the write transactions sent,
-    /// none when the chain holds it already.
+    /// none when the chain holds it already. `progress` hears of each write
+    /// confirmed (done, of all).
     pub async fn publish_idl(
         &self,
         authority: &Keypair,
         compressed: &[u8],
+        progress: super::Progress<'_>,
     ) -> Result<usize, ChainError> {
         let wanted = Some((authority.pubkey(), compressed.to_vec()));
         if self.published_idl().await? == wanted {
@@ -89,6 +89,7 @@ impl ChainClient {
         }
         let total = compressed.len() as u32;
         let chunk = idl_chunk_len(&authority.pubkey());
+        let all = compressed.len().div_ceil(chunk);
         let mut writes = 0;
         for (i, bytes) in compressed.chunks(chunk).enumerate() {
             let write = crate::ix::publish_idl(
@@ -99,6 +100,7 @@ impl ChainClient {
             );
             self.send(&[write], &[authority]).await?;
             writes += 1;
+            progress(writes, all);
         }
         if self.published_idl().await? != wanted {
             return Err(ChainError::Transaction {

@@ -153,42 +153,28 @@ impl PublishIdl<'_> {
         Ok(())
     }
 
-    /// Creates the IDL account, owned by this program, signed for by the
-    /// base PDA. Lamports already at the address (anyone may send some there
-    /// first, which would make `create_account_with_seed` fail) are kept:
-    /// the account is then allocated and assigned in place.
+    /// Makes the IDL account this program's, `space` bytes long, signed
+    /// for by the base PDA: allocated and assigned in place rather than
+    /// created, so that lamports anyone sent to the address first (which
+    /// would make `create_account_with_seed` fail) do not block it; its rent
+    /// is settled after ([`Self::settle_rent`]).
     fn create(&self, bump: u8, space: usize) -> Result<()> {
         let (idl, base) = (self.idl.to_account_info(), self.base.to_account_info());
         let signer: &[&[u8]] = &[&[bump]];
-        let rent = Rent::get()?.minimum_balance(space);
         let infos = [
-            self.authority.to_account_info(),
             idl.clone(),
             base.clone(),
             self.system_program.to_account_info(),
         ];
-        let base_key = base.key();
-        if idl.lamports() == 0 {
-            let ix = system_instruction::create_account_with_seed(
-                self.authority.key,
-                idl.key,
-                &base_key,
-                IDL_SEED,
-                rent,
-                space as u64,
-                &crate::ID,
-            );
-            return Ok(invoke_signed(&ix, &infos, &[signer])?);
-        }
         let ix = system_instruction::allocate_with_seed(
             idl.key,
-            &base_key,
+            base.key,
             IDL_SEED,
             space as u64,
             &crate::ID,
         );
         invoke_signed(&ix, &infos, &[signer])?;
-        let ix = system_instruction::assign_with_seed(idl.key, &base_key, IDL_SEED, &crate::ID);
+        let ix = system_instruction::assign_with_seed(idl.key, base.key, IDL_SEED, &crate::ID);
         Ok(invoke_signed(&ix, &infos, &[signer])?)
     }
 
