@@ -355,6 +355,58 @@ fn the_same_account_twice_cannot_pay_itself() {
     s.env.assert_invariants();
 }
 
+/// A vault named again as the other side of a transfer, where the two sit
+/// in different nested account lists (the job's bond and the owner's
+/// account, the job on its node and the provider's stake): refused as a
+/// duplicate, within the compute units the client grants, before a token
+/// moves.
+#[test]
+fn a_vault_named_twice_across_nested_accounts_is_refused_as_a_duplicate() {
+    let mut s = scene();
+    let before = s.env.snapshot();
+    let job_vault = pda::vault(&s.job);
+    let stake_vault = pda::vault(&s.provider.pda);
+    let mut top_up = ix::top_up(&s.owner.key(), &s.job, &s.owner.token, &s.env.mint, USDC);
+    ix::substitute_account(&mut top_up, &s.owner.token, &job_vault);
+    let mut cancel = s.cancel_ix();
+    ix::substitute_account(&mut cancel, &s.owner.token, &job_vault);
+    for ix in [top_up, cancel] {
+        expect_anchor_error(
+            s.env.send(&[ix], &[&s.owner.kp]),
+            Anchor::ConstraintDuplicateMutableAccount,
+        );
+    }
+    let mut withdraw = ix::withdraw_stake(&s.provider.key(), &s.provider.wallet.token, &s.env.mint);
+    ix::substitute_account(&mut withdraw, &s.provider.wallet.token, &stake_vault);
+    expect_anchor_error(
+        s.env.send(&[withdraw], &[&s.provider.wallet.kp]),
+        Anchor::ConstraintDuplicateMutableAccount,
+    );
+    // The scheduler's report with the job's vault as the provider's stake
+    // vault (the slash would be paid out of the bond).
+    let scheduler = s.env.scheduler.insecure_clone();
+    let mut report = ix::report_failure(
+        &scheduler.pubkey(),
+        &s.job,
+        &s.provider.nodes[0],
+        &s.provider.pda,
+        &s.provider.payout,
+        &s.owner.token,
+        &s.env.deployment(),
+        ReportFailureArgs {
+            generation: 1,
+            cause: FailureCause::NodeLost,
+        },
+    );
+    ix::substitute_account(&mut report, &stake_vault, &job_vault);
+    expect_anchor_error(
+        s.env.send(&[report], &[&scheduler]),
+        Anchor::ConstraintDuplicateMutableAccount,
+    );
+    s.env.assert_unchanged(&before);
+    s.env.assert_invariants();
+}
+
 #[test]
 fn a_closed_job_cannot_be_revived() {
     let mut env = Env::new();

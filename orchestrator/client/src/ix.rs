@@ -171,16 +171,10 @@ pub fn add_stake(
     usdc_mint: &Pubkey,
     amount: u64,
 ) -> Instruction {
-    let provider = pda::provider(owner);
     build(
         acc::AddStake {
-            owner: *owner,
-            config: pda::config(),
-            provider,
-            stake_vault: pda::vault(&provider),
-            usdc_mint: *usdc_mint,
+            stake: provider_stake(owner, usdc_mint),
             owner_token: *owner_token,
-            token_program: TOKEN_PROGRAM,
         },
         data::AddStake {
             args: args::AddStakeArgs { amount },
@@ -201,17 +195,25 @@ pub fn request_withdrawal(owner: &Pubkey, amount: u64) -> Instruction {
     )
 }
 
-pub fn withdraw_stake(owner: &Pubkey, destination: &Pubkey, usdc_mint: &Pubkey) -> Instruction {
+/// The provider `owner` signs for and its stake vault (the program's
+/// `ProviderStake`).
+fn provider_stake(owner: &Pubkey, usdc_mint: &Pubkey) -> acc::ProviderStake {
     let provider = pda::provider(owner);
+    acc::ProviderStake {
+        owner: *owner,
+        config: pda::config(),
+        provider,
+        stake_vault: pda::vault(&provider),
+        usdc_mint: *usdc_mint,
+        token_program: TOKEN_PROGRAM,
+    }
+}
+
+pub fn withdraw_stake(owner: &Pubkey, destination: &Pubkey, usdc_mint: &Pubkey) -> Instruction {
     build(
         acc::WithdrawStake {
-            owner: *owner,
-            config: pda::config(),
-            provider,
-            stake_vault: pda::vault(&provider),
-            usdc_mint: *usdc_mint,
+            stake: provider_stake(owner, usdc_mint),
             destination: *destination,
-            token_program: TOKEN_PROGRAM,
         },
         data::WithdrawStake {},
     )
@@ -242,8 +244,10 @@ pub fn update_node(
     build(
         acc::UpdateNode {
             authority: *authority,
-            provider: *provider,
-            node: pda::node(provider, index),
+            provider_node: acc::ProvidersNode {
+                provider: *provider,
+                node: pda::node(provider, index),
+            },
         },
         data::UpdateNode { args },
     )
@@ -260,8 +264,10 @@ pub fn set_node_status(
     build(
         acc::SetNodeStatus {
             authority: *authority,
-            provider: *provider,
-            node: pda::node(provider, index),
+            provider_node: acc::ProvidersNode {
+                provider: *provider,
+                node: pda::node(provider, index),
+            },
         },
         data::SetNodeStatus {
             args: args::SetNodeStatusArgs { status },
@@ -486,6 +492,32 @@ fn assignment(
     }
 }
 
+/// A job and its vault (the program's `JobBond`).
+pub(crate) fn job_bond(job: &Pubkey, usdc_mint: &Pubkey) -> acc::JobBond {
+    acc::JobBond {
+        config: pda::config(),
+        job: *job,
+        job_vault: pda::vault(job),
+        usdc_mint: *usdc_mint,
+        token_program: TOKEN_PROGRAM,
+    }
+}
+
+/// A job its owner signs for, with one of the owner's USDC accounts (the
+/// program's `OwnersBond`).
+fn owners_bond(
+    owner: &Pubkey,
+    job: &Pubkey,
+    owner_token: &Pubkey,
+    usdc_mint: &Pubkey,
+) -> acc::OwnersBond {
+    acc::OwnersBond {
+        owner: *owner,
+        owner_token: *owner_token,
+        bond: job_bond(job, usdc_mint),
+    }
+}
+
 pub fn resume_job(owner: &Pubkey, job: &Pubkey) -> Instruction {
     build(
         acc::ResumeJob {
@@ -506,13 +538,7 @@ pub fn top_up(
 ) -> Instruction {
     build(
         acc::TopUp {
-            owner: *owner,
-            config: pda::config(),
-            job: *job,
-            job_vault: pda::vault(job),
-            usdc_mint: *usdc_mint,
-            owner_token: *owner_token,
-            token_program: TOKEN_PROGRAM,
+            owners: owners_bond(owner, job, owner_token, usdc_mint),
         },
         data::TopUp {
             args: args::TopUpArgs { amount },
@@ -528,13 +554,7 @@ pub fn cancel_job(
 ) -> Instruction {
     build(
         acc::CancelJob {
-            owner: *owner,
-            config: pda::config(),
-            job: *job,
-            job_vault: pda::vault(job),
-            usdc_mint: *usdc_mint,
-            owner_token: *owner_token,
-            token_program: TOKEN_PROGRAM,
+            owners: owners_bond(owner, job, owner_token, usdc_mint),
         },
         data::CancelJob {},
     )
@@ -549,12 +569,8 @@ pub fn expire_job(
     build(
         acc::ExpireJob {
             caller: *caller,
-            config: pda::config(),
-            job: *job,
-            job_vault: pda::vault(job),
-            usdc_mint: *usdc_mint,
             owner_token: *owner_token,
-            token_program: TOKEN_PROGRAM,
+            bond: job_bond(job, usdc_mint),
         },
         data::ExpireJob {},
     )
@@ -571,12 +587,8 @@ pub fn close_job(
     build(
         acc::CloseJob {
             owner: *owner,
-            job: *job,
-            job_vault: pda::vault(job),
-            config: pda::config(),
-            usdc_mint: *usdc_mint,
             owner_token: *owner_token,
-            token_program: TOKEN_PROGRAM,
+            bond: job_bond(job, usdc_mint),
         },
         data::CloseJob {},
     )

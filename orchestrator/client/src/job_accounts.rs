@@ -46,26 +46,30 @@ impl JobAccounts {
         })
     }
 
+    /// The accounts of the job on its node that `report_failure`,
+    /// `pause_job` and `complete_job` name alike (the program's `JobOnNode`).
+    fn job_on_node(&self) -> acc::JobOnNode {
+        acc::JobOnNode {
+            bond: crate::ix::job_bond(&self.job, &self.deployment.usdc_mint),
+            provider: self.provider,
+            node: self.node,
+            provider_payout: self.payout,
+            treasury: self.deployment.treasury,
+            segment: self.segment,
+        }
+    }
+
     /// `reporter` (anyone; the scheduler for most causes) reports the
     /// assignment failed.
     pub fn report_failure(&self, reporter: &Pubkey, cause: FailureCause) -> Instruction {
         build(
             acc::ReportFailure {
                 reporter: *reporter,
-                config: pda::config(),
                 lease: pda::lease(),
-                job: self.job,
-                node: self.node,
-                provider: self.provider,
                 stake_vault: pda::vault(&self.provider),
-                job_vault: pda::vault(&self.job),
-                usdc_mint: self.deployment.usdc_mint,
-                provider_payout: self.payout,
-                treasury: self.deployment.treasury,
                 insurance_pool: pda::insurance_pool(),
                 owner_token: self.refund,
-                token_program: TOKEN_PROGRAM,
-                segment: self.segment,
+                on_node: self.job_on_node(),
             },
             data::ReportFailure {
                 args: args::ReportFailureArgs {
@@ -81,16 +85,7 @@ impl JobAccounts {
         build(
             acc::PauseJob {
                 owner: *owner,
-                config: pda::config(),
-                job: self.job,
-                node: self.node,
-                provider: self.provider,
-                job_vault: pda::vault(&self.job),
-                usdc_mint: self.deployment.usdc_mint,
-                provider_payout: self.payout,
-                treasury: self.deployment.treasury,
-                token_program: TOKEN_PROGRAM,
-                segment: self.segment,
+                on_node: self.job_on_node(),
             },
             data::PauseJob {},
         )
@@ -151,17 +146,8 @@ impl JobAccounts {
         build(
             acc::CompleteJob {
                 authority: *authority,
-                config: pda::config(),
-                provider: self.provider,
-                node: self.node,
-                job: self.job,
-                job_vault: pda::vault(&self.job),
-                usdc_mint: self.deployment.usdc_mint,
-                provider_payout: self.payout,
-                treasury: self.deployment.treasury,
                 owner_token: self.refund,
-                token_program: TOKEN_PROGRAM,
-                segment: self.segment,
+                on_node: self.job_on_node(),
             },
             data::CompleteJob {
                 args: args::CompleteJobArgs {

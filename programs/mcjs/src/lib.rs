@@ -14,9 +14,15 @@
 //!   way tokens leave a job vault: `take_off_node` (every way a job leaves
 //!   a node: completion, pause, failure report, exhausted bond),
 //!   `settle_segment` (the provider's share and the commission, or a
-//!   verified job's pay held in its Segment) and `refund_bond`.
+//!   verified job's pay held in its Segment) and `refund_from_bond`.
 //!   `publish_idl.rs` writes the program's IDL into Anchor's IDL account
-//!   (the upgrade authority only).
+//!   (the upgrade authority only). Account lists that several instructions
+//!   name alike are one nested `Accounts` struct each, declared once:
+//!   `job_bond.rs` (`JobBond`, a job and its vault; `OwnersBond`, with the
+//!   owner's signature and USDC account), `on_node.rs` (`JobOnNode`: a job
+//!   on its node and where its pay goes, for `complete_job`, `pause_job`
+//!   and `report_failure`), `provider_stake.rs`, `provider_node.rs`, and in
+//!   `open_verification.rs` `Checker` and `OpenCheck`.
 //! - `state/`: one file per account, its rules as methods.
 //!   - `job.rs`: `Job`, its states and transitions (each a method guarded by
 //!     a `match`; every handler ends with `invariant()`), the generation

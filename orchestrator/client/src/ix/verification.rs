@@ -4,6 +4,31 @@
 
 use super::*;
 
+/// An open verification the scheduler acts on (the program's `OpenCheck`).
+fn open_check(
+    scheduler: &Pubkey,
+    verification: &Pubkey,
+    job: &Pubkey,
+    segment: &Pubkey,
+) -> acc::OpenCheck {
+    acc::OpenCheck {
+        scheduler: *scheduler,
+        config: pda::config(),
+        lease: pda::lease(),
+        verification: *verification,
+        job: *job,
+        segment: *segment,
+    }
+}
+
+/// A checker's node and provider (the program's `Checker`).
+fn checker(node: &Pubkey, provider: &Pubkey) -> acc::Checker {
+    acc::Checker {
+        node: *node,
+        provider: *provider,
+    }
+}
+
 /// The checkers an open verification names: a verifier and a referee node
 /// (with their Provider accounts) of two providers other than the job's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,10 +140,8 @@ pub fn open_verification(
             job: *job,
             segment: pda::segment(job, segment_generation),
             verification: pda::verification(job, interval),
-            verifier_node: checkers.verifier_node,
-            verifier_provider: checkers.verifier_provider,
-            referee_node: checkers.referee_node,
-            referee_provider: checkers.referee_provider,
+            verifier: checker(&checkers.verifier_node, &checkers.verifier_provider),
+            referee: checker(&checkers.referee_node, &checkers.referee_provider),
             pool: draw.pool,
             slot_hashes: anchor_lang::compat::solana_sysvar::slot_hashes::ID,
             system_program: SYSTEM_PROGRAM,
@@ -143,14 +166,8 @@ pub fn replace_checker(
 ) -> Instruction {
     draw.append_to(build(
         acc::ReplaceChecker {
-            scheduler: *scheduler,
-            config: pda::config(),
-            lease: pda::lease(),
-            verification: *verification,
-            job: *job,
-            segment: *segment,
-            node: *node,
-            provider: *provider,
+            check: open_check(scheduler, verification, job, segment),
+            checker: checker(node, provider),
             pool: draw.pool,
         },
         data::ReplaceChecker {
@@ -171,16 +188,9 @@ pub fn open_second_round(
 ) -> Instruction {
     draw.append_to(build(
         acc::OpenSecondRound {
-            scheduler: *scheduler,
-            config: pda::config(),
-            lease: pda::lease(),
-            verification: *verification,
-            job: *job,
-            segment: *segment,
-            verifier_node: checkers.verifier_node,
-            verifier_provider: checkers.verifier_provider,
-            referee_node: checkers.referee_node,
-            referee_provider: checkers.referee_provider,
+            check: open_check(scheduler, verification, job, segment),
+            verifier: checker(&checkers.verifier_node, &checkers.verifier_provider),
+            referee: checker(&checkers.referee_node, &checkers.referee_provider),
             pool: draw.pool,
             slot_hashes: anchor_lang::compat::solana_sysvar::slot_hashes::ID,
         },
@@ -282,16 +292,12 @@ pub fn release_segment(
     build(
         acc::ReleaseSegment {
             payer: *payer,
-            config: pda::config(),
-            job: *job,
+            bond: crate::ix::job_bond(job, &deployment.usdc_mint),
             segment: pda::segment(job, segment.generation),
             provider: segment.provider,
             rent_payer: segment.rent_payer,
-            job_vault: pda::vault(job),
-            usdc_mint: deployment.usdc_mint,
             provider_payout: segment.provider_payout,
             treasury: deployment.treasury,
-            token_program: TOKEN_PROGRAM,
         },
         data::ReleaseSegment {},
     )

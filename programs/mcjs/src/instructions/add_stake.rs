@@ -1,9 +1,9 @@
 use anchor_lang::prelude::*;
-use anchor_spl::token::{Mint, Token, TokenAccount};
+use anchor_spl::token::TokenAccount;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, StakeAdded};
-use crate::state::{seeds::*, Config, Provider};
+use crate::instructions::provider_stake::*;
 use crate::token::deposit;
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
@@ -13,31 +13,13 @@ pub struct AddStakeArgs {
 
 #[derive(Accounts)]
 pub struct AddStake<'info> {
-    pub owner: Signer<'info>,
-    /// The Config: the only one (state/seeds.rs), no seeds check.
-    pub config: Account<'info, Config>,
+    pub stake: ProviderStake<'info>,
     #[account(
         mut,
-        seeds = [SEED_PREFIX, owner.key().as_ref(), SEED_PROVIDER],
-        bump = provider.bump,
-        has_one = owner @ McjsError::NotOwner,
-    )]
-    pub provider: Account<'info, Provider>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_VAULT],
-        bump = provider.vault_bump,
-    )]
-    pub stake_vault: Account<'info, TokenAccount>,
-    #[account(address = config.usdc_mint @ McjsError::WrongMint)]
-    pub usdc_mint: Account<'info, Mint>,
-    #[account(
-        mut,
-        constraint = owner_token.mint == usdc_mint.key() @ McjsError::WrongMint,
-        constraint = owner_token.owner == owner.key() @ McjsError::NotOwner,
+        constraint = owner_token.mint == stake.usdc_mint.key() @ McjsError::WrongMint,
+        constraint = owner_token.owner == stake.owner.key() @ McjsError::NotOwner,
     )]
     pub owner_token: Account<'info, TokenAccount>,
-    pub token_program: Program<'info, Token>,
 }
 
 impl AddStake<'_> {
@@ -51,14 +33,14 @@ impl AddStake<'_> {
     pub fn add_stake(ctx: Context<Self>, args: AddStakeArgs) -> Result<()> {
         let accounts = ctx.accounts;
         deposit(
-            &accounts.token_program,
+            &accounts.stake.token_program,
             &accounts.owner_token,
-            &accounts.usdc_mint,
-            &accounts.stake_vault,
-            &accounts.owner,
+            &accounts.stake.usdc_mint,
+            &accounts.stake.stake_vault,
+            &accounts.stake.owner,
             args.amount,
         )?;
-        let provider = &mut accounts.provider;
+        let provider = &mut accounts.stake.provider;
         provider.stake = provider
             .stake
             .checked_add(args.amount)

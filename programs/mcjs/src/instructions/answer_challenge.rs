@@ -3,7 +3,7 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, ChallengeAnswered};
-use crate::state::{seeds::*, ChallengeStep, Node};
+use crate::state::{ChallengeStep, Node};
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct AnswerChallengeArgs {
@@ -16,8 +16,6 @@ pub struct AnswerChallenge<'info> {
     pub authority: Signer<'info>,
     #[account(
         mut,
-        seeds = [SEED_PREFIX, node.provider.as_ref(), SEED_NODE, &node.index.to_le_bytes()],
-        bump = node.bump,
         constraint = node.is_operator(&authority.key()) @ McjsError::NotNodeOperator,
     )]
     pub node: Box<Account<'info, Node>>,

@@ -2,7 +2,7 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, VerificationAttested};
-use crate::state::{seeds::*, CheckAnswer, Config, Node, Verification};
+use crate::state::{CheckAnswer, Config, Node, Verification};
 
 /// A checker's two steps: seal its answer, then (once both are sealed)
 /// reveal it.
@@ -30,16 +30,10 @@ pub struct AttestVerification<'info> {
     /// The Config: the only one (state/seeds.rs), no seeds check.
     pub config: Box<Account<'info, Config>>,
     #[account(
-        seeds = [SEED_PREFIX, node.provider.as_ref(), SEED_NODE, &node.index.to_le_bytes()],
-        bump = node.bump,
         constraint = node.is_operator(&authority.key()) @ McjsError::NotNodeOperator,
     )]
     pub node: Box<Account<'info, Node>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, verification.job.as_ref(), SEED_VERIFICATION, &verification.interval.to_le_bytes()],
-        bump = verification.bump,
-    )]
+    #[account(mut)]
     pub verification: Box<Account<'info, Verification>>,
 }
 

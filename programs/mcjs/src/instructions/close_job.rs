@@ -1,52 +1,37 @@
 use anchor_lang::prelude::*;
-use anchor_spl::token::{Mint, Token, TokenAccount};
+use anchor_spl::token::TokenAccount;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, JobClosed};
+use crate::instructions::job_bond::*;
 use crate::job_signer_seeds;
-use crate::state::{seeds::*, Config, Job};
 use crate::token::{close_vault, pay_out};
 
 #[derive(Accounts)]
 pub struct CloseJob<'info> {
-    #[account(mut)]
+    /// Receives the job's and the vault's rent.
+    #[account(mut, address = bond.job.owner @ McjsError::NotOwner)]
     pub owner: Signer<'info>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, owner.key().as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
-        bump = job.bump,
-        has_one = owner @ McjsError::NotOwner,
-        close = owner,
-    )]
-    pub job: Box<Account<'info, Job>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VAULT],
-        bump = job.vault_bump,
-    )]
-    pub job_vault: Box<Account<'info, TokenAccount>>,
-    /// The Config: the only one (state/seeds.rs), no seeds check.
-    pub config: Box<Account<'info, Config>>,
-    #[account(address = config.usdc_mint @ McjsError::WrongMint)]
-    pub usdc_mint: Box<Account<'info, Mint>>,
     /// Any USDC account of the owner's: receives whatever was sent into the
     /// vault from outside (the bond itself was settled at the terminal state).
     #[account(
         mut,
-        constraint = owner_token.mint == usdc_mint.key() @ McjsError::WrongMint,
+        constraint = owner_token.mint == bond.usdc_mint.key() @ McjsError::WrongMint,
         constraint = owner_token.owner == owner.key() @ McjsError::WrongTokenAccount,
     )]
     pub owner_token: Box<Account<'info, TokenAccount>>,
-    pub token_program: Program<'info, Token>,
+    pub bond: JobBond<'info>,
 }
 
 impl CloseJob<'_> {
     fn validate(&self) -> Result<()> {
-        require!(self.job.state.is_terminal(), McjsError::JobNotFinished);
+        require!(self.bond.job.state.is_terminal(), McjsError::JobNotFinished);
         // Held payments are the providers' until released (or the owner's
         // only through a proven-wrong verification): never swept.
         require!(
-            self.job.held == 0 && self.job.open_verifications == 0 && self.job.live_segments == 0,
+            self.bond.job.held == 0
+                && self.bond.job.open_verifications == 0
+                && self.bond.job.live_segments == 0,
             McjsError::SegmentNotReleasable
         );
         Ok(())
@@ -59,27 +44,29 @@ impl CloseJob<'_> {
     #[access_control(ctx.accounts.validate())]
     pub fn close_job(ctx: Context<Self>) -> Result<()> {
         let accounts = ctx.accounts;
+        let bond = &accounts.bond;
         let (owner, id, bump);
-        let seeds = job_signer_seeds!(accounts.job, owner, id, bump);
-        let swept = accounts.job_vault.amount;
+        let seeds = job_signer_seeds!(bond.job, owner, id, bump);
+        let swept = bond.job_vault.amount;
         pay_out(
-            &accounts.token_program,
-            &accounts.job_vault,
-            &accounts.usdc_mint,
+            &bond.token_program,
+            &bond.job_vault,
+            &bond.usdc_mint,
             &accounts.owner_token.to_account_info(),
-            accounts.job.to_account_info(),
+            bond.job.to_account_info(),
             &[&seeds],
             swept,
         )?;
         close_vault(
-            &accounts.token_program,
-            &accounts.job_vault,
+            &bond.token_program,
+            &bond.job_vault,
             accounts.owner.to_account_info(),
-            accounts.job.to_account_info(),
+            bond.job.to_account_info(),
             &[&seeds],
         )?;
+        bond.job.close(accounts.owner.to_account_info())?;
         emit_event(JobClosed {
-            job: accounts.job.key(),
+            job: bond.job.key(),
             by: accounts.owner.key(),
             swept,
         });

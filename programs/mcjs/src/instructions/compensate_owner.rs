@@ -18,11 +18,7 @@ pub struct CompensateOwner<'info> {
         has_one = admin @ McjsError::NotAdmin,
     )]
     pub config: Box<Account<'info, Config>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, job.owner.as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
-        bump = job.bump,
-    )]
+    #[account(mut)]
     pub job: Box<Account<'info, Job>>,
     #[account(
         mut,

@@ -1,11 +1,9 @@
 use anchor_lang::prelude::*;
-use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, CheckpointAttested, JobCompleted, OutputAttested};
+use crate::instructions::on_node::*;
 use crate::instructions::settlement::take_off_node;
-use crate::off_node;
-use crate::state::{seeds::*, Config, Job, Node, Provider, Segment};
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct CompleteJobArgs {
@@ -13,73 +11,40 @@ pub struct CompleteJobArgs {
     pub output_hash: [u8; 32],
 }
 
-/// No seeds are checked on the Config, job, node or provider (state/seeds.rs,
-/// "Where a program account's seeds are not checked again"): the job names
-/// its node and provider, the node its provider (`has_one`), and the signer
-/// must be the node's operator, except to complete a job whose output its
-/// node attested (anyone may: the node may be gone). The token accounts are
-/// checked by address or seeds.
+/// The signer must be the node's operator, except to complete a job whose
+/// output its node attested (anyone may: the node may be gone).
 #[derive(Accounts)]
 pub struct CompleteJob<'info> {
     /// The assigned node's operator key; anyone once the output is attested.
     pub authority: Signer<'info>,
-    pub config: Box<Account<'info, Config>>,
-    #[account(mut)]
-    pub provider: Box<Account<'info, Provider>>,
-    #[account(
-        mut,
-        has_one = provider @ McjsError::WrongProvider,
-    )]
-    pub node: Box<Account<'info, Node>>,
-    #[account(
-        mut,
-        constraint = job.provider == Some(provider.key()) @ McjsError::NotAssignedProvider,
-        constraint = job.node == Some(node.key()) @ McjsError::WrongNode,
-    )]
-    pub job: Box<Account<'info, Job>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VAULT],
-        bump = job.vault_bump,
-    )]
-    pub job_vault: Box<Account<'info, TokenAccount>>,
-    #[account(address = config.usdc_mint @ McjsError::WrongMint)]
-    pub usdc_mint: Box<Account<'info, Mint>>,
-    /// CHECK: pinned to the provider's payout account by address; paid
-    /// only if it can receive (`token::can_receive`: a closed one stops
-    /// nothing, its share goes back to the bond).
-    #[account(mut, address = provider.payout @ McjsError::WrongTokenAccount)]
-    pub provider_payout: UncheckedAccount<'info>,
-    /// CHECK: pinned to the Config's treasury by address; paid only if it
-    /// can receive, as the payout.
-    #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
-    pub treasury: UncheckedAccount<'info>,
     /// CHECK: the job owner's refund account, pinned by address; refunded
     /// only if it can receive (a closed one keeps the refund in the vault
     /// for `close_job`).
     #[account(
         mut,
-        address = job.refund_account @ McjsError::WrongTokenAccount,
+        address = on_node.bond.job.refund_account @ McjsError::WrongTokenAccount,
     )]
     pub owner_token: UncheckedAccount<'info>,
-    pub token_program: Program<'info, Token>,
-    /// The current assignment's Segment, when the job's payment is held
-    /// (a verified job); checked against the job when it is settled.
-    #[account(mut)]
-    pub segment: Option<Box<Account<'info, Segment>>>,
+    /// The job on its node; last, so that its optional Segment is the
+    /// instruction's last account.
+    pub on_node: JobOnNode<'info>,
 }
 
 impl CompleteJob<'_> {
     fn validate(&self, args: &CompleteJobArgs, now: i64) -> Result<()> {
         require!(
-            self.job.output_attested() || self.node.is_operator(&self.authority.key()),
+            self.on_node.bond.job.output_attested()
+                || self.on_node.node.is_operator(&self.authority.key()),
             McjsError::NotNodeOperator
         );
-        self.job.require_generation(args.generation)?;
-        if let Some(attested) = self.job.output_hash {
+        self.on_node.bond.job.require_generation(args.generation)?;
+        if let Some(attested) = self.on_node.bond.job.output_hash {
             require!(attested == args.output_hash, McjsError::OutputMismatch);
         }
-        self.job.require_draw_gap(now, self.config.params.draw_secs)
+        self.on_node
+            .bond
+            .job
+            .require_draw_gap(now, self.on_node.bond.config.params.draw_secs)
     }
 
     /// The job finished with its output. A job whose payment is held for
@@ -95,7 +60,7 @@ impl CompleteJob<'_> {
         let clock = Clock::get()?;
         let now = clock.unix_timestamp;
         let accounts = ctx.accounts;
-        let job = &mut accounts.job;
+        let job = &mut accounts.on_node.bond.job;
         require!(
             matches!(job.state, crate::state::JobState::Running { .. }),
             McjsError::JobNotRunning
@@ -104,22 +69,24 @@ impl CompleteJob<'_> {
             return accounts.attest_output(&args, clock.slot, now);
         }
         let until = job.billed_until(now);
-        job.accrue(until, accounts.config.params.liveness_factor)?;
+        job.accrue(until, accounts.on_node.bond.config.params.liveness_factor)?;
         let refund = take_off_node(
-            off_node!(accounts, Some(accounts.owner_token.to_account_info())),
+            accounts
+                .on_node
+                .off_node(Some(accounts.owner_token.to_account_info())),
             true,
             now,
             |job| job.complete(args.output_hash, now),
         )?;
-        let provider = &mut accounts.provider;
+        let provider = &mut accounts.on_node.provider;
         provider.jobs_completed = provider
             .jobs_completed
             .checked_add(1)
             .ok_or(McjsError::Overflow)?;
-        let job = &accounts.job;
+        let job = &accounts.on_node.bond.job;
         emit_event(JobCompleted {
             job: job.key(),
-            node: accounts.node.key(),
+            node: accounts.on_node.node.key(),
             generation: args.generation,
             output_hash: args.output_hash,
             refund,
@@ -136,10 +103,10 @@ impl CompleteJob<'_> {
     /// its hash chain and knows the record's labels repeat the last
     /// checkpoint's.
     fn attest_output(&mut self, args: &CompleteJobArgs, slot: u64, now: i64) -> Result<()> {
-        let job = &mut self.job;
+        let job = &mut self.on_node.bond.job;
         job.attest_output(args.output_hash, now)?;
         let until = job.run_billed_until(now);
-        let accrual = job.accrue(until, self.config.params.liveness_factor)?;
+        let accrual = job.accrue(until, self.on_node.bond.config.params.liveness_factor)?;
         job.last_attest_slot = slot;
         job.last_interval_amount = accrual.amount;
         job.assignment_earned = job
@@ -149,7 +116,7 @@ impl CompleteJob<'_> {
         let last = job.last_checkpoint.ok_or(McjsError::InvalidJobState)?;
         emit_event(OutputAttested {
             job: job.key(),
-            node: self.node.key(),
+            node: self.on_node.node.key(),
             generation: args.generation,
             output_hash: args.output_hash,
             interval: job.checkpoint_count,
@@ -158,7 +125,7 @@ impl CompleteJob<'_> {
         });
         emit_event(CheckpointAttested {
             job: job.key(),
-            node: self.node.key(),
+            node: self.on_node.node.key(),
             generation: args.generation,
             epoch: last.epoch,
             step: last.step,

@@ -3,46 +3,24 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, SecondRoundOpened};
-use crate::instructions::{named, require_drawn, require_fit_checker, Draw};
+use crate::instructions::open_verification::*;
 use crate::state::{
-    draw_seed, newest_slot_hash, second_round_possession_key, seeds::*, CheckerPool, Config, Job,
-    NamedChecker, Node, Provider, SchedulerLease, Segment, Verification,
+    draw_seed, newest_slot_hash, second_round_possession_key, CheckerPool, NamedChecker, Node,
+    Provider,
 };
 
-/// No seeds are checked on the Config, lease, job, segment, checkers' nodes
-/// or providers (state/seeds.rs, "Where a program account's seeds are not
-/// checked again"): the verification names its job and segment, each
-/// checker's node its provider, and the scheduler chooses the checkers
-/// (checked in `validate`).
+/// No seeds are checked on the checkers' nodes or providers (state/seeds.rs,
+/// "Where a program account's seeds are not checked again"): each checker's
+/// node names its provider, and the scheduler chooses the checkers (checked
+/// in `validate`).
 #[derive(Accounts)]
 pub struct OpenSecondRound<'info> {
-    /// The scheduler that holds the lease.
-    pub scheduler: Signer<'info>,
-    pub config: Box<Account<'info, Config>>,
-    pub lease: Box<Account<'info, SchedulerLease>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, verification.job.as_ref(), SEED_VERIFICATION, &verification.interval.to_le_bytes()],
-        bump = verification.bump,
-    )]
-    pub verification: Box<Account<'info, Verification>>,
-    #[account(address = verification.job @ McjsError::WrongSegment)]
-    pub job: Box<Account<'info, Job>>,
-    #[account(address = verification.segment @ McjsError::WrongSegment)]
-    pub segment: Box<Account<'info, Segment>>,
-    #[account(
-        constraint = verifier_node.provider == verifier_provider.key() @ McjsError::WrongProvider,
-    )]
-    pub verifier_node: Box<Account<'info, Node>>,
-    pub verifier_provider: Box<Account<'info, Provider>>,
-    #[account(
-        constraint = referee_node.provider == referee_provider.key() @ McjsError::WrongProvider,
-    )]
-    pub referee_node: Box<Account<'info, Node>>,
-    pub referee_provider: Box<Account<'info, Provider>>,
+    pub check: OpenCheck<'info>,
+    pub verifier: Checker<'info>,
+    pub referee: Checker<'info>,
     /// The checker pool of the attester's GPU model (no seeds check:
     /// state/seeds.rs), which draws the second round's checkers.
-    #[account(constraint = pool.gpu_model == segment.gpu_model @ McjsError::CheckerHardwareClass)]
+    #[account(constraint = pool.gpu_model == check.segment.gpu_model @ McjsError::CheckerHardwareClass)]
     pub pool: Box<Account<'info, CheckerPool>>,
     /// CHECK: the SlotHashes sysvar, by address; only its newest entry is
     /// read.
@@ -58,27 +36,28 @@ pub fn second_round_seed(verification: &Pubkey) -> [u8; 32] {
 
 impl OpenSecondRound<'_> {
     fn validate(&self) -> Result<()> {
-        self.lease
-            .require_holder(&self.config, &self.scheduler.key())?;
+        self.check
+            .lease
+            .require_holder(&self.check.config, &self.check.scheduler.key())?;
         // Two providers apart from each other and from everyone the check
         // has involved: the attester and both rounds' checkers (a checker
         // of either side of the dispute would only repeat it).
-        let (verifier, referee) = (self.verifier_provider.key(), self.referee_provider.key());
-        let involved = self.verification.involved_providers();
+        let (verifier, referee) = (self.verifier.provider.key(), self.referee.provider.key());
+        let involved = self.check.verification.involved_providers();
         require!(
             verifier != referee && !involved.contains(&verifier) && !involved.contains(&referee),
             McjsError::InvalidChecker
         );
         for (node, provider) in [
-            (&self.verifier_node, &self.verifier_provider),
-            (&self.referee_node, &self.referee_provider),
+            (&self.verifier.node, &self.verifier.provider),
+            (&self.referee.node, &self.referee.provider),
         ] {
             require_fit_checker(
                 node,
                 provider,
-                &self.config.params,
-                &self.job,
-                &self.segment,
+                &self.check.config.params,
+                &self.check.job,
+                &self.check.segment,
             )?;
         }
         Ok(())
@@ -98,7 +77,7 @@ impl OpenSecondRound<'_> {
         let now = Clock::get()?.unix_timestamp;
         let proofs = ctx.remaining_accounts;
         let accounts = ctx.accounts;
-        let key = accounts.verification.key();
+        let key = accounts.check.verification.key();
         let (_, slot_hash) = {
             let data = accounts.slot_hashes.try_borrow_data()?;
             newest_slot_hash(&data).ok_or(McjsError::DrawUnavailable)?
@@ -108,11 +87,11 @@ impl OpenSecondRound<'_> {
             provider: provider.key(),
             payout: provider.payout,
         };
-        let verifier = checker(&accounts.verifier_node, &accounts.verifier_provider);
-        let referee = checker(&accounts.referee_node, &accounts.referee_provider);
-        let window = accounts.config.params.challenge_window_secs;
-        let involved = accounts.verification.involved_providers().to_vec();
-        let v = &mut accounts.verification;
+        let verifier = checker(&accounts.verifier.node, &accounts.verifier.provider);
+        let referee = checker(&accounts.referee.node, &accounts.referee.provider);
+        let window = accounts.check.config.params.challenge_window_secs;
+        let involved = accounts.check.verification.involved_providers().to_vec();
+        let v = &mut accounts.check.verification;
         v.open_second_round(
             verifier,
             referee,
@@ -129,15 +108,12 @@ impl OpenSecondRound<'_> {
                 pool: &accounts.pool,
                 seed: second_round_seed(&key),
                 exclude: involved,
-                params: &accounts.config.params,
-                job: &accounts.job,
-                segment: &accounts.segment,
+                params: &accounts.check.config.params,
+                job: &accounts.check.job,
+                segment: &accounts.check.segment,
                 now,
             },
-            &[
-                named(&accounts.verifier_node, &accounts.verifier_provider),
-                named(&accounts.referee_node, &accounts.referee_provider),
-            ],
+            &[accounts.verifier.named(), accounts.referee.named()],
             proofs,
         )?;
         emit_event(SecondRoundOpened {

@@ -41,16 +41,8 @@ pub struct OpenVerification<'info> {
         bump,
     )]
     pub verification: Box<Account<'info, Verification>>,
-    #[account(
-        constraint = verifier_node.provider == verifier_provider.key() @ McjsError::WrongProvider,
-    )]
-    pub verifier_node: Box<Account<'info, Node>>,
-    pub verifier_provider: Box<Account<'info, Provider>>,
-    #[account(
-        constraint = referee_node.provider == referee_provider.key() @ McjsError::WrongProvider,
-    )]
-    pub referee_node: Box<Account<'info, Node>>,
-    pub referee_provider: Box<Account<'info, Provider>>,
+    pub verifier: Checker<'info>,
+    pub referee: Checker<'info>,
     /// The checker pool of the attester's GPU model when it was assigned.
     #[account(constraint = pool.gpu_model == segment.gpu_model @ McjsError::CheckerHardwareClass)]
     pub pool: Box<Account<'info, CheckerPool>>,
@@ -90,14 +82,14 @@ impl OpenVerification<'_> {
         // Two other providers, apart from each other, with nodes that could
         // run the job and a stake that still backs them.
         let claimed = self.segment.provider;
-        let (verifier, referee) = (self.verifier_provider.key(), self.referee_provider.key());
+        let (verifier, referee) = (self.verifier.provider.key(), self.referee.provider.key());
         require!(
             verifier != claimed && referee != claimed && verifier != referee,
             McjsError::InvalidChecker
         );
         for (node, provider) in [
-            (&self.verifier_node, &self.verifier_provider),
-            (&self.referee_node, &self.referee_provider),
+            (&self.verifier.node, &self.verifier.provider),
+            (&self.referee.node, &self.referee.provider),
         ] {
             require_fit_checker(node, provider, &self.config.params, job, &self.segment)?;
         }
@@ -140,10 +132,7 @@ impl OpenVerification<'_> {
                 segment: &accounts.segment,
                 now,
             },
-            &[
-                named(&accounts.verifier_node, &accounts.verifier_provider),
-                named(&accounts.referee_node, &accounts.referee_provider),
-            ],
+            &[accounts.verifier.named(), accounts.referee.named()],
             proofs,
         )?;
         let job = &mut accounts.job;
@@ -161,17 +150,17 @@ impl OpenVerification<'_> {
         let key = accounts.verification.key();
         accounts.verification.set_inner(Verification {
             job: job_key,
-            verifier_node: accounts.verifier_node.key(),
-            referee_node: accounts.referee_node.key(),
+            verifier_node: accounts.verifier.node.key(),
+            referee_node: accounts.referee.node.key(),
             state: VerificationState::Open,
             interval,
             segment: segment.key(),
             provider: segment.provider,
             node: segment.node,
-            verifier_provider: accounts.verifier_provider.key(),
-            verifier_payout: accounts.verifier_provider.payout,
-            referee_provider: accounts.referee_provider.key(),
-            referee_payout: accounts.referee_provider.payout,
+            verifier_provider: accounts.verifier.provider.key(),
+            verifier_payout: accounts.verifier.provider.payout,
+            referee_provider: accounts.referee.provider.key(),
+            referee_payout: accounts.referee.provider.payout,
             from: job.prev_checkpoint,
             to,
             interval_amount: job.last_interval_amount,
@@ -332,9 +321,41 @@ pub fn require_drawn(
 /// account.
 pub type Named<'a> = (Pubkey, &'a Node, Pubkey, &'a Provider);
 
-/// `node` and `provider` as [`require_drawn`] takes a named checker.
-pub fn named<'a>(node: &'a Account<'_, Node>, provider: &'a Account<'_, Provider>) -> Named<'a> {
-    (node.key(), node, provider.key(), provider)
+/// An open verification the scheduler that holds the lease acts on (a
+/// second round, a replaced checker). No seeds are checked on the
+/// verification (state/seeds.rs, "Where a program account's seeds are not
+/// checked again"); its job and segment are pinned by address.
+#[derive(Accounts)]
+pub struct OpenCheck<'info> {
+    pub scheduler: Signer<'info>,
+    pub config: Box<Account<'info, Config>>,
+    pub lease: Box<Account<'info, SchedulerLease>>,
+    #[account(mut)]
+    pub verification: Box<Account<'info, Verification>>,
+    #[account(address = verification.job @ McjsError::WrongSegment)]
+    pub job: Box<Account<'info, Job>>,
+    #[account(address = verification.segment @ McjsError::WrongSegment)]
+    pub segment: Box<Account<'info, Segment>>,
+}
+
+/// A checker a scheduler names: a node and its provider.
+#[derive(Accounts)]
+pub struct Checker<'info> {
+    #[account(constraint = node.provider == provider.key() @ McjsError::WrongProvider)]
+    pub node: Box<Account<'info, Node>>,
+    pub provider: Box<Account<'info, Provider>>,
+}
+
+impl Checker<'_> {
+    /// This checker as [`require_drawn`] takes a named one.
+    pub fn named(&self) -> Named<'_> {
+        (
+            self.node.key(),
+            &self.node,
+            self.provider.key(),
+            &self.provider,
+        )
+    }
 }
 
 /// An account of this program's type `T`, read from a remaining account:

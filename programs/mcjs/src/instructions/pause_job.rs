@@ -1,66 +1,26 @@
 use anchor_lang::prelude::*;
-use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, JobPaused};
+use crate::instructions::on_node::*;
 use crate::instructions::settlement::take_off_node;
-use crate::off_node;
-use crate::state::{seeds::*, Config, Job, Node, PauseReason, Provider, Segment};
+use crate::state::PauseReason;
 
 #[derive(Accounts)]
 pub struct PauseJob<'info> {
+    #[account(address = on_node.bond.job.owner @ McjsError::NotOwner)]
     pub owner: Signer<'info>,
-    /// The Config: the only one (state/seeds.rs), no seeds check.
-    pub config: Box<Account<'info, Config>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, owner.key().as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
-        bump = job.bump,
-        has_one = owner @ McjsError::NotOwner,
-        constraint = job.provider == Some(provider.key()) @ McjsError::NotAssignedProvider,
-        constraint = job.node == Some(node.key()) @ McjsError::WrongNode,
-    )]
-    pub job: Box<Account<'info, Job>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_NODE, &node.index.to_le_bytes()],
-        bump = node.bump,
-        has_one = provider @ McjsError::WrongProvider,
-    )]
-    pub node: Box<Account<'info, Node>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, provider.owner.as_ref(), SEED_PROVIDER],
-        bump = provider.bump,
-    )]
-    pub provider: Box<Account<'info, Provider>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VAULT],
-        bump = job.vault_bump,
-    )]
-    pub job_vault: Box<Account<'info, TokenAccount>>,
-    #[account(address = config.usdc_mint @ McjsError::WrongMint)]
-    pub usdc_mint: Box<Account<'info, Mint>>,
-    /// CHECK: pinned to the provider's payout account by address; paid
-    /// only if it can receive (`token::can_receive`: a closed one stops
-    /// nothing, its share goes back to the bond).
-    #[account(mut, address = provider.payout @ McjsError::WrongTokenAccount)]
-    pub provider_payout: UncheckedAccount<'info>,
-    /// CHECK: pinned to the Config's treasury by address; paid only if it
-    /// can receive, as the payout.
-    #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
-    pub treasury: UncheckedAccount<'info>,
-    pub token_program: Program<'info, Token>,
-    /// The current assignment's Segment, when the job's payment is held
-    /// (a verified job); checked against the job when it is settled.
-    #[account(mut)]
-    pub segment: Option<Box<Account<'info, Segment>>>,
+    /// The job on its node; last, so that its optional Segment is the
+    /// instruction's last account.
+    pub on_node: JobOnNode<'info>,
 }
 
 impl PauseJob<'_> {
     fn validate(&self) -> Result<()> {
-        require!(self.job.state.is_on_node(), McjsError::JobNotRunning);
+        require!(
+            self.on_node.bond.job.state.is_on_node(),
+            McjsError::JobNotRunning
+        );
         Ok(())
     }
 
@@ -70,10 +30,10 @@ impl PauseJob<'_> {
     pub fn pause_job(ctx: Context<Self>) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
         let accounts = ctx.accounts;
-        take_off_node(off_node!(accounts, None), true, now, |job| {
+        take_off_node(accounts.on_node.off_node(None), true, now, |job| {
             job.pause(PauseReason::Owner, now)
         })?;
-        let job = &accounts.job;
+        let job = &accounts.on_node.bond.job;
         emit_event(JobPaused {
             job: job.key(),
             generation: job.generation,

@@ -4,8 +4,7 @@ use anchor_lang::prelude::*;
 use crate::errors::McjsError;
 use crate::events::{emit_event, ChallengeLapsed, ChallengeRecorded};
 use crate::state::{
-    seeds::*, ChallengeVerdict, Config, GpuAttestation, Node, ProvenHardware, SchedulerLease,
-    SlotDraw,
+    ChallengeVerdict, Config, GpuAttestation, Node, ProvenHardware, SchedulerLease, SlotDraw,
 };
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
@@ -24,11 +23,7 @@ pub struct RecordChallenge<'info> {
     pub scheduler: Signer<'info>,
     pub config: Box<Account<'info, Config>>,
     pub lease: Box<Account<'info, SchedulerLease>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, node.provider.as_ref(), SEED_NODE, &node.index.to_le_bytes()],
-        bump = node.bump,
-    )]
+    #[account(mut)]
     pub node: Box<Account<'info, Node>>,
     /// CHECK: the SlotHashes sysvar, by address (the open seed).
     #[account(address = slot_hashes::ID)]

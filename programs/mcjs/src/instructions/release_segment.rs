@@ -1,29 +1,22 @@
 use anchor_lang::prelude::*;
-use anchor_spl::token::{Mint, Token, TokenAccount};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, SegmentReleased};
+use crate::instructions::job_bond::*;
 use crate::job_signer_seeds;
-use crate::state::{seeds::*, Config, Job, Provider, Segment, SegmentState};
+use crate::state::{seeds::*, Provider, Segment, SegmentState};
 use crate::token::pay_out_or_keep;
 
 #[derive(Accounts)]
 pub struct ReleaseSegment<'info> {
     /// Anyone: a held payment is released by whoever asks once it is due.
     pub payer: Signer<'info>,
-    /// The Config: the only one (state/seeds.rs), no seeds check.
-    pub config: Box<Account<'info, Config>>,
+    pub bond: JobBond<'info>,
     #[account(
         mut,
-        seeds = [SEED_PREFIX, job.owner.as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
-        bump = job.bump,
-    )]
-    pub job: Box<Account<'info, Job>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_SEGMENT, &segment.generation.to_le_bytes()],
+        seeds = [SEED_PREFIX, bond.job.key().as_ref(), SEED_SEGMENT, &segment.generation.to_le_bytes()],
         bump = segment.bump,
-        has_one = job @ McjsError::WrongSegment,
+        constraint = segment.job == bond.job.key() @ McjsError::WrongSegment,
         has_one = rent_payer @ McjsError::WrongSegment,
         close = rent_payer,
     )]
@@ -35,23 +28,14 @@ pub struct ReleaseSegment<'info> {
     /// CHECK: receives the segment's rent; checked against `segment.rent_payer`.
     #[account(mut)]
     pub rent_payer: UncheckedAccount<'info>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VAULT],
-        bump = job.vault_bump,
-    )]
-    pub job_vault: Box<Account<'info, TokenAccount>>,
-    #[account(address = config.usdc_mint @ McjsError::WrongMint)]
-    pub usdc_mint: Box<Account<'info, Mint>>,
     /// CHECK: pinned to the payout account recorded at assignment; paid
     /// only if it can receive (`token::can_receive`: a closed one stops
     /// nothing, its share goes back to the job's bond).
     #[account(mut, address = segment.provider_payout @ McjsError::WrongTokenAccount)]
     pub provider_payout: UncheckedAccount<'info>,
     /// CHECK: pinned to the Config's treasury; paid only if it can receive.
-    #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
+    #[account(mut, address = bond.config.treasury @ McjsError::WrongTokenAccount)]
     pub treasury: UncheckedAccount<'info>,
-    pub token_program: Program<'info, Token>,
 }
 
 impl ReleaseSegment<'_> {
@@ -84,24 +68,24 @@ impl ReleaseSegment<'_> {
         } else {
             segment.payout_split()?
         };
-        let job = &mut accounts.job;
+        let job = &mut accounts.bond.job;
         let (owner, id, bump);
         let seeds = job_signer_seeds!(job, owner, id, bump);
         let authority = job.to_account_info();
-        let vault = accounts.job_vault.to_account_info();
+        let vault = accounts.bond.job_vault.to_account_info();
         let provider_amount = pay_out_or_keep(
-            &accounts.token_program,
+            &accounts.bond.token_program,
             &vault,
-            &accounts.usdc_mint,
+            &accounts.bond.usdc_mint,
             &accounts.provider_payout.to_account_info(),
             authority.clone(),
             &[&seeds],
             owed_provider,
         )?;
         let commission = pay_out_or_keep(
-            &accounts.token_program,
+            &accounts.bond.token_program,
             &vault,
-            &accounts.usdc_mint,
+            &accounts.bond.usdc_mint,
             &accounts.treasury.to_account_info(),
             authority,
             &[&seeds],

@@ -2,11 +2,8 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, CheckerReplaced};
-use crate::instructions::{named, require_drawn, require_fit_checker, Draw};
-use crate::state::{
-    draw_seed, seeds::*, CheckerPool, Config, Job, Node, Party, Provider, SchedulerLease, Segment,
-    Verification, VerificationState, MAX_CHECKER_REPLACEMENTS,
-};
+use crate::instructions::open_verification::*;
+use crate::state::{draw_seed, CheckerPool, Party, VerificationState, MAX_CHECKER_REPLACEMENTS};
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, Debug)]
 pub struct ReplaceCheckerArgs {
@@ -16,27 +13,11 @@ pub struct ReplaceCheckerArgs {
 
 #[derive(Accounts)]
 pub struct ReplaceChecker<'info> {
-    pub scheduler: Signer<'info>,
-    pub config: Box<Account<'info, Config>>,
-    pub lease: Box<Account<'info, SchedulerLease>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, verification.job.as_ref(), SEED_VERIFICATION, &verification.interval.to_le_bytes()],
-        bump = verification.bump,
-    )]
-    pub verification: Box<Account<'info, Verification>>,
-    #[account(address = verification.job @ McjsError::WrongSegment)]
-    pub job: Box<Account<'info, Job>>,
-    #[account(address = verification.segment @ McjsError::WrongSegment)]
-    pub segment: Box<Account<'info, Segment>>,
-    #[account(
-        constraint = node.provider == provider.key() @ McjsError::WrongProvider,
-    )]
-    pub node: Box<Account<'info, Node>>,
-    pub provider: Box<Account<'info, Provider>>,
+    pub check: OpenCheck<'info>,
+    pub checker: Checker<'info>,
     /// The checker pool of the attester's GPU model (no seeds check:
     /// state/seeds.rs), which draws the replacement.
-    #[account(constraint = pool.gpu_model == segment.gpu_model @ McjsError::CheckerHardwareClass)]
+    #[account(constraint = pool.gpu_model == check.segment.gpu_model @ McjsError::CheckerHardwareClass)]
     pub pool: Box<Account<'info, CheckerPool>>,
 }
 
@@ -51,10 +32,11 @@ pub fn replacement_seed(verification: &Pubkey, replacements: u8) -> [u8; 32] {
 
 impl ReplaceChecker<'_> {
     fn validate(&self, now: i64, role: Party) -> Result<()> {
-        self.lease
-            .require_holder(&self.config, &self.scheduler.key())?;
-        let v = &self.verification;
-        let window = self.config.params.challenge_window_secs;
+        self.check
+            .lease
+            .require_holder(&self.check.config, &self.check.scheduler.key())?;
+        let v = &self.check.verification;
+        let window = self.check.config.params.challenge_window_secs;
         require!(
             v.state == VerificationState::Open
                 && v.commitment(role).is_none()
@@ -63,7 +45,7 @@ impl ReplaceChecker<'_> {
                 && now <= v.opened_at.saturating_add(i64::from(window)),
             McjsError::CheckerNotReplaceable
         );
-        let new = self.provider.key();
+        let new = self.checker.provider.key();
         let (replaced, other) = match role {
             Party::Verifier => (v.verifier_provider, v.referee_provider),
             Party::Referee => (v.referee_provider, v.verifier_provider),
@@ -73,11 +55,11 @@ impl ReplaceChecker<'_> {
             McjsError::InvalidChecker
         );
         require_fit_checker(
-            &self.node,
-            &self.provider,
-            &self.config.params,
-            &self.job,
-            &self.segment,
+            &self.checker.node,
+            &self.checker.provider,
+            &self.check.config.params,
+            &self.check.job,
+            &self.check.segment,
         )?;
         Ok(())
     }
@@ -97,29 +79,29 @@ impl ReplaceChecker<'_> {
         let now = Clock::get()?.unix_timestamp;
         let proofs = ctx.remaining_accounts;
         let accounts = ctx.accounts;
-        let key = accounts.verification.key();
+        let key = accounts.check.verification.key();
         {
-            let v = &accounts.verification;
+            let v = &accounts.check.verification;
             require_drawn(
                 &Draw {
                     pool: &accounts.pool,
                     seed: replacement_seed(&key, v.replacements),
                     exclude: vec![v.provider, v.verifier_provider, v.referee_provider],
-                    params: &accounts.config.params,
-                    job: &accounts.job,
-                    segment: &accounts.segment,
+                    params: &accounts.check.config.params,
+                    job: &accounts.check.job,
+                    segment: &accounts.check.segment,
                     now,
                 },
-                &[named(&accounts.node, &accounts.provider)],
+                &[accounts.checker.named()],
                 proofs,
             )?;
         }
         let (node, provider, payout) = (
-            accounts.node.key(),
-            accounts.provider.key(),
-            accounts.provider.payout,
+            accounts.checker.node.key(),
+            accounts.checker.provider.key(),
+            accounts.checker.provider.payout,
         );
-        let v = &mut accounts.verification;
+        let v = &mut accounts.check.verification;
         let replaced = v.replace(args.role, node, provider, payout, now)?;
         emit_event(CheckerReplaced {
             job: v.job,

@@ -1,14 +1,12 @@
 use anchor_lang::prelude::*;
-use anchor_spl::token::{Mint, Token, TokenAccount};
+use anchor_spl::token::TokenAccount;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, FailureReported};
+use crate::instructions::on_node::*;
 use crate::instructions::settlement::take_off_node;
-use crate::off_node;
 use crate::provider_signer_seeds;
-use crate::state::{
-    seeds::*, Config, FailureCause, Job, JobState, Node, Provider, SchedulerLease, Segment,
-};
+use crate::state::{seeds::*, FailureCause, JobState, SchedulerLease};
 use crate::token::pay_out;
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
@@ -19,100 +17,75 @@ pub struct ReportFailureArgs {
     pub cause: FailureCause,
 }
 
-/// No seeds are checked on the Config, lease, job, node or provider (state/seeds.rs,
-/// "Where a program account's seeds are not checked again"): the job names
-/// its node and provider, the node its provider (`has_one`). The token
-/// accounts are checked by address or seeds.
+/// No seeds are checked on the lease (state/seeds.rs, "Where a program
+/// account's seeds are not checked again"); the token accounts are checked
+/// by address or seeds.
 #[derive(Accounts)]
 pub struct ReportFailure<'info> {
     /// The scheduler that holds the lease, or anyone once the job has
     /// stalled and the lease has lapsed (no scheduler acts).
     pub reporter: Signer<'info>,
-    pub config: Box<Account<'info, Config>>,
     pub lease: Box<Account<'info, SchedulerLease>>,
     #[account(
         mut,
-        constraint = job.provider == Some(provider.key()) @ McjsError::NotAssignedProvider,
-        constraint = job.node == Some(node.key()) @ McjsError::WrongNode,
-    )]
-    pub job: Box<Account<'info, Job>>,
-    #[account(
-        mut,
-        has_one = provider @ McjsError::WrongProvider,
-    )]
-    pub node: Box<Account<'info, Node>>,
-    #[account(mut)]
-    pub provider: Box<Account<'info, Provider>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_VAULT],
-        bump = provider.vault_bump,
+        seeds = [SEED_PREFIX, on_node.provider.key().as_ref(), SEED_VAULT],
+        bump = on_node.provider.vault_bump,
     )]
     pub stake_vault: Box<Account<'info, TokenAccount>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, job.key().as_ref(), SEED_VAULT],
-        bump = job.vault_bump,
-    )]
-    pub job_vault: Box<Account<'info, TokenAccount>>,
-    #[account(address = config.usdc_mint @ McjsError::WrongMint)]
-    pub usdc_mint: Box<Account<'info, Mint>>,
-    /// CHECK: pinned to the provider's payout account by address; paid
-    /// only if it can receive (`token::can_receive`: a closed one stops
-    /// nothing, its share goes back to the bond).
-    #[account(mut, address = provider.payout @ McjsError::WrongTokenAccount)]
-    pub provider_payout: UncheckedAccount<'info>,
-    /// CHECK: pinned to the Config's treasury by address; paid only if it
-    /// can receive, as the payout.
-    #[account(mut, address = config.treasury @ McjsError::WrongTokenAccount)]
-    pub treasury: UncheckedAccount<'info>,
     /// Receives the slash: never the job's owner or the reporter, so that
     /// nobody profits from a provider's failure.
-    #[account(mut, address = config.insurance_pool @ McjsError::WrongTokenAccount)]
+    #[account(mut, address = on_node.bond.config.insurance_pool @ McjsError::WrongTokenAccount)]
     pub insurance_pool: Box<Account<'info, TokenAccount>>,
     /// CHECK: the job owner's refund account, pinned by address: receives
     /// the refund if the job ends and it can receive (a closed one keeps
     /// the refund in the vault for `close_job`).
     #[account(
         mut,
-        address = job.refund_account @ McjsError::WrongTokenAccount,
+        address = on_node.bond.job.refund_account @ McjsError::WrongTokenAccount,
     )]
     pub owner_token: UncheckedAccount<'info>,
-    pub token_program: Program<'info, Token>,
-    /// The current assignment's Segment, when the job's payment is held
-    /// (a verified job); checked against the job when it is settled.
-    #[account(mut)]
-    pub segment: Option<Box<Account<'info, Segment>>>,
+    /// The job on its node; last, so that its optional Segment is the
+    /// instruction's last account.
+    pub on_node: JobOnNode<'info>,
 }
 
 impl ReportFailure<'_> {
     fn validate(&self, args: &ReportFailureArgs) -> Result<()> {
         let clock = Clock::get()?;
         let (now, slot) = (clock.unix_timestamp, clock.slot);
-        require!(self.job.state.is_on_node(), McjsError::InvalidJobState);
+        require!(
+            self.on_node.bond.job.state.is_on_node(),
+            McjsError::InvalidJobState
+        );
         // Its output attested, the job's run is over: it waits only for its
         // draw and any check, then anyone completes it.
-        require!(!self.job.output_attested(), McjsError::JobFinishing);
-        self.job.require_generation(args.generation)?;
+        require!(
+            !self.on_node.bond.job.output_attested(),
+            McjsError::JobFinishing
+        );
+        self.on_node.bond.job.require_generation(args.generation)?;
         // A job whose completion waits on a check is not late: no overdue
         // report, from anyone, until the check resolves (within its window)
         // and a full liveness window has passed after it.
         if args.cause == FailureCause::CheckpointOverdue {
             require!(
-                self.job.open_verifications == 0,
+                self.on_node.bond.job.open_verifications == 0,
                 McjsError::VerificationOpen
             );
         }
-        if !self.lease.is_held_by(&self.config, &self.reporter.key()) {
+        if !self
+            .lease
+            .is_held_by(&self.on_node.bond.config, &self.reporter.key())
+        {
             // Anyone else only while no scheduler acts: a live scheduler
             // excuses the lateness an outage of the store or of its own
             // network causes, and a stranger's report would slash for it.
             require!(
-                self.lease.lapsed(&self.config, slot),
+                self.lease.lapsed(&self.on_node.bond.config, slot),
                 McjsError::SchedulerLive
             );
             require!(
-                self.job.open_verifications == 0,
+                self.on_node.bond.job.open_verifications == 0,
                 McjsError::VerificationOpen
             );
             require!(
@@ -120,10 +93,17 @@ impl ReportFailure<'_> {
                 McjsError::JobErrorNeedsScheduler
             );
             let window = self
+                .on_node
+                .bond
                 .job
                 .terms
-                .billing_window_secs(self.config.params.liveness_factor)?;
-            let last = self.job.last_progress().ok_or(McjsError::InvalidJobState)?;
+                .billing_window_secs(self.on_node.bond.config.params.liveness_factor)?;
+            let last = self
+                .on_node
+                .bond
+                .job
+                .last_progress()
+                .ok_or(McjsError::InvalidJobState)?;
             let stalled_for = u64::try_from(now.saturating_sub(last)).unwrap_or(0);
             require!(stalled_for >= window, McjsError::JobNotStalled);
         }
@@ -141,20 +121,21 @@ impl ReportFailure<'_> {
     pub fn report_failure(ctx: Context<Self>, args: ReportFailureArgs) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
         let accounts = ctx.accounts;
-        let provider_key = accounts.provider.key();
-        let infrastructure = accounts.job.report_slashes(args.cause);
+        let provider_key = accounts.on_node.provider.key();
+        let infrastructure = accounts.on_node.bond.job.report_slashes(args.cause);
         let slashed = if infrastructure {
             let slashed = accounts
+                .on_node
                 .provider
-                .slash(accounts.config.params.slash_amount)?;
+                .slash(accounts.on_node.bond.config.params.slash_amount)?;
             let (owner, bump);
-            let seeds = provider_signer_seeds!(accounts.provider, owner, bump);
+            let seeds = provider_signer_seeds!(accounts.on_node.provider, owner, bump);
             pay_out(
-                &accounts.token_program,
+                &accounts.on_node.bond.token_program,
                 &accounts.stake_vault,
-                &accounts.usdc_mint,
+                &accounts.on_node.bond.usdc_mint,
                 &accounts.insurance_pool.to_account_info(),
-                accounts.provider.to_account_info(),
+                accounts.on_node.provider.to_account_info(),
                 &[&seeds],
                 slashed,
             )?;
@@ -164,16 +145,18 @@ impl ReportFailure<'_> {
         };
 
         let refund = take_off_node(
-            off_node!(accounts, Some(accounts.owner_token.to_account_info())),
+            accounts
+                .on_node
+                .off_node(Some(accounts.owner_token.to_account_info())),
             !infrastructure,
             now,
             |job| job.on_report(args.cause, now),
         )?;
-        let job = &accounts.job;
+        let job = &accounts.on_node.bond.job;
         let job_failed = matches!(job.state, JobState::Failed { .. });
         emit_event(FailureReported {
             job: job.key(),
-            node: accounts.node.key(),
+            node: accounts.on_node.node.key(),
             provider: provider_key,
             failed_generation: args.generation,
             cause: args.cause,

@@ -2,9 +2,7 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, ChallengeRequested};
-use crate::state::{
-    seeds::*, ChallengeSizing, Config, HardwareChallenge, Node, NodeStatus, SchedulerLease,
-};
+use crate::state::{ChallengeSizing, Config, HardwareChallenge, Node, NodeStatus, SchedulerLease};
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct RequestChallengeArgs {
@@ -19,11 +17,7 @@ pub struct RequestChallenge<'info> {
     pub scheduler: Signer<'info>,
     pub config: Box<Account<'info, Config>>,
     pub lease: Box<Account<'info, SchedulerLease>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, node.provider.as_ref(), SEED_NODE, &node.index.to_le_bytes()],
-        bump = node.bump,
-    )]
+    #[account(mut)]
     pub node: Box<Account<'info, Node>>,
 }
 

@@ -2,19 +2,14 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, JobResumed};
-use crate::state::{seeds::*, Config, Job};
+use crate::state::{Config, Job};
 
 #[derive(Accounts)]
 pub struct ResumeJob<'info> {
     pub owner: Signer<'info>,
     /// The Config: the only one (state/seeds.rs), no seeds check.
     pub config: Box<Account<'info, Config>>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, owner.key().as_ref(), SEED_JOB, &job.job_id.to_le_bytes()],
-        bump = job.bump,
-        has_one = owner @ McjsError::NotOwner,
-    )]
+    #[account(mut, has_one = owner @ McjsError::NotOwner)]
     pub job: Box<Account<'info, Job>>,
 }
 

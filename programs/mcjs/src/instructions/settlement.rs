@@ -149,32 +149,6 @@ pub struct OffNode<'a, 'info> {
     pub owner_token: Option<AccountInfo<'info>>,
 }
 
-/// The [`OffNode`] of an instruction's accounts: every instruction that
-/// takes a job off its node names these accounts alike.
-#[macro_export]
-macro_rules! off_node {
-    ($accounts:expr, $owner_token:expr) => {
-        $crate::instructions::settlement::OffNode {
-            job: &mut $accounts.job,
-            node: &mut $accounts.node,
-            provider: &mut $accounts.provider,
-            settlement: $crate::instructions::settlement::SettlementAccounts {
-                job_vault: $accounts.job_vault.to_account_info(),
-                usdc_mint: &$accounts.usdc_mint,
-                provider_payout: $accounts.provider_payout.to_account_info(),
-                treasury: $accounts.treasury.to_account_info(),
-                token_program: &$accounts.token_program,
-            },
-            commission_bps: $accounts.config.params.commission_bps,
-            hold: $crate::instructions::settlement::Hold {
-                segment: $accounts.segment.as_deref_mut(),
-                challenge_window_secs: $accounts.config.params.challenge_window_secs,
-            },
-            owner_token: $owner_token,
-        }
-    };
-}
-
 /// The one way a job leaves a node (attestation on an exhausted bond,
 /// completion, pause, failure report): the segment is settled, `transition`
 /// moves the job (and fences the node with a new generation), the node is
@@ -199,12 +173,14 @@ pub fn take_off_node<'info>(
     transition(off.job)?;
     let refund = if off.job.state.is_terminal() {
         let owner_token = off.owner_token.ok_or(McjsError::WrongTokenAccount)?;
-        refund_bond(
+        let bond = off.job.bond;
+        refund_from_bond(
             off.job,
             &off.settlement.job_vault,
             off.settlement.usdc_mint,
             &owner_token,
             off.settlement.token_program,
+            bond,
         )?
     } else {
         0
@@ -218,31 +194,10 @@ pub fn take_off_node<'info>(
     Ok(refund)
 }
 
-/// Returns the whole remaining bond to the owner's refund account. If that
-/// account cannot receive (the owner closed it), the bond stays in the
-/// vault, the owner's: `close_job` pays it to any token account of the
-/// owner's. Returns what was paid.
-pub fn refund_bond<'info>(
-    job: &mut Account<'info, Job>,
-    job_vault: &AccountInfo<'info>,
-    usdc_mint: &Account<'info, Mint>,
-    owner_token: &AccountInfo<'info>,
-    token_program: &Program<'info, Token>,
-) -> Result<u64> {
-    let amount = job.bond;
-    refund_from_bond(
-        job,
-        job_vault,
-        usdc_mint,
-        owner_token,
-        token_program,
-        amount,
-    )
-}
-
-/// Pays `amount` of the bond to the owner's refund account if it can
-/// receive (`token::can_receive`); what it cannot take stays in the bond.
-/// Returns what was paid.
+/// Pays `amount` of the bond (the whole bond when a job ends) to the
+/// owner's refund account if it can receive (`token::can_receive`); what it
+/// cannot take stays in the bond, the owner's: `close_job` pays it to any
+/// token account of the owner's. Returns what was paid.
 pub fn refund_from_bond<'info>(
     job: &mut Account<'info, Job>,
     job_vault: &AccountInfo<'info>,

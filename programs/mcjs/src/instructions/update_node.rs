@@ -2,9 +2,8 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, NodeUpdated};
-use crate::state::{
-    require_operator_apart, seeds::*, HardwareProfile, Node, Provider, MAX_READINESS,
-};
+use crate::instructions::provider_node::*;
+use crate::state::{require_operator_apart, HardwareProfile, MAX_READINESS};
 
 /// Each field left `None` keeps its value. A running job keeps the rate it
 /// was assigned at; requirements are checked again at the next assignment.
@@ -23,25 +22,17 @@ pub struct UpdateNode<'info> {
     /// The provider's wallet (any field), or the node's operator key (its
     /// measured profile and readiness only).
     pub authority: Signer<'info>,
-    #[account(
-        seeds = [SEED_PREFIX, provider.owner.as_ref(), SEED_PROVIDER],
-        bump = provider.bump,
-    )]
-    pub provider: Account<'info, Provider>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, provider.key().as_ref(), SEED_NODE, &node.index.to_le_bytes()],
-        bump = node.bump,
-        has_one = provider @ McjsError::WrongProvider,
-    )]
-    pub node: Account<'info, Node>,
+    pub provider_node: ProvidersNode<'info>,
 }
 
 impl UpdateNode<'_> {
     fn validate(&self, args: &UpdateNodeArgs) -> Result<()> {
         let authority = self.authority.key();
-        if authority != self.provider.owner {
-            require!(self.node.is_operator(&authority), McjsError::NotOwner);
+        if authority != self.provider_node.provider.owner {
+            require!(
+                self.provider_node.node.is_operator(&authority),
+                McjsError::NotOwner
+            );
             require!(
                 args.price_per_gpu_hour.is_none() && args.operator.is_none(),
                 McjsError::OperatorNotAllowed
@@ -57,7 +48,7 @@ impl UpdateNode<'_> {
             require!(price > 0, McjsError::InvalidPrice);
         }
         if let Some(operator) = &args.operator {
-            require_operator_apart(operator, &self.provider.owner)?;
+            require_operator_apart(operator, &self.provider_node.provider.owner)?;
         }
         Ok(())
     }
@@ -65,7 +56,7 @@ impl UpdateNode<'_> {
     /// Updates a node's measured profile, readiness score, price or operator key.
     #[access_control(ctx.accounts.validate(&args))]
     pub fn update_node(ctx: Context<Self>, args: UpdateNodeArgs) -> Result<()> {
-        let node = &mut ctx.accounts.node;
+        let node = &mut ctx.accounts.provider_node.node;
         let old_operator = node.operator;
         if let Some(hardware) = args.hardware {
             node.set_hardware(hardware);
