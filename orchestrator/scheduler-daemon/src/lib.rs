@@ -27,9 +27,13 @@
 //!   read where the Config requires it; reliability-aware placement
 //!   (`mcjs scheduler --reliability`) is fed each free node's `failures`
 //!   and `service_secs` and each job's limit less its billed progress.
-//! - `transactions.rs`: the core's actions as transactions, every account
-//!   resolved from the round's snapshot; a failure report and the job's new
-//!   placement travel in one transaction, the report alone when refused.
+//! - `transactions.rs`: the round's decisions as transactions. `plan`: the
+//!   core's actions, every account resolved from the round's snapshot; a
+//!   failure report and the job's new placement travel in one transaction,
+//!   the report alone when refused. `transactions/duties.rs`: `plan_checks`
+//!   (the verification duties due) and `plan_challenges` (requests, steps
+//!   gone unanswered, verdicts of judged openings, each card credited to one
+//!   node; what it leaves and why, and which openings to judge).
 //! - `liveness.rs`: what the agents last said, on the scheduler's clock.
 //! - `auth.rs`: which heartbeats to believe (the node's key, fresh, new).
 //! - `verify.rs`: verified progress: which attested intervals the draw
@@ -56,15 +60,18 @@
 //!
 //! - `shell.rs`: `Daemon`, the reconcile loop. `Daemon::round` reads the
 //!   snapshot, acts only while this scheduler holds the lease, calls
-//!   `reconcile`, plans with `transactions::plan` and sends a round's
-//!   transactions `DaemonConfig::sends_in_flight` at a time
-//!   (`send_planned`). Its `Memory` starts again when the scheduler starts
-//!   or takes the lease (`Memory::started_at`), so nobody is judged late
-//!   for the time before; a job that leaves the working set is read once
-//!   by address to count how it ended. `shell/duties.rs`: `verification_round` and
-//!   `challenge_round`, one transaction per action (`--challenge-hardware`
-//!   turns challenges on). `shell/standby.rs`: the round's standbys,
-//!   published to agents and to the store gate.
+//!   `reconcile`, plans with `transactions::plan` and sends what any plan
+//!   produced through `send_all` (the core's transactions
+//!   `DaemonConfig::sends_in_flight` at a time, a duty's one at a time; a
+//!   refused transaction's fallback, the logs and
+//!   `mcjs_transaction_errors`). Its `Memory` starts again when the
+//!   scheduler starts or takes the lease (`Memory::started_at`), so nobody
+//!   is judged late for the time before; a job that leaves the working set
+//!   is read once by address to count how it ended. `shell/duties.rs`:
+//!   `verification_round` and `challenge_round` read what their plans need
+//!   and judge openings on blocking threads (`--challenge-hardware` turns
+//!   requests on). `shell/standby.rs`: the round's standbys, published to
+//!   agents and to the store gate.
 //! - `chain.rs`: `DaemonChain`, all a round reads and writes. `LiveChain`
 //!   reads the snapshot from the client's `ProgramIndex` while it is live
 //!   (a scan of the program only while it is not), reads back what each

@@ -21,9 +21,7 @@ pub use crate::chain::{DaemonChain, LiveChain, Snapshot};
 
 mod duties;
 mod standby;
-use crate::challenges::{
-    ChallengeAction, ChallengeObservation, ChallengePolicy, Openings, challenge_duties,
-};
+use crate::challenges::{ChallengeObservation, ChallengePolicy, Openings};
 use crate::core::{AccountKind, Action, DetectorConfig, Observation, cause_name, reconcile};
 use crate::duties::CheckDuties;
 use crate::gateway::{self, GatewayState, S3Error, S3Store};
@@ -33,14 +31,12 @@ use crate::metrics::Metrics;
 use crate::server::{Clock, ServerState, router};
 use crate::sight::Sight;
 use crate::standby::StandbyBook;
-use crate::transactions::{self, Unplanned};
-use crate::verify::{
-    VerifyAction, VerifyObservation, needs_chain_read, passed_over, verify_duties,
-};
+use crate::transactions::duties::{ChallengeRead, Judged, Judgement, Left};
+use crate::transactions::{self, Duty, Planned, Unplanned, plan_challenges, plan_checks};
+use crate::verify::{VerifyObservation, needs_chain_read, passed_over};
 pub use crate::watch::{
     STORE_PROBE_EVERY, STORE_PROBE_TIMEOUT, hold_lease, probe_store, watch_funds,
 };
-use mcjs_client::program::state::{ChallengeFailure, ChallengeVerdict};
 use mcjs_protocol::peer::{PeerLimit, PerPeer};
 use mcjs_protocol::store::StoreUrl;
 
@@ -156,9 +152,9 @@ pub struct Memory {
     /// Whether each spec read asks for a standby (`checkpoint.standby`), by
     /// spec hash: a spec is stored under its hash, so this never goes stale.
     spec_wants_standby: HashMap<[u8; 32], bool>,
-    /// Openings being judged, off the rounds: node → (the challenge's request slot, the
-    /// judge's thread). A round records the verdict once the thread has ended.
-    judging: HashMap<Pubkey, (u64, tokio::task::JoinHandle<duties::Judged>)>,
+    /// Openings being judged, off the rounds: node → (the challenge's request slot, its
+    /// judge). A round records the verdict once the judge's thread has ended.
+    judging: HashMap<Pubkey, (u64, duties::Judge)>,
 }
 
 /// How often the challenge duties consider requesting challenges (reading the chain's
@@ -203,6 +199,23 @@ impl Memory {
     /// The chain's closed outages.
     pub fn outages(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
         self.chain.outages()
+    }
+}
+
+/// What the shell logs of a planned transaction's actions: each that
+/// landed, and each refused (after its fallback, where it has one).
+trait Sent: Send {
+    fn landed(&self);
+    fn refused(&self, error: &ChainError);
+}
+
+impl Sent for Action {
+    fn landed(&self) {
+        info!(action = %self, "done");
+    }
+
+    fn refused(&self, error: &ChainError) {
+        warn!(action = %self, error = %error, "action refused; the next round starts from the chain again");
     }
 }
 
@@ -419,9 +432,10 @@ impl Daemon {
 
 impl<C: DaemonChain> Daemon<C> {
     /// One round: read the chain, decide ([`reconcile`]), send what was
-    /// decided ([`transactions::plan`]), then the verification duties. A
-    /// refused transaction is logged and forgotten: the next round decides
-    /// again from what the chain says then.
+    /// decided ([`transactions::plan`]), then the verification and hardware
+    /// challenge duties ([`transactions::duties`]). A refused transaction is
+    /// logged and forgotten: the next round decides again from what the
+    /// chain says then.
     #[instrument(skip_all)]
     pub async fn round(
         &self,
@@ -505,12 +519,7 @@ impl<C: DaemonChain> Daemon<C> {
         // nodes (the core never places a job on a node being reported), so
         // they go out together, at the chain's pace rather than one
         // confirmation at a time; their outcomes are taken in plan order.
-        let outcomes: Vec<(Option<transactions::Planned>, Vec<Action>)> =
-            futures_util::stream::iter(planned)
-                .map(|planned| self.send_planned(planned))
-                .buffered(self.config.sends_in_flight.max(1))
-                .collect()
-                .await;
+        let outcomes = self.send_all(planned, self.config.sends_in_flight).await;
         for (landed, refused) in outcomes {
             report.refused.extend(refused);
             let Some(landed) = landed else { continue };
@@ -523,7 +532,6 @@ impl<C: DaemonChain> Daemon<C> {
                 })
                 .collect();
             for action in landed.actions {
-                info!(%action, "done");
                 match &action {
                     Action::Assign { job, .. } => {
                         self.metrics.assignments.inc();
@@ -584,12 +592,32 @@ impl<C: DaemonChain> Daemon<C> {
         true
     }
 
-    /// Sends one planned transaction, and its fallback when it is refused.
-    /// Returns what landed and the actions refused.
-    async fn send_planned(
+    /// Sends what a plan produced, `in_flight` transactions at a time (at
+    /// least 1), each with its fallback when refused ([`Self::send_planned`]);
+    /// logs what landed in plan order and returns each transaction's outcome
+    /// (what landed, the actions refused) in that order.
+    async fn send_all<A: Sent>(
         &self,
-        planned: transactions::Planned,
-    ) -> (Option<transactions::Planned>, Vec<Action>) {
+        planned: Vec<Planned<A>>,
+        in_flight: usize,
+    ) -> Vec<(Option<Planned<A>>, Vec<A>)> {
+        let mut sending = futures_util::stream::iter(planned)
+            .map(|planned| self.send_planned(planned))
+            .buffered(in_flight.max(1));
+        let mut outcomes = Vec::new();
+        while let Some(outcome) = sending.next().await {
+            for action in outcome.0.iter().flat_map(|landed| &landed.actions) {
+                action.landed();
+            }
+            outcomes.push(outcome);
+        }
+        outcomes
+    }
+
+    /// Sends one planned transaction, and its fallback when it is refused,
+    /// each refusal counted in `mcjs_transaction_errors`. Returns what landed
+    /// and the actions refused.
+    async fn send_planned<A: Sent>(&self, planned: Planned<A>) -> (Option<Planned<A>>, Vec<A>) {
         let mut sent = planned;
         let mut refused = Vec::new();
         loop {
@@ -600,16 +628,13 @@ impl<C: DaemonChain> Daemon<C> {
                     match sent.fallback.take() {
                         Some(fallback) => {
                             info!(error = %err, "report and placement together refused; reporting alone");
-                            refused.extend(
-                                sent.actions
-                                    .into_iter()
-                                    .filter(|a| !fallback.actions.contains(a)),
-                            );
+                            // The fallback carries a prefix of the actions.
+                            refused.extend(sent.actions.into_iter().skip(fallback.actions.len()));
                             sent = *fallback;
                         }
                         None => {
                             for action in &sent.actions {
-                                warn!(%action, error = %err, "action refused; the next round starts from the chain again");
+                                action.refused(&err);
                             }
                             refused.extend(sent.actions);
                             return (None, refused);

@@ -1,7 +1,9 @@
-//! The core's actions as transactions, every account resolved from the
-//! round's snapshot. Pure: the shell sends what this returns and applies
-//! the one error policy (a refused transaction is forgotten; the next round
-//! starts from the chain again).
+//! The round's decisions as transactions. Pure: the shell sends what these
+//! plans return (`Daemon::send_all`) and applies the one error policy (a
+//! refused transaction is forgotten; the next round starts from the chain
+//! again). [`plan`]: the core's actions (failures, placements), every
+//! account resolved from the round's snapshot; [`duties`]: the verification
+//! and hardware challenge duties.
 
 use std::collections::{HashMap, HashSet};
 
@@ -11,15 +13,31 @@ use mcjs_client::{Instruction, Pubkey};
 
 use crate::core::Action;
 
+pub mod duties;
+pub use duties::{Duty, plan_challenges, plan_checks};
+
 /// One transaction to send, and what to send instead when it is refused.
 #[derive(Clone, Debug)]
-pub struct Planned {
-    pub actions: Vec<Action>,
+pub struct Planned<A = Action> {
+    pub actions: Vec<A>,
     pub instructions: Vec<Instruction>,
-    /// A report paired with its job's new placement is retried alone: the
-    /// report must land even when the placement cannot (a node that went
-    /// busy, a stake that fell), and the job is placed in the next round.
-    pub fallback: Option<Box<Planned>>,
+    /// The transaction of a prefix of `actions`, sent when this one is
+    /// refused. A report paired with its job's new placement is retried
+    /// alone: the report must land even when the placement cannot (a node
+    /// that went busy, a stake that fell), and the job is placed in the next
+    /// round.
+    pub fallback: Option<Box<Planned<A>>>,
+}
+
+impl<A> Planned<A> {
+    /// `action` alone, in one transaction of one instruction.
+    pub fn one(action: A, instruction: Instruction) -> Self {
+        Self {
+            actions: vec![action],
+            instructions: vec![instruction],
+            fallback: None,
+        }
+    }
 }
 
 /// An action that could not be turned into a transaction, and why.

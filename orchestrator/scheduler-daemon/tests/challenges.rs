@@ -298,32 +298,40 @@ fn a_node_is_asked_at_most_once_per_spacing_whatever_it_does_between() {
     );
 }
 
+/// An attestation of the cards `ids` (the rest of its slots empty).
+fn gpu_attestation(ids: &[u64]) -> GpuAttestation {
+    let mut attestation = GpuAttestation {
+        chip: *b"GH100\0\0\0",
+        device_ids: [0; MAX_ATTESTED_GPUS],
+        evidence: [0; 32],
+    };
+    attestation.device_ids[..ids.len()].copy_from_slice(ids);
+    attestation
+}
+
+/// A node of `provider` whose standing proof attests the cards `ids`.
+fn proven(provider: Pubkey, ids: &[u64]) -> Node {
+    let mut n = node(provider, 81_920);
+    n.challenge.proven = Some(ProvenHardware {
+        gpu_count: 2,
+        vram_per_gpu_mib: 81_920,
+        held_kib_per_gpu: 1,
+        memory_shift: 0,
+        commit_secs: 1,
+        held_secs: 1,
+        at: T0,
+        attestation: Some(gpu_attestation(ids)),
+    });
+    n
+}
+
 /// The cards other nodes' standing proofs hold, read from their accounts as the scheduler
 /// reads them before judging (`attested_cards`): a proof's non-zero device ids, none from a
 /// node without a proof or a proof without attestation.
 #[test]
 fn the_cards_attested_are_read_from_the_nodes_standing_proofs() {
     let p = key(30);
-    let attested = |ids: &[u64]| {
-        let mut n = node(p, 81_920);
-        let mut device_ids = [0u64; MAX_ATTESTED_GPUS];
-        device_ids[..ids.len()].copy_from_slice(ids);
-        n.challenge.proven = Some(ProvenHardware {
-            gpu_count: 2,
-            vram_per_gpu_mib: 81_920,
-            held_kib_per_gpu: 1,
-            memory_shift: 0,
-            commit_secs: 1,
-            held_secs: 1,
-            at: T0,
-            attestation: Some(GpuAttestation {
-                chip: *b"GH100\0\0\0",
-                device_ids,
-                evidence: [0; 32],
-            }),
-        });
-        n
-    };
+    let attested = |ids: &[u64]| proven(p, ids);
     let mut unattested = attested(&[0x99]);
     unattested.challenge.proven.as_mut().unwrap().attestation = None;
     let mut unproven = attested(&[0x98]);
@@ -339,4 +347,288 @@ fn the_cards_attested_are_read_from_the_nodes_standing_proofs() {
         cards,
         HashMap::from([(0xA1, key(20)), (0xA2, key(20)), (0xB1, key(21))])
     );
+}
+
+mod plan {
+    //! The challenge duties as transactions (`transactions::plan_challenges`): what each
+    //! round sends for a challenge answered, judged or not, and what it leaves and why.
+
+    use super::*;
+    use mcjs_challenge::NodeOpening;
+    use mcjs_client::ix;
+    use mcjs_scheduler_daemon::challenges::Openings;
+    use mcjs_scheduler_daemon::transactions::duties::{
+        ChallengePlan, ChallengeRead, Duty, Judgement, Left,
+    };
+    use mcjs_scheduler_daemon::transactions::plan_challenges;
+
+    const SCHEDULER: u8 = 250;
+    const PASSED: ChallengeVerdict = ChallengeVerdict::Passed {
+        held_kib_per_gpu: 1,
+    };
+    const UNANSWERED: ChallengeVerdict = ChallengeVerdict::Failed(ChallengeFailure::Unanswered);
+
+    fn plan_at(
+        now: i64,
+        nodes: &[(Pubkey, Node)],
+        openings: &Openings,
+        judges: &HashMap<Pubkey, (u64, Judgement)>,
+    ) -> ChallengePlan {
+        let alive: HashSet<Pubkey> = nodes.iter().map(|(k, _)| *k).collect();
+        plan_challenges(&ChallengeRead {
+            scheduler: key(SCHEDULER),
+            observation: ChallengeObservation {
+                now,
+                nodes,
+                alive: &alive,
+                slot_hashes: &slot_hashes(&[9, 8, 7, 6]),
+                policy: &policy(),
+                requested_at: &HashMap::new(),
+            },
+            openings,
+            judges,
+        })
+    }
+
+    /// Each transaction's duty as (instruction, node, verdict, attestation, judged), and
+    /// its instruction checked against the client's builder.
+    fn sent(
+        plan: &ChallengePlan,
+    ) -> Vec<(
+        &'static str,
+        Pubkey,
+        Option<ChallengeVerdict>,
+        Option<GpuAttestation>,
+        bool,
+    )> {
+        let me = key(SCHEDULER);
+        plan.planned
+            .iter()
+            .map(|p| {
+                assert!(p.fallback.is_none(), "one try");
+                let [duty] = &p.actions[..] else {
+                    panic!("one duty a transaction")
+                };
+                let (built, row) = match duty {
+                    Duty::Request { node } => (
+                        ix::request_challenge(&me, node, policy().sizing),
+                        (duty.name(), *node, None, None, false),
+                    ),
+                    Duty::Record {
+                        node,
+                        verdict,
+                        attestation,
+                        judged,
+                    } => (
+                        ix::record_challenge(&me, node, *verdict, *attestation),
+                        (duty.name(), *node, Some(*verdict), *attestation, *judged),
+                    ),
+                    Duty::Check(action) => panic!("a verification duty: {action:?}"),
+                };
+                assert_eq!(p.instructions, vec![built]);
+                row
+            })
+            .collect()
+    }
+
+    /// Node 20's challenge requested at slot 5, both answers in by `T0 + 4`: its open seed
+    /// exists (slot 9), its opening is due by `T0 + 64`.
+    fn answered() -> (HardwareChallenge, Node) {
+        let mut challenge = in_flight(5, T0);
+        challenge.commit = Some(step(6, T0 + 2));
+        challenge.hold = Some(step(8, T0 + 4));
+        let mut held = node(key(30), 81_920);
+        held.challenge.in_flight = Some(challenge);
+        (challenge, held)
+    }
+
+    #[test]
+    fn an_answered_challenge_is_judged_off_the_round_and_its_verdict_recorded_once_judged() {
+        let n = key(20);
+        let (_, held) = answered();
+        let nodes = [(n, held)];
+        let opened = {
+            let mut o = Openings::default();
+            o.insert(n, 5, NodeOpening { gpus: vec![] });
+            o
+        };
+        let none = Openings::default();
+        let judge = |slot, j| HashMap::from([(n, (slot, j))]);
+        let done = Judgement::Done((PASSED, Some(gpu_attestation(&[0xA1]))));
+        type Sent = Vec<(
+            &'static str,
+            Pubkey,
+            Option<ChallengeVerdict>,
+            Option<GpuAttestation>,
+            bool,
+        )>;
+        // (now, openings, judges, sent, to judge, judges taken, left)
+        type Row<'a> = (
+            i64,
+            &'a Openings,
+            HashMap<Pubkey, (u64, Judgement)>,
+            Sent,
+            Vec<Pubkey>,
+            Vec<Pubkey>,
+            Vec<(Pubkey, Left)>,
+        );
+        let table: Vec<Row> = vec![
+            // No opening yet, time left: wait for it.
+            (
+                T0 + 64,
+                &none,
+                HashMap::new(),
+                vec![],
+                vec![],
+                vec![],
+                vec![(n, Left::AwaitingOpening)],
+            ),
+            // No opening past its time: unanswered, as judged.
+            (
+                T0 + 65,
+                &none,
+                HashMap::new(),
+                vec![("record_challenge", n, Some(UNANSWERED), None, true)],
+                vec![],
+                vec![],
+                vec![],
+            ),
+            // The opening came: judged off the round, nothing sent yet.
+            (
+                T0 + 10,
+                &opened,
+                HashMap::new(),
+                vec![],
+                vec![n],
+                vec![],
+                vec![(n, Left::Judging)],
+            ),
+            // Being judged (even past its time): not judged twice.
+            (
+                T0 + 65,
+                &opened,
+                judge(5, Judgement::Running),
+                vec![],
+                vec![],
+                vec![],
+                vec![(n, Left::Judging)],
+            ),
+            // Judged: the verdict recorded with the cards it proves.
+            (
+                T0 + 10,
+                &opened,
+                judge(5, done.clone()),
+                vec![(
+                    "record_challenge",
+                    n,
+                    Some(PASSED),
+                    Some(gpu_attestation(&[0xA1])),
+                    true,
+                )],
+                vec![],
+                vec![n],
+                vec![],
+            ),
+            // The judge failed: taken, and the opening judged again next round.
+            (
+                T0 + 10,
+                &opened,
+                judge(5, Judgement::Failed("panicked".into())),
+                vec![],
+                vec![],
+                vec![n],
+                vec![(n, Left::JudgeFailed("panicked".into()))],
+            ),
+            // A judge of an earlier challenge counts for nothing: this one is judged.
+            (
+                T0 + 10,
+                &opened,
+                judge(4, done),
+                vec![],
+                vec![n],
+                vec![],
+                vec![(n, Left::Judging)],
+            ),
+        ];
+        for (i, (now, openings, judges, sent_, to_judge, collected, left)) in
+            table.into_iter().enumerate()
+        {
+            let plan = plan_at(now, &nodes, openings, &judges);
+            assert_eq!(sent(&plan), sent_, "row {i}: sent");
+            let judging: Vec<Pubkey> = plan.to_judge.iter().map(|j| j.node).collect();
+            assert_eq!(judging, to_judge, "row {i}: to judge");
+            assert_eq!(plan.collected, collected, "row {i}: judges taken");
+            assert_eq!(plan.left, left, "row {i}: left");
+            assert!(plan.uncredited.is_empty(), "row {i}");
+        }
+    }
+
+    /// What a round sends besides verdicts: a request for a node due one, and an
+    /// unanswered step recorded as such (not as judged).
+    #[test]
+    fn a_request_and_an_unanswered_step_are_one_transaction_each() {
+        let (asked_key, due_key) = (key(20), key(21));
+        let mut asked = node(key(30), 81_920);
+        asked.challenge.in_flight = Some(in_flight(5, T0));
+        let nodes = [(asked_key, asked), (due_key, node(key(31), 81_920))];
+        let plan = plan_at(T0 + 61, &nodes, &Openings::default(), &HashMap::new());
+        assert_eq!(
+            sent(&plan),
+            vec![
+                ("record_challenge", asked_key, Some(UNANSWERED), None, false),
+                ("request_challenge", due_key, None, None, false),
+            ]
+        );
+        assert!(plan.to_judge.is_empty() && plan.left.is_empty());
+    }
+
+    /// Two nodes judged at once that prove one card: the first recorded is credited it,
+    /// the second is recorded without its attestation; a card another node's standing
+    /// proof holds is credited to no one else. What to judge carries the cards the other
+    /// nodes' proofs hold.
+    #[test]
+    fn a_card_is_credited_to_one_node_only() {
+        let (a, b, c, holder) = (key(20), key(21), key(22), key(23));
+        let (_, held) = answered();
+        let mut holding = proven(key(31), &[0xC1]);
+        holding.challenge.last = Some(ChallengeResult::Passed);
+        let nodes = [
+            (a, held.clone()),
+            (b, held.clone()),
+            (c, held),
+            (holder, holding),
+        ];
+        let judged = |cards: &[u64]| (5, Judgement::Done((PASSED, Some(gpu_attestation(cards)))));
+        let judges = HashMap::from([
+            (a, judged(&[0xA1])),
+            (b, judged(&[0xA1])),
+            (c, judged(&[0xC1])),
+        ]);
+        let plan = plan_at(T0 + 10, &nodes, &Openings::default(), &judges);
+        assert_eq!(
+            sent(&plan),
+            vec![
+                (
+                    "record_challenge",
+                    a,
+                    Some(PASSED),
+                    Some(gpu_attestation(&[0xA1])),
+                    true
+                ),
+                ("record_challenge", b, Some(PASSED), None, true),
+                ("record_challenge", c, Some(PASSED), None, true),
+            ]
+        );
+        assert_eq!(plan.uncredited, vec![(b, 0xA1, a), (c, 0xC1, holder)]);
+        assert_eq!(plan.collected, vec![a, b, c]);
+
+        let mut opened = Openings::default();
+        opened.insert(a, 5, NodeOpening { gpus: vec![] });
+        let plan = plan_at(T0 + 10, &nodes, &opened, &HashMap::new());
+        let [to_judge] = &plan.to_judge[..] else {
+            panic!("one to judge: {:?}", plan.to_judge)
+        };
+        assert_eq!(to_judge.node, a);
+        assert_eq!(to_judge.elsewhere, HashMap::from([(0xC1, holder)]));
+    }
 }

@@ -1632,6 +1632,77 @@ mod verify {
         assert!(w.duties().is_empty(), "a window after the check's end");
     }
 
+    /// Each verification duty due is one transaction of the instruction it
+    /// names, signed by the scheduler, in the order decided; the scheduler
+    /// completes a job with the Segment of its generation.
+    #[test]
+    fn each_verification_duty_is_one_transaction_of_its_instruction() {
+        use anchor_lang::Discriminator as _;
+        use mcjs::instruction as i;
+        use mcjs_scheduler_daemon::transactions::{Duty, plan_checks};
+        let drawn = World::new(PPM);
+        let mut released = World::new(0);
+        let job = released.jobs[0].0;
+        released.segments = vec![(
+            pda::segment(&job, 1),
+            segment(job, SegmentState::Held { release_at: T0 }),
+        )];
+        let mut finished = World::new(PPM);
+        finished.jobs[0].1.output_hash = Some([9; 32]);
+        finished.jobs[0].1.last_opened_interval = finished.jobs[0].1.checkpoint_count;
+        finished.now = T0 + 10 + 60 * 3;
+        let (scheduler, deployment) = (
+            key(250),
+            mcjs_client::ix::Deployment {
+                usdc_mint: key(240),
+                treasury: key(241),
+            },
+        );
+        // (the world, the instructions sent)
+        let table: Vec<(&World, Vec<&[u8]>)> = vec![
+            (&drawn, vec![i::OpenVerification::DISCRIMINATOR]),
+            (&released, vec![i::ReleaseSegment::DISCRIMINATOR]),
+            (&finished, vec![i::CompleteJob::DISCRIMINATOR]),
+        ];
+        for (w, sent) in table {
+            let planned = plan_checks(&w.observation(), &scheduler, &deployment);
+            let names: Vec<&str> = w.duties().iter().map(|d| d.name()).collect();
+            let planned_names: Vec<&str> = planned.iter().map(|p| p.actions[0].name()).collect();
+            assert_eq!(planned_names, names, "the duties decided, in order");
+            let got: Vec<&[u8]> = planned
+                .iter()
+                .map(|p| {
+                    assert!(p.fallback.is_none() && p.actions.len() == 1);
+                    let [ix] = &p.instructions[..] else {
+                        panic!("one instruction a duty")
+                    };
+                    assert!(
+                        ix.accounts
+                            .iter()
+                            .any(|a| a.pubkey == scheduler && a.is_signer),
+                        "signed by the scheduler"
+                    );
+                    &ix.data[..8]
+                })
+                .collect();
+            assert_eq!(got, sent);
+            assert!(
+                planned
+                    .iter()
+                    .all(|p| matches!(p.actions[0], Duty::Check(_)))
+            );
+        }
+        let planned = plan_checks(&finished.observation(), &scheduler, &deployment);
+        let segment = pda::segment(&finished.jobs[0].0, 1);
+        assert!(
+            planned[0].instructions[0]
+                .accounts
+                .iter()
+                .any(|a| a.pubkey == segment),
+            "completed with its generation's Segment"
+        );
+    }
+
     /// A round reads the clock and slot hashes for the duties only while
     /// one may be due: an interval still to draw, an open verification, a
     /// segment off its node.

@@ -1,8 +1,10 @@
 //! The round's duties beyond placement and failure detection: verified progress
-//! (`crate::verify`) and the hardware challenge (`crate::challenges`), each deciding purely
-//! and sending one transaction per action.
+//! (`crate::verify`) and the hardware challenge (`crate::challenges`). Each reads what its
+//! plan needs, plans purely (`transactions::duties`) and sends with the rest (`send_all`);
+//! the challenge duties judge openings on blocking threads that no round waits for.
 
 use super::*;
+use mcjs_client::program::state::{ChallengeFailure, ChallengeVerdict};
 
 impl<C: DaemonChain> Daemon<C> {
     /// The nodes whose agents heartbeat now and are not on battery
@@ -26,7 +28,7 @@ impl<C: DaemonChain> Daemon<C> {
 
     /// Draws attested intervals for verification, applies decided
     /// verifications and releases held payments that are due
-    /// (`crate::verify`), one transaction each.
+    /// (`crate::verify`), one transaction each, in the order decided.
     pub(super) async fn verification_round(
         &self,
         snapshot: &Snapshot,
@@ -75,95 +77,13 @@ impl<C: DaemonChain> Daemon<C> {
             segments: &v.segments,
             slot_hashes: &v.slot_hashes,
         };
-        let duties = verify_duties(&observation);
         for (key, job) in jobs {
             if passed_over(&observation, key, job) {
                 memory.passed_over.insert((*key, job.checkpoint_count));
             }
         }
-        let me = self.chain.scheduler();
-        for duty in duties {
-            let ix = match &duty {
-                VerifyAction::Open {
-                    job,
-                    segment_generation,
-                    interval,
-                    checkers,
-                    draw,
-                } => {
-                    ix::open_verification(&me, job, *segment_generation, *interval, checkers, draw)
-                }
-                VerifyAction::Resolve {
-                    job,
-                    verification,
-                    owner_token,
-                    loser,
-                    current,
-                } => ix::resolve_verification(
-                    &me,
-                    job,
-                    verification,
-                    owner_token,
-                    deployment,
-                    *loser,
-                    *current,
-                ),
-                VerifyAction::Release { job, segment } => {
-                    ix::release_segment(&me, job, segment, deployment)
-                }
-                VerifyAction::Replace {
-                    job,
-                    verification,
-                    segment,
-                    role,
-                    node,
-                    provider,
-                    draw,
-                } => ix::replace_checker(
-                    &me,
-                    verification,
-                    job,
-                    segment,
-                    *role,
-                    node,
-                    provider,
-                    draw,
-                ),
-                VerifyAction::SecondRound {
-                    job,
-                    verification,
-                    segment,
-                    checkers,
-                    draw,
-                } => ix::open_second_round(&me, verification, job, segment, checkers, draw),
-                VerifyAction::Finish {
-                    job,
-                    node,
-                    provider,
-                    payout,
-                    refund,
-                    generation,
-                    output_hash,
-                } => ix::JobAccounts {
-                    job: *job,
-                    node: *node,
-                    provider: *provider,
-                    payout: *payout,
-                    refund: *refund,
-                    generation: *generation,
-                    segment: Some(mcjs_client::pda::segment(job, *generation)),
-                    deployment: deployment.clone(),
-                }
-                .complete(&me, *output_hash),
-            };
-            match self.chain.send(&[ix]).await {
-                Ok(()) => info!(action = duty.name(), job = %duty.job(), "done"),
-                Err(err) => {
-                    self.metrics.transaction_errors.inc();
-                    warn!(action = duty.name(), job = %duty.job(), error = %err, "verification duty refused; the next round starts from the chain again");
-                }
-            }
-        }
+        let planned = plan_checks(&observation, &self.chain.scheduler(), deployment);
+        self.send_all(planned, 1).await;
         Ok(())
     }
 
@@ -190,8 +110,8 @@ impl<C: DaemonChain> Daemon<C> {
         // has nothing left to record.
         memory.judging.retain(|node, (slot, judge)| {
             let current = in_flight.get(node) == Some(slot);
-            if !current {
-                judge.abort();
+            if !current && let Judge::Thread(thread) = judge {
+                thread.abort();
             }
             current
         });
@@ -218,130 +138,121 @@ impl<C: DaemonChain> Daemon<C> {
         memory
             .challenges_requested_at
             .retain(|_, at| now.saturating_sub(*at) < spacing);
-        let duties = challenge_duties(&ChallengeObservation {
-            now,
-            nodes,
-            alive: &alive,
-            slot_hashes: &slot_hashes,
-            policy,
-            requested_at: &memory.challenges_requested_at,
-        });
-        let me = self.chain.scheduler();
-        // The cards nodes' proofs hold, with those credited as this round records.
-        let mut held_cards =
-            mcjs_client::challenge::attested_cards(nodes.iter().map(|(k, n)| (k, n)));
-        for duty in duties {
-            let (node, name) = (duty.node(), duty.name());
-            let ix = match duty {
-                ChallengeAction::Request { node } => {
-                    ix::request_challenge(&me, &node, policy.sizing)
-                }
-                ChallengeAction::Record { node, verdict } => {
-                    ix::record_challenge(&me, &node, verdict, None)
-                }
-                ChallengeAction::Judge {
-                    node,
-                    challenge,
-                    open_seed,
-                    overdue,
-                } => {
-                    let slot = challenge.requested_slot;
-                    let (verdict, attestation) = match memory.judging.get(&node) {
-                        // Judged already (or being judged): recorded once the judge is done.
-                        Some((judged, judge)) if *judged == slot => {
-                            if !judge.is_finished() {
-                                continue;
-                            }
-                            let (_, judge) = memory.judging.remove(&node).expect("present");
-                            match judge.await {
-                                Ok(judged) => judged,
-                                Err(error) => {
-                                    warn!(%node, %error, "judging a hardware challenge failed");
-                                    continue;
-                                }
-                            }
-                        }
-                        _ => {
-                            let opening = self
-                                .openings
-                                .lock()
-                                .expect("openings lock")
-                                .get(&node, slot)
-                                .cloned();
-                            match opening {
-                                Some(opening) => {
-                                    let Some(chain_node) = nodes
-                                        .iter()
-                                        .find(|(k, _)| *k == node)
-                                        .map(|(_, n)| n.clone())
-                                    else {
-                                        continue;
-                                    };
-                                    let elsewhere = mcjs_client::challenge::attested_cards(
-                                        nodes
-                                            .iter()
-                                            .filter(|(k, _)| *k != node)
-                                            .map(|(k, n)| (k, n)),
-                                    );
-                                    // The checker's only heavy work (B·r, O(n²) per GPU, about
-                                    // 2.5 s of a core per GPU at full size): on a blocking
-                                    // thread that no round waits for; a later round records.
-                                    let judge = tokio::task::spawn_blocking(move || {
-                                        judge_opening(
-                                            &node,
-                                            &chain_node,
-                                            &challenge,
-                                            open_seed,
-                                            &opening,
-                                            &elsewhere,
-                                        )
-                                    });
-                                    memory.judging.insert(node, (slot, judge));
-                                    continue;
-                                }
-                                None if overdue => {
-                                    (ChallengeVerdict::Failed(ChallengeFailure::Unanswered), None)
-                                }
-                                None => continue,
-                            }
-                        }
-                    };
-                    // Judged against an earlier read: held again to the cards credited
-                    // since, so two nodes judged at once are not both credited one card.
-                    let attestation = attestation.and_then(|a| {
-                        mcjs_client::challenge::credit_once(&node, a, &mut held_cards)
-                            .inspect_err(|(card, other)| {
-                                warn!(%node, card = format!("{card:016X}"), %other, "GPU attestation not credited: the card is credited to another node")
-                            })
-                            .ok()
-                    });
-                    info!(
-                        %node,
-                        verdict = %mcjs_client::history::challenge_verdict(&verdict),
-                        attested_gpus = attestation.map_or(0, |a| a.attested()),
-                        "hardware challenge judged"
-                    );
-                    ix::record_challenge(&me, &node, verdict, attestation)
-                }
-            };
-            if name == "request_challenge" {
-                // Spaced whether or not it lands: a refused request is not sent every round.
-                memory.challenges_requested_at.insert(node, now);
-            }
-            match self.chain.send(&[ix]).await {
-                Ok(()) => info!(action = name, %node, "done"),
-                Err(err) => {
-                    self.metrics.transaction_errors.inc();
-                    warn!(action = name, %node, error = %err, "hardware challenge duty refused; the next round starts from the chain again");
-                }
+        // Judges that ended since the last round give their outcome.
+        for (_, judge) in memory.judging.values_mut() {
+            if let Judge::Thread(thread) = judge
+                && thread.is_finished()
+            {
+                *judge = Judge::Ended(match thread.await {
+                    Ok(judged) => Judgement::Done(judged),
+                    Err(error) => Judgement::Failed(error.to_string()),
+                });
             }
         }
+        let judges: HashMap<Pubkey, (u64, Judgement)> = memory
+            .judging
+            .iter()
+            .map(|(node, (slot, judge))| {
+                let judgement = match judge {
+                    Judge::Thread(_) => Judgement::Running,
+                    Judge::Ended(judgement) => judgement.clone(),
+                };
+                (*node, (*slot, judgement))
+            })
+            .collect();
+        let plan = plan_challenges(&ChallengeRead {
+            scheduler: self.chain.scheduler(),
+            observation: ChallengeObservation {
+                now,
+                nodes,
+                alive: &alive,
+                slot_hashes: &slot_hashes,
+                policy,
+                requested_at: &memory.challenges_requested_at,
+            },
+            openings: &self.openings.lock().expect("openings lock"),
+            judges: &judges,
+        });
+        for node in &plan.collected {
+            memory.judging.remove(node);
+        }
+        for (node, left) in &plan.left {
+            if let Left::JudgeFailed(error) = left {
+                warn!(%node, %error, "judging a hardware challenge failed");
+            }
+        }
+        for (node, card, other) in &plan.uncredited {
+            warn!(%node, card = format!("{card:016X}"), %other, "GPU attestation not credited: the card is credited to another node");
+        }
+        for j in plan.to_judge {
+            // The checker's only heavy work (B·r, O(n²) per GPU, about 2.5 s of a core
+            // per GPU at full size): on a blocking thread that no round waits for; a
+            // later round records.
+            let (node, slot) = (j.node, j.challenge.requested_slot);
+            let thread = tokio::task::spawn_blocking(move || {
+                judge_opening(
+                    &j.node,
+                    &j.account,
+                    &j.challenge,
+                    j.open_seed,
+                    &j.opening,
+                    &j.elsewhere,
+                )
+            });
+            memory.judging.insert(node, (slot, Judge::Thread(thread)));
+        }
+        for duty in plan.planned.iter().flat_map(|p| &p.actions) {
+            match duty {
+                // Spaced whether or not it lands: a refused request is not sent every round.
+                Duty::Request { node } => {
+                    memory.challenges_requested_at.insert(*node, now);
+                }
+                Duty::Record {
+                    node,
+                    verdict,
+                    attestation,
+                    judged: true,
+                } => info!(
+                    %node,
+                    verdict = %mcjs_client::history::challenge_verdict(verdict),
+                    attested_gpus = attestation.map_or(0, |a| a.attested()),
+                    "hardware challenge judged"
+                ),
+                Duty::Record { .. } | Duty::Check(_) => {}
+            }
+        }
+        self.send_all(plan.planned, 1).await;
         Ok(())
     }
 }
 
-/// A judge's result: the verdict, and with a pass what attestation the chain records.
-pub(super) type Judged = (ChallengeVerdict, Option<mcjs::state::GpuAttestation>);
+/// A judge of a node's opening, off the rounds: its thread, then what it gave.
+pub(super) enum Judge {
+    Thread(tokio::task::JoinHandle<Judged>),
+    Ended(Judgement),
+}
+
+impl Sent for Duty {
+    fn landed(&self) {
+        match self {
+            Duty::Check(action) => info!(action = self.name(), job = %action.job(), "done"),
+            Duty::Request { node } | Duty::Record { node, .. } => {
+                info!(action = self.name(), %node, "done")
+            }
+        }
+    }
+
+    fn refused(&self, err: &ChainError) {
+        match self {
+            Duty::Check(action) => {
+                warn!(action = self.name(), job = %action.job(), error = %err, "verification duty refused; the next round starts from the chain again")
+            }
+            Duty::Request { node } | Duty::Record { node, .. } => {
+                warn!(action = self.name(), %node, error = %err, "hardware challenge duty refused; the next round starts from the chain again")
+            }
+        }
+    }
+}
 
 /// The scheduler's verdict on a node's opening: the challenge's parameters and draws from
 /// what the chain recorded, the opening from the agent (`mcjs_challenge::judge_node`); with
