@@ -223,12 +223,12 @@ fn open<T: serde::de::DeserializeOwned>(
     body: &[u8],
     path: &str,
     sent_at: impl Fn(&T) -> i64,
-) -> Result<(Pubkey, T), Response> {
-    let request = SignedRequest::parse(body).map_err(|r| state.refusal(r))?;
-    let message: T = request.message().map_err(|r| state.refusal(r))?;
-    let signer = Pubkey::new_from_array(request.signer_key().map_err(|r| state.refusal(r))?);
-    request.verify(path).map_err(|r| state.refusal(r))?;
-    check_fresh(sent_at(&message), (state.clock)()).map_err(|r| state.refusal(r))?;
+) -> Result<(Pubkey, T), Refusal> {
+    let request = SignedRequest::parse(body)?;
+    let message: T = request.message()?;
+    let signer = Pubkey::new_from_array(request.signer_key()?);
+    request.verify(path)?;
+    check_fresh(sent_at(&message), (state.clock)())?;
     Ok((signer, message))
 }
 
@@ -403,161 +403,325 @@ async fn node_grants(
     Ok(Ok(inputs))
 }
 
+/// Signs what a store request asks, op by op, or refuses the whole of it:
+/// the request opened, its caller identified, every op authorised, an
+/// owner's writes admitted to its quota, then each op presigned (or
+/// performed).
 pub async fn sign(
     State(state): State<GatewayState>,
     extensions: axum::http::Extensions,
     body: Bytes,
 ) -> Response {
     let peer = mcjs_protocol::peer::peer_of(&extensions);
-    let s3 = match state.s3() {
-        Ok(s3) => Arc::clone(s3),
-        Err(r) => return r,
-    };
+    signed(&state, peer, &body)
+        .await
+        .unwrap_or_else(|refused| refused)
+}
+
+/// [`sign`]'s steps, in order; the first refusal is the response.
+async fn signed(state: &GatewayState, peer: IpAddr, body: &[u8]) -> Result<Response, Response> {
+    let Opened {
+        s3,
+        signer,
+        request,
+    } = open_request(state, body).map_err(|e| e.response(state))?;
+    let identified = identify(state, peer, &s3, signer, &request)
+        .await
+        .map_err(|e| e.response(state))?;
+    let caller = identified.caller(signer);
+    authorize_ops(&caller, &request.ops).map_err(|e| e.response(state))?;
+    admit(state, &s3, signer, &caller, &request.ops)
+        .await
+        .map_err(|e| e.response(state))?;
+    let owner = matches!(caller, Caller::Owner { .. }).then_some(signer);
+    let grants = presign(state, &s3, owner, &request.ops)
+        .await
+        .map_err(|e| e.response())?;
+    state.metrics.store_grants.inc_by(grants.len() as u64);
+    Ok(Json(StoreResponse { grants }).into_response())
+}
+
+/// A store request opened: signed, fresh, of 1 to [`MAX_OPS`] ops, within
+/// its signer's rate.
+struct Opened {
+    s3: Arc<S3Store>,
+    signer: Pubkey,
+    request: StoreRequest,
+}
+
+/// Why a store request is not opened.
+enum OpenError {
+    /// The store is no `s3://` store: nothing is signed.
+    NoGateway(Response),
+    Refused(Refusal),
+    RateLimited(Pubkey),
+}
+
+impl OpenError {
+    fn response(self, state: &GatewayState) -> Response {
+        match self {
+            OpenError::NoGateway(response) => response,
+            OpenError::Refused(refusal) => state.refusal(refusal),
+            OpenError::RateLimited(signer) => state.refuse(
+                "rate_limited",
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("store request refused: {signer} sends too many requests; slow down"),
+            ),
+        }
+    }
+}
+
+/// Opens a store request: the gateway's store, the signature and the clock,
+/// the number of ops, the signer's rate.
+fn open_request(state: &GatewayState, body: &[u8]) -> Result<Opened, OpenError> {
+    let s3 = Arc::clone(state.s3().map_err(OpenError::NoGateway)?);
     let (signer, request) =
-        match open::<StoreRequest>(&state, &body, STORE_SIGN_PATH, |m| m.sent_at_unix_ms) {
-            Ok(opened) => opened,
-            Err(r) => return r,
-        };
+        open::<StoreRequest>(state, body, STORE_SIGN_PATH, |m| m.sent_at_unix_ms)
+            .map_err(OpenError::Refused)?;
     if request.ops.is_empty() || request.ops.len() > MAX_OPS {
-        return state.refusal(Refusal::Malformed(format!(
+        return Err(OpenError::Refused(Refusal::Malformed(format!(
             "a request carries 1 to {MAX_OPS} operations"
-        )));
+        ))));
     }
     if !state.limits.admit_signer(&signer) {
-        return state.refuse(
-            "rate_limited",
-            StatusCode::TOO_MANY_REQUESTS,
-            format!("store request refused: {signer} sends too many requests; slow down"),
-        );
+        return Err(OpenError::RateLimited(signer));
     }
-    // The chain as of now: the caller's jobs, and for a node its key, the
-    // jobs it checks and the inputs their specs name.
-    let mut checked = Vec::new();
-    let mut standing = Vec::new();
-    let mut inputs = Vec::new();
-    let (node, jobs) = match &request.role {
-        Role::Node { node } => {
-            let Ok(node_key) = node.parse::<Pubkey>() else {
-                return state.refusal(Refusal::Malformed("`node` is not a base58 key".into()));
-            };
-            let known = state
-                .directory
-                .read()
-                .ok()
-                .and_then(|d| d.authorised(&node_key));
-            match known {
-                None => return state.refusal(Refusal::UnknownNode(node.clone())),
-                Some(key) if key != signer => {
-                    return state.refusal(Refusal::Foreign {
-                        node: node.clone(),
-                        signer: signer.to_string(),
-                    });
-                }
-                Some(_) => {}
-            }
-            // A view up to two seconds old (or the index's); when it
-            // refuses, one read now (unless the view is already that fresh,
-            // or the index read the node's accounts a moment ago): the
-            // chain may have given the node a job or a check a moment ago.
-            let mut view = match node_view(&state, node_key, VIEW_FRESH).await {
-                Ok(view) => view,
-                Err(response) => return response,
-            };
-            let mut granted = node_grants(&s3, &node_key, &view, &request.ops).await;
-            let stale = || {
-                let now = std::time::Instant::now();
-                state.views.read_within(&node_key, now, VIEW_RECHECK).is_none()
-            };
-            let refused = matches!(granted, Ok(Err(_)));
-            let indexed = state.index.as_ref().is_some_and(|i| i.live(|_| ()).is_some());
-            let recheck = refused
-                && match indexed {
-                    true => refresh_indexed(&state, node_key).await,
-                    false => stale(),
-                };
-            if recheck {
-                view = match node_view(&state, node_key, Duration::ZERO).await {
-                    Ok(view) => view,
-                    Err(response) => return response,
-                };
-                granted = node_grants(&s3, &node_key, &view, &request.ops).await;
-            }
-            if view.operator != signer {
-                return state.refusal(Refusal::Foreign {
-                    node: node.clone(),
-                    signer: signer.to_string(),
-                });
-            }
-            match granted {
-                Ok(Ok(named)) => inputs = named,
-                Ok(Err(why)) => {
-                    return state.refuse(
-                        "denied",
-                        StatusCode::FORBIDDEN,
-                        format!("store request refused: {why}"),
-                    );
-                }
-                Err(response) => return response,
-            }
-            checked = view.checking.clone();
-            standing = view.standby.clone();
-            let jobs = view.jobs.clone();
-            (Some(node_key), jobs)
+    Ok(Opened {
+        s3,
+        signer,
+        request,
+    })
+}
+
+/// The caller as the chain says it is now: for a node, its jobs, the jobs it
+/// checks, those it stands by for and the inputs their specs name; for an
+/// owner, its jobs.
+struct Identified {
+    node: Option<Pubkey>,
+    jobs: Vec<(Pubkey, Job)>,
+    checking: Vec<Checking>,
+    standby: Vec<(Pubkey, Job)>,
+    inputs: Vec<SpecInput>,
+}
+
+impl Identified {
+    fn owner(jobs: Vec<(Pubkey, Job)>) -> Self {
+        Self {
+            node: None,
+            jobs,
+            checking: Vec::new(),
+            standby: Vec::new(),
+            inputs: Vec::new(),
         }
-        // Only its own space: nothing on chain decides it, so no chain scan
-        // and nothing of the owners' lookup budget (an upload of many parts
-        // costs the chain nothing).
+    }
+
+    fn caller(&self, signer: Pubkey) -> Caller<'_> {
+        match self.node {
+            Some(node) => Caller::Node {
+                node,
+                jobs: &self.jobs,
+                checking: &self.checking,
+                standby: &self.standby,
+                inputs: &self.inputs,
+            },
+            None => Caller::Owner {
+                owner: signer,
+                jobs: &self.jobs,
+            },
+        }
+    }
+}
+
+/// Why the caller is not identified, or a node is refused what it asks.
+enum CallerError {
+    Refused(Refusal),
+    /// What a node's view refuses it.
+    Denied(String),
+    /// The owners' lookup budget is spent.
+    Busy,
+    /// The owner's jobs cannot be read.
+    Chain(String),
+    /// The node's view cannot be read, or its specs' inputs.
+    Unread(Response),
+}
+
+impl CallerError {
+    fn response(self, state: &GatewayState) -> Response {
+        match self {
+            CallerError::Refused(refusal) => state.refusal(refusal),
+            CallerError::Denied(why) => AuthorizeError(why).response(state),
+            CallerError::Busy => state.refuse(
+                "busy",
+                StatusCode::TOO_MANY_REQUESTS,
+                "store request refused: the gateway is answering as many owners as it can; try again in a second".into(),
+            ),
+            CallerError::Chain(e) => error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
+            CallerError::Unread(response) => response,
+        }
+    }
+}
+
+/// Who signed `request`, as the chain says now. An owner touching only its
+/// own space is known without a chain read (nothing on chain decides it, so
+/// nothing of the owners' lookup budget is spent: an upload of many parts
+/// costs the chain nothing); any other owner is read within that budget.
+async fn identify(
+    state: &GatewayState,
+    peer: IpAddr,
+    s3: &S3Store,
+    signer: Pubkey,
+    request: &StoreRequest,
+) -> Result<Identified, CallerError> {
+    match &request.role {
+        Role::Node { node } => identify_node(state, s3, signer, node, &request.ops).await,
         Role::Owner
             if request.ops.iter().all(|op| {
                 matches!(ObjectKind::classify(op.path()), ObjectKind::UserData { owner } if owner == signer.to_string())
             }) =>
         {
-            (None, Vec::new())
+            Ok(Identified::owner(Vec::new()))
         }
-        Role::Owner if !state.limits.admit_owner_lookup(peer) => {
-            return state.refuse(
-                "busy",
-                StatusCode::TOO_MANY_REQUESTS,
-                "store request refused: the gateway is answering as many owners as it can; try again in a second".into(),
-            );
-        }
-        Role::Owner => match state.index.as_ref().and_then(|i| {
-            i.live(|s| s.jobs_where(|job| job.owner == signer))
-        }) {
-            Some(jobs) => (None, jobs),
+        Role::Owner if !state.limits.admit_owner_lookup(peer) => Err(CallerError::Busy),
+        Role::Owner => match state
+            .index
+            .as_ref()
+            .and_then(|i| i.live(|s| s.jobs_where(|job| job.owner == signer)))
+        {
+            Some(jobs) => Ok(Identified::owner(jobs)),
             None => match state.client.jobs(JobFilter::Owner(signer)).await {
-                Ok(jobs) => (None, jobs),
-                Err(e) => return error(StatusCode::BAD_GATEWAY, format!("chain: {e}")),
+                Ok(jobs) => Ok(Identified::owner(jobs)),
+                Err(e) => Err(CallerError::Chain(e.to_string())),
             },
         },
+    }
+}
+
+/// A node's request: from the key the directory names for it, and allowed
+/// by its view. A view up to two seconds old (or the index's); when it
+/// refuses, one read now (unless the view is already that fresh, or the
+/// index read the node's accounts a moment ago): the chain may have given
+/// the node a job or a check a moment ago.
+async fn identify_node(
+    state: &GatewayState,
+    s3: &S3Store,
+    signer: Pubkey,
+    node: &str,
+    ops: &[StoreOp],
+) -> Result<Identified, CallerError> {
+    let foreign = || {
+        CallerError::Refused(Refusal::Foreign {
+            node: node.to_string(),
+            signer: signer.to_string(),
+        })
     };
-    let caller = match node {
-        Some(node) => Caller::Node {
-            node,
-            jobs: &jobs,
-            checking: &checked,
-            standby: &standing,
-            inputs: &inputs,
-        },
-        None => Caller::Owner {
-            owner: signer,
-            jobs: &jobs,
-        },
+    let Ok(node_key) = node.parse::<Pubkey>() else {
+        return Err(CallerError::Refused(Refusal::Malformed(
+            "`node` is not a base58 key".into(),
+        )));
     };
-    for op in &request.ops {
-        if let Err(why) = authorize(op, &caller) {
-            return state.refuse(
-                "denied",
+    let known = state
+        .directory
+        .read()
+        .ok()
+        .and_then(|d| d.authorised(&node_key));
+    match known {
+        None => return Err(CallerError::Refused(Refusal::UnknownNode(node.to_string()))),
+        Some(key) if key != signer => return Err(foreign()),
+        Some(_) => {}
+    }
+    let mut view = node_view(state, node_key, VIEW_FRESH)
+        .await
+        .map_err(CallerError::Unread)?;
+    let mut granted = node_grants(s3, &node_key, &view, ops).await;
+    let stale = || {
+        let now = std::time::Instant::now();
+        state
+            .views
+            .read_within(&node_key, now, VIEW_RECHECK)
+            .is_none()
+    };
+    let refused = matches!(granted, Ok(Err(_)));
+    let indexed = state
+        .index
+        .as_ref()
+        .is_some_and(|i| i.live(|_| ()).is_some());
+    let recheck = refused
+        && match indexed {
+            true => refresh_indexed(state, node_key).await,
+            false => stale(),
+        };
+    if recheck {
+        view = node_view(state, node_key, Duration::ZERO)
+            .await
+            .map_err(CallerError::Unread)?;
+        granted = node_grants(s3, &node_key, &view, ops).await;
+    }
+    if view.operator != signer {
+        return Err(foreign());
+    }
+    let inputs = granted
+        .map_err(CallerError::Unread)?
+        .map_err(CallerError::Denied)?;
+    Ok(Identified {
+        node: Some(node_key),
+        jobs: view.jobs.clone(),
+        checking: view.checking.clone(),
+        standby: view.standby.clone(),
+        inputs,
+    })
+}
+
+/// Why an op is refused to its caller.
+struct AuthorizeError(String);
+
+impl AuthorizeError {
+    fn response(self, state: &GatewayState) -> Response {
+        state.refuse(
+            "denied",
+            StatusCode::FORBIDDEN,
+            format!("store request refused: {}", self.0),
+        )
+    }
+}
+
+/// Every op allowed to `caller` ([`authorize`]); one refused refuses all.
+fn authorize_ops(caller: &Caller<'_>, ops: &[StoreOp]) -> Result<(), AuthorizeError> {
+    ops.iter()
+        .try_for_each(|op| authorize(op, caller).map_err(AuthorizeError))
+}
+
+/// Why an owner's writes are not admitted.
+enum AdmitError {
+    /// The store does not say what the wallet keeps.
+    Store(String),
+    Quota(String),
+}
+
+impl AdmitError {
+    fn response(self, state: &GatewayState) -> Response {
+        match self {
+            AdmitError::Store(e) => error(StatusCode::BAD_GATEWAY, e),
+            AdmitError::Quota(why) => state.refuse(
+                "quota",
                 StatusCode::FORBIDDEN,
                 format!("store request refused: {why}"),
-            );
+            ),
         }
     }
-    // An owner's writes into its own space: within its quota, counting what
-    // it stores now (listed) and what it was granted and has not sent yet.
-    let own_writes: Vec<&StoreOp> = match &caller {
-        Caller::Owner { .. } => request
-            .ops
+}
+
+/// An owner's writes into its own space: within its quota, counting what it
+/// stores now (listed) and what it was granted and has not sent yet; held
+/// as pending until listed or expired. A node writes nothing there.
+async fn admit(
+    state: &GatewayState,
+    s3: &S3Store,
+    signer: Pubkey,
+    caller: &Caller<'_>,
+    ops: &[StoreOp],
+) -> Result<(), AdmitError> {
+    let own_writes: Vec<&StoreOp> = match caller {
+        Caller::Owner { .. } => ops
             .iter()
             .filter(|op| {
                 op.writes()
@@ -566,34 +730,46 @@ pub async fn sign(
             .collect(),
         Caller::Node { .. } => Vec::new(),
     };
-    if !own_writes.is_empty() {
-        let quota = state.limits.quota;
-        let stored = match s3
-            .usage(&layout::user_space(&signer.to_string()), quota.objects)
-            .await
-        {
-            Ok(usage) => usage,
-            Err(e) => return error(StatusCode::BAD_GATEWAY, e.to_string()),
-        };
-        let now = (state.clock)();
-        let expires = now.saturating_add(GRANT_TTL_SECS as i64 * 1000);
-        let admitted = state
-            .limits
-            .pending
-            .lock()
-            .expect("pending transfers")
-            .admit(&signer, &stored, &own_writes, &quota, now, expires);
-        if let Err(why) = admitted {
-            return state.refuse(
-                "quota",
-                StatusCode::FORBIDDEN,
-                format!("store request refused: {why}"),
-            );
-        }
+    if own_writes.is_empty() {
+        return Ok(());
     }
-    let owner = matches!(caller, Caller::Owner { .. }).then_some(signer);
-    let mut grants = Vec::with_capacity(request.ops.len());
-    for op in &request.ops {
+    let quota = state.limits.quota;
+    let stored = s3
+        .usage(&layout::user_space(&signer.to_string()), quota.objects)
+        .await
+        .map_err(|e| AdmitError::Store(e.to_string()))?;
+    let now = (state.clock)();
+    let expires = now.saturating_add(GRANT_TTL_SECS as i64 * 1000);
+    state
+        .limits
+        .pending
+        .lock()
+        .expect("pending transfers")
+        .admit(&signer, &stored, &own_writes, &quota, now, expires)
+        .map_err(|why| AdmitError::Quota(why.to_string()))
+}
+
+/// The store failed an op the gateway performs.
+struct PresignError(String);
+
+impl PresignError {
+    fn response(self) -> Response {
+        error(StatusCode::BAD_GATEWAY, self.0)
+    }
+}
+
+/// A grant per op, in order: a presigned URL, or for the ops that carry no
+/// object bytes (listing, the two ends of a multipart upload) the store's
+/// answer. An upload an `owner` opens is pending against its quota until
+/// closed.
+async fn presign(
+    state: &GatewayState,
+    s3: &S3Store,
+    owner: Option<Pubkey>,
+    ops: &[StoreOp],
+) -> Result<Vec<Grant>, PresignError> {
+    let mut grants = Vec::with_capacity(ops.len());
+    for op in ops {
         // A job's output is written once: no grant can replace what its
         // node stored (after it is paid, above all), and none deletes it.
         let create_only = matches!(ObjectKind::classify(op.path()), ObjectKind::Output { .. });
@@ -639,13 +815,9 @@ pub async fn sign(
                 .map(|()| state.limits.upload_closed(upload_id)),
             _ => unreachable!("every other op is presigned"),
         };
-        match done {
-            Ok(grant) => grants.push(grant),
-            Err(e) => return error(StatusCode::BAD_GATEWAY, e.to_string()),
-        }
+        grants.push(done.map_err(|e| PresignError(e.to_string()))?);
     }
-    state.metrics.store_grants.inc_by(grants.len() as u64);
-    Json(StoreResponse { grants }).into_response()
+    Ok(grants)
 }
 
 /// Publishes a spec: any signed wallet may, since the scheduler writes only
@@ -668,7 +840,7 @@ pub async fn publish_spec(
     let (signer, upload) =
         match open::<SpecUpload>(&state, &body, STORE_SPEC_PATH, |m| m.sent_at_unix_ms) {
             Ok(opened) => opened,
-            Err(r) => return r,
+            Err(r) => return state.refusal(r),
         };
     // Any wallet may publish: each signer, and all of them together, are
     // held to the owners' budget (a publish costs two store requests).

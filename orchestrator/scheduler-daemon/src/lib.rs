@@ -85,7 +85,9 @@
 //!   operator key for the challenge in flight), the checks and standbys
 //!   owed, the fleet view and the metrics (`metrics.rs`).
 //! - `gateway.rs`: the store gateway, the only holder of an S3 store's
-//!   credentials; it signs short-lived URLs for what `store_gate` allows.
+//!   credentials; it signs short-lived URLs for what `store_gate` allows
+//!   (`sign`: `open_request`, `identify`, `authorize_ops`, `admit`,
+//!   `presign`, each with its own error).
 //!   `s3.rs`: the store as the gateway reaches it. `node_views.rs`: each
 //!   node's standing, from the index while it is live, else read at most
 //!   every 2 s and kept through 30 s of chain outage.
