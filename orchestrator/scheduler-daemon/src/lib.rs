@@ -86,8 +86,8 @@
 //!   owed, the fleet view and the metrics (`metrics.rs`).
 //! - `gateway.rs`: the store gateway, the only holder of an S3 store's
 //!   credentials; it signs short-lived URLs for what `store_gate` allows
-//!   (`sign`: `open_request`, `identify`, `authorize_ops`, `admit`,
-//!   `presign`, each with its own error).
+//!   (`gateway/sign.rs`: `sign` as its steps, `open_request`, `identify`,
+//!   `authorize_ops`, `admit`, `presign`, each with its own error).
 //!   `s3.rs`: the store as the gateway reaches it. `node_views.rs`: each
 //!   node's standing, from the index while it is live, else read at most
 //!   every 2 s and kept through 30 s of chain outage.

@@ -31,7 +31,7 @@ use crate::metrics::Metrics;
 use crate::server::{Clock, ServerState, router};
 use crate::sight::Sight;
 use crate::standby::StandbyBook;
-use crate::transactions::duties::{ChallengeRead, Judged, Judgement, Left};
+use crate::transactions::duties::{ChallengeRead, Judged, Judgement, Left, ToJudge};
 use crate::transactions::{self, Duty, Planned, Unplanned, plan_challenges, plan_checks};
 use crate::verify::{VerifyObservation, needs_chain_read, passed_over};
 pub use crate::watch::{

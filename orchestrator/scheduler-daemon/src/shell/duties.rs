@@ -138,28 +138,7 @@ impl<C: DaemonChain> Daemon<C> {
         memory
             .challenges_requested_at
             .retain(|_, at| now.saturating_sub(*at) < spacing);
-        // Judges that ended since the last round give their outcome.
-        for (_, judge) in memory.judging.values_mut() {
-            if let Judge::Thread(thread) = judge
-                && thread.is_finished()
-            {
-                *judge = Judge::Ended(match thread.await {
-                    Ok(judged) => Judgement::Done(judged),
-                    Err(error) => Judgement::Failed(error.to_string()),
-                });
-            }
-        }
-        let judges: HashMap<Pubkey, (u64, Judgement)> = memory
-            .judging
-            .iter()
-            .map(|(node, (slot, judge))| {
-                let judgement = match judge {
-                    Judge::Thread(_) => Judgement::Running,
-                    Judge::Ended(judgement) => judgement.clone(),
-                };
-                (*node, (*slot, judgement))
-            })
-            .collect();
+        let judges = judges(&mut memory.judging).await;
         let plan = plan_challenges(&ChallengeRead {
             scheduler: self.chain.scheduler(),
             observation: ChallengeObservation {
@@ -184,23 +163,7 @@ impl<C: DaemonChain> Daemon<C> {
         for (node, card, other) in &plan.uncredited {
             warn!(%node, card = format!("{card:016X}"), %other, "GPU attestation not credited: the card is credited to another node");
         }
-        for j in plan.to_judge {
-            // The checker's only heavy work (B·r, O(n²) per GPU, about 2.5 s of a core
-            // per GPU at full size): on a blocking thread that no round waits for; a
-            // later round records.
-            let (node, slot) = (j.node, j.challenge.requested_slot);
-            let thread = tokio::task::spawn_blocking(move || {
-                judge_opening(
-                    &j.node,
-                    &j.account,
-                    &j.challenge,
-                    j.open_seed,
-                    &j.opening,
-                    &j.elsewhere,
-                )
-            });
-            memory.judging.insert(node, (slot, Judge::Thread(thread)));
-        }
+        start_judging(plan.to_judge, &mut memory.judging);
         for duty in plan.planned.iter().flat_map(|p| &p.actions) {
             match duty {
                 // Spaced whether or not it lands: a refused request is not sent every round.
@@ -230,6 +193,51 @@ impl<C: DaemonChain> Daemon<C> {
 pub(super) enum Judge {
     Thread(tokio::task::JoinHandle<Judged>),
     Ended(Judgement),
+}
+
+/// The judges as the plan reads them; those whose thread ended since the
+/// last round give their outcome.
+async fn judges(judging: &mut HashMap<Pubkey, (u64, Judge)>) -> HashMap<Pubkey, (u64, Judgement)> {
+    for (_, judge) in judging.values_mut() {
+        if let Judge::Thread(thread) = judge
+            && thread.is_finished()
+        {
+            *judge = Judge::Ended(match thread.await {
+                Ok(judged) => Judgement::Done(judged),
+                Err(error) => Judgement::Failed(error.to_string()),
+            });
+        }
+    }
+    judging
+        .iter()
+        .map(|(node, (slot, judge))| {
+            let judgement = match judge {
+                Judge::Thread(_) => Judgement::Running,
+                Judge::Ended(judgement) => judgement.clone(),
+            };
+            (*node, (*slot, judgement))
+        })
+        .collect()
+}
+
+/// Judges each opening on a blocking thread: the checker's only heavy work
+/// (B·r, O(n²) per GPU, about 2.5 s of a core per GPU at full size), which
+/// no round waits for; a later round records the verdict.
+fn start_judging(to_judge: Vec<ToJudge>, judging: &mut HashMap<Pubkey, (u64, Judge)>) {
+    for j in to_judge {
+        let (node, slot) = (j.node, j.challenge.requested_slot);
+        let thread = tokio::task::spawn_blocking(move || {
+            judge_opening(
+                &j.node,
+                &j.account,
+                &j.challenge,
+                j.open_seed,
+                &j.opening,
+                &j.elsewhere,
+            )
+        });
+        judging.insert(node, (slot, Judge::Thread(thread)));
+    }
 }
 
 impl Sent for Duty {
