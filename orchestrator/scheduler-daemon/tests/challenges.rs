@@ -390,17 +390,17 @@ mod plan {
         })
     }
 
-    /// Each transaction's duty as (instruction, node, verdict, attestation, judged), and
-    /// its instruction checked against the client's builder.
-    fn sent(
-        plan: &ChallengePlan,
-    ) -> Vec<(
+    /// A transaction's duty: (instruction, node, verdict, attestation, judged).
+    type Sent = (
         &'static str,
         Pubkey,
         Option<ChallengeVerdict>,
         Option<GpuAttestation>,
         bool,
-    )> {
+    );
+
+    /// Each transaction's duty, its instruction checked against the client's builder.
+    fn sent(plan: &ChallengePlan) -> Vec<Sent> {
         let me = key(SCHEDULER);
         plan.planned
             .iter()
@@ -455,19 +455,12 @@ mod plan {
         let none = Openings::default();
         let judge = |slot, j| HashMap::from([(n, (slot, j))]);
         let done = Judgement::Done((PASSED, Some(gpu_attestation(&[0xA1]))));
-        type Sent = Vec<(
-            &'static str,
-            Pubkey,
-            Option<ChallengeVerdict>,
-            Option<GpuAttestation>,
-            bool,
-        )>;
         // (now, openings, judges, sent, to judge, judges taken, left)
         type Row<'a> = (
             i64,
             &'a Openings,
             HashMap<Pubkey, (u64, Judgement)>,
-            Sent,
+            Vec<Sent>,
             Vec<Pubkey>,
             Vec<Pubkey>,
             Vec<(Pubkey, Left)>,

@@ -79,7 +79,7 @@ struct Opened {
 /// Why a store request is not opened.
 enum OpenError {
     /// The store is no `s3://` store: nothing is signed.
-    NoGateway(Response),
+    NoGateway(Box<Response>),
     Refused(Refusal),
     RateLimited(Pubkey),
 }
@@ -87,7 +87,7 @@ enum OpenError {
 impl OpenError {
     fn response(self, state: &GatewayState) -> Response {
         match self {
-            OpenError::NoGateway(response) => response,
+            OpenError::NoGateway(response) => *response,
             OpenError::Refused(refusal) => state.refusal(refusal),
             OpenError::RateLimited(signer) => state.refuse(
                 "rate_limited",
@@ -101,7 +101,7 @@ impl OpenError {
 /// Opens a store request: the gateway's store, the signature and the clock,
 /// the number of ops, the signer's rate.
 fn open_request(state: &GatewayState, body: &[u8]) -> Result<Opened, OpenError> {
-    let s3 = Arc::clone(state.s3().map_err(OpenError::NoGateway)?);
+    let s3 = Arc::clone(state.s3().map_err(|r| OpenError::NoGateway(Box::new(r)))?);
     let (signer, request) =
         open::<StoreRequest>(state, body, STORE_SIGN_PATH, |m| m.sent_at_unix_ms)
             .map_err(OpenError::Refused)?;

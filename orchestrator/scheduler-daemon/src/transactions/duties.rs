@@ -121,7 +121,7 @@ fn check(action: &VerifyAction, me: &Pubkey, deployment: &ix::Deployment) -> Ins
             refund: *refund,
             generation: *generation,
             segment: Some(pda::segment(job, *generation)),
-            deployment: deployment.clone(),
+            deployment: *deployment,
         }
         .complete(me, *output_hash),
     }
