@@ -2,37 +2,23 @@
 //! re-driven every tick, whose actions run as tracked tasks that report back
 //! as events. Shutdown: a `CancellationToken` to tell, a `TaskTracker` to wait.
 
-use crate::chain::{AgentChain, ChainFailure, Check, chain_job};
-use crate::core::{
-    Action, Attested, ChainJob, ContainerExit, Core, CorePolicy, Event, FoundContainer,
-    OUTPUT_ATTESTED, StoredCheckpoint, Tx, TxFailure,
-};
-use crate::fault::{Found, classify};
+use crate::chain::{AgentChain, ChainFailure, chain_job};
+use crate::core::{Action, ChainJob, Core, CorePolicy, Event, OUTPUT_ATTESTED, Tx, TxFailure};
 use crate::gpus::GpuLedger;
 use crate::metrics::AgentMetrics;
-use crate::spec_store::{SpecStoreError, get_spec};
 use futures_util::FutureExt;
+use launch::RunCtx;
 use mcjs_client::Pubkey;
-use mcjs_client::ix::{self, Deployment};
+use mcjs_client::ix::Deployment;
 use mcjs_client::program::state::Job;
-use mcjs_protocol::{
-    HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, HEARTBEAT_SESSION_PATH, HEARTBEAT_STREAM_PATH,
-    Heartbeat, HeartbeatSession, JobReport, SignedRequest, StopReason,
-};
-use mcjs_runtime::checkpoint::{Sha256Digest, complete_checkpoints_in};
-use mcjs_runtime::confined::ConfinedDir;
-use mcjs_runtime::docker::{DockerEngine, JOB_LABEL};
-use mcjs_runtime::engine::{
-    ContainerEngine, ContainerId, ContainerSpec, EngineError, GpuRequest, JobMounts, JobSignal,
-};
-use mcjs_runtime::launch::{LaunchError, launch};
-use mcjs_runtime::staging::{DataCache, DataInput, StagingPolicy};
-use mcjs_runtime::store::{CheckpointPipeline, CheckpointStore, ExpectedCheckpoint, StoreError};
+use mcjs_protocol::{JobReport, StopReason};
+use mcjs_runtime::docker::DockerEngine;
+use mcjs_runtime::engine::{ContainerEngine, ContainerId, EngineError, JobSignal};
+use mcjs_runtime::staging::{DataCache, StagingPolicy};
 use mcjs_runtime::volume::{self, DiskBound};
-use mcjs_spec::JobSpec;
 use object_store::ObjectStore;
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
@@ -52,13 +38,6 @@ mod standby;
 mod transactions;
 
 pub use api::{router, serve};
-
-/// The root of a run's writable directories (`checkpoints`, `output`): the
-/// run's volume under [`DiskBound::Loop`], a plain directory under
-/// [`DiskBound::Watch`].
-fn writable(dir: &Path) -> PathBuf {
-    volume::mount_point(dir)
-}
 
 /// Whether a removal left no container behind (removed now, or already gone).
 fn gone(removed: &Result<(), EngineError>) -> bool {
@@ -125,20 +104,6 @@ pub enum AgentError {
         "jobs' disks cannot be bounded on this host ({0}); run the agent as root with e2fsprogs installed, or pass --disk-bound watch"
     )]
     DiskBound(#[source] mcjs_runtime::volume::VolumeError),
-}
-
-/// What the agent knows about one assignment beyond the core's state.
-struct RunCtx {
-    spec: JobSpec,
-    pipeline: CheckpointPipeline,
-    output_dir: PathBuf,
-    /// When the job's disk use was last measured.
-    measured_at: Mutex<Option<Instant>>,
-    /// Held by a look for checkpoints: the periodic one and the one after
-    /// the container exits must not both read a checkpoint the other is
-    /// storing and removing (the loser found it gone, and a checkpoint that
-    /// vanishes mid-read is the job's fault).
-    collecting: tokio::sync::Mutex<()>,
 }
 
 struct Shared<C, E = DockerEngine> {
@@ -717,20 +682,6 @@ async fn next_change(watch: Option<&mut ChangeStream>) -> Option<()> {
         None => std::future::pending().await,
     }
 }
-
-/// How often the agent asks the scheduler what it owes as a checker (or,
-/// on a chain that cannot tell of changes, scans the chain for it).
-pub(crate) const CHECKS_EVERY: Duration = Duration::from_millis(500);
-
-/// How long after a failed check the agent tries it again.
-pub(crate) const CHECK_RETRY: Duration = Duration::from_secs(3);
-
-/// How often a running job's disk use is measured.
-const FOOTPRINT_EVERY: Duration = Duration::from_secs(2);
-
-/// How long a paid run waits for a check to give its GPUs back: a check
-/// notices within a poll and removes its container.
-const PAID_GPU_WAIT: Duration = Duration::from_secs(30);
 
 /// Label carrying the node account on every job container, so that agents of
 /// several nodes on one host leave each other's containers alone.

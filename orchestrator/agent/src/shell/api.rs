@@ -1,7 +1,9 @@
 //! The agent's HTTP API: the HAL's routes plus the agent's metrics and job
 //! reports.
 
-use super::*;
+use super::Agent;
+use crate::chain::AgentChain;
+use tokio_util::sync::CancellationToken;
 
 /// The agent's HTTP API: the HAL's routes plus the agent's metrics and job reports.
 pub fn router<C: AgentChain>(hal: mcjs_hal::api::ApiState, agent: &Agent<C>) -> axum::Router {

@@ -12,14 +12,21 @@
 //! [`MAX_CPU_PRODUCT`], is not attempted: the node is recorded unanswered, which proves
 //! nothing and costs it nothing but the lowest class.
 
-use super::*;
+use super::{Shared, next_change};
+use crate::chain::{AgentChain, ChainFailure};
 use mcjs_challenge::bounds::MEASURED;
 use mcjs_challenge::{
     Backend, CpuBackend, CudaDevice, KernelBackend, NodeOpening, NodeProver, Params,
 };
 use mcjs_client::challenge::{params_of, seed_for_commit, seed_for_hold, seed_for_open};
+use mcjs_client::ix;
 use mcjs_client::program::state::{ChallengeStep, HardwareChallenge, Node};
+use mcjs_protocol::SignedRequest;
 use mcjs_protocol::{CHALLENGE_OPENING_PATH, ChallengeOpening};
+use mcjs_runtime::engine::ContainerEngine;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokio_util::sync::CancellationToken;
 
 /// How often the node's account is read while a challenge is in flight (each step waits
 /// for a slot to pass), and while none is: with a chain that tells of changes to the
@@ -191,7 +198,7 @@ pub(super) async fn answer_challenges<C: AgentChain, E: ContainerEngine>(
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(poll) => {}
-            Some(()) = super::next_change(watch.as_mut()) => {}
+            Some(()) = next_change(watch.as_mut()) => {}
         }
         let node = match s.chain.node(s.node).await {
             Ok(Some(node)) => node,

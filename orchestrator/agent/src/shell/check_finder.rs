@@ -6,9 +6,12 @@
 //! [`CHECK_SCAN_EVERY`]), or every tick where the chain cannot tell of
 //! changes (test chains).
 
-use super::*;
+use crate::chain::{AgentChain, ChainFailure, Check};
+use mcjs_client::Pubkey;
 use mcjs_protocol::{CHECKS_PATH, CheckDuties};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// How often named checks are read again though nothing changed: a reveal
 /// falls due when the other checker seals, which the list may not show.

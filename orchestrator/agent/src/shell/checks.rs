@@ -4,13 +4,36 @@
 //! digest) in a commitment, then reveal it once both checkers have sealed.
 
 use super::check_finder::CheckFinder;
-use super::*;
+use super::run_dirs::writable;
+use super::{Agent, NODE_LABEL};
+use crate::chain::{AgentChain, Check};
 use crate::checking::{CheckBook, Listed, Next, Step, Tried};
+use crate::spec_store::get_spec;
+use mcjs_client::Pubkey;
+use mcjs_client::ix;
 use mcjs_client::program::instructions::CheckerStep;
 use mcjs_client::program::state::{CheckAnswer, Party, check_commitment};
 use mcjs_runtime::checkpoint::hash_possessed_checkpoint_in;
+use mcjs_runtime::checkpoint::{Sha256Digest, complete_checkpoints_in};
+use mcjs_runtime::confined::ConfinedDir;
+use mcjs_runtime::engine::{ContainerEngine, ContainerId};
+use mcjs_runtime::launch::launch;
 use mcjs_runtime::store::StoreError;
+use mcjs_runtime::store::{CheckpointStore, ExpectedCheckpoint};
+use mcjs_spec::JobSpec;
 use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// How often the agent asks the scheduler what it owes as a checker (or,
+/// on a chain that cannot tell of changes, scans the chain for it).
+const CHECKS_EVERY: Duration = Duration::from_millis(500);
+
+/// How long after a failed check the agent tries it again.
+const CHECK_RETRY: Duration = Duration::from_secs(3);
 
 /// Check runs at once on one node: a check re-executes a whole interval, so
 /// a node named in many checks runs them one after another rather than
@@ -416,10 +439,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         // The output is read and hashed as the job's node stored it: every
         // file of the output directory, within the output's limits.
         let (root, limits) = if v.output {
-            (super::writable(dir), crate::fault::output_limits(spec))
+            (writable(dir), crate::fault::output_limits(spec))
         } else {
             (
-                super::writable(dir).join("checkpoints"),
+                writable(dir).join("checkpoints"),
                 crate::fault::checkpoint_limits(spec),
             )
         };
@@ -471,7 +494,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 }
                 None => {}
             }
-            let (job_dir, spec) = (super::writable(dir), spec.clone());
+            let (job_dir, spec) = (writable(dir), spec.clone());
             if let Ok(Some(over)) =
                 tokio::task::spawn_blocking(move || crate::fault::footprint(&job_dir, &spec)).await
             {
@@ -504,9 +527,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 exit = &mut exited => Some(exit),
                 _ = tokio::time::sleep(CHECK_POLL) => None,
             };
-            if let Some(name) =
-                reached_step(super::writable(dir).join("checkpoints"), target).await?
-            {
+            if let Some(name) = reached_step(writable(dir).join("checkpoints"), target).await? {
                 return Ok(name);
             }
             if let Some(exit) = ended {
@@ -520,7 +541,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             }
             if measured.elapsed() >= CHECK_FOOTPRINT_EVERY {
                 measured = Instant::now();
-                let (job_dir, spec) = (super::writable(dir), spec.clone());
+                let (job_dir, spec) = (writable(dir), spec.clone());
                 if let Ok(Some(over)) =
                     tokio::task::spawn_blocking(move || crate::fault::footprint(&job_dir, &spec))
                         .await

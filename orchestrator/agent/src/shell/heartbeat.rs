@@ -1,7 +1,16 @@
 //! The agent's sign of life: signed heartbeats to the scheduler on one
 //! long-lived stream, sealed for the scheduler's current session.
 
-use super::*;
+use super::Shared;
+use crate::chain::AgentChain;
+use mcjs_protocol::{
+    HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, HEARTBEAT_SESSION_PATH, HEARTBEAT_STREAM_PATH,
+    Heartbeat, HeartbeatSession, SignedRequest,
+};
+use mcjs_runtime::engine::ContainerEngine;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
 
 /// Heartbeats on one long-lived request to the scheduler
 /// ([`mcjs_protocol::HEARTBEAT_STREAM_PATH`]), one sealed line a second, the

@@ -3,7 +3,44 @@
 //! the spec asks for and the GPUs it gets; waiting for it to end, what it
 //! wrote (its output) and how much disk it uses.
 
-use super::*;
+use super::run_dirs::writable;
+use super::{Agent, AgentError, EventTx, GENERATION_LABEL, NODE_LABEL};
+use crate::chain::AgentChain;
+use crate::core::{Attested, ContainerExit, Event, FoundContainer, StoredCheckpoint};
+use crate::fault::{Found, classify};
+use crate::spec_store::{SpecStoreError, get_spec};
+use mcjs_client::Pubkey;
+use mcjs_protocol::StopReason;
+use mcjs_runtime::docker::JOB_LABEL;
+use mcjs_runtime::engine::{ContainerEngine, ContainerId, ContainerSpec, GpuRequest, JobMounts};
+use mcjs_runtime::launch::{LaunchError, launch};
+use mcjs_runtime::staging::DataInput;
+use mcjs_runtime::store::{CheckpointPipeline, CheckpointStore, ExpectedCheckpoint, StoreError};
+use mcjs_spec::JobSpec;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the agent knows about one assignment beyond the core's state.
+pub(super) struct RunCtx {
+    pub(super) spec: JobSpec,
+    pub(super) pipeline: CheckpointPipeline,
+    pub(super) output_dir: PathBuf,
+    /// When the job's disk use was last measured.
+    pub(super) measured_at: Mutex<Option<Instant>>,
+    /// Held by a look for checkpoints: the periodic one and the one after
+    /// the container exits must not both read a checkpoint the other is
+    /// storing and removing (the loser found it gone, and a checkpoint that
+    /// vanishes mid-read is the job's fault).
+    pub(super) collecting: tokio::sync::Mutex<()>,
+}
+
+/// How often a running job's disk use is measured.
+const FOOTPRINT_EVERY: Duration = Duration::from_secs(2);
+
+/// How long a paid run waits for a check to give its GPUs back: a check
+/// notices within a poll and removes its container.
+const PAID_GPU_WAIT: Duration = Duration::from_secs(30);
 
 impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// The job containers this node's agents left running (found at start,

@@ -2,8 +2,13 @@
 //! and again while the store fails, since a store that fails is not the
 //! job's fault.
 
-use super::*;
+use super::Agent;
+use crate::chain::AgentChain;
+use crate::core::Event;
 use crate::output::store_output;
+use mcjs_client::Pubkey;
+use mcjs_runtime::engine::ContainerEngine;
+use std::time::{Duration, Instant};
 
 /// How long a finished job's output is stored again while the store fails
 /// (unreachable, or refusing): after that the job stops as `output_missing`

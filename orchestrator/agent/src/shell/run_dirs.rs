@@ -1,7 +1,20 @@
 //! Where a container's directories live on the node (named so that a job
 //! learns nothing from them), the volume that bounds them, and their removal.
 
-use super::*;
+use super::Agent;
+use crate::chain::AgentChain;
+use mcjs_client::Pubkey;
+use mcjs_runtime::engine::ContainerEngine;
+use mcjs_runtime::volume::{self, DiskBound};
+use mcjs_spec::JobSpec;
+use std::path::{Path, PathBuf};
+
+/// The root of a run's writable directories (`checkpoints`, `output`): the
+/// run's volume under [`DiskBound::Loop`], a plain directory under
+/// [`DiskBound::Watch`].
+pub(super) fn writable(dir: &Path) -> PathBuf {
+    volume::mount_point(dir)
+}
 
 impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// Where an assignment's directories are (`data`, `checkpoints`,

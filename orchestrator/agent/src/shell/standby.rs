@@ -6,9 +6,20 @@
 //! node, its launch takes the copy instead of downloading it
 //! ([`StandbyCopies::take`]), if the chain's checkpoint is the one copied.
 
-use super::*;
+use super::Shared;
+use crate::chain::AgentChain;
+use crate::spec_store::get_spec;
+use mcjs_client::Pubkey;
 use mcjs_protocol::{STANDBY_PATH, StandbyDuties};
+use mcjs_runtime::checkpoint::Sha256Digest;
+use mcjs_runtime::engine::ContainerEngine;
 use mcjs_runtime::store::Restored;
+use mcjs_runtime::store::{CheckpointStore, ExpectedCheckpoint};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// How often the scheduler is asked what this node stands by for.
 const ASK_EVERY: Duration = Duration::from_secs(1);

@@ -2,8 +2,14 @@
 //! complete), with the accounts each needs ([`JobAccounts`]: the Segment
 //! holding a verified job's pay included).
 
-use super::*;
+use super::Agent;
+use crate::chain::{AgentChain, ChainFailure};
+use crate::core::{OUTPUT_ATTESTED, Tx};
+use mcjs_client::Pubkey;
+use mcjs_client::ix;
 use mcjs_client::ix::JobAccounts;
+use mcjs_runtime::engine::ContainerEngine;
+use std::time::Duration;
 
 /// How long an attestation waits for the job's printed lines to be stored.
 const FLUSH_BEFORE_ATTEST: Duration = Duration::from_secs(3);
