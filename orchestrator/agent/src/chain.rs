@@ -5,7 +5,9 @@
 use crate::core::{Attested, ChainJob, ChainState, Keep};
 use anchor_lang::solana_program::instruction::Instruction;
 use mcjs_client::Pubkey;
-use mcjs_client::ix::Deployment;
+use mcjs_client::errors::{code_of, describe};
+use mcjs_client::ix::{Deployment, JobAccounts, segment_of};
+use mcjs_client::program::errors::McjsError;
 use mcjs_client::program::state::{Job, JobState, Node, Provider};
 use mcjs_runtime::checkpoint::Sha256Digest;
 use std::future::Future;
@@ -22,6 +24,27 @@ pub struct ChainFailure {
     pub retryable: bool,
 }
 
+impl ChainFailure {
+    /// Whether the MCJS program refused the transaction with `error`.
+    pub fn refused_with(&self, error: McjsError) -> bool {
+        let name = describe(code_of(error)).map(|(name, _)| name);
+        self.program_error.is_some() && self.program_error == name
+    }
+}
+
+/// This node as the chain knows it, read once when the agent starts: what
+/// every instruction of its assignments names besides the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeIdentity {
+    /// The Node account.
+    pub node: Pubkey,
+    /// The node's Provider account.
+    pub provider: Pubkey,
+    /// The provider's payout token account.
+    pub payout: Pubkey,
+    pub deployment: Deployment,
+}
+
 /// A verification this node must answer now, with its job.
 pub use mcjs_client::rpc::DueCheck as Check;
 
@@ -34,6 +57,21 @@ pub trait AgentChain: Send + Sync + 'static {
         &self,
         node: Pubkey,
     ) -> impl Future<Output = Result<Vec<(Pubkey, Job)>, ChainFailure>> + Send;
+
+    /// The jobs on node `me` in a state that runs there, as the agent sees
+    /// them ([`chain_job`]).
+    fn chain_jobs(
+        &self,
+        me: &NodeIdentity,
+    ) -> impl Future<Output = Result<Vec<ChainJob>, ChainFailure>> + Send {
+        async move {
+            let jobs = self.jobs_on_node(me.node).await?;
+            Ok(jobs
+                .iter()
+                .filter_map(|(key, job)| chain_job(*key, job, me))
+                .collect())
+        }
+    }
 
     /// The job's attested checkpoints, newest first (from its event history).
     fn attested(
@@ -107,10 +145,10 @@ pub trait AgentChain: Send + Sync + 'static {
     }
 }
 
-/// The core's view of a job the chain says is on this node, or `None` when it
-/// is in no state that runs here.
-pub fn chain_job(key: Pubkey, job: &Job, node: &Pubkey) -> Option<ChainJob> {
-    if job.node.as_ref() != Some(node) {
+/// The agent's view of a job the chain says is on node `me`, or `None` when
+/// it is in no state that runs there.
+pub fn chain_job(key: Pubkey, job: &Job, me: &NodeIdentity) -> Option<ChainJob> {
+    if job.node != Some(me.node) {
         return None;
     }
     let state = match job.state {
@@ -130,6 +168,7 @@ pub fn chain_job(key: Pubkey, job: &Job, node: &Pubkey) -> Option<ChainJob> {
             generation: c.generation,
         }),
         checkpoint_interval: Duration::from_secs(u64::from(job.terms.checkpoint_interval_secs)),
+        gpus: u32::from(job.requirements.gpu_count),
         verified: job.verification_ppm > 0,
         at_cap: job.at_cap(),
         // The chain as last read is older than any attestation it is used
@@ -144,5 +183,42 @@ pub fn chain_job(key: Pubkey, job: &Job, node: &Pubkey) -> Option<ChainJob> {
                 floor: job.restore_floor.map(|c| Sha256Digest(c.hash)),
             }
         },
+        accounts: JobAccounts {
+            job: key,
+            node: me.node,
+            provider: me.provider,
+            payout: me.payout,
+            refund: job.refund_account,
+            generation: job.generation,
+            segment: segment_of(&key, job),
+            deployment: me.deployment,
+        },
+        bond_exhaustible_from: bond_exhaustible_from(job),
+        completion_attests_output: job.holds_payment && job.output_hash.is_none(),
     })
+}
+
+/// The earliest chain time (Unix seconds) at which an attestation may
+/// exhaust `job`'s bond ([`Job::attestation_may_exhaust_bond`], with the
+/// Config's liveness factor unread: `u8::MAX`); `None` when none may. The
+/// program's answer only turns from no to yes as time passes, so the turn
+/// is found by bisection.
+fn bond_exhaustible_from(job: &Job) -> Option<i64> {
+    let may = |at: i64| job.attestation_may_exhaust_bond(at, u8::MAX);
+    let (mut before, mut from) = (i64::MIN, i64::MAX);
+    if !may(from) {
+        return None;
+    }
+    if may(before) {
+        return Some(before);
+    }
+    while before + 1 < from {
+        let mid = ((i128::from(before) + i128::from(from)) / 2) as i64;
+        if may(mid) {
+            from = mid;
+        } else {
+            before = mid;
+        }
+    }
+    Some(from)
 }

@@ -49,7 +49,8 @@
 //!   checkpoint; the exit, the output and the job's disk use.
 //! - `shell/transactions.rs`: what the agent sends for an assignment
 //!   (`send`: `start_job`, `attest_checkpoint` after flushing the job's
-//!   printed lines, `complete_job`).
+//!   printed lines, `complete_job`), with the accounts of the job as last
+//!   read (`ChainJob::accounts_at`).
 //! - `shell/output.rs`: a finished job's output, stored with its hash.
 //! - `shell/heartbeat.rs`: `heartbeats`, signed with the operator key, one
 //!   a second on one long-lived stream to every scheduler it is given, with
@@ -74,7 +75,10 @@
 //! - `shell/api.rs`: the HTTP API: the HAL's routes, metrics, job reports.
 //!
 //! Beside them: `chain.rs` (`AgentChain`, what the agent needs from the
-//! chain) and `rpc.rs` (it, on the chain client); `register.rs` (the node
+//! chain; `chain_job`, the one place a program `Job` account becomes the
+//! agent's `ChainJob`: its state, its `JobAccounts`, from when an
+//! attestation may exhaust its bond; `NodeIdentity`, the node's accounts)
+//! and `rpc.rs` (it, on the chain client); `register.rs` (the node
 //! on chain, with its operator key only, never the provider's wallet, and
 //! its profile kept current); `sequence.rs` (heartbeat sequence numbers
 //! kept above all sent, across restarts, in `<work-dir>/heartbeat.seq`);

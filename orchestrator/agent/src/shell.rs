@@ -2,15 +2,14 @@
 //! re-driven every tick, whose actions run as tracked tasks that report back
 //! as events. Shutdown: a `CancellationToken` to tell, a `TaskTracker` to wait.
 
-use crate::chain::{AgentChain, ChainFailure, chain_job};
+use crate::chain::{AgentChain, ChainFailure, NodeIdentity};
 use crate::core::{Action, ChainJob, Core, CorePolicy, Event, OUTPUT_ATTESTED, Tx, TxFailure};
 use crate::gpus::GpuLedger;
 use crate::metrics::AgentMetrics;
 use futures_util::FutureExt;
 use launch::RunCtx;
 use mcjs_client::Pubkey;
-use mcjs_client::ix::Deployment;
-use mcjs_client::program::state::Job;
+use mcjs_protocol::fault::{EXIT_BAD_INPUT, EXIT_DONE, EXIT_PREEMPTED};
 use mcjs_protocol::{JobReport, StopReason};
 use mcjs_runtime::docker::DockerEngine;
 use mcjs_runtime::engine::{ContainerEngine, ContainerId, EngineError, JobSignal};
@@ -110,18 +109,14 @@ struct Shared<C, E = DockerEngine> {
     chain: C,
     engine: E,
     config: AgentConfig,
-    node: Pubkey,
-    provider: Pubkey,
-    payout: Pubkey,
-    deployment: Deployment,
+    /// This node's accounts, as every instruction of its assignments names them.
+    me: NodeIdentity,
     store: Arc<dyn ObjectStore>,
     store_root: Arc<dyn ObjectStore>,
     cache: DataCache,
     metrics: AgentMetrics,
-    /// From the last chain snapshot: spec hash, owner, terms.
-    /// Jobs on this node as last seen on chain, with their refund accounts.
-    /// Each job on this node as last seen: its summary and the Job account.
-    known: Mutex<HashMap<Pubkey, (ChainJob, Job)>>,
+    /// Each job on this node as last seen on chain.
+    known: Mutex<HashMap<Pubkey, ChainJob>>,
     runs: Mutex<HashMap<(Pubkey, u32), Arc<RunCtx>>>,
     /// When each checkpoint was stored, for the attestation latency.
     stored_at: Mutex<HashMap<(Pubkey, u64), Instant>>,
@@ -210,10 +205,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             shared: Arc::new(Shared {
                 chain,
                 engine,
-                node,
-                provider,
-                payout: provider_account.payout,
-                deployment,
+                me: NodeIdentity {
+                    node,
+                    provider,
+                    payout: provider_account.payout,
+                    deployment,
+                },
                 store_root: Arc::clone(&store),
                 store,
                 cache,
@@ -233,7 +230,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     }
 
     pub fn node(&self) -> Pubkey {
-        self.shared.node
+        self.shared.me.node
     }
 
     /// How this agent holds jobs to their declared disk (never
@@ -288,7 +285,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         // fencing the job's: the chain is read when either changes (and
         // every `RECONCILE_EVERY` in case a change was missed), not on every
         // tick. A chain that cannot tell is read every tick.
-        let mut node_watch = s.chain.changes(s.node);
+        let mut node_watch = s.chain.changes(s.me.node);
         let watched = node_watch.is_some();
         let mut job_watch: Option<(Pubkey, ChangeStream)> = None;
         let mut next_read = Instant::now();
@@ -350,9 +347,9 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 status_checked = Instant::now();
                 let (shared, checking) = (Arc::clone(s), Arc::clone(&checking));
                 tracker.spawn(async move {
-                    if let Ok(Some(node)) = shared.chain.node(shared.node).await {
+                    if let Ok(Some(node)) = shared.chain.node(shared.me.node).await {
                         match crate::register::bring_back(&shared.chain, &node).await {
-                            Ok(true) => tracing::info!(node = %shared.node, "node back in service after a reported failure"),
+                            Ok(true) => tracing::info!(node = %shared.me.node, "node back in service after a reported failure"),
                             Ok(false) => {}
                             Err(e) => tracing::warn!(error = %e.message, "cannot put the node back in service"),
                         }
@@ -437,9 +434,13 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             Event::Exited(exit) => m
                 .exits
                 .with_label_values(&[match exit.stop_reason() {
-                    StopReason::Exited { code: 0 } => "done",
-                    StopReason::Exited { code: 2 } => "bad_input",
-                    StopReason::Exited { code: 75 } => "preempted",
+                    StopReason::Exited { code: EXIT_DONE } => "done",
+                    StopReason::Exited {
+                        code: EXIT_BAD_INPUT,
+                    } => "bad_input",
+                    StopReason::Exited {
+                        code: EXIT_PREEMPTED,
+                    } => "preempted",
                     StopReason::OutOfMemory => "out_of_memory",
                     StopReason::EngineFailure => "engine_lost",
                     _ => "crashed",
@@ -451,17 +452,14 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 
     async fn snapshot(&self) -> Result<Vec<ChainJob>, ChainFailure> {
         let s = &self.shared;
-        let jobs = s.chain.jobs_on_node(s.node).await?;
-        let mut known = s.known.lock().expect("known lock");
-        let mut out = Vec::new();
+        let jobs = s.chain.chain_jobs(&s.me).await?;
         let mut paid_gpus = 0u32;
-        for (key, job) in &jobs {
-            if let Some(cj) = chain_job(*key, job, &s.node) {
-                paid_gpus = paid_gpus.saturating_add(u32::from(job.requirements.gpu_count));
-                known.insert(*key, (cj.clone(), job.clone()));
-                out.push(cj);
-            }
+        let mut known = s.known.lock().expect("known lock");
+        for job in &jobs {
+            paid_gpus = paid_gpus.saturating_add(job.gpus);
+            known.insert(job.key, job.clone());
         }
+        drop(known);
         // The paid job's GPUs come first: a check holding any of them is
         // told to stop (it is tried again when GPUs are free).
         let stopped = s.gpus.lock().expect("gpus lock").set_paid(paid_gpus);
@@ -472,7 +470,17 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 "a check gives its GPUs back to this node's paid job"
             );
         }
-        Ok(out)
+        Ok(jobs)
+    }
+
+    /// The job as last read on chain, when it was.
+    pub(super) fn known(&self, job: Pubkey) -> Option<ChainJob> {
+        self.shared
+            .known
+            .lock()
+            .expect("known lock")
+            .get(&job)
+            .cloned()
     }
 
     fn execute(&self, action: Action, tx: &EventTx, tracker: &TaskTracker) {

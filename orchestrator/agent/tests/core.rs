@@ -6,6 +6,7 @@ use mcjs_agent::core::{
     Keep, OUTPUT_ATTESTED, Phase, StoredCheckpoint, Tx, TxFailure,
 };
 use mcjs_client::Pubkey;
+use mcjs_client::ix::{Deployment, JobAccounts};
 use mcjs_protocol::{Fault, JobOutcome, JobPhase, StopReason};
 use mcjs_runtime::checkpoint::Sha256Digest;
 use std::time::{Duration, SystemTime};
@@ -28,9 +29,25 @@ fn job(n: u8, generation: u32, state: ChainState) -> ChainJob {
         spec_hash: [n; 32],
         last_checkpoint: None,
         checkpoint_interval: Duration::from_secs(60),
+        gpus: 1,
         verified: false,
         keep: Keep::Attested,
         at_cap: false,
+        accounts: JobAccounts {
+            job: key(n),
+            node: key(100),
+            provider: key(101),
+            payout: key(102),
+            refund: key(103),
+            generation,
+            segment: None,
+            deployment: Deployment {
+                usdc_mint: key(104),
+                treasury: key(105),
+            },
+        },
+        bond_exhaustible_from: None,
+        completion_attests_output: false,
     }
 }
 

@@ -4,7 +4,7 @@
 //! would into the job's mounts.
 
 use anchor_lang::solana_program::instruction::Instruction;
-use mcjs_agent::chain::{AgentChain, ChainFailure, Check};
+use mcjs_agent::chain::{AgentChain, ChainFailure, Check, NodeIdentity, chain_job};
 use mcjs_agent::core::Attested;
 use mcjs_agent::metrics::AgentMetrics;
 use mcjs_agent::{Agent, AgentConfig, StagingPolicy, put_spec};
@@ -196,6 +196,46 @@ struct Setup {
 }
 
 /// An agent on the fake engine with one job assigned whose input is `uri`.
+/// The agent's view of a job says from when an attestation may exhaust its
+/// bond: the first second the program's own rule says so, or never.
+#[test]
+fn an_attestation_may_exhaust_the_bond_from_the_first_second_the_program_says() {
+    let node = Pubkey::new_unique();
+    let me = NodeIdentity {
+        node,
+        provider: Pubkey::new_unique(),
+        payout: Pubkey::new_unique(),
+        deployment: Deployment {
+            usdc_mint: Pubkey::new_unique(),
+            treasury: Pubkey::new_unique(),
+        },
+    };
+    // (bond, accrued, rate per hour, progress mark)
+    let cases = [
+        (1, 0, 1, 0),
+        (3_600, 0, 7_200, 1_700_000_000),
+        (10, 10, 5, 100),
+        (1_000_000, 0, 1, 0),
+        (u64::MAX, 0, u64::MAX, -5),
+    ];
+    for (bond, accrued, rate, mark) in cases {
+        let mut job = job_account(node, [0; 32]);
+        (job.bond, job.accrued, job.rate_per_hour, job.progress_mark) = (bond, accrued, rate, mark);
+        let view = chain_job(Pubkey::new_unique(), &job, &me).expect("a job on the node");
+        let may = |at: i64| job.attestation_may_exhaust_bond(at, u8::MAX);
+        match view.bond_exhaustible_from {
+            Some(from) => {
+                assert!(may(from), "{bond} {accrued} {rate} {mark}");
+                assert!(
+                    from == i64::MIN || !may(from - 1),
+                    "{bond} {accrued} {rate} {mark}"
+                );
+            }
+            None => assert!(!may(i64::MAX), "{bond} {accrued} {rate} {mark}"),
+        }
+    }
+}
+
 async fn setup(uri: impl FnOnce(&Path) -> (String, String)) -> Setup {
     let t = tempfile::tempdir().unwrap();
     let datasets = t.path().join("datasets");

@@ -2,11 +2,12 @@
 //! how one ended, checkpoints stored, events) and what it asks the shell to
 //! do ([`Action`], [`Tx`]).
 
-use mcjs_client::Pubkey;
+use mcjs_client::ix::JobAccounts;
+use mcjs_client::{Pubkey, pda};
 use mcjs_protocol::StopReason;
 use mcjs_runtime::checkpoint::Sha256Digest;
 use serde::Serialize;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// Where a job assigned to this node stands on chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -34,6 +35,8 @@ pub struct ChainJob {
     pub spec_hash: [u8; 32],
     pub last_checkpoint: Option<Attested>,
     pub checkpoint_interval: Duration,
+    /// The GPUs the job asks for (its paid run holds them on this node).
+    pub gpus: u32,
     /// A verified job: its spec fixes the checkpoint steps (verification is
     /// refused without `checkpoint.every_steps`), so it is never signalled
     /// to checkpoint. A signal only its paid runs received would tell the
@@ -44,6 +47,17 @@ pub struct ChainJob {
     /// The job has been billed its whole maximum duration (`Job::at_cap`):
     /// nothing more of its work is paid or attested, so it is stopped.
     pub at_cap: bool,
+    /// What an instruction on the assignment names besides its signer (the
+    /// node's accounts, the owner's refund account, a verified job's
+    /// Segment), at the chain's generation.
+    pub accounts: JobAccounts,
+    /// The earliest chain time (Unix seconds) at which an attestation may
+    /// exhaust the job's bond and pause it, so must name the settlement
+    /// accounts; `None` when none may.
+    pub bond_exhaustible_from: Option<i64>,
+    /// A completion sent now attests the job's output rather than completing
+    /// it: a verified job's first (`Job::attest_output`).
+    pub completion_attests_output: bool,
 }
 
 impl ChainJob {
@@ -57,7 +71,35 @@ impl ChainJob {
             .filter(|c| c.generation == self.generation)
             .map(|c| (c.epoch, c.step))
     }
+
+    /// The accounts of the job's assignment at `generation`: the chain's, or
+    /// an earlier one's (which names its own generation and Segment) for a
+    /// transaction the chain has since moved past.
+    pub fn accounts_at(&self, generation: u32) -> JobAccounts {
+        JobAccounts {
+            generation,
+            segment: self
+                .accounts
+                .segment
+                .map(|_| pda::segment(&self.key, generation)),
+            ..self.accounts
+        }
+    }
+
+    /// Whether an attestation sent at `now` may exhaust the job's bond, the
+    /// chain's clock taken [`CHAIN_CLOCK_AHEAD`] ahead of this machine's.
+    pub fn attestation_may_exhaust_bond(&self, now: SystemTime) -> bool {
+        let now = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        self.bond_exhaustible_from
+            .is_some_and(|from| now.saturating_add(CHAIN_CLOCK_AHEAD) >= from)
+    }
 }
+
+/// How far ahead of this machine's clock the chain's may be, in seconds, when
+/// the agent asks whether an attestation may exhaust a bond.
+pub const CHAIN_CLOCK_AHEAD: i64 = 60;
 
 /// Which stored checkpoints a job still needs once a newer one is attested.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

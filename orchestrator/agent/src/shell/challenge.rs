@@ -188,7 +188,7 @@ pub(super) async fn answer_challenges<C: AgentChain, E: ContainerEngine>(
     });
     let mut answering: Option<Answering> = None;
     // A request changes the node's account: heard at once where the chain tells.
-    let mut watch = s.chain.changes(s.node);
+    let mut watch = s.chain.changes(s.me.node);
     loop {
         let poll = match (&answering, &watch) {
             (Some(_), _) => IN_FLIGHT_POLL,
@@ -200,7 +200,7 @@ pub(super) async fn answer_challenges<C: AgentChain, E: ContainerEngine>(
             _ = tokio::time::sleep(poll) => {}
             Some(()) = next_change(watch.as_mut()) => {}
         }
-        let node = match s.chain.node(s.node).await {
+        let node = match s.chain.node(s.me.node).await {
             Ok(Some(node)) => node,
             Ok(None) => continue,
             Err(error) => {
@@ -256,7 +256,7 @@ async fn step<C: AgentChain, E: ContainerEngine>(
                 let Some(seed) = seed_for_commit(challenge, &slot_hashes) else {
                     return Ok(());
                 };
-                let params = params_of(&MEASURED, &s.node, node, challenge, &seed)
+                let params = params_of(&MEASURED, &s.me.node, node, challenge, &seed)
                     .map_err(|e| StepError::Work(e.to_string()))?;
                 let mut addresses = tokio::task::spawn_blocking(challenge_addresses)
                     .await
@@ -306,7 +306,7 @@ async fn step<C: AgentChain, E: ContainerEngine>(
             s.chain
                 .send(ix::answer_challenge(
                     &s.chain.authority(),
-                    &s.node,
+                    &s.me.node,
                     ChallengeStep::Commit { commitment },
                 ))
                 .await?;
@@ -341,7 +341,7 @@ async fn step<C: AgentChain, E: ContainerEngine>(
             s.chain
                 .send(ix::answer_challenge(
                     &s.chain.authority(),
-                    &s.node,
+                    &s.me.node,
                     ChallengeStep::Hold { held_digest },
                 ))
                 .await?;
@@ -395,7 +395,7 @@ async fn send_opening<C: AgentChain, E: ContainerEngine>(
     opening: NodeOpening,
 ) -> Result<bool, StepError> {
     let message = ChallengeOpening {
-        node: s.node.to_string(),
+        node: s.me.node.to_string(),
         requested_slot,
         sent_at_unix_ms: SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)

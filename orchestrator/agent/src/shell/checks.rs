@@ -89,7 +89,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let tracker = TaskTracker::new();
         let mut tick = tokio::time::interval(s.config.tick.max(CHECKS_EVERY));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut finder = CheckFinder::new(s.config.scheduler.as_deref(), s.node, watched);
+        let mut finder = CheckFinder::new(s.config.scheduler.as_deref(), s.me.node, watched);
         let mut renew_at = Instant::now();
         loop {
             tokio::select! {
@@ -99,7 +99,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             if Instant::now() >= renew_at {
                 renew_at = Instant::now() + self.renew_pool_entry().await;
             }
-            let listed = match finder.find(&s.chain, s.node, Instant::now()).await {
+            let listed = match finder.find(&s.chain, s.me.node, Instant::now()).await {
                 Ok(listed) => listed,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read this node's verification tasks");
@@ -148,7 +148,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         use mcjs_client::program::state::{NodeStatus, POOL_RENEW_SECS};
         let s = &self.shared;
         let retry = Duration::from_secs(60);
-        let node = match s.chain.node(s.node).await {
+        let node = match s.chain.node(s.me.node).await {
             Ok(Some(node)) => node,
             Ok(None) => return retry,
             Err(e) => {
@@ -161,7 +161,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         }
         let ix = mcjs_client::ix::enter_checker_pool(
             &s.chain.authority(),
-            &s.node,
+            &s.me.node,
             &node.provider,
             &node.hardware.gpu_model,
         );
@@ -218,10 +218,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             return false;
         }
         let salt = self.salt(&check.key, check.role);
-        let commitment = check_commitment(&check.key, &self.shared.node, &answer, &salt);
+        let commitment = check_commitment(&check.key, &self.shared.me.node, &answer, &salt);
         let ix = ix::attest_verification(
             &self.shared.chain.authority(),
-            &self.shared.node,
+            &self.shared.me.node,
             &check.key,
             CheckerStep::Seal { commitment },
         );
@@ -251,7 +251,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let salt = self.salt(&check.key, check.role);
         let ix = ix::attest_verification(
             &self.shared.chain.authority(),
-            &self.shared.node,
+            &self.shared.me.node,
             &check.key,
             CheckerStep::Reveal { answer, salt },
         );
@@ -395,7 +395,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             s.config.max_checkpoint_interval,
         );
         let (mut cspec, inputs) = self.container(job, spec, dir, restore, interval).await;
-        cspec.labels = vec![(NODE_LABEL.to_string(), s.node.to_string())];
+        cspec.labels = vec![(NODE_LABEL.to_string(), s.me.node.to_string())];
         cspec.resources.gpus = self.gpu_request(job, gpus.gpus.clone());
         self.mount_run(dir, spec)
             .await

@@ -44,8 +44,8 @@ pub(super) async fn heartbeats<C: AgentChain, E: ContainerEngine>(
             .unwrap_or_default();
         let next = seq.next(now_ms);
         let beat = Heartbeat {
-            node: s.node.to_string(),
-            provider: s.provider.to_string(),
+            node: s.me.node.to_string(),
+            provider: s.me.provider.to_string(),
             agent_url: s.config.agent_url.clone(),
             sent_at_unix_ms: now_ms,
             seq: next,

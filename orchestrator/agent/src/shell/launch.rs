@@ -64,7 +64,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             ) else {
                 continue;
             };
-            if labels.get(NODE_LABEL) != Some(&self.shared.node.to_string()) {
+            if labels.get(NODE_LABEL) != Some(&self.shared.me.node.to_string()) {
                 continue;
             }
             let running = c.running;
@@ -85,12 +85,9 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         if let Some(ctx) = s.runs.lock().expect("runs lock").get(&(job, generation)) {
             return Ok(Arc::clone(ctx));
         }
-        let spec_hash = s
-            .known
-            .lock()
-            .expect("known lock")
-            .get(&job)
-            .map(|(j, _)| j.spec_hash)
+        let spec_hash = self
+            .known(job)
+            .map(|j| j.spec_hash)
             .ok_or_else(|| format!("job {job} is not on this node"))?;
         let spec = get_spec(s.store.as_ref(), &spec_hash)
             .await
@@ -150,8 +147,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             tracing::warn!(%job, generation, %reason, "the job cannot be launched");
             Event::LaunchFailed { stop, reason }
         };
-        let Some((chain_job, _owner)) = s.known.lock().expect("known lock").get(&job).cloned()
-        else {
+        let Some(chain_job) = self.known(job) else {
             // Only a fenced assignment gets here: nothing is reported for it.
             return failed(StopReason::StartRefused, "the job left this node".into());
         };
@@ -280,7 +276,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let (mut cspec, inputs) = self.container(job, spec, &dir, restore_dir, interval).await;
         cspec.labels = vec![
             (GENERATION_LABEL.to_string(), generation.to_string()),
-            (NODE_LABEL.to_string(), s.node.to_string()),
+            (NODE_LABEL.to_string(), s.me.node.to_string()),
         ];
         let gpus = u32::from(spec.request.hardware.gpu_count);
         self.gpus_cleared_for_paid(job, gpus).await;

@@ -182,7 +182,7 @@ pub(super) async fn stand_by<C: AgentChain, E: ContainerEngine>(
         }
         let mut named = HashMap::new();
         for url in &urls {
-            for (job, spec, at) in ask(&http, url, s.node).await.unwrap_or_default() {
+            for (job, spec, at) in ask(&http, url, s.me.node).await.unwrap_or_default() {
                 named.entry(job).or_insert((spec, at));
             }
         }

@@ -1,15 +1,16 @@
 //! What the agent sends the chain for an assignment (start, attest,
-//! complete), with the accounts each needs ([`JobAccounts`]: the Segment
-//! holding a verified job's pay included).
+//! complete), with the accounts each needs: those of the job as last read
+//! ([`ChainJob::accounts_at`], the Segment holding a verified job's pay
+//! included).
 
 use super::Agent;
 use crate::chain::{AgentChain, ChainFailure};
 use crate::core::{OUTPUT_ATTESTED, Tx};
 use mcjs_client::Pubkey;
 use mcjs_client::ix;
-use mcjs_client::ix::JobAccounts;
+use mcjs_client::program::errors::McjsError;
 use mcjs_runtime::engine::ContainerEngine;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// How long an attestation waits for the job's printed lines to be stored.
 const FLUSH_BEFORE_ATTEST: Duration = Duration::from_secs(3);
@@ -23,13 +24,20 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     ) -> Result<(), ChainFailure> {
         let s = &self.shared;
         let authority = s.chain.authority();
-        let ix = match tx {
-            Tx::Start => ix::start_job(&authority, &job, &s.node, &s.provider, generation),
+        match tx {
+            Tx::Start => {
+                let me = &s.me;
+                let ix = ix::start_job(&authority, &job, &me.node, &me.provider, generation);
+                s.chain.send(ix).await
+            }
             Tx::Attest { epoch, step, hash } => {
                 self.flush_logs(job, generation).await;
-                let on = self.accounts(job, generation);
+                let Some(known) = self.known(job) else {
+                    return Err(unread(job, tx));
+                };
+                let on = known.accounts_at(generation);
                 let hash = crate::inject::attested_hash(*step, hash.0);
-                let settle = self.attestation_may_exhaust_bond(job);
+                let settle = known.attestation_may_exhaust_bond(SystemTime::now());
                 let sent = s
                     .chain
                     .send(on.attest(&authority, settle, *epoch, *step, hash))
@@ -37,41 +45,27 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 // The job as last read may be behind the chain: an
                 // attestation that does exhaust the bond is refused without
                 // the settlement accounts, and sent once more with them.
-                return match sent {
-                    Err(f)
-                        if !settle
-                            && f.program_error.as_deref() == Some("SettlementAccountsRequired") =>
-                    {
+                match sent {
+                    Err(f) if !settle && f.refused_with(McjsError::SettlementAccountsRequired) => {
                         s.chain
                             .send(on.attest(&authority, true, *epoch, *step, hash))
                             .await
                     }
                     sent => sent,
-                };
+                }
             }
             Tx::Complete { output_hash } => {
-                let on = self.accounts(job, generation);
-                if on.refund == Pubkey::default() {
-                    return Err(ChainFailure {
-                        message: format!("job {job} left this node"),
-                        program_error: None,
-                        retryable: false,
-                    });
-                }
+                let Some(known) = self.known(job) else {
+                    return Err(unread(job, tx));
+                };
+                let on = known.accounts_at(generation);
+                s.chain.send(on.complete(&authority, output_hash.0)).await?;
                 // A verified job's first completion attests its output
                 // (`Job::attest_output`); the job completes with a later
                 // one, once the draw has had its time and any check of the
                 // output is done. Until then the completion is sent again,
                 // refused as too soon or waiting on a check.
-                let attesting = self
-                    .shared
-                    .known
-                    .lock()
-                    .expect("known lock")
-                    .get(&job)
-                    .is_some_and(|(_, j)| j.holds_payment && j.output_hash.is_none());
-                s.chain.send(on.complete(&authority, output_hash.0)).await?;
-                return if attesting {
+                if known.completion_attests_output {
                     Err(ChainFailure {
                         message: "the output is attested; the job completes once the draw has had its time and any check of it is done".into(),
                         program_error: Some(OUTPUT_ATTESTED.into()),
@@ -79,10 +73,9 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     })
                 } else {
                     Ok(())
-                };
+                }
             }
-        };
-        s.chain.send(ix).await
+        }
     }
 
     /// Stores what the job has printed so far before its checkpoint goes
@@ -106,40 +99,20 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             tracing::debug!(%job, generation, "the job's lines were not all stored before the attestation");
         }
     }
+}
 
-    /// Whether an attestation of `job` now may exhaust its bond (and pause
-    /// it), so must name the settlement accounts: from the job as last read
-    /// (unknown: yes), a minute ahead of this machine's clock for the
-    /// chain's, bounded by the time since its progress mark (the Config's
-    /// liveness factor is not read here).
-    fn attestation_may_exhaust_bond(&self, job: Pubkey) -> bool {
-        let known = self.shared.known.lock().expect("known lock");
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        known
-            .get(&job)
-            .is_none_or(|(_, j)| j.attestation_may_exhaust_bond(now.saturating_add(60), u8::MAX))
-    }
-
-    /// This node's assignment of `job` at `generation`: the node's own
-    /// accounts, the owner's refund account and a verified job's Segment
-    /// from the job as last read (a job no longer read here has neither).
-    fn accounts(&self, job: Pubkey, generation: u32) -> JobAccounts {
-        let s = &self.shared;
-        let known = s.known.lock().expect("known lock");
-        let state = known.get(&job).map(|(_, j)| j);
-        JobAccounts {
-            job,
-            node: s.node,
-            provider: s.provider,
-            payout: s.payout,
-            refund: state.map_or_else(Pubkey::default, |j| j.refund_account),
-            generation,
-            segment: state
-                .filter(|j| j.holds_payment)
-                .map(|_| mcjs_client::pda::segment(&job, generation)),
-            deployment: s.deployment,
-        }
+/// Why a transaction of a job this agent holds no reading of is not sent: an
+/// attestation waits for the first read (the chain unreachable since the
+/// agent adopted the job's container); a completion is not sent at all.
+fn unread(job: Pubkey, tx: &Tx) -> ChainFailure {
+    let attest = matches!(tx, Tx::Attest { .. });
+    ChainFailure {
+        message: if attest {
+            format!("job {job} has not been read from the chain yet")
+        } else {
+            format!("job {job} left this node")
+        },
+        program_error: None,
+        retryable: attest,
     }
 }
