@@ -167,7 +167,7 @@ pub fn chain_job(key: Pubkey, job: &Job, me: &NodeIdentity) -> Option<ChainJob> 
             hash: Sha256Digest(c.hash),
             generation: c.generation,
         }),
-        checkpoint_interval: Duration::from_secs(u64::from(job.terms.checkpoint_interval_secs)),
+        checkpoint_interval: checkpoint_interval(job),
         gpus: u32::from(job.requirements.gpu_count),
         verified: job.verification_ppm > 0,
         at_cap: job.at_cap(),
@@ -196,6 +196,32 @@ pub fn chain_job(key: Pubkey, job: &Job, me: &NodeIdentity) -> Option<ChainJob> 
         bond_exhaustible_from: bond_exhaustible_from(job),
         completion_attests_output: job.holds_payment && job.output_hash.is_none(),
     })
+}
+
+/// What a check runs of the job it checks, read from the job's account as
+/// a paid run's is ([`chain_job`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckedJob {
+    pub spec_hash: [u8; 32],
+    /// The GPUs the job asks for, which the check holds.
+    pub gpus: u32,
+    /// The interval the job's terms ask for.
+    pub checkpoint_interval: Duration,
+}
+
+impl CheckedJob {
+    pub fn of(check: &Check) -> Self {
+        Self {
+            spec_hash: check.job.spec_hash,
+            gpus: u32::from(check.job.requirements.gpu_count),
+            checkpoint_interval: checkpoint_interval(&check.job),
+        }
+    }
+}
+
+/// The checkpoint interval `job`'s terms ask for.
+fn checkpoint_interval(job: &Job) -> Duration {
+    Duration::from_secs(u64::from(job.terms.checkpoint_interval_secs))
 }
 
 /// The earliest chain time (Unix seconds) at which an attestation may

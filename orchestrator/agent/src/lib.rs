@@ -77,7 +77,8 @@
 //! Beside them: `chain.rs` (`AgentChain`, what the agent needs from the
 //! chain; `chain_job`, the one place a program `Job` account becomes the
 //! agent's `ChainJob`: its state, its `JobAccounts`, from when an
-//! attestation may exhaust its bond; `NodeIdentity`, the node's accounts)
+//! attestation may exhaust its bond; `CheckedJob`, what a check runs of the
+//! job it checks; `NodeIdentity`, the node's accounts)
 //! and `rpc.rs` (it, on the chain client); `register.rs` (the node
 //! on chain, with its operator key only, never the provider's wallet, and
 //! its profile kept current); `sequence.rs` (heartbeat sequence numbers

@@ -6,7 +6,7 @@
 use super::check_finder::CheckFinder;
 use super::run_dirs::writable;
 use super::{Agent, NODE_LABEL};
-use crate::chain::{AgentChain, Check};
+use crate::chain::{AgentChain, Check, CheckedJob};
 use crate::checking::{CheckBook, Listed, Next, Step, Tried};
 use crate::spec_store::get_spec;
 use mcjs_client::Pubkey;
@@ -327,14 +327,15 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// verification's key.
     async fn check(&self, check: &Check) -> Result<CheckAnswer, CheckFailure> {
         // GPUs the node's paid job does not hold, or no check yet.
+        let checked = CheckedJob::of(check);
         let ledger = &self.shared.gpus;
         let held = ledger
             .lock()
             .expect("gpus lock")
-            .hold_check(u32::from(check.job.requirements.gpu_count))
+            .hold_check(checked.gpus)
             .map_err(CheckFailure::Busy)?;
         let hold = GpuHold { ledger, held };
-        let spec = get_spec(self.shared.store.as_ref(), &check.job.spec_hash)
+        let spec = get_spec(self.shared.store.as_ref(), &checked.spec_hash)
             .await
             .map_err(|e| CheckFailure::Other(format!("spec: {e}")))?;
         // Laid out and named as a paid run's directory is, on a disk of the
@@ -391,7 +392,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             }
         };
         let interval = crate::core::checkpoint_interval(
-            Duration::from_secs(u64::from(check.job.terms.checkpoint_interval_secs)),
+            CheckedJob::of(check).checkpoint_interval,
             s.config.max_checkpoint_interval,
         );
         let (mut cspec, inputs) = self.container(job, spec, dir, restore, interval).await;
