@@ -36,12 +36,17 @@
 //! - `fault.rs`: whose fault each thing the work ran into is
 //!   (`classify`), as a stop reason the failure table prices.
 //!
-//! The shell (`shell.rs`: `Agent`, the reconcile loop). It reads the job
-//! its Node account names, by address (`AgentChain::jobs_on_node`, one
+//! The shell (`shell.rs`: `Agent`, the reconcile loop `run`, in named
+//! steps: the tasks beside it, the chain read, the node put back in
+//! service, a waiter per container). It reads the job its Node account
+//! names, by address (`AgentChain::jobs_on_node`, one
 //! `getMultipleAccounts`), when either account changes (an
 //! `accountSubscribe`, `AgentChain::changes`) and every 30 s besides
-//! (`RECONCILE_EVERY`), never by scanning the program. By duty:
+//! (`RECONCILE_EVERY`), never by scanning the program (`ChainReads`). By
+//! duty:
 //!
+//! - `shell/actions.rs`: what each of the core's actions does (`perform`),
+//!   one named step each: collect, signal, send and count, stop, remove.
 //! - `shell/launch.rs`: an assignment's run: spec, restore (a warm standby's
 //!   copy, else the store, verified against the attested hash), the
 //!   container and its GPUs (`launch`); `collect` hands the checkpoint

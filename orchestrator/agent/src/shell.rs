@@ -3,27 +3,28 @@
 //! as events. Shutdown: a `CancellationToken` to tell, a `TaskTracker` to wait.
 
 use crate::chain::{AgentChain, ChainFailure, NodeIdentity};
-use crate::core::{Action, ChainJob, Core, CorePolicy, Event, OUTPUT_ATTESTED, Tx, TxFailure};
+use crate::core::{Action, ChainJob, Core, CorePolicy, Event};
 use crate::gpus::GpuLedger;
 use crate::metrics::AgentMetrics;
-use futures_util::FutureExt;
 use launch::RunCtx;
 use mcjs_client::Pubkey;
 use mcjs_protocol::fault::{EXIT_BAD_INPUT, EXIT_DONE, EXIT_PREEMPTED};
 use mcjs_protocol::{JobReport, StopReason};
 use mcjs_runtime::docker::DockerEngine;
-use mcjs_runtime::engine::{ContainerEngine, ContainerId, EngineError, JobSignal};
+use mcjs_runtime::engine::ContainerEngine;
 use mcjs_runtime::staging::{DataCache, StagingPolicy};
 use mcjs_runtime::volume::{self, DiskBound};
 use object_store::ObjectStore;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod actions;
 mod api;
 mod challenge;
 mod check_finder;
@@ -37,11 +38,6 @@ mod standby;
 mod transactions;
 
 pub use api::{router, serve};
-
-/// Whether a removal left no container behind (removed now, or already gone).
-fn gone(removed: &Result<(), EngineError>) -> bool {
-    matches!(removed, Ok(()) | Err(EngineError::UnknownContainer(_)))
-}
 
 /// Label carrying the assignment generation on every job container.
 pub const GENERATION_LABEL: &str = "mcjs.generation";
@@ -254,21 +250,82 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let s = &self.shared;
         let tracker = TaskTracker::new();
         let (tx, mut rx) = mpsc::unbounded_channel();
-        // Lines a container printed before this agent ran were shipped by
-        // the one that did (or lost with it): follow from here.
-        let agent_started = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or_default()
-            .saturating_sub(1);
+        let mut waiters = Waiters::from_now();
         let mut core = Core::new(CorePolicy {
             max_checkpoint_interval: s.config.max_checkpoint_interval,
         });
         let found = self.find_containers().await?;
-        // Containers running before this agent: their metrics files are
-        // followed from where they are now, as their printed lines are.
-        let adopted: HashSet<String> = found.iter().map(|c| c.id.clone()).collect();
+        waiters.adopted = found.iter().map(|c| c.id.clone()).collect();
         core.found_containers(found);
+        let mut reads = ChainReads::new(s.chain.changes(s.me.node));
+        let mut power_rx = self.spawn_companions(&tracker, &cancel, reads.watched);
+        let mut tick = tokio::time::interval(s.config.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let mut node_changed = false;
+            let mut job_changed = false;
+            let woke = tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = tick.tick() => true,
+                Some(()) = next_change(reads.node_watch.as_mut()) => {
+                    tick.reset();
+                    node_changed = true;
+                    true
+                }
+                Some(()) = next_change(reads.job_watch.as_mut().map(|(_, w)| w)) => {
+                    tick.reset();
+                    job_changed = true;
+                    true
+                }
+                Some(state) = power_rx.recv() => {
+                    *s.power.lock().expect("power lock") = power::for_heartbeat(state);
+                    let actions = core.on_power(state, SystemTime::now());
+                    if !actions.is_empty() {
+                        tracing::warn!(power = %state, actions = actions.len(), "the node's power changed: acting on its running jobs");
+                    }
+                    self.execute_all(actions, &tx, &tracker);
+                    false
+                }
+                Some((job, generation, event)) = rx.recv() => {
+                    self.observe(&event);
+                    let actions = core.on_event(job, generation, event, SystemTime::now());
+                    self.execute_all(actions, &tx, &tracker);
+                    false
+                }
+            };
+            let chain_now = woke && reads.due(node_changed || job_changed);
+            if chain_now && (node_changed || reads.status_checked.elapsed() > NODE_STATUS_EVERY) {
+                self.bring_back(&mut reads, &tracker);
+            }
+            let actions = if chain_now {
+                self.read_chain(&mut core, &mut reads).await
+            } else if woke {
+                core.on_tick(SystemTime::now())
+            } else {
+                Vec::new()
+            };
+            self.execute_all(actions, &tx, &tracker);
+            self.wait_for_new_containers(&core, &mut waiters, &tx, &tracker);
+            self.publish(&core);
+        }
+        tracker.close();
+        // Waiters wait on containers that outlive the agent: do not wait for them.
+        tokio::time::timeout(Duration::from_secs(2), tracker.wait())
+            .await
+            .ok();
+        Ok(())
+    }
+
+    /// Starts what runs beside the reconcile loop: heartbeats to every
+    /// scheduler, the checker, hardware challenges, the warm standby and,
+    /// with a UPS, its reader, whose changes come back on the channel.
+    fn spawn_companions(
+        &self,
+        tracker: &TaskTracker,
+        cancel: &CancellationToken,
+        watched: bool,
+    ) -> mpsc::UnboundedReceiver<mcjs_hal::probe::ups::PowerState> {
+        let s = &self.shared;
         for url in s
             .config
             .scheduler
@@ -281,137 +338,89 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 cancel.clone(),
             ));
         }
-        // An assignment changes the node's account, an attestation or a
-        // fencing the job's: the chain is read when either changes (and
-        // every `RECONCILE_EVERY` in case a change was missed), not on every
-        // tick. A chain that cannot tell is read every tick.
-        let mut node_watch = s.chain.changes(s.me.node);
-        let watched = node_watch.is_some();
-        let mut job_watch: Option<(Pubkey, ChangeStream)> = None;
-        let mut next_read = Instant::now();
         tracker.spawn(self.clone().checker(cancel.clone(), watched));
         tracker.spawn(challenge::answer_challenges(Arc::clone(s), cancel.clone()));
         tracker.spawn(standby::stand_by(Arc::clone(s), cancel.clone()));
-        let (power_tx, mut power_rx) = mpsc::unbounded_channel();
+        let (power_tx, power_rx) = mpsc::unbounded_channel();
         if let Some(ups) = s.config.ups.clone() {
             tracker.spawn(power::watch_power(ups, power_tx, cancel.clone()));
         }
-        let mut waiting: HashSet<String> = HashSet::new();
-        let mut tick = tokio::time::interval(s.config.tick);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // A reported failure takes the node offline; once this agent can
-        // reach the chain again (a partition healed), it puts it back.
-        let mut status_checked = Instant::now();
-        let checking = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        loop {
-            let mut node_changed = false;
-            let mut job_changed = false;
-            let woke = tokio::select! {
-                _ = cancel.cancelled() => break,
-                _ = tick.tick() => true,
-                Some(()) = next_change(node_watch.as_mut()) => {
-                    tick.reset();
-                    node_changed = true;
-                    true
-                }
-                Some(()) = next_change(job_watch.as_mut().map(|(_, w)| w)) => {
-                    tick.reset();
-                    job_changed = true;
-                    true
-                }
-                Some(state) = power_rx.recv() => {
-                    *s.power.lock().expect("power lock") = power::for_heartbeat(state);
-                    let actions = core.on_power(state, SystemTime::now());
-                    if !actions.is_empty() {
-                        tracing::warn!(power = %state, actions = actions.len(), "the node's power changed: acting on its running jobs");
-                    }
-                    for action in actions {
-                        self.execute(action, &tx, &tracker);
-                    }
-                    false
-                }
-                Some((job, generation, event)) = rx.recv() => {
-                    self.observe(&event);
-                    for action in core.on_event(job, generation, event, SystemTime::now()) {
-                        self.execute(action, &tx, &tracker);
-                    }
-                    false
-                }
-            };
-            let chain_now =
-                woke && (!watched || node_changed || job_changed || Instant::now() >= next_read);
-            if chain_now
-                && (node_changed || status_checked.elapsed() > NODE_STATUS_EVERY)
-                && !checking.swap(true, std::sync::atomic::Ordering::SeqCst)
-            {
-                status_checked = Instant::now();
-                let (shared, checking) = (Arc::clone(s), Arc::clone(&checking));
-                tracker.spawn(async move {
-                    if let Ok(Some(node)) = shared.chain.node(shared.me.node).await {
-                        match crate::register::bring_back(&shared.chain, &node).await {
-                            Ok(true) => tracing::info!(node = %shared.me.node, "node back in service after a reported failure"),
-                            Ok(false) => {}
-                            Err(e) => tracing::warn!(error = %e.message, "cannot put the node back in service"),
-                        }
-                    }
-                    checking.store(false, std::sync::atomic::Ordering::SeqCst);
-                });
-            }
-            let actions = if chain_now {
-                match self.snapshot().await {
-                    Ok(snapshot) => {
-                        next_read = Instant::now() + RECONCILE_EVERY;
-                        if watched {
-                            let held = snapshot.first().map(|j| j.key);
-                            if job_watch.as_ref().map(|(k, _)| *k) != held {
-                                job_watch =
-                                    held.and_then(|key| s.chain.changes(key).map(|w| (key, w)));
-                            }
-                        }
-                        core.on_chain(&snapshot, SystemTime::now())
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot read the chain; holding every job as it is");
-                        next_read = Instant::now() + READ_RETRY;
-                        core.on_tick(SystemTime::now())
-                    }
-                }
-            } else if woke {
-                core.on_tick(SystemTime::now())
-            } else {
-                Vec::new()
-            };
-            for action in actions {
-                self.execute(action, &tx, &tracker);
-            }
-            // Containers adopted after a restart get a waiter too.
-            for a in core.jobs.values() {
-                if let crate::core::Phase::Running { container } = &a.phase
-                    && waiting.insert(container.clone())
-                {
-                    let this = self.clone();
-                    let (job, generation, container, tx) =
-                        (a.job, a.generation, container.clone(), tx.clone());
-                    let logs = self.ship_logs(
-                        job,
-                        generation,
-                        &container,
-                        agent_started,
-                        adopted.contains(&container),
-                    );
-                    tracker.spawn(async move {
-                        this.wait_exit(job, generation, container, tx, logs).await
-                    });
-                }
-            }
-            self.publish(&core);
+        power_rx
+    }
+
+    /// A reported failure takes the node offline; once this agent can reach
+    /// the chain again (a partition healed), it puts it back. One look at a
+    /// time.
+    fn bring_back(&self, reads: &mut ChainReads, tracker: &TaskTracker) {
+        if reads.bringing_back.swap(true, Ordering::SeqCst) {
+            return;
         }
-        tracker.close();
-        // Waiters wait on containers that outlive the agent: do not wait for them.
-        tokio::time::timeout(Duration::from_secs(2), tracker.wait())
-            .await
-            .ok();
-        Ok(())
+        reads.status_checked = Instant::now();
+        let (shared, bringing_back) = (Arc::clone(&self.shared), Arc::clone(&reads.bringing_back));
+        tracker.spawn(async move {
+            if let Ok(Some(node)) = shared.chain.node(shared.me.node).await {
+                match crate::register::bring_back(&shared.chain, &node).await {
+                    Ok(true) => tracing::info!(node = %shared.me.node, "node back in service after a reported failure"),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(error = %e.message, "cannot put the node back in service"),
+                }
+            }
+            bringing_back.store(false, Ordering::SeqCst);
+        });
+    }
+
+    /// Reads the node's jobs and tells the core; follows the job the node
+    /// holds for changes. A failed read holds every job as it is.
+    async fn read_chain(&self, core: &mut Core, reads: &mut ChainReads) -> Vec<Action> {
+        match self.snapshot().await {
+            Ok(snapshot) => {
+                reads.next_read = Instant::now() + RECONCILE_EVERY;
+                if reads.watched {
+                    let held = snapshot.first().map(|j| j.key);
+                    if reads.job_watch.as_ref().map(|(k, _)| *k) != held {
+                        reads.job_watch =
+                            held.and_then(|key| self.shared.chain.changes(key).map(|w| (key, w)));
+                    }
+                }
+                core.on_chain(&snapshot, SystemTime::now())
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the chain; holding every job as it is");
+                reads.next_read = Instant::now() + READ_RETRY;
+                core.on_tick(SystemTime::now())
+            }
+        }
+    }
+
+    /// Gives every running container without one a waiter for its exit and
+    /// a shipper of its printed lines: launched ones, and those adopted
+    /// after a restart.
+    fn wait_for_new_containers(
+        &self,
+        core: &Core,
+        waiters: &mut Waiters,
+        tx: &EventTx,
+        tracker: &TaskTracker,
+    ) {
+        for a in core.jobs.values() {
+            if let crate::core::Phase::Running { container } = &a.phase
+                && waiters.waiting.insert(container.clone())
+            {
+                let this = self.clone();
+                let (job, generation, container, tx) =
+                    (a.job, a.generation, container.clone(), tx.clone());
+                let logs = self.ship_logs(
+                    job,
+                    generation,
+                    &container,
+                    waiters.agent_started,
+                    waiters.adopted.contains(&container),
+                );
+                tracker.spawn(
+                    async move { this.wait_exit(job, generation, container, tx, logs).await },
+                );
+            }
+        }
     }
 
     fn publish(&self, core: &Core) {
@@ -482,185 +491,6 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             .get(&job)
             .cloned()
     }
-
-    fn execute(&self, action: Action, tx: &EventTx, tracker: &TaskTracker) {
-        let this = self.clone();
-        let tx = tx.clone();
-        tracker.spawn(async move {
-            if let Some((job, generation, event)) = this.perform(action).await {
-                let _ = tx.send((job, generation, event));
-            }
-        });
-    }
-
-    async fn perform(&self, action: Action) -> Option<(Pubkey, u32, Event)> {
-        let s = &self.shared;
-        match action {
-            Action::Launch {
-                job,
-                generation,
-                restore,
-            } => {
-                // `start_job` follows the launch: its blockhash is fetched meanwhile.
-                s.chain.warm();
-                Some((job, generation, self.launch(job, generation, restore).await))
-            }
-            Action::Collect { job, generation } => {
-                // Whatever happens, the core hears back: a look that never
-                // reported would stop every later one for the job.
-                let look = async {
-                    match self.ctx(job, generation).await {
-                        Ok(ctx) => self.collect(job, &ctx).await,
-                        Err(reason) => Event::CollectFailed { reason },
-                    }
-                };
-                let event = match std::panic::AssertUnwindSafe(look).catch_unwind().await {
-                    Ok(event) => event,
-                    Err(panic) => Event::CollectFailed {
-                        reason: format!(
-                            "collecting the checkpoints panicked ({}); they are collected again",
-                            panic_message(&*panic)
-                        ),
-                    },
-                };
-                Some((job, generation, event))
-            }
-            Action::SignalCheckpoint {
-                job,
-                container,
-                generation,
-            } => {
-                if let Err(e) = s
-                    .engine
-                    .signal(&ContainerId(container), JobSignal::Checkpoint)
-                    .await
-                {
-                    tracing::warn!(%job, error = %e, "cannot signal the job to checkpoint");
-                }
-                tracing::info!(%job, generation, "checkpoint signal sent");
-                None
-            }
-            Action::Prune {
-                job,
-                generation,
-                below,
-                floor,
-            } => {
-                if let Ok(ctx) = self.ctx(job, generation).await
-                    && let Err(e) = ctx
-                        .pipeline
-                        .store
-                        .prune(&job.to_string(), below, floor.as_ref())
-                        .await
-                {
-                    tracing::warn!(%job, error = %e, "cannot prune old checkpoints");
-                }
-                None
-            }
-            Action::CollectOutput { job, generation } => {
-                Some((job, generation, self.store_output(job, generation).await))
-            }
-            Action::Send {
-                job,
-                generation,
-                tx,
-            } => {
-                let started = Instant::now();
-                let result = self.send(job, generation, &tx).await;
-                let kind = match tx {
-                    Tx::Start => "start_job",
-                    Tx::Attest { .. } => "attest_checkpoint",
-                    Tx::Complete { .. } => "complete_job",
-                };
-                let attested_output = matches!(&result, Err(f) if f.program_error.as_deref() == Some(OUTPUT_ATTESTED));
-                let outcome = if result.is_ok() || attested_output {
-                    "confirmed"
-                } else {
-                    "failed"
-                };
-                s.metrics
-                    .transactions
-                    .with_label_values(&[kind, outcome])
-                    .inc();
-                match &result {
-                    Ok(()) => {
-                        tracing::info!(%job, generation, ?tx, ms = started.elapsed().as_millis() as u64, "transaction confirmed");
-                        if let Tx::Attest { step, .. } = &tx
-                            && let Some(at) =
-                                s.stored_at.lock().expect("lock").remove(&(job, *step))
-                        {
-                            s.metrics
-                                .attestation_latency_seconds
-                                .observe(at.elapsed().as_secs_f64());
-                        }
-                    }
-                    Err(e) if attested_output => {
-                        tracing::info!(%job, generation, %e, "output attested")
-                    }
-                    Err(e) => {
-                        tracing::warn!(%job, generation, ?tx, error = %e, "transaction failed")
-                    }
-                }
-                let event = match result {
-                    Ok(()) => Event::TxConfirmed(tx),
-                    Err(f) => Event::TxFailed {
-                        tx,
-                        failure: TxFailure {
-                            message: f.message,
-                            retryable: f.retryable,
-                            program_error: f.program_error,
-                        },
-                    },
-                };
-                Some((job, generation, event))
-            }
-            Action::Stop {
-                job,
-                generation,
-                container,
-            } => {
-                s.metrics.fenced.inc();
-                let removed = s.engine.remove(&ContainerId(container.clone())).await;
-                if gone(&removed) {
-                    tracing::warn!(%job, generation, %container, "fenced container stopped");
-                    self.paid_gone(job, generation);
-                    self.clear_run(self.job_dir(job, generation)).await;
-                } else if let Err(e) = removed {
-                    tracing::warn!(%job, generation, %container, error = %e, "cannot stop the fenced container");
-                }
-                None
-            }
-            Action::Remove {
-                job,
-                generation,
-                container,
-            } => {
-                if gone(&s.engine.remove(&ContainerId(container)).await) {
-                    self.paid_gone(job, generation);
-                    self.clear_run(self.job_dir(job, generation)).await;
-                }
-                Some((job, generation, Event::Removed))
-            }
-            Action::RemoveStray { container, run } => {
-                tracing::info!(%container, "removing a container of no current assignment");
-                let removed = s.engine.remove(&ContainerId(container)).await;
-                if let (true, Some((job, generation))) = (gone(&removed), run) {
-                    self.paid_gone(job, generation);
-                    self.clear_run(self.job_dir(job, generation)).await;
-                }
-                None
-            }
-            Action::FlagOverdue {
-                job,
-                generation,
-                late_by,
-            } => {
-                s.metrics.overdue.inc();
-                tracing::warn!(%job, generation, late_by_secs = late_by.as_secs(), "the job missed its checkpoint deadline");
-                None
-            }
-        }
-    }
 }
 
 /// How often the agent checks, without a change of its node's account, that
@@ -683,6 +513,70 @@ const READ_RETRY: Duration = Duration::from_secs(2);
 /// Changes of one account ([`AgentChain::changes`]).
 type ChangeStream = futures_util::stream::BoxStream<'static, ()>;
 
+/// When the reconcile loop reads the chain. An assignment changes the
+/// node's account, an attestation or a fencing the job's: the chain is read
+/// when either changes (and every [`RECONCILE_EVERY`] in case a change was
+/// missed), not on every tick. A chain that cannot tell is read every tick.
+struct ChainReads {
+    node_watch: Option<ChangeStream>,
+    /// The job the node holds, and its changes.
+    job_watch: Option<(Pubkey, ChangeStream)>,
+    /// Whether the chain tells of changes.
+    watched: bool,
+    next_read: Instant,
+    /// When the node's status was last looked at ([`NODE_STATUS_EVERY`]).
+    status_checked: Instant,
+    /// A look at the node's status is under way.
+    bringing_back: Arc<AtomicBool>,
+}
+
+impl ChainReads {
+    fn new(node_watch: Option<ChangeStream>) -> Self {
+        Self {
+            watched: node_watch.is_some(),
+            node_watch,
+            job_watch: None,
+            next_read: Instant::now(),
+            status_checked: Instant::now(),
+            bringing_back: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Whether a wake of the loop reads the chain: always where the chain
+    /// cannot tell of changes, else on a change or once the next read is due.
+    fn due(&self, changed: bool) -> bool {
+        !self.watched || changed || Instant::now() >= self.next_read
+    }
+}
+
+/// The containers the loop waits on, and what their log shippers start from.
+struct Waiters {
+    /// Lines a container printed before this agent ran were shipped by the
+    /// one that did (or lost with it): they are followed from here (Unix
+    /// seconds).
+    agent_started: i64,
+    /// Containers running before this agent: their metrics files are
+    /// followed from where they are now, as their printed lines are.
+    adopted: HashSet<String>,
+    /// Containers with a waiter.
+    waiting: HashSet<String>,
+}
+
+impl Waiters {
+    fn from_now() -> Self {
+        let agent_started = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or_default()
+            .saturating_sub(1);
+        Self {
+            agent_started,
+            adopted: HashSet::new(),
+            waiting: HashSet::new(),
+        }
+    }
+}
+
 /// The next change on `watch`; never, without one.
 async fn next_change(watch: Option<&mut ChangeStream>) -> Option<()> {
     match watch {
@@ -694,12 +588,3 @@ async fn next_change(watch: Option<&mut ChangeStream>) -> Option<()> {
 /// Label carrying the node account on every job container, so that agents of
 /// several nodes on one host leave each other's containers alone.
 pub const NODE_LABEL: &str = "mcjs.node";
-
-/// What a caught panic said.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("no message")
-}
