@@ -181,79 +181,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             let Some(last) = restore else {
                 return Ok(None);
             };
-            {
-                let (job_id, restore_root) = (job.to_string(), dir.join("restore"));
-                let restore_from = async |expected: &[ExpectedCheckpoint]| {
-                    patiently(
-                        "restore the last checkpoint",
-                        || {
-                            ctx.pipeline.store.restore(
-                                &job_id,
-                                expected,
-                                ctx.pipeline.limits,
-                                &restore_root,
-                            )
-                        },
-                        StoreError::is_unavailable,
-                    )
-                    .await
-                };
-                // Kept on this node as the job's warm standby: moved into
-                // place, not downloaded.
-                if let Some(copy) = s.standby.take(job, last.step, last.hash).await {
-                    match super::standby::move_copy(&copy, &restore_root).await {
-                        Ok(dir) => {
-                            ctx.pipeline.store.adopt(&job_id, &copy.checkpoint);
-                            tracing::info!(%job, step = last.step, bytes = copy.checkpoint.total_bytes(), ms = started.elapsed().as_millis() as u64, standby = true, "restoring from checkpoint");
-                            return Ok(Some(dir));
-                        }
-                        Err(e) => {
-                            tracing::warn!(%job, error = %e, "cannot use the standby copy; downloading the checkpoint");
-                        }
-                    }
-                }
-                // The last attested checkpoint, named by the job's account,
-                // is what a restore almost always uses: the job's history
-                // (a transaction read per attestation, growing with the job)
-                // is read only when it cannot be fetched or verified.
-                let mut expected = vec![ExpectedCheckpoint {
-                    step: last.step,
-                    hash: last.hash,
-                }];
-                let mut restored = restore_from(&expected).await;
-                if matches!(&restored, Err(e) if !e.is_unavailable()) {
-                    match s.chain.attested(job).await {
-                        Ok(history) => {
-                            let before = expected.len();
-                            expected.extend(
-                                history
-                                    .into_iter()
-                                    .filter(|a| (a.epoch, a.step) < (last.epoch, last.step))
-                                    .map(|a| ExpectedCheckpoint {
-                                        step: a.step,
-                                        hash: a.hash,
-                                    }),
-                            );
-                            if expected.len() > before {
-                                restored = restore_from(&expected).await;
-                            }
-                        }
-                        Err(e) => {
-                            tracing::warn!(%job, error = %e, "cannot read the job's attestation history; only the last checkpoint could be restored")
-                        }
-                    }
-                }
-                match restored {
-                    Ok(r) => {
-                        for skipped in &r.skipped {
-                            tracing::warn!(%job, %skipped, "checkpoint skipped on restore");
-                        }
-                        tracing::info!(%job, step = r.checkpoint.step, bytes = r.checkpoint.total_bytes(), ms = started.elapsed().as_millis() as u64, "restoring from checkpoint");
-                        Ok(Some(r.dir))
-                    }
-                    Err(e) => Err(failed(StopReason::RestoreFailed, e.to_string())),
-                }
-            }
+            self.restore(job, &ctx, last, dir.join("restore"), started)
+                .await
+                .map(Some)
+                .map_err(|reason| failed(StopReason::RestoreFailed, reason))
         };
         // The run's volume is made while the checkpoint downloads: neither
         // needs the other (the restore goes beside the volume, not on it).
@@ -307,6 +238,92 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 tracing::warn!(%job, generation, reason = %e, "the job cannot be launched");
                 classify(Found::Launch(&e))
             }
+        }
+    }
+
+    /// Restores the job's last attested checkpoint (`last`) into
+    /// `restore_root`: a warm standby's copy, moved into place, else the
+    /// store's, verified against the attested hash (an earlier attested one
+    /// when the last cannot be fetched or verified).
+    async fn restore(
+        &self,
+        job: Pubkey,
+        ctx: &RunCtx,
+        last: Attested,
+        restore_root: PathBuf,
+        started: Instant,
+    ) -> Result<PathBuf, String> {
+        let s = &self.shared;
+        let job_id = job.to_string();
+        let restore_from = async |expected: &[ExpectedCheckpoint]| {
+            patiently(
+                "restore the last checkpoint",
+                || {
+                    ctx.pipeline.store.restore(
+                        &job_id,
+                        expected,
+                        ctx.pipeline.limits,
+                        &restore_root,
+                    )
+                },
+                StoreError::is_unavailable,
+            )
+            .await
+        };
+        // Kept on this node as the job's warm standby: moved into
+        // place, not downloaded.
+        if let Some(copy) = s.standby.take(job, last.step, last.hash).await {
+            match super::standby::move_copy(&copy, &restore_root).await {
+                Ok(dir) => {
+                    ctx.pipeline.store.adopt(&job_id, &copy.checkpoint);
+                    tracing::info!(%job, step = last.step, bytes = copy.checkpoint.total_bytes(), ms = started.elapsed().as_millis() as u64, standby = true, "restoring from checkpoint");
+                    return Ok(dir);
+                }
+                Err(e) => {
+                    tracing::warn!(%job, error = %e, "cannot use the standby copy; downloading the checkpoint");
+                }
+            }
+        }
+        // The last attested checkpoint, named by the job's account,
+        // is what a restore almost always uses: the job's history
+        // (a transaction read per attestation, growing with the job)
+        // is read only when it cannot be fetched or verified.
+        let mut expected = vec![ExpectedCheckpoint {
+            step: last.step,
+            hash: last.hash,
+        }];
+        let mut restored = restore_from(&expected).await;
+        if matches!(&restored, Err(e) if !e.is_unavailable()) {
+            match s.chain.attested(job).await {
+                Ok(history) => {
+                    let before = expected.len();
+                    expected.extend(
+                        history
+                            .into_iter()
+                            .filter(|a| (a.epoch, a.step) < (last.epoch, last.step))
+                            .map(|a| ExpectedCheckpoint {
+                                step: a.step,
+                                hash: a.hash,
+                            }),
+                    );
+                    if expected.len() > before {
+                        restored = restore_from(&expected).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(%job, error = %e, "cannot read the job's attestation history; only the last checkpoint could be restored")
+                }
+            }
+        }
+        match restored {
+            Ok(r) => {
+                for skipped in &r.skipped {
+                    tracing::warn!(%job, %skipped, "checkpoint skipped on restore");
+                }
+                tracing::info!(%job, step = r.checkpoint.step, bytes = r.checkpoint.total_bytes(), ms = started.elapsed().as_millis() as u64, "restoring from checkpoint");
+                Ok(r.dir)
+            }
+            Err(e) => Err(e.to_string()),
         }
     }
 
