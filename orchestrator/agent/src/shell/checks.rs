@@ -12,7 +12,8 @@ use crate::spec_store::get_spec;
 use mcjs_client::Pubkey;
 use mcjs_client::ix;
 use mcjs_client::program::instructions::CheckerStep;
-use mcjs_client::program::state::{CheckAnswer, Party, check_commitment};
+use mcjs_client::program::state::{CheckAnswer, CheckpointRecord, Party, check_commitment};
+use mcjs_protocol::fault::EXIT_DONE;
 use mcjs_runtime::checkpoint::hash_possessed_checkpoint_in;
 use mcjs_runtime::checkpoint::{Sha256Digest, complete_checkpoints_in};
 use mcjs_runtime::confined::ConfinedDir;
@@ -360,36 +361,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let job = v.job;
         let restore = match v.from {
             None => None,
-            Some(from) => {
-                let store = CheckpointStore::new(Arc::clone(&s.store_root), 1);
-                let expected = [ExpectedCheckpoint {
-                    step: from.step,
-                    hash: Sha256Digest(from.hash),
-                }];
-                let restored = store
-                    .restore(
-                        &job.to_string(),
-                        &expected,
-                        crate::fault::checkpoint_limits(spec),
-                        &dir.join("restore"),
-                    )
-                    .await
-                    .map_err(|e| {
-                        let text = format!("restoring step {}: {e}", from.step);
-                        // Only a store that answered (not there, or not
-                        // matching its attested hash) says the start is
-                        // unavailable: a refused or failed request (the
-                        // gateway's chain view behind, an outage) is tried
-                        // again, never answered as the provider's fault.
-                        match e {
-                            StoreError::NoUsableCheckpoint { .. } if !e.store_failed() => {
-                                CheckFailure::StartUnavailable(text)
-                            }
-                            _ => CheckFailure::Other(text),
-                        }
-                    })?;
-                Some(restored.dir)
-            }
+            Some(from) => Some(self.restore_start(job, from, spec, dir).await?),
         };
         let interval = crate::core::checkpoint_interval(
             CheckedJob::of(check).checkpoint_interval,
@@ -437,9 +409,66 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         s.metrics
             .check_seconds
             .observe(started.elapsed().as_secs_f64());
+        self.hash_reached(dir, spec, v.output, &name, v.possession_key)
+            .await
+    }
+
+    /// Restores the checked interval's start (`from`) from the store into
+    /// the run's `restore` directory.
+    async fn restore_start(
+        &self,
+        job: Pubkey,
+        from: CheckpointRecord,
+        spec: &JobSpec,
+        dir: &std::path::Path,
+    ) -> Result<PathBuf, CheckFailure> {
+        let s = &self.shared;
+        let store = CheckpointStore::new(Arc::clone(&s.store_root), 1);
+        let expected = [ExpectedCheckpoint {
+            step: from.step,
+            hash: Sha256Digest(from.hash),
+        }];
+        let restored = store
+            .restore(
+                &job.to_string(),
+                &expected,
+                crate::fault::checkpoint_limits(spec),
+                &dir.join("restore"),
+            )
+            .await
+            .map_err(|e| {
+                let text = format!("restoring step {}: {e}", from.step);
+                // Only a store that answered (not there, or not
+                // matching its attested hash) says the start is
+                // unavailable: a refused or failed request (the
+                // gateway's chain view behind, an outage) is tried
+                // again, never answered as the provider's fault.
+                match e {
+                    StoreError::NoUsableCheckpoint { .. } if !e.store_failed() => {
+                        CheckFailure::StartUnavailable(text)
+                    }
+                    _ => CheckFailure::Other(text),
+                }
+            })?;
+        Ok(restored.dir)
+    }
+
+    /// Hashes what the check run reached (`reached`, the name of its
+    /// checkpoint, or of its output directory for the last interval) as the
+    /// attestation hash is defined, with its possession digest under `key`.
+    async fn hash_reached(
+        &self,
+        dir: &std::path::Path,
+        spec: &JobSpec,
+        output: bool,
+        reached: &str,
+        key: [u8; 32],
+    ) -> Result<CheckAnswer, CheckFailure> {
+        let s = &self.shared;
+        let reached = reached.to_string();
         // The output is read and hashed as the job's node stored it: every
         // file of the output directory, within the output's limits.
-        let (root, limits) = if v.output {
+        let (root, limits) = if output {
             (writable(dir), crate::fault::output_limits(spec))
         } else {
             (
@@ -448,10 +477,9 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             )
         };
         let threads = s.config.hash_threads;
-        let key = v.possession_key;
         let found = tokio::task::spawn_blocking(move || {
             let root = ConfinedDir::open(&root).map_err(|e| e.to_string())?;
-            let dir = root.open_dir(&name).map_err(|e| e.to_string())?;
+            let dir = root.open_dir(&reached).map_err(|e| e.to_string())?;
             hash_possessed_checkpoint_in(&dir, limits, threads, &key).map_err(|e| e.to_string())
         })
         .await
@@ -481,7 +509,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 _ = tokio::time::sleep(CHECK_FOOTPRINT_EVERY) => None,
             };
             match ended {
-                Some(Ok(exit)) if exit.code == 0 => return Ok("output".to_string()),
+                Some(Ok(exit)) if exit.code == EXIT_DONE => return Ok("output".to_string()),
                 Some(Ok(exit)) => {
                     return Err(CheckFailure::Other(format!(
                         "the check's container exited {} instead of finishing with its output (last lines: {:?})",

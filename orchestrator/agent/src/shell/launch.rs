@@ -11,6 +11,7 @@ use crate::fault::{Found, classify};
 use crate::spec_store::{SpecStoreError, get_spec};
 use mcjs_client::Pubkey;
 use mcjs_protocol::StopReason;
+use mcjs_protocol::fault::EXIT_DONE;
 use mcjs_runtime::docker::JOB_LABEL;
 use mcjs_runtime::engine::{ContainerEngine, ContainerId, ContainerSpec, GpuRequest, JobMounts};
 use mcjs_runtime::launch::{LaunchError, launch};
@@ -607,7 +608,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         }
         // A write past the declared disk was refused by the volume: the job
         // failed on its own declaration.
-        if exit.code != 0 && !exit.engine_lost && self.disk_full(&self.job_dir(job, generation)) {
+        if exit.code != EXIT_DONE
+            && !exit.engine_lost
+            && self.disk_full(&self.job_dir(job, generation))
+        {
             let reason = format!(
                 "filled its declared disk of {} bytes: writes past it were refused",
                 self.ctx(job, generation)
