@@ -71,9 +71,11 @@
 //!   chain only while no scheduler answers.
 //! - `shell/standby.rs`: a warm standby: the latest attested checkpoint of
 //!   each job the scheduler names, kept so a launch moves it into place.
-//! - `shell/challenge.rs`: answering the node's hardware challenges, each
-//!   step once its seed's slot hash exists, on the GPUs where CUDA sees
-//!   them (matched by PCI address), else on the CPU backend; the opening,
+//! - `shell/challenge.rs`: the `Challenger`, which shares with the rest of
+//!   the agent only the chain client and the node's identity, answering the
+//!   node's hardware challenges, each step once its seed's slot hash
+//!   exists, on the GPUs where CUDA sees them (matched by PCI address), else
+//!   on the CPU backend; the opening,
 //!   with each GPU's NVIDIA attestation evidence, sent to every scheduler
 //!   until the verdict is on chain.
 //! - `shell/power.rs`: the UPS, read for the core and the heartbeat.

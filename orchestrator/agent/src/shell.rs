@@ -73,6 +73,13 @@ pub struct AgentConfig {
     pub ups: Option<mcjs_hal::probe::ups::UpsTarget>,
 }
 
+impl AgentConfig {
+    /// Every scheduler the agent speaks to: its own, then the standbys.
+    pub fn schedulers(&self) -> impl Iterator<Item = &String> {
+        self.scheduler.iter().chain(&self.standby_schedulers)
+    }
+}
+
 /// How often the agent reads the node's UPS.
 pub const POWER_POLL: Duration = Duration::from_secs(1);
 
@@ -102,7 +109,7 @@ pub enum AgentError {
 }
 
 struct Shared<C, E = DockerEngine> {
-    chain: C,
+    chain: Arc<C>,
     engine: E,
     config: AgentConfig,
     /// This node's accounts, as every instruction of its assignments names them.
@@ -199,7 +206,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         tracing::info!(disk_bound = ?config.disk, "jobs' disks");
         Ok(Self {
             shared: Arc::new(Shared {
-                chain,
+                chain: Arc::new(chain),
                 engine,
                 me: NodeIdentity {
                     node,
@@ -326,12 +333,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         watched: bool,
     ) -> mpsc::UnboundedReceiver<mcjs_hal::probe::ups::PowerState> {
         let s = &self.shared;
-        for url in s
-            .config
-            .scheduler
-            .iter()
-            .chain(&s.config.standby_schedulers)
-        {
+        for url in s.config.schedulers() {
             tracker.spawn(heartbeat::heartbeats(
                 Arc::clone(s),
                 url.clone(),
@@ -339,7 +341,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             ));
         }
         tracker.spawn(self.clone().checker(cancel.clone(), watched));
-        tracker.spawn(challenge::answer_challenges(Arc::clone(s), cancel.clone()));
+        let challenger = challenge::Challenger {
+            chain: Arc::clone(&s.chain),
+            me: s.me,
+            schedulers: s.config.schedulers().cloned().collect(),
+        };
+        tracker.spawn(challenge::answer_challenges(challenger, cancel.clone()));
         tracker.spawn(standby::stand_by(Arc::clone(s), cancel.clone()));
         let (power_tx, power_rx) = mpsc::unbounded_channel();
         if let Some(ups) = s.config.ups.clone() {
@@ -359,7 +366,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let (shared, bringing_back) = (Arc::clone(&self.shared), Arc::clone(&reads.bringing_back));
         tracker.spawn(async move {
             if let Ok(Some(node)) = shared.chain.node(shared.me.node).await {
-                match crate::register::bring_back(&shared.chain, &node).await {
+                match crate::register::bring_back(&*shared.chain, &node).await {
                     Ok(true) => tracing::info!(node = %shared.me.node, "node back in service after a reported failure"),
                     Ok(false) => {}
                     Err(e) => tracing::warn!(error = %e.message, "cannot put the node back in service"),

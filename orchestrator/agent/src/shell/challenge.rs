@@ -12,8 +12,8 @@
 //! [`MAX_CPU_PRODUCT`], is not attempted: the node is recorded unanswered, which proves
 //! nothing and costs it nothing but the lowest class.
 
-use super::{Shared, next_change};
-use crate::chain::{AgentChain, ChainFailure};
+use super::next_change;
+use crate::chain::{AgentChain, ChainFailure, NodeIdentity};
 use mcjs_challenge::bounds::MEASURED;
 use mcjs_challenge::{
     Backend, CpuBackend, CudaDevice, KernelBackend, NodeOpening, NodeProver, Params,
@@ -23,7 +23,6 @@ use mcjs_client::ix;
 use mcjs_client::program::state::{ChallengeStep, HardwareChallenge, Node};
 use mcjs_protocol::SignedRequest;
 use mcjs_protocol::{CHALLENGE_OPENING_PATH, ChallengeOpening};
-use mcjs_runtime::engine::ContainerEngine;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
@@ -170,11 +169,18 @@ impl Answering {
     }
 }
 
+/// The challenger: answers this node's hardware challenges. What it knows
+/// of the challenge in flight is its own; it shares with the rest of the
+/// agent only the chain client and the node's identity.
+pub(super) struct Challenger<C> {
+    pub(super) chain: Arc<C>,
+    pub(super) me: NodeIdentity,
+    /// Every scheduler the agent heartbeats to: an opening goes to each.
+    pub(super) schedulers: Vec<String>,
+}
+
 /// Answers this node's hardware challenges while the agent runs.
-pub(super) async fn answer_challenges<C: AgentChain, E: ContainerEngine>(
-    s: Arc<Shared<C, E>>,
-    cancel: CancellationToken,
-) {
+pub(super) async fn answer_challenges<C: AgentChain>(s: Challenger<C>, cancel: CancellationToken) {
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
         .build()
@@ -242,8 +248,8 @@ enum StepError {
 }
 
 /// Takes whichever step the chain is waiting for, if its seed exists.
-async fn step<C: AgentChain, E: ContainerEngine>(
-    s: &Arc<Shared<C, E>>,
+async fn step<C: AgentChain>(
+    s: &Challenger<C>,
     http: &reqwest::Client,
     node: &Node,
     challenge: &HardwareChallenge,
@@ -388,8 +394,8 @@ async fn step<C: AgentChain, E: ContainerEngine>(
 /// Sends the opening, sealed with the node's operator key, to every scheduler this agent
 /// heartbeats to (whichever holds the lease judges it). Whether every one took it; an error
 /// when none did.
-async fn send_opening<C: AgentChain, E: ContainerEngine>(
-    s: &Arc<Shared<C, E>>,
+async fn send_opening<C: AgentChain>(
+    s: &Challenger<C>,
     http: &reqwest::Client,
     requested_slot: u64,
     opening: NodeOpening,
@@ -409,12 +415,7 @@ async fn send_opening<C: AgentChain, E: ContainerEngine>(
     });
     let (mut sent, mut refused) = (false, false);
     let mut last_error = String::from("no scheduler to send it to");
-    for url in s
-        .config
-        .scheduler
-        .iter()
-        .chain(&s.config.standby_schedulers)
-    {
+    for url in &s.schedulers {
         let endpoint = format!("{}{CHALLENGE_OPENING_PATH}", url.trim_end_matches('/'));
         match http.post(&endpoint).json(&sealed).send().await {
             Ok(response) if response.status().is_success() => sent = true,

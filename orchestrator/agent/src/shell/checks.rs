@@ -100,7 +100,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             if Instant::now() >= renew_at {
                 renew_at = Instant::now() + self.renew_pool_entry().await;
             }
-            let listed = match finder.find(&s.chain, s.me.node, Instant::now()).await {
+            let listed = match finder.find(&*s.chain, s.me.node, Instant::now()).await {
                 Ok(listed) => listed,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read this node's verification tasks");

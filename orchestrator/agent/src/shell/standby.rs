@@ -157,13 +157,7 @@ pub(super) async fn stand_by<C: AgentChain, E: ContainerEngine>(
     s: Arc<Shared<C, E>>,
     cancel: CancellationToken,
 ) {
-    let urls: Vec<String> = s
-        .config
-        .scheduler
-        .iter()
-        .chain(&s.config.standby_schedulers)
-        .cloned()
-        .collect();
+    let urls: Vec<String> = s.config.schedulers().cloned().collect();
     if urls.is_empty() {
         return;
     }
