@@ -59,7 +59,9 @@
 //! - `shell/output.rs`: a finished job's output, stored with its hash.
 //! - `shell/heartbeat.rs`: `heartbeats`, signed with the operator key, one
 //!   a second on one long-lived stream to every scheduler it is given, with
-//!   the node's power where a UPS is named.
+//!   the node's power where a UPS is named. Each sender (`Heart`) holds the
+//!   node's identity, the chain client to sign with, and the job reports and
+//!   power the reconcile loop publishes on `watch` channels.
 //! - `shell/run_dirs.rs`: every run's directories under `runs/`, named by
 //!   a keyed hash, so a job cannot tell a check from a paid run by its
 //!   mounts; the volume that bounds them.

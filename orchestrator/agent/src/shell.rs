@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -125,9 +125,9 @@ struct Shared<C, E = DockerEngine> {
     stored_at: Mutex<HashMap<(Pubkey, u64), Instant>>,
     /// Each running assignment's log shipper, flushed before an attestation.
     log_flushers: Mutex<HashMap<(Pubkey, u32), mcjs_runtime::logs::LogFlusher>>,
-    reports: Mutex<Vec<JobReport>>,
+    reports: watch::Sender<Vec<JobReport>>,
     /// The node's power for the heartbeat (`None`: no UPS, or unread).
-    power: Mutex<Option<mcjs_protocol::NodePower>>,
+    power: watch::Sender<Option<mcjs_protocol::NodePower>>,
     /// Whether this host can give containers GPUs.
     host_gpus: bool,
     /// Which of the node's GPUs the paid job and checks hold
@@ -222,8 +222,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 runs: Mutex::default(),
                 stored_at: Mutex::default(),
                 log_flushers: Mutex::default(),
-                reports: Mutex::default(),
-                power: Mutex::default(),
+                reports: watch::Sender::default(),
+                power: watch::Sender::default(),
                 host_gpus: std::path::Path::new("/dev/nvidiactl").exists(),
                 gpus: Mutex::new(GpuLedger::new(u32::from(node_account.hardware.gpu_count))),
                 standby: Default::default(),
@@ -248,7 +248,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 
     /// The latest job reports (what the heartbeat carries).
     pub fn reports(&self) -> Vec<JobReport> {
-        self.shared.reports.lock().expect("reports lock").clone()
+        self.shared.reports.borrow().clone()
     }
 
     /// Runs until `cancel` fires. Containers keep running when the agent
@@ -285,7 +285,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     true
                 }
                 Some(state) = power_rx.recv() => {
-                    *s.power.lock().expect("power lock") = power::for_heartbeat(state);
+                    s.power.send_replace(power::for_heartbeat(state));
                     let actions = core.on_power(state, SystemTime::now());
                     if !actions.is_empty() {
                         tracing::warn!(power = %state, actions = actions.len(), "the node's power changed: acting on its running jobs");
@@ -334,11 +334,15 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     ) -> mpsc::UnboundedReceiver<mcjs_hal::probe::ups::PowerState> {
         let s = &self.shared;
         for url in s.config.schedulers() {
-            tracker.spawn(heartbeat::heartbeats(
-                Arc::clone(s),
-                url.clone(),
-                cancel.clone(),
-            ));
+            let heart = heartbeat::Heart {
+                chain: Arc::clone(&s.chain),
+                me: s.me,
+                agent_url: s.config.agent_url.clone(),
+                sequence: s.config.work_dir.join("heartbeat.seq"),
+                reports: s.reports.subscribe(),
+                power: s.power.subscribe(),
+            };
+            tracker.spawn(heartbeat::heartbeats(heart, url.clone(), cancel.clone()));
         }
         tracker.spawn(self.clone().checker(cancel.clone(), watched));
         let challenger = challenge::Challenger {
@@ -432,7 +436,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 
     fn publish(&self, core: &Core) {
         let s = &self.shared;
-        *s.reports.lock().expect("reports lock") = core.reports();
+        s.reports.send_replace(core.reports());
         s.metrics.jobs.reset();
         for a in core.jobs.values() {
             let phase = serde_json::to_value(a.phase.wire())

@@ -1,16 +1,30 @@
 //! The agent's sign of life: signed heartbeats to the scheduler on one
 //! long-lived stream, sealed for the scheduler's current session.
 
-use super::Shared;
-use crate::chain::AgentChain;
+use crate::chain::{AgentChain, NodeIdentity};
 use mcjs_protocol::{
     HEARTBEAT_INTERVAL_MS, HEARTBEAT_PATH, HEARTBEAT_SESSION_PATH, HEARTBEAT_STREAM_PATH,
-    Heartbeat, HeartbeatSession, SignedRequest,
+    Heartbeat, HeartbeatSession, JobReport, NodePower, SignedRequest,
 };
-use mcjs_runtime::engine::ContainerEngine;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+/// What a heartbeat sender holds: the node's identity and the chain client
+/// to sign with, and the latest job reports and power, as the reconcile
+/// loop publishes them.
+pub(super) struct Heart<C> {
+    pub(super) chain: Arc<C>,
+    pub(super) me: NodeIdentity,
+    /// The agent's own API, announced in each heartbeat.
+    pub(super) agent_url: String,
+    /// Where the sequence numbers sent are kept ([`crate::sequence`]).
+    pub(super) sequence: PathBuf,
+    pub(super) reports: watch::Receiver<Vec<JobReport>>,
+    pub(super) power: watch::Receiver<Option<NodePower>>,
+}
 
 /// Heartbeats on one long-lived request to the scheduler
 /// ([`mcjs_protocol::HEARTBEAT_STREAM_PATH`]), one sealed line a second, the
@@ -18,11 +32,7 @@ use tokio_util::sync::CancellationToken;
 /// sign of life: if this process dies, its kernel closes it, and the
 /// scheduler knows within its grace. A stop on purpose says goodbye first.
 /// When the scheduler ends the request (a restart), the agent reconnects.
-pub(super) async fn heartbeats<C: AgentChain, E: ContainerEngine>(
-    s: Arc<Shared<C, E>>,
-    url: String,
-    cancel: CancellationToken,
-) {
+pub(super) async fn heartbeats<C: AgentChain>(s: Heart<C>, url: String, cancel: CancellationToken) {
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_millis(HEARTBEAT_INTERVAL_MS))
         .tcp_keepalive(Duration::from_secs(5))
@@ -30,7 +40,7 @@ pub(super) async fn heartbeats<C: AgentChain, E: ContainerEngine>(
         .expect("an HTTP client");
     let endpoint = format!("{}{HEARTBEAT_STREAM_PATH}", url.trim_end_matches('/'));
     let session_url = format!("{}{HEARTBEAT_SESSION_PATH}", url.trim_end_matches('/'));
-    let mut seq = crate::sequence::Sequence::open(&s.config.work_dir.join("heartbeat.seq"));
+    let mut seq = crate::sequence::Sequence::open(&s.sequence);
     let mut failing = false;
     let signer = s.chain.authority().to_bytes();
     // The scheduler's session, asked for before each stream: a restarted
@@ -46,13 +56,13 @@ pub(super) async fn heartbeats<C: AgentChain, E: ContainerEngine>(
         let beat = Heartbeat {
             node: s.me.node.to_string(),
             provider: s.me.provider.to_string(),
-            agent_url: s.config.agent_url.clone(),
+            agent_url: s.agent_url.clone(),
             sent_at_unix_ms: now_ms,
             seq: next,
             session: sealed_for.lock().expect("session lock").clone(),
-            jobs: s.reports.lock().expect("reports lock").clone(),
+            jobs: s.reports.borrow().clone(),
             goodbye,
-            power: *s.power.lock().expect("power lock"),
+            power: *s.power.borrow(),
         };
         // Signed with the key the chain authorises for this node, so that
         // no one else can speak for it.
