@@ -4,7 +4,6 @@ use anchor_lang::AccountSerialize;
 use anchor_lang::error::ErrorCode as Anchor;
 use anchor_spl::token::spl_token;
 use mcjs::errors::McjsError;
-use mcjs::instructions::*;
 use mcjs::state::*;
 use mcjs_client::{Pubkey, ix, pda};
 use solana_account::Account;
@@ -42,19 +41,9 @@ fn scene() -> Scene {
 
 impl Scene {
     fn complete_ix(&self) -> anchor_lang::solana_program::instruction::Instruction {
-        ix::complete_job(
-            &self.provider.operator(0).pubkey(),
-            &self.job,
-            &self.provider.nodes[0],
-            &self.provider.pda,
-            &self.provider.payout,
-            &self.owner.token,
-            &self.env.deployment(),
-            CompleteJobArgs {
-                generation: 1,
-                output_hash: [1; 32],
-            },
-        )
+        self.provider
+            .assignment(&self.job, 0, &self.owner.token, 1, self.env.deployment())
+            .complete(&self.provider.operator(0).pubkey(), [1; 32])
     }
 
     /// The key that signs for the job's node.
@@ -86,6 +75,7 @@ fn a_missing_signer_is_refused() {
         &s.job,
         &s.rival.nodes[0],
         &s.rival.pda,
+        None,
     );
     ix::unsign(&mut assign, &s.env.scheduler.pubkey());
     expect_anchor_error(
@@ -174,6 +164,7 @@ fn type_cosplay_is_refused() {
         &s.job,
         &s.rival.nodes[0],
         &s.rival.pda,
+        None,
     );
     ix::substitute_account(&mut assign, &pda::config(), &s.rival.nodes[0]);
     let scheduler = s.env.scheduler.insecure_clone();
@@ -211,7 +202,13 @@ fn look_alike_accounts_are_refused() {
     let misplaced = misplaced.pubkey();
     let queued = s.env.submit(&s.owner, job_args(2, 50 * USDC)).unwrap();
     let before = s.env.snapshot();
-    let mut assign = ix::assign_job(&attacker.key(), &queued, &s.rival.nodes[0], &s.rival.pda);
+    let mut assign = ix::assign_job(
+        &attacker.key(),
+        &queued,
+        &s.rival.nodes[0],
+        &s.rival.pda,
+        None,
+    );
     ix::substitute_account(&mut assign, &pda::config(), &foreign);
     expect_anchor_error(
         s.env.send(&[assign.clone()], &[&attacker.kp]),
@@ -385,19 +382,10 @@ fn a_vault_named_twice_across_nested_accounts_is_refused_as_a_duplicate() {
     // The scheduler's report with the job's vault as the provider's stake
     // vault (the slash would be paid out of the bond).
     let scheduler = s.env.scheduler.insecure_clone();
-    let mut report = ix::report_failure(
-        &scheduler.pubkey(),
-        &s.job,
-        &s.provider.nodes[0],
-        &s.provider.pda,
-        &s.provider.payout,
-        &s.owner.token,
-        &s.env.deployment(),
-        ReportFailureArgs {
-            generation: 1,
-            cause: FailureCause::NodeLost,
-        },
-    );
+    let mut report = s
+        .provider
+        .assignment(&s.job, 0, &s.owner.token, 1, s.env.deployment())
+        .report_failure(&scheduler.pubkey(), FailureCause::NodeLost);
     ix::substitute_account(&mut report, &stake_vault, &job_vault);
     expect_anchor_error(
         s.env.send(&[report], &[&scheduler]),
@@ -468,19 +456,10 @@ fn a_fenced_node_can_neither_attest_nor_complete_after_reassignment() {
         McjsError::StaleGeneration,
     );
     // A late report about generation 1 cannot hit the new assignment.
-    let stale_report = ix::report_failure(
-        &scheduler.pubkey(),
-        &s.job,
-        &s.rival.nodes[0],
-        &s.rival.pda,
-        &s.rival.payout,
-        &s.owner.token,
-        &s.env.deployment(),
-        ReportFailureArgs {
-            generation: 1,
-            cause: FailureCause::NodeLost,
-        },
-    );
+    let stale_report = s
+        .rival
+        .assignment(&s.job, 0, &s.owner.token, 1, s.env.deployment())
+        .report_failure(&scheduler.pubkey(), FailureCause::NodeLost);
     expect_error(
         s.env.send(&[stale_report], &[&scheduler]),
         McjsError::StaleGeneration,
@@ -508,21 +487,11 @@ fn a_provider_cannot_act_on_another_providers_job() {
     );
     // The rival's operator naming the provider's node under the rival's Provider account.
     let rival_operator = s.rival.operator(0).insecure_clone();
-    let mut attest = ix::attest_checkpoint(
-        &rival_operator.pubkey(),
-        &s.job,
-        &s.provider.nodes[0],
-        &s.rival.pda,
-        &s.rival.payout,
-        &s.env.deployment(),
-        true,
-        AttestCheckpointArgs {
-            generation: 1,
-            epoch: 5,
-            step: 5,
-            checkpoint_hash: [0; 32],
-        },
-    );
+    let mut attest = ix::JobAccounts {
+        node: s.provider.nodes[0],
+        ..s.rival.assignment(&s.job, 0, &s.job, 1, s.env.deployment())
+    }
+    .attest(&rival_operator.pubkey(), true, 5, 5, [0; 32]);
     expect_failure(s.env.send(&[attest.clone()], &[&rival_operator]));
     // ... or the provider's own accounts, signed by the rival's operator key.
     ix::substitute_account(&mut attest, &s.rival.pda, &s.provider.pda);

@@ -265,14 +265,9 @@ fn a_queued_job_at_its_cap_is_never_assigned_and_anyone_may_expire_it() {
     let provider = env.provider_with_nodes(200 * USDC, &[a100_80gb()], USDC);
     let stranger = env.wallet(0);
     let job = capped_at_one_interval(&mut env, &owner, &provider);
-    let pause = ix::pause_job(
-        &owner.key(),
-        &job,
-        &provider.nodes[0],
-        &provider.pda,
-        &provider.payout,
-        &env.deployment(),
-    );
+    let pause = provider
+        .assignment(&job, 0, &job, 0, env.deployment())
+        .pause(&owner.key());
     env.send(&[pause], &[&owner.kp]).expect("pause");
     env.send(&[ix::resume_job(&owner.key(), &job)], &[&owner.kp])
         .expect("resume");
@@ -419,14 +414,9 @@ fn a_provider_closing_its_payout_account_escapes_no_report_and_blocks_no_pause()
     env.close_token_account(&provider.payout, &provider.wallet.kp);
     // The owner pauses: the interval's commission is paid, the provider's
     // share goes back to the bond.
-    let pause = ix::pause_job(
-        &owner.key(),
-        &job,
-        &provider.nodes[0],
-        &provider.pda,
-        &provider.payout,
-        &env.deployment(),
-    );
+    let pause = provider
+        .assignment(&job, 0, &job, 0, env.deployment())
+        .pause(&owner.key());
     env.send(&[pause], &[&owner.kp])
         .expect("the owner pauses whatever the provider closed");
     let state = env.job(&job);

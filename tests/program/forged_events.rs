@@ -5,7 +5,7 @@
 use anchor_lang::Event;
 use mcjs::events::CheckpointAttested;
 use mcjs_client::history::McjsEvent;
-use mcjs_client::{Instruction, Pubkey, ix};
+use mcjs_client::{Instruction, Pubkey};
 use solana_program_runtime::solana_sbpf::program::BuiltinFunctionDefinition;
 use solana_program_runtime::stable_log;
 use solana_signer::Signer;
@@ -85,23 +85,12 @@ fn another_programs_copy_of_an_mcjs_event_is_not_in_the_jobs_history() {
 
     // Around a genuine attestation, in the node's own transaction.
     let operator = provider.operator(0).insecure_clone();
-    let attest = ix::with_segment(
-        ix::attest_checkpoint(
-            &operator.pubkey(),
-            &job,
-            &provider.nodes[0],
-            &provider.pda,
-            &provider.payout,
-            &env.deployment(),
-            env.attest_needs_settlement(&job),
-            mcjs::instructions::AttestCheckpointArgs {
-                generation: 1,
-                epoch: 0,
-                step: 10,
-                checkpoint_hash: checkpoint_hash(0, 10),
-            },
-        ),
-        env.segment_of(&job),
+    let attest = env.job_accounts(&job, &provider, 0, &job, 1).attest(
+        &operator.pubkey(),
+        env.attest_needs_settlement(&job),
+        0,
+        10,
+        checkpoint_hash(0, 10),
     );
     let logs = env
         .send(

@@ -123,6 +123,28 @@ pub struct ProviderActor {
 }
 
 impl ProviderActor {
+    /// The accounts of `job`'s assignment `generation` on this provider's
+    /// `node`-th node, refunds to `refund`, naming no Segment.
+    pub fn assignment(
+        &self,
+        job: &Pubkey,
+        node: usize,
+        refund: &Pubkey,
+        generation: u32,
+        deployment: ix::Deployment,
+    ) -> ix::JobAccounts {
+        ix::JobAccounts {
+            job: *job,
+            node: self.nodes[node],
+            provider: self.pda,
+            payout: self.payout,
+            refund: *refund,
+            generation,
+            segment: None,
+            deployment,
+        }
+    }
+
     pub fn fork(&self) -> Self {
         Self {
             wallet: self.wallet.fork(),
@@ -641,6 +663,23 @@ impl Env {
         self.try_job(job).and_then(|j| ix::segment_of(job, &j))
     }
 
+    /// The accounts of `job`'s assignment `generation` on `provider`'s
+    /// `node`-th node, refunds to `refund`, with the Segment the chain holds
+    /// for the job ([`Env::segment_of`]).
+    pub fn job_accounts(
+        &self,
+        job: &Pubkey,
+        provider: &ProviderActor,
+        node: usize,
+        refund: &Pubkey,
+        generation: u32,
+    ) -> ix::JobAccounts {
+        ix::JobAccounts {
+            segment: self.segment_of(job),
+            ..provider.assignment(job, node, refund, generation, self.deployment())
+        }
+    }
+
     pub fn provider(&self, key: &Pubkey) -> Provider {
         decode::provider(&self.account(key).expect("provider account").data).unwrap()
     }
@@ -795,17 +834,17 @@ impl Env {
     }
 
     pub fn assign(&mut self, job: &Pubkey, provider: &ProviderActor, node: usize) -> Outcome {
-        let mut ix = ix::assign_job(
+        let new_segment = self
+            .try_job(job)
+            .filter(|state| ix::assignment_holds_payment(state, &self.config().params))
+            .map(|state| state.generation);
+        let ix = ix::assign_job(
             &self.scheduler.pubkey(),
             job,
             &provider.nodes[node],
             &provider.pda,
+            new_segment,
         );
-        if let Some(state) = self.try_job(job)
-            && ix::assignment_holds_payment(&state, &self.config().params)
-        {
-            ix = ix::with_new_segment(ix, job, state.generation);
-        }
         let scheduler = self.scheduler.insecure_clone();
         self.send(&[ix], &[&scheduler])
     }
@@ -863,26 +902,15 @@ impl Env {
         settle: bool,
     ) -> Outcome {
         let operator = provider.operator(node);
-        let ix = ix::attest_checkpoint(
-            &operator.pubkey(),
-            job,
-            &provider.nodes[node],
-            &provider.pda,
-            &provider.payout,
-            &self.deployment(),
-            settle,
-            AttestCheckpointArgs {
-                generation,
+        let ix = self
+            .job_accounts(job, provider, node, job, generation)
+            .attest(
+                &operator.pubkey(),
+                settle,
                 epoch,
                 step,
-                checkpoint_hash: checkpoint_hash(epoch, step),
-            },
-        );
-        let ix = if settle {
-            ix::with_segment(ix, self.segment_of(job))
-        } else {
-            ix
-        };
+                checkpoint_hash(epoch, step),
+            );
         self.send(&[ix], &[operator])
     }
 
@@ -895,20 +923,9 @@ impl Env {
         generation: u32,
     ) -> Outcome {
         let operator = provider.operator(node);
-        let ix = ix::complete_job(
-            &operator.pubkey(),
-            job,
-            &provider.nodes[node],
-            &provider.pda,
-            &provider.payout,
-            owner_token,
-            &self.deployment(),
-            CompleteJobArgs {
-                generation,
-                output_hash: OUTPUT_HASH,
-            },
-        );
-        let ix = ix::with_segment(ix, self.segment_of(job));
+        let ix = self
+            .job_accounts(job, provider, node, owner_token, generation)
+            .complete(&operator.pubkey(), OUTPUT_HASH);
         self.send(&[ix], &[operator])
     }
 
@@ -953,17 +970,9 @@ impl Env {
         cause: FailureCause,
     ) -> Outcome {
         let generation = self.job(job).generation;
-        let ix = ix::report_failure(
-            &reporter.pubkey(),
-            job,
-            &provider.nodes[node],
-            &provider.pda,
-            &provider.payout,
-            owner_token,
-            &self.deployment(),
-            ReportFailureArgs { generation, cause },
-        );
-        let ix = ix::with_segment(ix, self.segment_of(job));
+        let ix = self
+            .job_accounts(job, provider, node, owner_token, generation)
+            .report_failure(&reporter.pubkey(), cause);
         self.send(&[ix], &[reporter])
     }
 

@@ -193,7 +193,13 @@ fn assign_checks_the_node_against_the_requirements() {
 
     // Only the scheduler assigns.
     let stranger = env.wallet(0);
-    let ix = ix::assign_job(&stranger.key(), &job, &provider.nodes[6], &provider.pda);
+    let ix = ix::assign_job(
+        &stranger.key(),
+        &job,
+        &provider.nodes[6],
+        &provider.pda,
+        None,
+    );
     expect_error(env.send(&[ix], &[&stranger.kp]), McjsError::NotScheduler);
 
     env.assign(&job, &provider, 6).unwrap();
@@ -345,21 +351,9 @@ fn a_bond_that_runs_out_pauses_the_job_until_topped_up() {
     env.assert_unchanged(&before);
     // With them but the node read-only (the pause releases it): refused too.
     let operator = provider.operator(0).insecure_clone();
-    let mut read_only_node = ix::attest_checkpoint(
-        &operator.pubkey(),
-        &job,
-        &provider.nodes[0],
-        &provider.pda,
-        &provider.payout,
-        &env.deployment(),
-        true,
-        AttestCheckpointArgs {
-            generation: 1,
-            epoch: 0,
-            step: 2,
-            checkpoint_hash: checkpoint_hash(0, 2),
-        },
-    );
+    let mut read_only_node = provider
+        .assignment(&job, 0, &job, 1, env.deployment())
+        .attest(&operator.pubkey(), true, 0, 2, checkpoint_hash(0, 2));
     for meta in &mut read_only_node.accounts {
         if meta.pubkey == provider.nodes[0] {
             meta.is_writable = false;
@@ -657,14 +651,7 @@ fn the_owner_pauses_resumes_tops_up_and_cancels() {
     env.warp(900);
     env.attest(&job, &provider, 0, 1, 0, 1).unwrap();
     let d = env.deployment();
-    let pause = ix::pause_job(
-        &owner.key(),
-        &job,
-        &provider.nodes[0],
-        &provider.pda,
-        &provider.payout,
-        &d,
-    );
+    let pause = provider.assignment(&job, 0, &job, 0, d).pause(&owner.key());
     let mut foreign = pause.clone();
     ix::substitute_account(&mut foreign, &owner.key(), &stranger.key());
     expect_failure(env.send(&[foreign], &[&stranger.kp]));

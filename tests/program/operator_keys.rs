@@ -41,21 +41,14 @@ fn attest_by(
     node: usize,
     step: u64,
 ) -> Instruction {
-    ix::attest_checkpoint(
-        &signer.pubkey(),
-        job,
-        &p.nodes[node],
-        &p.pda,
-        &p.payout,
-        &env.deployment(),
-        env.attest_needs_settlement(job),
-        AttestCheckpointArgs {
-            generation: env.job(job).generation,
-            epoch: 0,
+    p.assignment(job, node, job, env.job(job).generation, env.deployment())
+        .attest(
+            &signer.pubkey(),
+            env.attest_needs_settlement(job),
+            0,
             step,
-            checkpoint_hash: checkpoint_hash(0, step),
-        },
-    )
+            checkpoint_hash(0, step),
+        )
 }
 
 /// `complete_job` for `node` of `provider` at the job's generation, signed by `signer`.
@@ -67,19 +60,14 @@ fn complete_by(
     p: &ProviderActor,
     node: usize,
 ) -> Instruction {
-    ix::complete_job(
-        &signer.pubkey(),
+    p.assignment(
         job,
-        &p.nodes[node],
-        &p.pda,
-        &p.payout,
+        node,
         owner_token,
-        &env.deployment(),
-        CompleteJobArgs {
-            generation: env.job(job).generation,
-            output_hash: [0xee; 32],
-        },
+        env.job(job).generation,
+        env.deployment(),
     )
+    .complete(&signer.pubkey(), [0xee; 32])
 }
 
 /// Replaces `from` by `to` among an instruction's accounts, signer flags kept.

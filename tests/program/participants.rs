@@ -398,30 +398,20 @@ impl World {
         let lie = self.plays[p] == Play::Liar;
         let operator = provider.operator(0).insecure_clone();
         let settle = self.env.attest_needs_settlement(&self.job);
-        let attest = ix::attest_checkpoint(
-            &operator.pubkey(),
-            &self.job,
-            &provider.nodes[0],
-            &provider.pda,
-            &provider.payout,
-            &self.env.deployment(),
-            settle,
-            AttestCheckpointArgs {
-                generation: job.generation,
-                epoch: 0,
+        let attest = self
+            .env
+            .job_accounts(&self.job, &provider, 0, &self.job, job.generation)
+            .attest(
+                &operator.pubkey(),
+                settle,
+                0,
                 step,
-                checkpoint_hash: if lie {
+                if lie {
                     [0x5a; 32]
                 } else {
                     checkpoint_hash(0, step)
                 },
-            },
-        );
-        let attest = if settle {
-            ix::with_segment(attest, self.env.segment_of(&self.job))
-        } else {
-            attest
-        };
+            );
         if self.env.send(&[attest], &[&operator]).is_err() {
             return;
         }
@@ -756,15 +746,10 @@ impl World {
             0 => {
                 if let Some(p) = self.holder() {
                     let provider = &self.providers[p];
-                    let pause = ix::pause_job(
-                        &owner.pubkey(),
-                        &self.job,
-                        &provider.nodes[0],
-                        &provider.pda,
-                        &provider.payout,
-                        &self.env.deployment(),
-                    );
-                    let pause = ix::with_segment(pause, self.env.segment_of(&self.job));
+                    let pause = self
+                        .env
+                        .job_accounts(&self.job, provider, 0, &self.job, 0)
+                        .pause(&owner.pubkey());
                     let _ = self.env.send(&[pause], &[&owner]);
                 }
             }

@@ -441,22 +441,33 @@ impl World {
         let (assigned, assigned_node) = self.assigned();
         let node = self.providers[assigned].nodes[assigned_node];
         let provider_pda = self.providers[assigned].pda;
-        let payout = self.providers[assigned].payout;
         // Settlements pay the job's refund account; what the owner sends
         // itself (a top-up, a cancel, a close) names its current account.
         let owner_token = self.refund_account;
+        // The current assignment's accounts at a generation (attestations
+        // ignore the refund account).
+        let on = |generation| {
+            self.env.job_accounts(
+                &job,
+                &self.providers[assigned],
+                assigned_node,
+                &owner_token,
+                generation,
+            )
+        };
         let owner_own = self.owner.token;
         let mint = self.env.mint;
         match action {
             Action::Assign { provider, node } => {
                 let signer = self.signer(actor, Actor::Scheduler);
                 let p = &self.providers[*provider];
-                let mut ix = ix::assign_job(&signer.pubkey(), &job, &p.nodes[*node], &p.pda);
-                if let Some(state) = self.env.try_job(&job)
-                    && ix::assignment_holds_payment(&state, &self.env.config().params)
-                {
-                    ix = ix::with_new_segment(ix, &job, state.generation);
-                }
+                let new_segment = self
+                    .env
+                    .try_job(&job)
+                    .filter(|state| ix::assignment_holds_payment(state, &self.env.config().params))
+                    .map(|state| state.generation);
+                let ix =
+                    ix::assign_job(&signer.pubkey(), &job, &p.nodes[*node], &p.pda, new_segment);
                 self.env.send(&[ix], &[&signer])
             }
             Action::Start => {
@@ -483,30 +494,17 @@ impl World {
                 };
                 let generation = self.generation().wrapping_sub(u32::from(*stale));
                 let settle = self.env.attest_needs_settlement(&job);
-                let ix = ix::attest_checkpoint(
+                let ix = on(generation).attest(
                     &signer.pubkey(),
-                    &job,
-                    &node,
-                    &provider_pda,
-                    &payout,
-                    &d,
                     settle,
-                    AttestCheckpointArgs {
-                        generation,
-                        epoch,
-                        step,
-                        checkpoint_hash: if *lie {
-                            [0x5a; 32]
-                        } else {
-                            checkpoint_hash(epoch, step)
-                        },
+                    epoch,
+                    step,
+                    if *lie {
+                        [0x5a; 32]
+                    } else {
+                        checkpoint_hash(epoch, step)
                     },
                 );
-                let ix = if settle {
-                    ix::with_segment(ix, self.env.segment_of(&job))
-                } else {
-                    ix
-                };
                 let outcome = self.env.send(&[ix], &[&signer]);
                 if outcome.is_ok() {
                     self.last_epoch_step = (epoch, step);
@@ -519,20 +517,7 @@ impl World {
             Action::Complete { stale } => {
                 let signer = self.signer(actor, Actor::AssignedOperator);
                 let generation = self.generation().wrapping_sub(u32::from(*stale));
-                let ix = ix::complete_job(
-                    &signer.pubkey(),
-                    &job,
-                    &node,
-                    &provider_pda,
-                    &payout,
-                    &owner_token,
-                    &d,
-                    CompleteJobArgs {
-                        generation,
-                        output_hash: OUTPUT_HASH,
-                    },
-                );
-                let ix = ix::with_segment(ix, self.env.segment_of(&job));
+                let ix = on(generation).complete(&signer.pubkey(), OUTPUT_HASH);
                 self.env.send(&[ix], &[&signer])
             }
             Action::Report { cause } => {
@@ -545,26 +530,12 @@ impl World {
                     4 => FailureCause::JobYielded,
                     _ => FailureCause::JobFatal,
                 };
-                let ix = ix::report_failure(
-                    &signer.pubkey(),
-                    &job,
-                    &node,
-                    &provider_pda,
-                    &payout,
-                    &owner_token,
-                    &d,
-                    ReportFailureArgs {
-                        generation: self.generation(),
-                        cause,
-                    },
-                );
-                let ix = ix::with_segment(ix, self.env.segment_of(&job));
+                let ix = on(self.generation()).report_failure(&signer.pubkey(), cause);
                 self.env.send(&[ix], &[&signer])
             }
             Action::Pause => {
                 let signer = self.signer(actor, Actor::Owner);
-                let ix = ix::pause_job(&signer.pubkey(), &job, &node, &provider_pda, &payout, &d);
-                let ix = ix::with_segment(ix, self.env.segment_of(&job));
+                let ix = on(self.generation()).pause(&signer.pubkey());
                 self.env.send(&[ix], &[&signer])
             }
             Action::Resume => {

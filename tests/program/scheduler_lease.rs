@@ -118,15 +118,16 @@ fn a_deposed_scheduler_cannot_assign_report_or_open_a_verification() {
     env.assert_unchanged(&before);
 
     // The new leader acts.
-    let mut assign = ix::assign_job(
+    let state = env.job(&queued);
+    let new_segment =
+        ix::assignment_holds_payment(&state, &env.config().params).then_some(state.generation);
+    let assign = ix::assign_job(
         &standby.pubkey(),
         &queued,
         &provider.nodes[1],
         &provider.pda,
+        new_segment,
     );
-    if ix::assignment_holds_payment(&env.job(&queued), &env.config().params) {
-        assign = ix::with_new_segment(assign, &queued, env.job(&queued).generation);
-    }
     env.send(&[assign], &[&standby])
         .expect("the holder assigns");
     assert_eq!(env.job(&queued).node, Some(provider.nodes[1]));
@@ -168,7 +169,13 @@ fn a_holder_removed_from_the_members_is_replaced_at_once() {
     let owner = env.wallet(1_000 * USDC);
     let provider = env.provider_with_nodes(200 * USDC, &[a100_80gb()], 2 * USDC);
     let job = env.submit(&owner, job_args(1, 100 * USDC)).expect("submit");
-    let assign = ix::assign_job(&standby.pubkey(), &job, &provider.nodes[0], &provider.pda);
+    let assign = ix::assign_job(
+        &standby.pubkey(),
+        &job,
+        &provider.nodes[0],
+        &provider.pda,
+        None,
+    );
     expect_error(env.send(&[assign], &[&standby]), McjsError::NotScheduler);
     let scheduler = env.scheduler.insecure_clone();
     hold(&mut env, &scheduler).expect("the Config's scheduler takes over");

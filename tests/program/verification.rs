@@ -107,22 +107,17 @@ impl World {
     fn lie(&mut self, step: u64) {
         self.env.warp(INTERVAL - 2);
         let operator = self.a.operator(0).insecure_clone();
-        let lie = ix::attest_checkpoint(
-            &operator.pubkey(),
-            &self.job,
-            &self.a.nodes[0],
-            &self.a.pda,
-            &self.a.payout,
-            &self.env.deployment(),
-            self.env.attest_needs_settlement(&self.job),
-            mcjs::instructions::AttestCheckpointArgs {
-                generation: self.env.job(&self.job).generation,
-                epoch: 0,
+        let generation = self.env.job(&self.job).generation;
+        let lie = self
+            .env
+            .job_accounts(&self.job, &self.a, 0, &self.job, generation)
+            .attest(
+                &operator.pubkey(),
+                self.env.attest_needs_settlement(&self.job),
+                0,
                 step,
-                checkpoint_hash: [0x5a; 32],
-            },
-        );
-        let lie = ix::with_segment(lie, self.env.segment_of(&self.job));
+                [0x5a; 32],
+            );
         self.env.send(&[lie], &[&operator]).unwrap();
         self.env.warp(1);
         self.env.warp(1);
@@ -532,8 +527,11 @@ fn an_attested_output_completes_by_anyones_call_once_checked() {
     let stranger = w.env.wallet(0);
     let generation = w.env.job(&w.job).generation;
     let complete = |output_hash| {
-        ix::with_segment(
-            complete_by(&w, &stranger.key(), generation, output_hash),
+        complete_by(
+            &w,
+            &stranger.key(),
+            generation,
+            output_hash,
             w.env.segment_of(&w.job),
         )
     };
@@ -1245,17 +1243,10 @@ fn an_inconclusive_check_of_a_held_segment_refunds_the_interval() {
     assert_eq!(held_before, 0, "still on its node");
     // Pause it (the owner's choice): the segment's pay moves to held.
     let kp = w.owner.kp.insecure_clone();
-    let pause = ix::with_segment(
-        ix::pause_job(
-            &kp.pubkey(),
-            &w.job,
-            &w.a.nodes[0],
-            &w.a.pda,
-            &w.a.payout,
-            &w.env.deployment(),
-        ),
-        w.env.segment_of(&w.job),
-    );
+    let pause = w
+        .env
+        .job_accounts(&w.job, &w.a, 0, &w.job, 0)
+        .pause(&kp.pubkey());
     w.env.send(&[pause], &[&kp]).unwrap();
     let held = w.env.job(&w.job).held;
     assert!(held > 0);
@@ -2059,15 +2050,10 @@ fn pausing_and_resuming_in_a_loop_holds_at_most_a_bounded_number_of_segments() {
     let mut w = world(PPM);
     let mut generations = vec![w.env.job(&w.job).generation];
     let pause_resume = |w: &mut World| {
-        let pause = ix::pause_job(
-            &w.owner.key(),
-            &w.job,
-            &w.a.nodes[0],
-            &w.a.pda,
-            &w.a.payout,
-            &w.env.deployment(),
-        );
-        let pause = ix::with_segment(pause, w.env.segment_of(&w.job));
+        let pause = w
+            .env
+            .job_accounts(&w.job, &w.a, 0, &w.job, 0)
+            .pause(&w.owner.key());
         let kp = w.owner.kp.insecure_clone();
         w.env.send(&[pause], &[&kp]).expect("pause");
         w.env
@@ -2358,36 +2344,36 @@ fn a_held_segment_needs_its_segment_account_to_leave_the_node() {
     let a = w.a.fork();
     w.env.assign(&other, &a, 1).unwrap();
     let before = w.env.snapshot();
-    let wrong = ix::with_segment(bare_complete(&w, &operator), Some(pda::segment(&other, 1)));
+    let wrong = complete_by(
+        &w,
+        &operator.pubkey(),
+        1,
+        [1; 32],
+        Some(pda::segment(&other, 1)),
+    );
     expect_error(w.env.send(&[wrong], &[&operator]), McjsError::WrongSegment);
     w.env.assert_unchanged(&before);
 }
 
 fn bare_complete(w: &World, operator: &solana_keypair::Keypair) -> mcjs_client::Instruction {
-    complete_by(w, &operator.pubkey(), 1, [1; 32])
+    complete_by(w, &operator.pubkey(), 1, [1; 32], None)
 }
 
-/// `complete_job` of the job on A's node 0, signed by `signer`, without a
-/// segment.
+/// `complete_job` of the job on A's node 0, signed by `signer`, naming
+/// `segment` as the assignment's Segment.
 fn complete_by(
     w: &World,
     signer: &Pubkey,
     generation: u32,
     output_hash: [u8; 32],
+    segment: Option<Pubkey>,
 ) -> mcjs_client::Instruction {
-    ix::complete_job(
-        signer,
-        &w.job,
-        &w.a.nodes[0],
-        &w.a.pda,
-        &w.a.payout,
-        &w.owner.token,
-        &w.env.deployment(),
-        mcjs::instructions::CompleteJobArgs {
-            generation,
-            output_hash,
-        },
-    )
+    ix::JobAccounts {
+        segment,
+        ..w.env
+            .job_accounts(&w.job, &w.a, 0, &w.owner.token, generation)
+    }
+    .complete(signer, output_hash)
 }
 
 #[test]

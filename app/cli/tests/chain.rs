@@ -13,7 +13,6 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use mcjs::instructions::{AttestCheckpointArgs, CompleteJobArgs};
 use mcjs_client::{ChainClient, JobFilter, Keypair, Pubkey, Signer, ix, pda};
 use mcjs_localnet::{
     Localnet, LocalnetConfig, LocalnetInfo, free_port_pair, read_keypair, write_keypair,
@@ -252,6 +251,7 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
                     &job_key,
                     &node_key,
                     &provider_account,
+                    None,
                 )],
                 &[&scheduler],
             )
@@ -274,20 +274,22 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         for step in 1..=3u64 {
             client
                 .send(
-                    &[ix::attest_checkpoint(
+                    &[ix::JobAccounts {
+                        job: job_key,
+                        node: node_key,
+                        provider: provider_account,
+                        payout,
+                        refund: job_key,
+                        generation,
+                        segment: None,
+                        deployment,
+                    }
+                    .attest(
                         &operator.pubkey(),
-                        &job_key,
-                        &node_key,
-                        &provider_account,
-                        &payout,
-                        &deployment,
                         true,
-                        AttestCheckpointArgs {
-                            generation,
-                            epoch: 1,
-                            step: step * 100,
-                            checkpoint_hash: [step as u8; 32],
-                        },
+                        1,
+                        step * 100,
+                        [step as u8; 32],
                     )],
                     &[&operator],
                 )
@@ -296,19 +298,17 @@ fn a_job_lives_its_whole_life_by_cli_and_its_audit_verifies_until_tampered_with(
         }
         client
             .send(
-                &[ix::complete_job(
-                    &operator.pubkey(),
-                    &job_key,
-                    &node_key,
-                    &provider_account,
-                    &payout,
-                    &user_token,
-                    &deployment,
-                    CompleteJobArgs {
-                        generation,
-                        output_hash: [0xab; 32],
-                    },
-                )],
+                &[ix::JobAccounts {
+                    job: job_key,
+                    node: node_key,
+                    provider: provider_account,
+                    payout,
+                    refund: user_token,
+                    generation,
+                    segment: None,
+                    deployment,
+                }
+                .complete(&operator.pubkey(), [0xab; 32])],
                 &[&operator],
             )
             .await
@@ -1113,14 +1113,14 @@ fn an_owner_pauses_a_verified_job_and_its_pay_is_held_in_the_assignments_segment
     let generation = chain.block_on(async {
         let queued = client.job(&job).await.unwrap().unwrap();
         assert!(queued.verification_ppm > 0);
-        let assign = ix::assign_job(&scheduler.pubkey(), &job, &node_key, &provider_account);
-        client
-            .send(
-                &[ix::with_new_segment(assign, &job, queued.generation)],
-                &[&scheduler],
-            )
-            .await
-            .expect("assign");
+        let assign = ix::assign_job(
+            &scheduler.pubkey(),
+            &job,
+            &node_key,
+            &provider_account,
+            Some(queued.generation),
+        );
+        client.send(&[assign], &[&scheduler]).await.expect("assign");
         let assigned = client.job(&job).await.unwrap().unwrap();
         assert!(assigned.holds_payment, "the assignment holds its pay");
         client
@@ -1191,7 +1191,13 @@ fn assign_and_start(
     chain.block_on(async {
         client
             .send(
-                &[ix::assign_job(&scheduler.pubkey(), job, node, provider)],
+                &[ix::assign_job(
+                    &scheduler.pubkey(),
+                    job,
+                    node,
+                    provider,
+                    None,
+                )],
                 &[&scheduler],
             )
             .await
@@ -1245,19 +1251,17 @@ fn a_job_one_node_calls_fatal_is_shown_so_and_fails_on_a_second_providers_word()
         chain.block_on(async {
             client
                 .send(
-                    &[ix::report_failure(
-                        &scheduler.pubkey(),
-                        &job_key,
-                        node,
-                        &provider_account,
-                        &ix::usdc_account(&provider.pubkey(), &mint),
-                        &owner_token,
-                        &deployment,
-                        mcjs::instructions::ReportFailureArgs {
-                            generation,
-                            cause: mcjs::state::FailureCause::JobFatal,
-                        },
-                    )],
+                    &[ix::JobAccounts {
+                        job: job_key,
+                        node: *node,
+                        provider: provider_account,
+                        payout: ix::usdc_account(&provider.pubkey(), &mint),
+                        refund: owner_token,
+                        generation,
+                        segment: None,
+                        deployment,
+                    }
+                    .report_failure(&scheduler.pubkey(), mcjs::state::FailureCause::JobFatal)],
                     &[&scheduler],
                 )
                 .await

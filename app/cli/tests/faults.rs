@@ -1142,7 +1142,13 @@ async fn the_leader_killed_mid_job_the_standby_leads_and_nobody_is_failed() {
     let provider = running.provider.expect("the job ran for a provider");
     let stale = client
         .send(
-            &[ix::assign_job(&killed.pubkey(), &s.job, &node, &provider)],
+            &[ix::assign_job(
+                &killed.pubkey(),
+                &s.job,
+                &node,
+                &provider,
+                None,
+            )],
             &[killed],
         )
         .await

@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::Story;
-use mcjs::instructions::{AttestCheckpointArgs, SubmitJobArgs};
+use mcjs::instructions::SubmitJobArgs;
 use mcjs::state::{JobRequirements, JobTerms};
 use mcjs_client::{Signer, ix, pda};
 use mcjs_localnet::USDC;
@@ -67,6 +67,7 @@ async fn a_job_with_a_thousand_checkpoints_loads_and_verifies() {
                 &job,
                 &node,
                 &story.provider,
+                None,
             )],
             &[&story.scheduler],
         )
@@ -92,21 +93,17 @@ async fn a_job_with_a_thousand_checkpoints_loads_and_verifies() {
         hash[..8].copy_from_slice(&step.to_le_bytes());
         client
             .send(
-                &[ix::attest_checkpoint(
-                    &operator.pubkey(),
-                    &job,
-                    &node,
-                    &story.provider,
-                    &owner_token,
-                    &deployment,
-                    true,
-                    AttestCheckpointArgs {
-                        generation,
-                        epoch: 1,
-                        step,
-                        checkpoint_hash: hash,
-                    },
-                )],
+                &[ix::JobAccounts {
+                    job,
+                    node,
+                    provider: story.provider,
+                    payout: owner_token,
+                    refund: job,
+                    generation,
+                    segment: None,
+                    deployment,
+                }
+                .attest(&operator.pubkey(), true, 1, step, hash)],
                 &[&story.provider_owner, operator],
             )
             .await

@@ -11,7 +11,7 @@ use mcjs_agent::register::adopt_node;
 use mcjs_agent::rpc::RpcChain;
 use mcjs_agent::{Agent, AgentConfig};
 use mcjs_client::history::McjsEvent;
-use mcjs_client::program::instructions::{RegisterNodeArgs, ReportFailureArgs};
+use mcjs_client::program::instructions::RegisterNodeArgs;
 use mcjs_client::program::state::{FailureCause, JobState};
 use mcjs_client::{Keypair, Signer, ix, pda};
 use mcjs_localnet::USDC;
@@ -217,29 +217,8 @@ async fn a_crash_is_reported_and_the_next_assignment_restores_past_a_corrupt_che
         })
         .await;
     // The scheduler reports the failure; the newest checkpoint rots in the store.
-    let owner_token = ix::usdc_account(&w.user.pubkey(), &w.mint);
-    let provider = pda::provider(&w.provider.pubkey());
-    let payout = ix::usdc_account(&w.provider.pubkey(), &w.mint);
-    let deployment = w.client.deployment().await.unwrap();
-    w.client
-        .send(
-            &[ix::report_failure(
-                &w.scheduler.pubkey(),
-                &job,
-                &node,
-                &provider,
-                &payout,
-                &owner_token,
-                &deployment,
-                ReportFailureArgs {
-                    generation: j.generation,
-                    cause: FailureCause::JobError,
-                },
-            )],
-            &[&w.scheduler],
-        )
-        .await
-        .expect("report the failure");
+    w.report_failure(&job, &node, j.generation, FailureCause::JobError)
+        .await;
     let ckpts = w.dir.path().join(format!("store/jobs/{job}/checkpoints"));
     let newest = std::fs::read_dir(&ckpts)
         .unwrap()
@@ -540,28 +519,8 @@ async fn a_job_swapping_in_symlinks_to_host_files_is_stopped_as_its_own_fault_an
     // What the scheduler does with an exit that is not the infrastructure's:
     // a job error, which slashes no one. Then the node takes the honest job.
     let j = w.job(&bad).await;
-    let owner_token = ix::usdc_account(&w.user.pubkey(), &w.mint);
-    let payout = ix::usdc_account(&w.provider.pubkey(), &w.mint);
-    let deployment = w.client.deployment().await.unwrap();
-    w.client
-        .send(
-            &[ix::report_failure(
-                &w.scheduler.pubkey(),
-                &bad,
-                &node,
-                &provider,
-                &payout,
-                &owner_token,
-                &deployment,
-                ReportFailureArgs {
-                    generation: j.generation,
-                    cause: FailureCause::JobError,
-                },
-            )],
-            &[&w.scheduler],
-        )
-        .await
-        .expect("report the failure");
+    w.report_failure(&bad, &node, j.generation, FailureCause::JobError)
+        .await;
     assert_eq!(
         w.client.provider(&provider).await.unwrap().unwrap().stake,
         stake_before,

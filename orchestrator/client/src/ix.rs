@@ -332,11 +332,16 @@ pub fn submit_job(
 }
 
 /// `provider` is the Provider account (not its owner's wallet).
+/// `new_segment`: `Some(generation)`, the job's generation before this
+/// assignment, when the assignment creates a Segment (a verified job under a
+/// Config with a challenge window: [`assignment_holds_payment`]); it names
+/// the new assignment's Segment and the system program that creates it.
 pub fn assign_job(
     scheduler: &Pubkey,
     job: &Pubkey,
     node: &Pubkey,
     provider: &Pubkey,
+    new_segment: Option<u32>,
 ) -> Instruction {
     build(
         acc::AssignJob {
@@ -346,8 +351,8 @@ pub fn assign_job(
             job: *job,
             node: *node,
             provider: *provider,
-            segment: None,
-            system_program: None,
+            segment: new_segment.map(|generation| pda::segment(job, generation.wrapping_add(1))),
+            system_program: new_segment.map(|_| SYSTEM_PROGRAM),
         },
         data::AssignJob {},
     )
@@ -372,124 +377,6 @@ pub fn start_job(
             args: args::StartJobArgs { generation },
         },
     )
-}
-
-/// `authority` is the node's operator key; `provider` the node's Provider
-/// account. No Segment: [`JobAccounts::attest`] names a verified job's.
-/// `settle`: with the settlement accounts, as an attestation that exhausts
-/// the bond needs (see [`JobAccounts::attest`]).
-#[allow(clippy::too_many_arguments)]
-pub fn attest_checkpoint(
-    authority: &Pubkey,
-    job: &Pubkey,
-    node: &Pubkey,
-    provider: &Pubkey,
-    provider_payout: &Pubkey,
-    deployment: &Deployment,
-    settle: bool,
-    args: args::AttestCheckpointArgs,
-) -> Instruction {
-    let on = assignment(
-        job,
-        node,
-        provider,
-        provider_payout,
-        job,
-        deployment,
-        args.generation,
-    );
-    on.attest(
-        authority,
-        settle,
-        args.epoch,
-        args.step,
-        args.checkpoint_hash,
-    )
-}
-
-/// `authority` is the node's operator key; `provider` the node's Provider
-/// account. No Segment: [`JobAccounts::complete`] names a verified job's.
-#[allow(clippy::too_many_arguments)]
-pub fn complete_job(
-    authority: &Pubkey,
-    job: &Pubkey,
-    node: &Pubkey,
-    provider: &Pubkey,
-    provider_payout: &Pubkey,
-    owner_token: &Pubkey,
-    deployment: &Deployment,
-    args: args::CompleteJobArgs,
-) -> Instruction {
-    let on = assignment(
-        job,
-        node,
-        provider,
-        provider_payout,
-        owner_token,
-        deployment,
-        args.generation,
-    );
-    on.complete(authority, args.output_hash)
-}
-
-/// `provider` is the Provider account of the failed assignment. No
-/// Segment: [`JobAccounts::report_failure`] names a verified job's.
-#[allow(clippy::too_many_arguments)]
-pub fn report_failure(
-    reporter: &Pubkey,
-    job: &Pubkey,
-    node: &Pubkey,
-    provider: &Pubkey,
-    provider_payout: &Pubkey,
-    owner_token: &Pubkey,
-    deployment: &Deployment,
-    args: args::ReportFailureArgs,
-) -> Instruction {
-    let on = assignment(
-        job,
-        node,
-        provider,
-        provider_payout,
-        owner_token,
-        deployment,
-        args.generation,
-    );
-    on.report_failure(reporter, args.cause)
-}
-
-/// No Segment: [`JobAccounts::pause`] names a verified job's.
-pub fn pause_job(
-    owner: &Pubkey,
-    job: &Pubkey,
-    node: &Pubkey,
-    provider: &Pubkey,
-    provider_payout: &Pubkey,
-    deployment: &Deployment,
-) -> Instruction {
-    assignment(job, node, provider, provider_payout, job, deployment, 0).pause(owner)
-}
-
-/// An assignment's accounts given one by one, without a Segment.
-#[allow(clippy::too_many_arguments)]
-fn assignment(
-    job: &Pubkey,
-    node: &Pubkey,
-    provider: &Pubkey,
-    payout: &Pubkey,
-    refund: &Pubkey,
-    deployment: &Deployment,
-    generation: u32,
-) -> JobAccounts {
-    JobAccounts {
-        job: *job,
-        node: *node,
-        provider: *provider,
-        payout: *payout,
-        refund: *refund,
-        generation,
-        segment: None,
-        deployment: *deployment,
-    }
 }
 
 /// A job and its vault (the program's `JobBond`).
@@ -664,38 +551,17 @@ pub fn create_usdc_account(payer: &Pubkey, owner: &Pubkey, usdc_mint: &Pubkey) -
 
 /// The Segment that holds a verified job's current assignment payment, if
 /// it has one: the instructions that take the job off its node must carry it
-/// (see [`with_segment`]).
+/// (see [`JobAccounts::segment`]).
 pub fn segment_of(job_key: &Pubkey, job: &mcjs::state::Job) -> Option<Pubkey> {
     job.holds_payment
         .then(|| pda::segment(job_key, job.generation))
 }
 
 /// Whether assigning `job` now creates a Segment (a verified job under a
-/// Config with a challenge window): see [`with_new_segment`].
+/// Config with a challenge window): see [`assign_job`].
 pub fn assignment_holds_payment(
     job: &mcjs::state::Job,
     params: &mcjs::state::ConfigParams,
 ) -> bool {
     job.holds_payment_under(params)
-}
-
-/// Fills the optional Segment account (the last account) of
-/// `attest_checkpoint`, `complete_job`, `report_failure` or `pause_job`.
-pub fn with_segment(mut ix: Instruction, segment: Option<Pubkey>) -> Instruction {
-    if let Some(segment) = segment
-        && let Some(last) = ix.accounts.last_mut()
-    {
-        *last = AccountMeta::new(segment, false);
-    }
-    ix
-}
-
-/// Fills `assign_job`'s optional Segment and system program (its last two
-/// accounts) for a verified job; `job_generation` is the job's generation
-/// before the assignment.
-pub fn with_new_segment(mut ix: Instruction, job: &Pubkey, job_generation: u32) -> Instruction {
-    let n = ix.accounts.len();
-    ix.accounts[n - 2] = AccountMeta::new(pda::segment(job, job_generation.wrapping_add(1)), false);
-    ix.accounts[n - 1] = AccountMeta::new_readonly(SYSTEM_PROGRAM, false);
-    ix
 }

@@ -198,6 +198,7 @@ async fn jobs_are_found_by_owner_state_and_node_and_watched_with_or_without_the_
                 &jobs[1],
                 &node,
                 &provider_account,
+                None,
             )],
             &[&scheduler],
         )

@@ -139,13 +139,12 @@ fn instruction(
             node,
             provider,
         } => {
-            let assign = ix::assign_job(&me, job, node, provider);
-            Ok(match a.jobs.get(job) {
-                Some(state) if state.holds_payment_under(a.params) => {
-                    ix::with_new_segment(assign, job, state.generation + generation_offset)
-                }
-                _ => assign,
-            })
+            let new_segment = a
+                .jobs
+                .get(job)
+                .filter(|state| state.holds_payment_under(a.params))
+                .map(|state| state.generation + generation_offset);
+            Ok(ix::assign_job(&me, job, node, provider, new_segment))
         }
         Action::ReportFailure {
             job,

@@ -8,9 +8,7 @@
 
 #![allow(dead_code)]
 
-use mcjs::instructions::{
-    AttestCheckpointArgs, CompleteJobArgs, RegisterNodeArgs, ReportFailureArgs, SubmitJobArgs,
-};
+use mcjs::instructions::{RegisterNodeArgs, SubmitJobArgs};
 use mcjs::state::{FailureCause, HardwareProfile, JobRequirements, JobTerms};
 use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, ix, pda};
 use mcjs_localnet::{Localnet, LocalnetConfig, USDC, free_port_pair, read_keypair};
@@ -154,21 +152,17 @@ impl Story {
         }
 
         let attest = |job: Pubkey, node: usize, generation: u32, step: u64| {
-            ix::attest_checkpoint(
-                &operators[node].pubkey(),
-                &job,
-                &nodes[node],
-                &provider,
-                &owner_token,
-                &deployment,
-                true,
-                AttestCheckpointArgs {
-                    generation,
-                    epoch: 1,
-                    step,
-                    checkpoint_hash: [step as u8; 32],
-                },
-            )
+            ix::JobAccounts {
+                job,
+                node: nodes[node],
+                provider,
+                payout: owner_token,
+                refund: job,
+                generation,
+                segment: None,
+                deployment,
+            }
+            .attest(&operators[node].pubkey(), true, 1, step, [step as u8; 32])
         };
 
         // Job 1 on node 0: started, one checkpoint, then the node is lost.
@@ -179,6 +173,7 @@ impl Story {
                 &recovered,
                 &nodes[0],
                 &provider,
+                None,
             )],
             &[&scheduler],
         )
@@ -204,19 +199,19 @@ impl Story {
         .await;
         send(
             &client,
-            vec![ix::report_failure(
-                &scheduler.pubkey(),
-                &recovered,
-                &nodes[0],
-                &provider,
-                &owner_token,
-                &user_token,
-                &deployment,
-                ReportFailureArgs {
+            vec![
+                ix::JobAccounts {
+                    job: recovered,
+                    node: nodes[0],
+                    provider,
+                    payout: owner_token,
+                    refund: user_token,
                     generation: 1,
-                    cause: FailureCause::NodeLost,
-                },
-            )],
+                    segment: None,
+                    deployment,
+                }
+                .report_failure(&scheduler.pubkey(), FailureCause::NodeLost),
+            ],
             &[&scheduler],
         )
         .await;
@@ -228,6 +223,7 @@ impl Story {
                 &recovered,
                 &nodes[1],
                 &provider,
+                None,
             )],
             &[&scheduler],
         )
@@ -263,19 +259,19 @@ impl Story {
         let output_hash = [0xab; 32];
         send(
             &client,
-            vec![ix::complete_job(
-                &operators[1].pubkey(),
-                &recovered,
-                &nodes[1],
-                &provider,
-                &owner_token,
-                &user_token,
-                &deployment,
-                CompleteJobArgs {
+            vec![
+                ix::JobAccounts {
+                    job: recovered,
+                    node: nodes[1],
+                    provider,
+                    payout: owner_token,
+                    refund: user_token,
                     generation,
-                    output_hash,
-                },
-            )],
+                    segment: None,
+                    deployment,
+                }
+                .complete(&operators[1].pubkey(), output_hash),
+            ],
             &[&owner, &operators[1]],
         )
         .await;
@@ -288,6 +284,7 @@ impl Story {
                 &failed,
                 &nodes[1],
                 &provider,
+                None,
             )],
             &[&scheduler],
         )
@@ -306,19 +303,19 @@ impl Story {
         .await;
         send(
             &client,
-            vec![ix::report_failure(
-                &scheduler.pubkey(),
-                &failed,
-                &nodes[1],
-                &provider,
-                &owner_token,
-                &user_token,
-                &deployment,
-                ReportFailureArgs {
+            vec![
+                ix::JobAccounts {
+                    job: failed,
+                    node: nodes[1],
+                    provider,
+                    payout: owner_token,
+                    refund: user_token,
                     generation: 1,
-                    cause: FailureCause::JobFatal,
-                },
-            )],
+                    segment: None,
+                    deployment,
+                }
+                .report_failure(&scheduler.pubkey(), FailureCause::JobFatal),
+            ],
             &[&scheduler],
         )
         .await;

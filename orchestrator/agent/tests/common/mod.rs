@@ -186,6 +186,7 @@ impl World {
                     job,
                     node,
                     &provider,
+                    None,
                 )],
                 &[&self.scheduler],
             )
@@ -451,27 +452,36 @@ impl World {
             stop.chain_cause().expect("a stop that is someone's fault"),
         );
         let generation = self.job(job).await.generation;
-        let provider = pda::provider(&self.provider.pubkey());
-        let owner_token = ix::usdc_account(&self.user.pubkey(), &self.mint);
-        let payout = ix::usdc_account(&self.provider.pubkey(), &self.mint);
-        let deployment = self.client.deployment().await.unwrap();
+        self.report_failure(job, node, generation, cause).await;
+        cause
+    }
+
+    /// The scheduler reports assignment `generation` of `job` on `node`
+    /// failed with `cause`.
+    pub async fn report_failure(
+        &self,
+        job: &Pubkey,
+        node: &Pubkey,
+        generation: u32,
+        cause: mcjs_client::program::state::FailureCause,
+    ) {
+        let on = ix::JobAccounts {
+            job: *job,
+            node: *node,
+            provider: pda::provider(&self.provider.pubkey()),
+            payout: ix::usdc_account(&self.provider.pubkey(), &self.mint),
+            refund: ix::usdc_account(&self.user.pubkey(), &self.mint),
+            generation,
+            segment: None,
+            deployment: self.client.deployment().await.unwrap(),
+        };
         self.client
             .send(
-                &[ix::report_failure(
-                    &self.scheduler.pubkey(),
-                    job,
-                    node,
-                    &provider,
-                    &payout,
-                    &owner_token,
-                    &deployment,
-                    mcjs_client::program::instructions::ReportFailureArgs { generation, cause },
-                )],
+                &[on.report_failure(&self.scheduler.pubkey(), cause)],
                 &[&self.scheduler],
             )
             .await
             .expect("report the failure");
-        cause
     }
 
     /// The hostile image running `args`, declaring `disk` (e.g. "4MiB") and
