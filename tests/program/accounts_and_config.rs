@@ -503,7 +503,7 @@ fn a_provider_updates_its_node_and_its_status_but_not_another_providers() {
 
     // Bob cannot touch Alice's node: his Provider account does not own it.
     let mut ix = ix::update_node(&bob.key(), &bob.pda, 0, UpdateNodeArgs::default());
-    mcjs_client::ix::substitute_account(&mut ix, &bob.nodes[0], &alice.nodes[0]);
+    mcjs_client::ix::tamper::substitute_account(&mut ix, &bob.nodes[0], &alice.nodes[0]);
     expect_failure(env.send(&[ix], &[&bob.wallet.kp]));
 
     let offline = ix::set_node_status(&alice.key(), &alice.pda, 0, NodeStatus::Offline);

@@ -67,7 +67,7 @@ fn a_missing_signer_is_refused() {
     let before = s.env.snapshot();
     // The rival pays and signs; the operator key's signature is missing.
     let mut complete = s.complete_ix();
-    ix::unsign(&mut complete, &s.provider.operator(0).pubkey());
+    ix::tamper::unsign(&mut complete, &s.provider.operator(0).pubkey());
     let outcome = s.env.send(&[complete], &[&s.rival.wallet.kp]);
     expect_anchor_error(outcome, Anchor::AccountNotSigner);
     let mut assign = ix::assign_job(
@@ -77,7 +77,7 @@ fn a_missing_signer_is_refused() {
         &s.rival.pda,
         None,
     );
-    ix::unsign(&mut assign, &s.env.scheduler.pubkey());
+    ix::tamper::unsign(&mut assign, &s.env.scheduler.pubkey());
     expect_anchor_error(
         s.env.send(&[assign], &[&s.rival.wallet.kp]),
         Anchor::AccountNotSigner,
@@ -98,14 +98,14 @@ fn a_token_account_of_someone_else_is_refused() {
     );
     // A refund steered to the provider's own account.
     let mut complete = s.complete_ix();
-    ix::substitute_account(&mut complete, &s.owner.token, &s.provider.wallet.token);
+    ix::tamper::substitute_account(&mut complete, &s.owner.token, &s.provider.wallet.token);
     expect_error(
         s.env.send(&[complete], &[&s.operator()]),
         McjsError::WrongTokenAccount,
     );
     // Payment steered away from the registered payout account.
     let mut complete = s.complete_ix();
-    ix::substitute_account(&mut complete, &s.provider.payout, &s.provider.wallet.token);
+    ix::tamper::substitute_account(&mut complete, &s.provider.payout, &s.provider.wallet.token);
     expect_error(
         s.env.send(&[complete], &[&s.operator()]),
         McjsError::WrongTokenAccount,
@@ -113,7 +113,7 @@ fn a_token_account_of_someone_else_is_refused() {
     // Commission steered away from the treasury.
     let mut complete = s.complete_ix();
     let treasury = s.env.treasury;
-    ix::substitute_account(&mut complete, &treasury, &s.provider.wallet.token);
+    ix::tamper::substitute_account(&mut complete, &treasury, &s.provider.wallet.token);
     expect_error(
         s.env.send(&[complete], &[&s.operator()]),
         McjsError::WrongTokenAccount,
@@ -153,7 +153,7 @@ fn type_cosplay_is_refused() {
     let before = s.env.snapshot();
     // A Provider account passed where the Job goes.
     let mut complete = s.complete_ix();
-    ix::substitute_account(&mut complete, &s.job, &s.provider.pda);
+    ix::tamper::substitute_account(&mut complete, &s.job, &s.provider.pda);
     expect_anchor_error(
         s.env.send(&[complete], &[&s.operator()]),
         Anchor::AccountDiscriminatorMismatch,
@@ -166,7 +166,7 @@ fn type_cosplay_is_refused() {
         &s.rival.pda,
         None,
     );
-    ix::substitute_account(&mut assign, &pda::config(), &s.rival.nodes[0]);
+    ix::tamper::substitute_account(&mut assign, &pda::config(), &s.rival.nodes[0]);
     let scheduler = s.env.scheduler.insecure_clone();
     expect_failure(s.env.send(&[assign], &[&scheduler]));
     s.env.assert_unchanged(&before);
@@ -209,12 +209,12 @@ fn look_alike_accounts_are_refused() {
         &s.rival.pda,
         None,
     );
-    ix::substitute_account(&mut assign, &pda::config(), &foreign);
+    ix::tamper::substitute_account(&mut assign, &pda::config(), &foreign);
     expect_anchor_error(
         s.env.send(&[assign.clone()], &[&attacker.kp]),
         Anchor::AccountOwnedByWrongProgram,
     );
-    ix::substitute_account(&mut assign, &foreign, &misplaced);
+    ix::tamper::substitute_account(&mut assign, &foreign, &misplaced);
     expect_anchor_error(
         s.env.send(&[assign], &[&attacker.kp]),
         Anchor::AccountDiscriminatorMismatch,
@@ -225,7 +225,7 @@ fn look_alike_accounts_are_refused() {
     fake_job.owner = attacker.key();
     let fake_job_key = plant(&mut s.env, mcjs::ID, serialized(&fake_job));
     let mut cancel = ix::cancel_job(&attacker.key(), &s.job, &attacker.token, &s.env.mint);
-    ix::substitute_account(&mut cancel, &s.job, &fake_job_key);
+    ix::tamper::substitute_account(&mut cancel, &s.job, &fake_job_key);
     expect_anchor_error(
         s.env.send(&[cancel], &[&attacker.kp]),
         Anchor::ConstraintSeeds,
@@ -243,11 +243,11 @@ fn another_jobs_vault_is_refused() {
     let before = s.env.snapshot();
     // Cancel job 3 but drain job 2's vault.
     let mut cancel = ix::cancel_job(&owner.pubkey(), &paused, &s.owner.token, &s.env.mint);
-    ix::substitute_account(&mut cancel, &pda::vault(&paused), &pda::vault(&other));
+    ix::tamper::substitute_account(&mut cancel, &pda::vault(&paused), &pda::vault(&other));
     expect_anchor_error(s.env.send(&[cancel], &[&owner]), Anchor::ConstraintSeeds);
     // A provider stake vault as a job vault.
     let mut complete = s.complete_ix();
-    ix::substitute_account(
+    ix::tamper::substitute_account(
         &mut complete,
         &pda::vault(&s.job),
         &pda::vault(&s.provider.pda),
@@ -301,13 +301,13 @@ fn a_fake_token_program_is_refused() {
     let before = s.env.snapshot();
     let impostor = Keypair::new().pubkey();
     let mut cancel = s.cancel_ix();
-    ix::substitute_account(&mut cancel, &spl_token::ID, &impostor);
+    ix::tamper::substitute_account(&mut cancel, &spl_token::ID, &impostor);
     expect_anchor_error(
         s.env.send(&[cancel], &[&s.owner.kp]),
         Anchor::InvalidProgramId,
     );
     let mut complete = s.complete_ix();
-    ix::substitute_account(&mut complete, &spl_token::ID, &mcjs::ID);
+    ix::tamper::substitute_account(&mut complete, &spl_token::ID, &mcjs::ID);
     expect_anchor_error(
         s.env.send(&[complete], &[&s.operator()]),
         Anchor::InvalidProgramId,
@@ -324,13 +324,13 @@ fn the_same_account_twice_cannot_pay_itself() {
     // destination is pinned by address, so either is refused before a
     // token moves.
     let mut complete = s.complete_ix();
-    ix::substitute_account(&mut complete, &s.owner.token, &pda::vault(&s.job));
+    ix::tamper::substitute_account(&mut complete, &s.owner.token, &pda::vault(&s.job));
     expect_error(
         s.env.send(&[complete], &[&s.operator()]),
         McjsError::WrongTokenAccount,
     );
     let mut complete = s.complete_ix();
-    ix::substitute_account(&mut complete, &s.provider.payout, &s.env.treasury.clone());
+    ix::tamper::substitute_account(&mut complete, &s.provider.payout, &s.env.treasury.clone());
     expect_error(
         s.env.send(&[complete], &[&s.operator()]),
         McjsError::WrongTokenAccount,
@@ -343,7 +343,7 @@ fn the_same_account_twice_cannot_pay_itself() {
         &s.env.mint,
         USDC,
     );
-    ix::substitute_account(&mut stake, &s.provider.wallet.token, &stake_vault);
+    ix::tamper::substitute_account(&mut stake, &s.provider.wallet.token, &stake_vault);
     expect_anchor_error(
         s.env.send(&[stake], &[&s.provider.wallet.kp]),
         Anchor::ConstraintDuplicateMutableAccount,
@@ -364,9 +364,9 @@ fn a_vault_named_twice_across_nested_accounts_is_refused_as_a_duplicate() {
     let job_vault = pda::vault(&s.job);
     let stake_vault = pda::vault(&s.provider.pda);
     let mut top_up = ix::top_up(&s.owner.key(), &s.job, &s.owner.token, &s.env.mint, USDC);
-    ix::substitute_account(&mut top_up, &s.owner.token, &job_vault);
+    ix::tamper::substitute_account(&mut top_up, &s.owner.token, &job_vault);
     let mut cancel = s.cancel_ix();
-    ix::substitute_account(&mut cancel, &s.owner.token, &job_vault);
+    ix::tamper::substitute_account(&mut cancel, &s.owner.token, &job_vault);
     for ix in [top_up, cancel] {
         expect_anchor_error(
             s.env.send(&[ix], &[&s.owner.kp]),
@@ -374,7 +374,7 @@ fn a_vault_named_twice_across_nested_accounts_is_refused_as_a_duplicate() {
         );
     }
     let mut withdraw = ix::withdraw_stake(&s.provider.key(), &s.provider.wallet.token, &s.env.mint);
-    ix::substitute_account(&mut withdraw, &s.provider.wallet.token, &stake_vault);
+    ix::tamper::substitute_account(&mut withdraw, &s.provider.wallet.token, &stake_vault);
     expect_anchor_error(
         s.env.send(&[withdraw], &[&s.provider.wallet.kp]),
         Anchor::ConstraintDuplicateMutableAccount,
@@ -386,7 +386,7 @@ fn a_vault_named_twice_across_nested_accounts_is_refused_as_a_duplicate() {
         .provider
         .assignment(&s.job, 0, &s.owner.token, 1, s.env.deployment())
         .report_failure(&scheduler.pubkey(), FailureCause::NodeLost);
-    ix::substitute_account(&mut report, &stake_vault, &job_vault);
+    ix::tamper::substitute_account(&mut report, &stake_vault, &job_vault);
     expect_anchor_error(
         s.env.send(&[report], &[&scheduler]),
         Anchor::ConstraintDuplicateMutableAccount,
@@ -494,15 +494,15 @@ fn a_provider_cannot_act_on_another_providers_job() {
     .attest(&rival_operator.pubkey(), true, 5, 5, [0; 32]);
     expect_failure(s.env.send(&[attest.clone()], &[&rival_operator]));
     // ... or the provider's own accounts, signed by the rival's operator key.
-    ix::substitute_account(&mut attest, &s.rival.pda, &s.provider.pda);
-    ix::substitute_account(&mut attest, &s.rival.payout, &s.provider.payout);
+    ix::tamper::substitute_account(&mut attest, &s.rival.pda, &s.provider.pda);
+    ix::tamper::substitute_account(&mut attest, &s.rival.payout, &s.provider.payout);
     expect_error(
         s.env.send(&[attest], &[&rival_operator]),
         McjsError::NotNodeOperator,
     );
     // Nor can a job's owner be impersonated by another wallet.
     let mut cancel = s.cancel_ix();
-    ix::substitute_account(&mut cancel, &s.owner.key(), &s.rival.key());
+    ix::tamper::substitute_account(&mut cancel, &s.owner.key(), &s.rival.key());
     expect_failure(s.env.send(&[cancel], &[&s.rival.wallet.kp]));
     s.env.assert_unchanged(&before);
 }

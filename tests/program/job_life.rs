@@ -653,7 +653,7 @@ fn the_owner_pauses_resumes_tops_up_and_cancels() {
     let d = env.deployment();
     let pause = provider.assignment(&job, 0, &job, 0, d).pause(&owner.key());
     let mut foreign = pause.clone();
-    ix::substitute_account(&mut foreign, &owner.key(), &stranger.key());
+    ix::tamper::substitute_account(&mut foreign, &owner.key(), &stranger.key());
     expect_failure(env.send(&[foreign], &[&stranger.kp]));
     let logs = env.send(&[pause.clone()], &[&owner.kp]).unwrap();
     assert_eq!(events::<JobPaused>(&logs)[0].reason, PauseReason::Owner);
@@ -751,7 +751,7 @@ fn a_finished_job_is_closed_and_its_rent_returned() {
     env.send(&[cancel], &[&owner.kp]).unwrap();
     let stranger = env.wallet(0);
     let mut foreign = close.clone();
-    ix::substitute_account(&mut foreign, &owner.key(), &stranger.key());
+    ix::tamper::substitute_account(&mut foreign, &owner.key(), &stranger.key());
     expect_failure(env.send(&[foreign], &[&stranger.kp]));
     let lamports_before = env.svm.get_account(&owner.key()).unwrap().lamports;
     let rent = env.account(&job).unwrap().lamports

@@ -72,7 +72,7 @@ fn complete_by(
 
 /// Replaces `from` by `to` among an instruction's accounts, signer flags kept.
 fn signed_by(mut ix: Instruction, from: &Pubkey, to: &Pubkey) -> Instruction {
-    assert!(ix::substitute_account(&mut ix, from, to) > 0);
+    assert!(ix::tamper::substitute_account(&mut ix, from, to) > 0);
     ix
 }
 

@@ -10,7 +10,7 @@ use anchor_lang::{InstructionData, ToAccountMetas};
 use anchor_spl::token::spl_token;
 use mcjs::{accounts as acc, instruction as data, instructions as args, state::seeds::pda};
 
-pub use crate::job_accounts::JobAccounts;
+pub use crate::job_accounts::{JobAccounts, assignment_holds_payment, segment_of};
 pub use challenge::{answer_challenge, record_challenge, request_challenge};
 pub use verification::{
     Checkers, CurrentAssignment, DrawProof, attest_verification, drawn_checkers,
@@ -19,6 +19,7 @@ pub use verification::{
 };
 
 mod challenge;
+pub mod tamper;
 mod verification;
 
 const SYSTEM_PROGRAM: Pubkey = anchor_lang::solana_program::system_program::ID;
@@ -510,28 +511,6 @@ pub fn fund_operator(payer: &Pubkey, operator: &Pubkey, lamports: u64) -> Instru
     anchor_lang::solana_program::system_instruction::transfer(payer, operator, lamports)
 }
 
-/// Replaces every occurrence of `from` among an instruction's accounts.
-/// Returns how many were replaced.
-pub fn substitute_account(ix: &mut Instruction, from: &Pubkey, to: &Pubkey) -> usize {
-    let mut replaced = 0;
-    for meta in ix.accounts.iter_mut().filter(|m| m.pubkey == *from) {
-        meta.pubkey = *to;
-        replaced += 1;
-    }
-    replaced
-}
-
-/// Clears the signer flag of an account, as a transaction without its signature would.
-pub fn unsign(ix: &mut Instruction, key: &Pubkey) {
-    for meta in ix.accounts.iter_mut().filter(|m| m.pubkey == *key) {
-        *meta = if meta.is_writable {
-            AccountMeta::new(meta.pubkey, false)
-        } else {
-            AccountMeta::new_readonly(meta.pubkey, false)
-        };
-    }
-}
-
 /// The USDC account the CLI uses for a wallet: its associated token account.
 pub fn usdc_account(owner: &Pubkey, usdc_mint: &Pubkey) -> Pubkey {
     anchor_spl::associated_token::get_associated_token_address(owner, usdc_mint)
@@ -545,23 +524,4 @@ pub fn create_usdc_account(payer: &Pubkey, owner: &Pubkey, usdc_mint: &Pubkey) -
         usdc_mint,
         &TOKEN_PROGRAM,
     )
-}
-
-// ----- verified progress -----
-
-/// The Segment that holds a verified job's current assignment payment, if
-/// it has one: the instructions that take the job off its node must carry it
-/// (see [`JobAccounts::segment`]).
-pub fn segment_of(job_key: &Pubkey, job: &mcjs::state::Job) -> Option<Pubkey> {
-    job.holds_payment
-        .then(|| pda::segment(job_key, job.generation))
-}
-
-/// Whether assigning `job` now creates a Segment (a verified job under a
-/// Config with a challenge window): see [`assign_job`].
-pub fn assignment_holds_payment(
-    job: &mcjs::state::Job,
-    params: &mcjs::state::ConfigParams,
-) -> bool {
-    job.holds_payment_under(params)
 }

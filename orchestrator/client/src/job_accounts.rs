@@ -1,11 +1,12 @@
 //! A job's accounts on its node, gathered once, and the instructions on the
 //! assignment built from them: the CLI, the scheduler and the agent build
 //! `report_failure`, `pause_job`, `attest_checkpoint` and `complete_job`
-//! here, each with the Segment that holds a verified job's pay.
+//! here, each with the Segment that holds a verified job's pay
+//! ([`segment_of`]).
 
 use anchor_lang::prelude::Pubkey;
 use anchor_lang::solana_program::instruction::Instruction;
-use mcjs::state::{FailureCause, Job};
+use mcjs::state::{ConfigParams, FailureCause, Job};
 use mcjs::{accounts as acc, instruction as data, instructions as args, state::seeds::pda};
 
 use crate::ix::{Deployment, TOKEN_PROGRAM, build};
@@ -41,7 +42,7 @@ impl JobAccounts {
             payout,
             refund: job.refund_account,
             generation: job.generation,
-            segment: crate::ix::segment_of(&key, job),
+            segment: segment_of(&key, job),
             deployment,
         })
     }
@@ -157,6 +158,20 @@ impl JobAccounts {
             },
         )
     }
+}
+
+/// The Segment that holds a verified job's current assignment payment, if
+/// it has one: the instructions that take the job off its node must carry it
+/// (see [`JobAccounts::segment`]).
+pub fn segment_of(job_key: &Pubkey, job: &Job) -> Option<Pubkey> {
+    job.holds_payment
+        .then(|| pda::segment(job_key, job.generation))
+}
+
+/// Whether assigning `job` now creates a Segment (a verified job under a
+/// Config with a challenge window): see [`crate::ix::assign_job`].
+pub fn assignment_holds_payment(job: &Job, params: &ConfigParams) -> bool {
+    job.holds_payment_under(params)
 }
 
 #[cfg(test)]

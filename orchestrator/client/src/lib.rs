@@ -21,12 +21,16 @@
 //! - `ix.rs`: one builder per instruction; `ix::submit_args` is the one
 //!   place a spec becomes `submit_job`'s arguments. `ix/verification.rs`
 //!   and `ix/challenge.rs` hold verified progress's and the hardware
-//!   challenge's instructions.
+//!   challenge's instructions. `ix/tamper.rs`: what only an attacker does
+//!   to a built instruction (another account in a slot, a signature
+//!   dropped), for the program's tests.
 //! - `job_accounts.rs` (`ix::JobAccounts`): a job's accounts on its node,
 //!   gathered once, and the instructions on the assignment built from them
 //!   (`report_failure`, `pause_job`, `attest_checkpoint`, `complete_job`),
-//!   each with the Segment that holds a verified job's pay. The agent,
-//!   the scheduler and the CLI all build these here.
+//!   each with the Segment that holds a verified job's pay
+//!   (`ix::segment_of`; `ix::assignment_holds_payment` says whether an
+//!   assignment creates one). The agent, the scheduler and the CLI all
+//!   build these here.
 //! - `compute.rs`: the compute-unit limit each transaction asks for (the
 //!   instruction's measured SBF maximum from `bench/results/program-cu.txt`
 //!   plus a quarter; a test holds the table to that file) and the price it
