@@ -186,9 +186,7 @@ pub fn add_stake(
 pub fn request_withdrawal(owner: &Pubkey, amount: u64) -> Instruction {
     build(
         acc::RequestWithdrawal {
-            owner: *owner,
-            config: pda::config(),
-            provider: pda::provider(owner),
+            owned: owned_provider(owner),
         },
         data::RequestWithdrawal {
             args: args::RequestWithdrawalArgs { amount },
@@ -196,15 +194,21 @@ pub fn request_withdrawal(owner: &Pubkey, amount: u64) -> Instruction {
     )
 }
 
+/// The provider `owner` signs for (the program's `OwnedProvider`).
+fn owned_provider(owner: &Pubkey) -> acc::OwnedProvider {
+    acc::OwnedProvider {
+        owner: *owner,
+        config: pda::config(),
+        provider: pda::provider(owner),
+    }
+}
+
 /// The provider `owner` signs for and its stake vault (the program's
 /// `ProviderStake`).
 fn provider_stake(owner: &Pubkey, usdc_mint: &Pubkey) -> acc::ProviderStake {
-    let provider = pda::provider(owner);
     acc::ProviderStake {
-        owner: *owner,
-        config: pda::config(),
-        provider,
-        stake_vault: pda::vault(&provider),
+        owned: owned_provider(owner),
+        stake_vault: pda::vault(&pda::provider(owner)),
         usdc_mint: *usdc_mint,
         token_program: TOKEN_PROGRAM,
     }

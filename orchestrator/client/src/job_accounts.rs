@@ -48,14 +48,16 @@ impl JobAccounts {
     }
 
     /// The accounts of the job on its node that `report_failure`,
-    /// `pause_job` and `complete_job` name alike (the program's `JobOnNode`).
-    fn job_on_node(&self) -> acc::JobOnNode {
+    /// `pause_job` and `complete_job` name alike (the program's `JobOnNode`),
+    /// with the owner's refund account where leaving may end the job.
+    fn job_on_node(&self, owner_token: Option<Pubkey>) -> acc::JobOnNode {
         acc::JobOnNode {
             bond: crate::ix::job_bond(&self.job, &self.deployment.usdc_mint),
             provider: self.provider,
             node: self.node,
             provider_payout: self.payout,
             treasury: self.deployment.treasury,
+            owner_token,
             segment: self.segment,
         }
     }
@@ -69,8 +71,7 @@ impl JobAccounts {
                 lease: pda::lease(),
                 stake_vault: pda::vault(&self.provider),
                 insurance_pool: pda::insurance_pool(),
-                owner_token: self.refund,
-                on_node: self.job_on_node(),
+                on_node: self.job_on_node(Some(self.refund)),
             },
             data::ReportFailure {
                 args: args::ReportFailureArgs {
@@ -86,7 +87,7 @@ impl JobAccounts {
         build(
             acc::PauseJob {
                 owner: *owner,
-                on_node: self.job_on_node(),
+                on_node: self.job_on_node(None),
             },
             data::PauseJob {},
         )
@@ -147,8 +148,7 @@ impl JobAccounts {
         build(
             acc::CompleteJob {
                 authority: *authority,
-                owner_token: self.refund,
-                on_node: self.job_on_node(),
+                on_node: self.job_on_node(Some(self.refund)),
             },
             data::CompleteJob {
                 args: args::CompleteJobArgs {

@@ -31,70 +31,91 @@ pub fn deposit<'info>(
     )
 }
 
-/// Tokens out of a PDA-owned vault, signed by the PDA. Zero moves nothing.
+/// A token account the program pays out of (a job's vault, a provider's
+/// stake vault, the insurance pool) with the mint and the token program
+/// every payment out of it names: the only way tokens leave the program.
 ///
-/// `to` is any account: the SPL Token program refuses a transfer to one that
-/// is not a token account of `mint` (`transfer_checked` checks the mint of
-/// both sides), so an instruction whose destination is pinned by address
-/// to a key it validated earlier (the Config's treasury and insurance pool,
-/// a job's refund account, a provider's or checker's payout account) need
-/// not deserialise it: it may pass an `UncheckedAccount`.
-pub fn pay_out<'info>(
-    token_program: &Program<'info, Token>,
-    vault: &Account<'info, TokenAccount>,
-    mint: &Account<'info, Mint>,
-    to: &AccountInfo<'info>,
-    vault_authority: AccountInfo<'info>,
-    signer_seeds: &[&[&[u8]]],
-    amount: u64,
-) -> Result<()> {
-    pay_out_from(
-        token_program,
-        &vault.to_account_info(),
-        mint,
-        to,
-        vault_authority,
-        signer_seeds,
-        amount,
-    )
+/// A payment's destination is any account: the SPL Token program refuses a
+/// transfer to one that is not a token account of the mint
+/// (`transfer_checked` checks the mint of both sides), so an instruction
+/// whose destination is pinned by address to a key it validated earlier
+/// (the Config's treasury and insurance pool, a job's refund account, a
+/// provider's or checker's payout account) need not deserialise it: it may
+/// pass an `UncheckedAccount`. A vault not deserialised either (one pinned
+/// by its seeds) is checked by the SPL Token program: its authority must
+/// own it and its mint must be `mint`.
+pub struct Vault<'info> {
+    token_program: Pubkey,
+    account: AccountInfo<'info>,
+    mint: AccountInfo<'info>,
+    decimals: u8,
 }
 
-/// `pay_out` from a vault that was not deserialised: one pinned by its
-/// seeds, whose authority signs (the SPL Token program checks that the
-/// authority owns it and that its mint is `mint`).
-pub fn pay_out_from<'info>(
-    token_program: &Program<'info, Token>,
-    vault: &AccountInfo<'info>,
-    mint: &Account<'info, Mint>,
-    to: &AccountInfo<'info>,
-    vault_authority: AccountInfo<'info>,
-    signer_seeds: &[&[&[u8]]],
-    amount: u64,
-) -> Result<()> {
-    if amount == 0 {
-        return Ok(());
+impl<'info> Vault<'info> {
+    pub fn new(
+        token_program: &Program<'info, Token>,
+        account: &impl ToAccountInfo<'info>,
+        mint: &Account<'info, Mint>,
+    ) -> Self {
+        Self {
+            token_program: token_program.key(),
+            account: account.to_account_info(),
+            mint: mint.to_account_info(),
+            decimals: mint.decimals,
+        }
     }
-    token::transfer_checked(
-        CpiContext::new_with_signer(
-            token_program.key(),
-            TransferChecked {
-                from: vault.clone(),
-                mint: mint.to_account_info(),
-                to: to.clone(),
-                authority: vault_authority,
-            },
-            signer_seeds,
-        ),
-        amount,
-        mint.decimals,
-    )
+
+    /// Pays `amount` to `to`, signed by the vault's authority (a PDA, by
+    /// its seeds). Zero moves nothing.
+    pub fn pay(
+        &self,
+        to: &AccountInfo<'info>,
+        authority: AccountInfo<'info>,
+        signer_seeds: &[&[&[u8]]],
+        amount: u64,
+    ) -> Result<()> {
+        if amount == 0 {
+            return Ok(());
+        }
+        token::transfer_checked(
+            CpiContext::new_with_signer(
+                self.token_program,
+                TransferChecked {
+                    from: self.account.clone(),
+                    mint: self.mint.clone(),
+                    to: to.clone(),
+                    authority,
+                },
+                signer_seeds,
+            ),
+            amount,
+            self.decimals,
+        )
+    }
+
+    /// [`Vault::pay`] when `to` can receive ([`can_receive`]); otherwise
+    /// nothing moves and the caller keeps `amount` where its owner can
+    /// still claim it. Returns what was paid.
+    pub fn pay_or_keep(
+        &self,
+        to: &AccountInfo<'info>,
+        authority: AccountInfo<'info>,
+        signer_seeds: &[&[&[u8]]],
+        amount: u64,
+    ) -> Result<u64> {
+        if amount == 0 || !can_receive(to, self.mint.key) {
+            return Ok(0);
+        }
+        self.pay(to, authority, signer_seeds, amount)?;
+        Ok(amount)
+    }
 }
 
 /// Whether `to` can take a transfer of `mint` now: a token account of the
 /// SPL Token program for `mint`, initialised and not frozen. Its owner can
 /// close it (and the mint's freeze authority freeze it) at any time, so a
 /// settlement that pays a participant checks first and keeps what it cannot
-/// pay ([`pay_out_or_keep`]): closing an account one is paid into must
+/// pay ([`Vault::pay_or_keep`]): closing an account one is paid into must
 /// never stop a job from leaving a node, a segment from settling or a check
 /// from resolving.
 pub fn can_receive(to: &AccountInfo<'_>, mint: &Pubkey) -> bool {
@@ -108,33 +129,6 @@ pub fn can_receive(to: &AccountInfo<'_>, mint: &Pubkey) -> bool {
         account.mint == *mint
             && account.state == anchor_spl::token::spl_token::state::AccountState::Initialized
     })
-}
-
-/// [`pay_out_from`] when `to` can receive ([`can_receive`]); otherwise
-/// nothing moves and the caller keeps `amount` where its owner can still
-/// claim it. Returns what was paid.
-pub fn pay_out_or_keep<'info>(
-    token_program: &Program<'info, Token>,
-    vault: &AccountInfo<'info>,
-    mint: &Account<'info, Mint>,
-    to: &AccountInfo<'info>,
-    vault_authority: AccountInfo<'info>,
-    signer_seeds: &[&[&[u8]]],
-    amount: u64,
-) -> Result<u64> {
-    if amount == 0 || !can_receive(to, &mint.key()) {
-        return Ok(0);
-    }
-    pay_out_from(
-        token_program,
-        vault,
-        mint,
-        to,
-        vault_authority,
-        signer_seeds,
-        amount,
-    )?;
-    Ok(amount)
 }
 
 pub fn close_vault<'info>(

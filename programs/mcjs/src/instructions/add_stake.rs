@@ -17,7 +17,7 @@ pub struct AddStake<'info> {
     #[account(
         mut,
         constraint = owner_token.mint == stake.usdc_mint.key() @ McjsError::WrongMint,
-        constraint = owner_token.owner == stake.owner.key() @ McjsError::NotOwner,
+        constraint = owner_token.owner == stake.owned.owner.key() @ McjsError::NotOwner,
     )]
     pub owner_token: Account<'info, TokenAccount>,
 }
@@ -37,14 +37,11 @@ impl AddStake<'_> {
             &accounts.owner_token,
             &accounts.stake.usdc_mint,
             &accounts.stake.stake_vault,
-            &accounts.stake.owner,
+            &accounts.stake.owned.owner,
             args.amount,
         )?;
-        let provider = &mut accounts.stake.provider;
-        provider.stake = provider
-            .stake
-            .checked_add(args.amount)
-            .ok_or(McjsError::Overflow)?;
+        let provider = &mut accounts.stake.owned.provider;
+        provider.add_to_stake(args.amount)?;
         provider.invariant()?;
         emit_event(StakeAdded {
             provider: provider.key(),

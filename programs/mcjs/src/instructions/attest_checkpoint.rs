@@ -5,6 +5,7 @@ use crate::errors::McjsError;
 use crate::events::{emit_event, CheckpointAttested, JobPaused};
 use crate::instructions::settlement::{take_off_node, Hold, OffNode, SettlementAccounts};
 use crate::state::{seeds::*, Config, Job, Node, PauseReason, Provider, Segment};
+use crate::token::Vault;
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct AttestCheckpointArgs {
@@ -167,11 +168,9 @@ impl AttestCheckpoint<'_> {
                 node: &mut self.node,
                 provider,
                 settlement: SettlementAccounts {
-                    job_vault: job_vault.to_account_info(),
-                    usdc_mint,
+                    vault: Vault::new(token_program, job_vault, usdc_mint),
                     provider_payout: provider_payout.to_account_info(),
                     treasury: treasury.to_account_info(),
-                    token_program,
                 },
                 commission_bps: self.config.params.commission_bps,
                 hold: Hold {

@@ -5,7 +5,7 @@ use crate::errors::McjsError;
 use crate::events::{emit_event, JobClosed};
 use crate::instructions::job_bond::*;
 use crate::job_signer_seeds;
-use crate::token::{close_vault, pay_out};
+use crate::token::close_vault;
 
 #[derive(Accounts)]
 pub struct CloseJob<'info> {
@@ -48,10 +48,7 @@ impl CloseJob<'_> {
         let (owner, id, bump);
         let seeds = job_signer_seeds!(bond.job, owner, id, bump);
         let swept = bond.job_vault.amount;
-        pay_out(
-            &bond.token_program,
-            &bond.job_vault,
-            &bond.usdc_mint,
+        bond.vault().pay(
             &accounts.owner_token.to_account_info(),
             bond.job.to_account_info(),
             &[&seeds],

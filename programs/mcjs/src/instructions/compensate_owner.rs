@@ -4,7 +4,7 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 use crate::errors::McjsError;
 use crate::events::{emit_event, OwnerCompensated};
 use crate::state::{seeds::*, Config, Job};
-use crate::token::pay_out;
+use crate::token::Vault;
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct CompensateOwnerArgs {
@@ -59,10 +59,12 @@ impl CompensateOwner<'_> {
         let accounts = ctx.accounts;
         let bump = [accounts.config.bump];
         let seeds: &[&[u8]] = &[SEED_PREFIX, SEED_CONFIG, &bump];
-        pay_out(
+        Vault::new(
             &accounts.token_program,
-            &accounts.insurance_pool,
+            &*accounts.insurance_pool,
             &accounts.usdc_mint,
+        )
+        .pay(
             &accounts.owner_token.to_account_info(),
             accounts.config.to_account_info(),
             &[seeds],

@@ -17,15 +17,8 @@ pub struct CompleteJobArgs {
 pub struct CompleteJob<'info> {
     /// The assigned node's operator key; anyone once the output is attested.
     pub authority: Signer<'info>,
-    /// CHECK: the job owner's refund account, pinned by address; refunded
-    /// only if it can receive (a closed one keeps the refund in the vault
-    /// for `close_job`).
-    #[account(
-        mut,
-        address = on_node.bond.job.refund_account @ McjsError::WrongTokenAccount,
-    )]
-    pub owner_token: UncheckedAccount<'info>,
-    /// The job on its node; last, so that its optional Segment is the
+    /// The job on its node, with its owner's refund account (completion
+    /// ends the job); last, so that its optional Segment is the
     /// instruction's last account.
     pub on_node: JobOnNode<'info>,
 }
@@ -71,9 +64,7 @@ impl CompleteJob<'_> {
         let until = job.billed_until(now);
         job.accrue(until, accounts.on_node.bond.config.params.liveness_factor)?;
         let refund = take_off_node(
-            accounts
-                .on_node
-                .off_node(Some(accounts.owner_token.to_account_info())),
+            accounts.on_node.off_node(),
             true,
             now,
             |job| job.complete(args.output_hash, now),

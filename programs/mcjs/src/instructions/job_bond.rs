@@ -8,6 +8,7 @@ use anchor_spl::token::{Mint, Token, TokenAccount};
 use crate::errors::McjsError;
 use crate::instructions::settlement::refund_from_bond;
 use crate::state::{seeds::*, Config, Job};
+use crate::token::Vault;
 
 /// A job and its vault. No seeds are checked on the Config or the job
 /// (state/seeds.rs, "Where a program account's seeds are not checked
@@ -29,18 +30,16 @@ pub struct JobBond<'info> {
 }
 
 impl<'info> JobBond<'info> {
+    /// The job's vault, paid out of signed by the job.
+    pub fn vault(&self) -> Vault<'info> {
+        Vault::new(&self.token_program, &*self.job_vault, &self.usdc_mint)
+    }
+
     /// Refunds the whole bond to `to` (pinned by the instruction to the
     /// owner) if it can receive; returns what was paid.
     pub fn refund(&mut self, to: &AccountInfo<'info>) -> Result<u64> {
-        let bond = self.job.bond;
-        refund_from_bond(
-            &mut self.job,
-            &self.job_vault.to_account_info(),
-            &self.usdc_mint,
-            to,
-            &self.token_program,
-            bond,
-        )
+        let (bond, vault) = (self.job.bond, self.vault());
+        refund_from_bond(&mut self.job, &vault, to, bond)
     }
 }
 

@@ -1,8 +1,8 @@
 //! The accounts every instruction that takes a job off its node names
 //! (`complete_job`, `pause_job`, `report_failure`), declared once and nested
 //! in each (as an `Accounts` struct of their own), so that no copy of a pin
-//! (the vault's seeds, the mint, the provider's payout, the treasury) can
-//! drift from the others.
+//! (the vault's seeds, the mint, the provider's payout, the treasury, the
+//! owner's refund account) can drift from the others.
 
 use anchor_lang::prelude::*;
 
@@ -39,6 +39,14 @@ pub struct JobOnNode<'info> {
     /// can receive, as the payout.
     #[account(mut, address = bond.config.treasury @ McjsError::WrongTokenAccount)]
     pub treasury: UncheckedAccount<'info>,
+    /// CHECK: the job owner's refund account, pinned by address: receives
+    /// the rest of the bond when leaving the node ends the job, if it can
+    /// receive (a closed one keeps the refund in the vault for
+    /// `close_job`). Omitted where leaving cannot end the job
+    /// (`pause_job`); a transition that ends it without this account fails
+    /// (`take_off_node`).
+    #[account(mut, address = bond.job.refund_account @ McjsError::WrongTokenAccount)]
+    pub owner_token: Option<UncheckedAccount<'info>>,
     /// The current assignment's Segment, when the job's payment is held
     /// (a verified job); checked against the job when it is settled.
     #[account(mut)]
@@ -46,28 +54,25 @@ pub struct JobOnNode<'info> {
 }
 
 impl<'info> JobOnNode<'info> {
-    /// What `take_off_node` moves and pays through; `owner_token` (pinned
-    /// by address to the job's `refund_account` by the instruction) when
-    /// the transition may end the job.
-    pub fn off_node(&mut self, owner_token: Option<AccountInfo<'info>>) -> OffNode<'_, 'info> {
+    /// What `take_off_node` moves and pays through.
+    pub fn off_node(&mut self) -> OffNode<'_, 'info> {
+        let vault = self.bond.vault();
         let bond = &mut self.bond;
         OffNode {
             job: &mut bond.job,
             node: &mut self.node,
             provider: &mut self.provider,
             settlement: SettlementAccounts {
-                job_vault: bond.job_vault.to_account_info(),
-                usdc_mint: &bond.usdc_mint,
+                vault,
                 provider_payout: self.provider_payout.to_account_info(),
                 treasury: self.treasury.to_account_info(),
-                token_program: &bond.token_program,
             },
             commission_bps: bond.config.params.commission_bps,
             hold: Hold {
                 segment: self.segment.as_deref_mut(),
                 challenge_window_secs: bond.config.params.challenge_window_secs,
             },
-            owner_token,
+            owner_token: self.owner_token.as_ref().map(|a| a.to_account_info()),
         }
     }
 }

@@ -30,7 +30,7 @@ impl PauseJob<'_> {
     pub fn pause_job(ctx: Context<Self>) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
         let accounts = ctx.accounts;
-        take_off_node(accounts.on_node.off_node(None), true, now, |job| {
+        take_off_node(accounts.on_node.off_node(), true, now, |job| {
             job.pause(PauseReason::Owner, now)
         })?;
         let job = &accounts.on_node.bond.job;

@@ -3,9 +3,8 @@ use anchor_lang::prelude::*;
 use crate::errors::McjsError;
 use crate::events::{emit_event, SegmentReleased};
 use crate::instructions::job_bond::*;
-use crate::job_signer_seeds;
+use crate::instructions::settlement::SettlementAccounts;
 use crate::state::{seeds::*, Provider, Segment, SegmentState};
-use crate::token::pay_out_or_keep;
 
 #[derive(Accounts)]
 pub struct ReleaseSegment<'info> {
@@ -68,29 +67,13 @@ impl ReleaseSegment<'_> {
         } else {
             segment.payout_split()?
         };
+        let pay_to = SettlementAccounts {
+            vault: accounts.bond.vault(),
+            provider_payout: accounts.provider_payout.to_account_info(),
+            treasury: accounts.treasury.to_account_info(),
+        };
         let job = &mut accounts.bond.job;
-        let (owner, id, bump);
-        let seeds = job_signer_seeds!(job, owner, id, bump);
-        let authority = job.to_account_info();
-        let vault = accounts.bond.job_vault.to_account_info();
-        let provider_amount = pay_out_or_keep(
-            &accounts.bond.token_program,
-            &vault,
-            &accounts.bond.usdc_mint,
-            &accounts.provider_payout.to_account_info(),
-            authority.clone(),
-            &[&seeds],
-            owed_provider,
-        )?;
-        let commission = pay_out_or_keep(
-            &accounts.bond.token_program,
-            &vault,
-            &accounts.bond.usdc_mint,
-            &accounts.treasury.to_account_info(),
-            authority,
-            &[&seeds],
-            owed_commission,
-        )?;
+        let (provider_amount, commission) = pay_to.pay(job, (owed_provider, owed_commission))?;
         let owed = owed_provider
             .checked_add(owed_commission)
             .ok_or(McjsError::Overflow)?;

@@ -7,7 +7,7 @@ use crate::instructions::on_node::*;
 use crate::instructions::settlement::take_off_node;
 use crate::provider_signer_seeds;
 use crate::state::{seeds::*, FailureCause, JobState, SchedulerLease};
-use crate::token::pay_out;
+use crate::token::Vault;
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct ReportFailureArgs {
@@ -36,15 +36,8 @@ pub struct ReportFailure<'info> {
     /// nobody profits from a provider's failure.
     #[account(mut, address = on_node.bond.config.insurance_pool @ McjsError::WrongTokenAccount)]
     pub insurance_pool: Box<Account<'info, TokenAccount>>,
-    /// CHECK: the job owner's refund account, pinned by address: receives
-    /// the refund if the job ends and it can receive (a closed one keeps
-    /// the refund in the vault for `close_job`).
-    #[account(
-        mut,
-        address = on_node.bond.job.refund_account @ McjsError::WrongTokenAccount,
-    )]
-    pub owner_token: UncheckedAccount<'info>,
-    /// The job on its node; last, so that its optional Segment is the
+    /// The job on its node, with its owner's refund account (a report may
+    /// end the job); last, so that its optional Segment is the
     /// instruction's last account.
     pub on_node: JobOnNode<'info>,
 }
@@ -130,10 +123,8 @@ impl ReportFailure<'_> {
                 .slash(accounts.on_node.bond.config.params.slash_amount)?;
             let (owner, bump);
             let seeds = provider_signer_seeds!(accounts.on_node.provider, owner, bump);
-            pay_out(
-                &accounts.on_node.bond.token_program,
-                &accounts.stake_vault,
-                &accounts.on_node.bond.usdc_mint,
+            let bond = &accounts.on_node.bond;
+            Vault::new(&bond.token_program, &*accounts.stake_vault, &bond.usdc_mint).pay(
                 &accounts.insurance_pool.to_account_info(),
                 accounts.on_node.provider.to_account_info(),
                 &[&seeds],
@@ -145,9 +136,7 @@ impl ReportFailure<'_> {
         };
 
         let refund = take_off_node(
-            accounts
-                .on_node
-                .off_node(Some(accounts.owner_token.to_account_info())),
+            accounts.on_node.off_node(),
             !infrastructure,
             now,
             |job| job.on_report(args.cause, now),

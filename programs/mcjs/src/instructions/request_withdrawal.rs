@@ -2,7 +2,8 @@ use anchor_lang::prelude::*;
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, WithdrawalRequested};
-use crate::state::{seeds::*, Config, Provider, Withdrawal};
+use crate::instructions::provider_stake::*;
+use crate::state::Withdrawal;
 
 #[derive(AnchorSerialize, AnchorDeserialize, Clone, Debug)]
 pub struct RequestWithdrawalArgs {
@@ -11,23 +12,14 @@ pub struct RequestWithdrawalArgs {
 
 #[derive(Accounts)]
 pub struct RequestWithdrawal<'info> {
-    pub owner: Signer<'info>,
-    /// The Config: the only one (state/seeds.rs), no seeds check.
-    pub config: Account<'info, Config>,
-    #[account(
-        mut,
-        seeds = [SEED_PREFIX, owner.key().as_ref(), SEED_PROVIDER],
-        bump = provider.bump,
-        has_one = owner @ McjsError::NotOwner,
-    )]
-    pub provider: Account<'info, Provider>,
+    pub owned: OwnedProvider<'info>,
 }
 
 impl RequestWithdrawal<'_> {
     fn validate(&self, args: &RequestWithdrawalArgs) -> Result<()> {
         require!(args.amount > 0, McjsError::ZeroAmount);
         require!(
-            args.amount <= self.provider.stake,
+            args.amount <= self.owned.provider.stake,
             McjsError::InsufficientStake
         );
         Ok(())
@@ -37,8 +29,8 @@ impl RequestWithdrawal<'_> {
     #[access_control(ctx.accounts.validate(&args))]
     pub fn request_withdrawal(ctx: Context<Self>, args: RequestWithdrawalArgs) -> Result<()> {
         let now = Clock::get()?.unix_timestamp;
-        let cooldown = i64::from(ctx.accounts.config.params.withdrawal_cooldown_secs);
-        let provider = &mut ctx.accounts.provider;
+        let cooldown = i64::from(ctx.accounts.owned.config.params.withdrawal_cooldown_secs);
+        let provider = &mut ctx.accounts.owned.provider;
         provider.pending_withdrawal = Some(Withdrawal {
             amount: args.amount,
             requested_at: now,

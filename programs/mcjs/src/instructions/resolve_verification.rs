@@ -12,7 +12,7 @@ use crate::state::{
     seeds::*, CheckpointRecord, Config, Job, Node, Party, Provider, Segment, SegmentState,
     Verification, VerificationOutcome, VerificationState,
 };
-use crate::token::{can_receive, pay_out_from, pay_out_or_keep};
+use crate::token::{can_receive, Vault};
 
 /// No seeds are checked on the Config, job or verification (state/seeds.rs,
 /// "Where a program account's seeds are not checked again"): the
@@ -117,7 +117,13 @@ pub struct ResolveVerification<'info> {
     pub first_referee_vault: Option<UncheckedAccount<'info>>,
 }
 
-impl ResolveVerification<'_> {
+impl<'info> ResolveVerification<'info> {
+    /// A vault the resolution pays out of: the job's, or a slashed
+    /// provider's stake vault.
+    fn vault(&self, account: &AccountInfo<'info>) -> Vault<'info> {
+        Vault::new(&self.token_program, account, &self.usdc_mint)
+    }
+
     /// Two copies of one program account would each be written back, the
     /// later undoing the earlier (a slash, a settlement): every mutable
     /// Provider and Segment passed must be a different account. Anchor
@@ -266,6 +272,7 @@ impl ResolveVerification<'_> {
         if !can_receive(to, &self.usdc_mint.key()) {
             return Ok(0);
         }
+        let vault = self.vault(&self.job_vault);
         let job = &mut self.job;
         let segment = &mut self.segment;
         let fee = match segment.state {
@@ -300,15 +307,7 @@ impl ResolveVerification<'_> {
         };
         let (owner, id, bump);
         let seeds = job_signer_seeds!(job, owner, id, bump);
-        pay_out_from(
-            &self.token_program,
-            &self.job_vault,
-            &self.usdc_mint,
-            to,
-            job.to_account_info(),
-            &[&seeds],
-            fee,
-        )?;
+        vault.pay(to, job.to_account_info(), &[&seeds], fee)?;
         Ok(fee)
     }
 
@@ -318,6 +317,7 @@ impl ResolveVerification<'_> {
     /// in the bond). Returns what the owner got back now.
     fn withhold_interval(&mut self) -> Result<u64> {
         let amount = self.verification.interval_amount;
+        let vault = self.vault(&self.job_vault);
         let job = &mut self.job;
         let segment = &mut self.segment;
         match segment.state {
@@ -337,14 +337,7 @@ impl ResolveVerification<'_> {
                 segment.withhold(amount)?;
                 job.held = job.held.checked_sub(amount).ok_or(McjsError::Overflow)?;
                 job.paid = job.paid.checked_sub(amount).ok_or(McjsError::Overflow)?;
-                refund_or_keep(
-                    job,
-                    &self.job_vault,
-                    &self.usdc_mint,
-                    &self.owner_token,
-                    &self.token_program,
-                    amount,
-                )
+                refund_or_keep(job, &vault, &self.owner_token, amount)
             }
             SegmentState::Refunded => Ok(0),
         }
@@ -367,10 +360,11 @@ impl ResolveVerification<'_> {
             McjsError::WrongTokenAccount
         );
 
+        let vault = Vault::new(&self.token_program, vault, &self.usdc_mint);
         let total = loser.slash(self.config.params.slash_amount)?;
         let (owner, bump);
         let seeds = provider_signer_seeds!(loser, owner, bump);
-        let seeds: &[&[u8]] = &seeds;
+        let seeds: &[&[&[u8]]] = &[&seeds];
         let authority = loser.to_account_info();
         let mut left = total;
         let mut paid_fees = 0u64;
@@ -380,27 +374,11 @@ impl ResolveVerification<'_> {
         {
             // A checker that closed its payout account forgoes its fee:
             // the pool takes it with the rest of the slash.
-            let fee = pay_out_or_keep(
-                &self.token_program,
-                vault,
-                &self.usdc_mint,
-                to,
-                authority.clone(),
-                &[seeds],
-                (*fee).min(left),
-            )?;
+            let fee = vault.pay_or_keep(to, authority.clone(), seeds, (*fee).min(left))?;
             left -= fee;
             paid_fees += fee;
         }
-        pay_out_from(
-            &self.token_program,
-            vault,
-            &self.usdc_mint,
-            &self.insurance_pool,
-            authority,
-            &[seeds],
-            left,
-        )?;
+        vault.pay(&self.insurance_pool, authority, seeds, left)?;
         Ok((total, paid_fees))
     }
 
@@ -429,10 +407,7 @@ impl ResolveVerification<'_> {
         let amount = provider.slash(self.config.params.slash_amount)?;
         let (owner, bump);
         let seeds = provider_signer_seeds!(provider, owner, bump);
-        pay_out_from(
-            &self.token_program,
-            vault,
-            &self.usdc_mint,
+        Vault::new(&self.token_program, vault, &self.usdc_mint).pay(
             &self.insurance_pool,
             provider.to_account_info(),
             &[&seeds],
@@ -468,6 +443,7 @@ impl ResolveVerification<'_> {
             self.job.roll_back(from, now)?;
             return Ok(true);
         }
+        let vault = self.vault(&self.job_vault);
         let liar = self.verification.provider;
         let on_liar = self.job.provider == Some(liar);
         let node = self.node.as_deref_mut().ok_or(McjsError::WrongAssignment)?;
@@ -515,11 +491,9 @@ impl ResolveVerification<'_> {
                 node,
                 provider,
                 settlement: SettlementAccounts {
-                    job_vault: self.job_vault.to_account_info(),
-                    usdc_mint: &self.usdc_mint,
+                    vault,
                     provider_payout: payout.clone(),
                     treasury: self.treasury.to_account_info(),
-                    token_program: &self.token_program,
                 },
                 commission_bps: self.config.params.commission_bps,
                 hold: Hold {
@@ -541,6 +515,7 @@ impl ResolveVerification<'_> {
     /// and gets no confirmed work for free. What the segment keeps is
     /// released to its provider as usual.
     fn refund_segment(&mut self, restore: Option<CheckpointRecord>) -> Result<u64> {
+        let vault = self.vault(&self.job_vault);
         let segment = &mut self.segment;
         segment.disproven = true;
         if !matches!(segment.state, SegmentState::Held { .. }) {
@@ -557,14 +532,7 @@ impl ResolveVerification<'_> {
         if keep == 0 {
             segment.state = SegmentState::Refunded;
         }
-        refund_or_keep(
-            job,
-            &self.job_vault,
-            &self.usdc_mint,
-            &self.owner_token,
-            &self.token_program,
-            amount,
-        )
+        refund_or_keep(job, &vault, &self.owner_token, amount)
     }
 }
 
@@ -589,19 +557,10 @@ fn stake_vault_address(provider: &Account<'_, Provider>) -> Result<Pubkey> {
 /// paid now.
 fn refund_or_keep<'info>(
     job: &mut Account<'info, Job>,
-    job_vault: &AccountInfo<'info>,
-    usdc_mint: &Account<'info, Mint>,
+    vault: &Vault<'info>,
     owner_token: &AccountInfo<'info>,
-    token_program: &Program<'info, Token>,
     amount: u64,
 ) -> Result<u64> {
-    job.bond = job.bond.checked_add(amount).ok_or(McjsError::Overflow)?;
-    refund_from_bond(
-        job,
-        job_vault,
-        usdc_mint,
-        owner_token,
-        token_program,
-        amount,
-    )
+    job.add_to_bond(amount)?;
+    refund_from_bond(job, vault, owner_token, amount)
 }

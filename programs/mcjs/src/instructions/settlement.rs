@@ -1,12 +1,11 @@
 //! Paying a job's segment and refunding its bond: the only ways tokens leave a job vault.
 
 use anchor_lang::prelude::*;
-use anchor_spl::token::{Mint, Token};
 
 use crate::errors::McjsError;
 use crate::events::{emit_event, SegmentHeld, SegmentSettled};
 use crate::state::{Job, Node, Provider, Segment, SegmentState};
-use crate::token::{pay_out_or_keep, split_commission};
+use crate::token::{split_commission, Vault};
 
 /// Signer seeds of a job PDA (the authority of its vault).
 #[macro_export]
@@ -40,16 +39,30 @@ macro_rules! provider_signer_seeds {
     }};
 }
 
-pub struct SettlementAccounts<'a, 'info> {
-    /// Pinned by its seeds by each instruction; paid out of, signed by the
-    /// job (see `token::pay_out_from`).
-    pub job_vault: AccountInfo<'info>,
-    pub usdc_mint: &'a Account<'info, Mint>,
+pub struct SettlementAccounts<'info> {
+    /// The job's vault, pinned by its seeds by each instruction; paid out
+    /// of, signed by the job.
+    pub vault: Vault<'info>,
     /// Destinations only: pinned by address by each instruction (see
-    /// `token::pay_out`), so they need not be deserialised.
+    /// `token::Vault`), so they need not be deserialised.
     pub provider_payout: AccountInfo<'info>,
     pub treasury: AccountInfo<'info>,
-    pub token_program: &'a Program<'info, Token>,
+}
+
+impl<'info> SettlementAccounts<'info> {
+    /// Pays a segment's `(provider share, commission)` out of the job's
+    /// vault, signed by the job: each only if its account can receive
+    /// (`Vault::pay_or_keep`). Returns what each was paid.
+    pub fn pay(&self, job: &Account<'info, Job>, owed: (u64, u64)) -> Result<(u64, u64)> {
+        let (owner, id, bump);
+        let seeds = job_signer_seeds!(job, owner, id, bump);
+        let authority = job.to_account_info();
+        let vault = &self.vault;
+        Ok((
+            vault.pay_or_keep(&self.provider_payout, authority.clone(), &[&seeds], owed.0)?,
+            vault.pay_or_keep(&self.treasury, authority, &[&seeds], owed.1)?,
+        ))
+    }
 }
 
 /// Where a verified job's assignment payment is held, and for how long.
@@ -65,7 +78,7 @@ pub struct Hold<'a, 'info> {
 /// the job's bond: closing it stops nothing (`token::can_receive`).
 pub fn settle_segment<'info>(
     job: &mut Account<'info, Job>,
-    accounts: &SettlementAccounts<'_, 'info>,
+    accounts: &SettlementAccounts<'info>,
     hold: Hold<'_, 'info>,
     provider: Pubkey,
     commission_bps: u16,
@@ -101,28 +114,8 @@ pub fn settle_segment<'info>(
         return Ok(());
     }
     let amount = job.accrued;
-    let (owed_provider, owed_commission) = split_commission(amount, commission_bps)?;
-    let (owner, id, bump);
-    let seeds = job_signer_seeds!(job, owner, id, bump);
-    let authority = job.to_account_info();
-    let provider_amount = pay_out_or_keep(
-        accounts.token_program,
-        &accounts.job_vault,
-        accounts.usdc_mint,
-        &accounts.provider_payout,
-        authority.clone(),
-        &[&seeds],
-        owed_provider,
-    )?;
-    let commission = pay_out_or_keep(
-        accounts.token_program,
-        &accounts.job_vault,
-        accounts.usdc_mint,
-        &accounts.treasury,
-        authority,
-        &[&seeds],
-        owed_commission,
-    )?;
+    let (provider_amount, commission) =
+        accounts.pay(job, split_commission(amount, commission_bps)?)?;
     job.settle_accrued()?;
     job.unpay(amount - provider_amount - commission)?;
     emit_event(SegmentSettled {
@@ -141,7 +134,7 @@ pub struct OffNode<'a, 'info> {
     pub job: &'a mut Account<'info, Job>,
     pub node: &'a mut Account<'info, Node>,
     pub provider: &'a mut Account<'info, Provider>,
-    pub settlement: SettlementAccounts<'a, 'info>,
+    pub settlement: SettlementAccounts<'info>,
     pub commission_bps: u16,
     pub hold: Hold<'a, 'info>,
     /// The owner's refund account, needed when the transition ends the job
@@ -174,14 +167,7 @@ pub fn take_off_node<'info>(
     let refund = if off.job.state.is_terminal() {
         let owner_token = off.owner_token.ok_or(McjsError::WrongTokenAccount)?;
         let bond = off.job.bond;
-        refund_from_bond(
-            off.job,
-            &off.settlement.job_vault,
-            off.settlement.usdc_mint,
-            &owner_token,
-            off.settlement.token_program,
-            bond,
-        )?
+        refund_from_bond(off.job, &off.settlement.vault, &owner_token, bond)?
     } else {
         0
     };
@@ -200,23 +186,13 @@ pub fn take_off_node<'info>(
 /// token account of the owner's. Returns what was paid.
 pub fn refund_from_bond<'info>(
     job: &mut Account<'info, Job>,
-    job_vault: &AccountInfo<'info>,
-    usdc_mint: &Account<'info, Mint>,
+    vault: &Vault<'info>,
     owner_token: &AccountInfo<'info>,
-    token_program: &Program<'info, Token>,
     amount: u64,
 ) -> Result<u64> {
     let (owner, id, bump);
     let seeds = job_signer_seeds!(job, owner, id, bump);
-    let paid = pay_out_or_keep(
-        token_program,
-        job_vault,
-        usdc_mint,
-        owner_token,
-        job.to_account_info(),
-        &[&seeds],
-        amount,
-    )?;
+    let paid = vault.pay_or_keep(owner_token, job.to_account_info(), &[&seeds], amount)?;
     job.bond = job.bond.checked_sub(paid).ok_or(McjsError::Overflow)?;
     Ok(paid)
 }

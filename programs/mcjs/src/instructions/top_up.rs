@@ -40,10 +40,7 @@ impl TopUp<'_> {
             args.amount,
         )?;
         let job = &mut bond.job;
-        job.bond = job
-            .bond
-            .checked_add(args.amount)
-            .ok_or(McjsError::Overflow)?;
+        job.add_to_bond(args.amount)?;
         job.invariant()?;
         emit_event(BondToppedUp {
             job: job.key(),

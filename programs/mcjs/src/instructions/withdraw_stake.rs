@@ -5,7 +5,6 @@ use crate::errors::McjsError;
 use crate::events::{emit_event, StakeWithdrawn};
 use crate::instructions::provider_stake::*;
 use crate::provider_signer_seeds;
-use crate::token::pay_out;
 
 #[derive(Accounts)]
 pub struct WithdrawStake<'info> {
@@ -18,20 +17,23 @@ impl WithdrawStake<'_> {
     fn validate(&self, now: i64) -> Result<()> {
         let request = self
             .stake
+            .owned
             .provider
             .pending_withdrawal
             .ok_or(McjsError::NoWithdrawalRequested)?;
         let ready_at = request
             .requested_at
-            .checked_add(i64::from(self.stake.config.params.withdrawal_cooldown_secs))
+            .checked_add(i64::from(
+                self.stake.owned.config.params.withdrawal_cooldown_secs,
+            ))
             .ok_or(McjsError::Overflow)?;
         require!(now >= ready_at, McjsError::CooldownNotElapsed);
         require!(
-            self.stake.provider.active_assignments == 0,
+            self.stake.owned.provider.active_assignments == 0,
             McjsError::ActiveAssignments
         );
         require!(
-            self.stake.provider.held_segments == 0,
+            self.stake.owned.provider.held_segments == 0,
             McjsError::SegmentsHeld
         );
         Ok(())
@@ -46,28 +48,26 @@ impl WithdrawStake<'_> {
         let accounts = ctx.accounts;
         let request = accounts
             .stake
+            .owned
             .provider
             .pending_withdrawal
             .ok_or(McjsError::NoWithdrawalRequested)?;
-        let amount = request.amount.min(accounts.stake.provider.stake);
+        let amount = request.amount.min(accounts.stake.owned.provider.stake);
         let swept = accounts
             .stake
             .stake_vault
             .amount
-            .saturating_sub(accounts.stake.provider.stake);
+            .saturating_sub(accounts.stake.owned.provider.stake);
         let total = amount.checked_add(swept).ok_or(McjsError::Overflow)?;
         let (owner, bump);
-        let seeds = provider_signer_seeds!(accounts.stake.provider, owner, bump);
-        pay_out(
-            &accounts.stake.token_program,
-            &accounts.stake.stake_vault,
-            &accounts.stake.usdc_mint,
+        let seeds = provider_signer_seeds!(accounts.stake.owned.provider, owner, bump);
+        accounts.stake.vault().pay(
             &accounts.destination.to_account_info(),
-            accounts.stake.provider.to_account_info(),
+            accounts.stake.owned.provider.to_account_info(),
             &[&seeds],
             total,
         )?;
-        let provider = &mut accounts.stake.provider;
+        let provider = &mut accounts.stake.owned.provider;
         provider.stake = provider
             .stake
             .checked_sub(amount)

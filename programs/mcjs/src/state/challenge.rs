@@ -126,29 +126,24 @@ impl HardwareChallenge {
         slot: u64,
         now: i64,
     ) -> Result<ChallengeStepRecord> {
-        let record = match (step, self.commit, self.hold) {
+        // The slot the step's seed is drawn after, the answer, and where
+        // the record goes.
+        let (after, answer, kept) = match (step, self.commit, self.hold) {
             (ChallengeStep::Commit { commitment }, None, None) => {
-                let record = ChallengeStepRecord {
-                    seed: SlotDraw::after(slot_hashes, self.requested_slot)?,
-                    answer: commitment,
-                    slot,
-                    at: now,
-                };
-                self.commit = Some(record);
-                record
+                (self.requested_slot, commitment, &mut self.commit)
             }
             (ChallengeStep::Hold { held_digest }, Some(commit), None) => {
-                let record = ChallengeStepRecord {
-                    seed: SlotDraw::after(slot_hashes, commit.slot)?,
-                    answer: held_digest,
-                    slot,
-                    at: now,
-                };
-                self.hold = Some(record);
-                record
+                (commit.slot, held_digest, &mut self.hold)
             }
             _ => return err!(McjsError::ChallengeOutOfTurn),
         };
+        let record = ChallengeStepRecord {
+            seed: SlotDraw::after(slot_hashes, after)?,
+            answer,
+            slot,
+            at: now,
+        };
+        *kept = Some(record);
         Ok(record)
     }
 

@@ -457,6 +457,13 @@ impl Job {
         Ok(amount)
     }
 
+    /// Adds `amount`, just paid into the job's vault (a top-up, or a held
+    /// payment given back), to the bond.
+    pub fn add_to_bond(&mut self, amount: u64) -> Result<()> {
+        self.bond = self.bond.checked_add(amount).ok_or(McjsError::Overflow)?;
+        Ok(())
+    }
+
     /// What a settlement could not pay (its recipient's account closed)
     /// goes back to the bond: out of `paid`, still in the vault.
     pub fn unpay(&mut self, amount: u64) -> Result<()> {

@@ -61,6 +61,12 @@ impl Provider {
         Ok(())
     }
 
+    /// Adds `amount`, just deposited into the stake vault, to the stake.
+    pub fn add_to_stake(&mut self, amount: u64) -> Result<()> {
+        self.stake = self.stake.checked_add(amount).ok_or(McjsError::Overflow)?;
+        Ok(())
+    }
+
     /// Takes up to `amount` of the stake for a failure the provider is
     /// answerable for (the caller moves the tokens out of the stake vault):
     /// the stake drops, the slash and the failure are recorded. Returns what
