@@ -1861,7 +1861,7 @@ async fn on_a_low_battery_the_job_moves_losing_only_the_write() {
 /// and log lines).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn randomized_soak() {
-    use mcjs_client::completion::{COMPLETION_LINE_PERCENT, EndCounts, end_of};
+    use mcjs_ledger::completion::{COMPLETION_LINE_PERCENT, EndCounts, end_of};
     let began = std::time::Instant::now();
     let runs: u64 = std::env::var("MCJS_SOAK_RUNS")
         .ok()

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use mcjs_client::Pubkey;
-use mcjs_client::completion::CompletionRate;
 use mcjs_client::history::{HistoryEntry, McjsEvent};
+use mcjs_ledger::completion::CompletionRate;
 use serde::Serialize;
 
 use crate::data::JOB_STATES;
@@ -278,7 +278,7 @@ mod tests {
 
     #[test]
     fn the_completion_bar_fills_to_the_rate_with_the_line_at_80_percent() {
-        use mcjs_client::completion::{CompletionRate, JobEnd};
+        use mcjs_ledger::completion::{CompletionRate, JobEnd};
         let half = CompletionRate::over(&[(JobEnd::Completed, 0), (JobEnd::Failed, 0)], 0, 10);
         let svg = completion_svg(&half);
         // A 700-wide track from x=10: half of it, and the line at 80%.

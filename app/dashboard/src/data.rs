@@ -13,11 +13,11 @@ pub use job_page::{
 use std::collections::BTreeMap;
 
 use mcjs::state::{Job, JobState, NodeStatus};
-use mcjs_client::audit::audit_provider;
-use mcjs_client::completion::{CompletionRate, job_ends};
 use mcjs_client::history::{McjsEvent, failure_cause, node_status};
-use mcjs_client::reliability::{Reliability, node_reliability};
 use mcjs_client::{ChainClient, ChainError, JobFilter, PROGRAM_ID, Pubkey, pda};
+use mcjs_ledger::audit::audit_provider;
+use mcjs_ledger::completion::{CompletionRate, job_ends};
+use mcjs_ledger::reliability::{Reliability, node_reliability};
 use serde::Serialize;
 
 use crate::chart::{self, Timeline};
@@ -103,7 +103,7 @@ pub struct Overview {
     /// Jobs by state over the last hour, replayed from the program's history.
     pub timeline: Timeline,
     /// The completion rate over the jobs that ended in the window
-    /// (`mcjs_client::completion`), against the founders' 80% line.
+    /// (`mcjs_ledger::completion`), against the founders' 80% line.
     pub completion: CompletionRate,
 }
 
@@ -319,15 +319,15 @@ pub struct ProviderView {
     /// (every slash); `None` before any ended.
     pub completion_rate: Option<f64>,
     /// The provider's reliability record over all its nodes, from its
-    /// history (`mcjs_client::reliability`, as `mcjs audit provider`).
+    /// history (`mcjs_ledger::reliability`, as `mcjs audit provider`).
     pub reliability: Reliability,
     /// Verifications that proved the provider wrong and slashed it.
     pub verification_losses: u32,
     pub failures_by_cause: Vec<Count>,
     /// Reports that slashed the stake (into the insurance pool), with who reported them.
-    pub slashes: Vec<mcjs_client::audit::FailureRecord>,
+    pub slashes: Vec<mcjs_ledger::audit::FailureRecord>,
     pub slashed_total: u64,
-    pub failure_reports: Vec<mcjs_client::audit::FailureRecord>,
+    pub failure_reports: Vec<mcjs_ledger::audit::FailureRecord>,
     pub nodes: Vec<ProviderNodeRow>,
 }
 
@@ -432,7 +432,7 @@ pub struct NodeView {
     pub hardware_proof: String,
     /// Memory each GPU proved it held, KiB, when proven.
     pub held_kib_per_gpu: Option<u32>,
-    /// From the node's history (`mcjs_client::reliability`).
+    /// From the node's history (`mcjs_ledger::reliability`).
     pub reliability: Reliability,
 }
 

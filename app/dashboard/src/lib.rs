@@ -17,7 +17,7 @@
 //!   to the newest `HISTORY_CAP` transactions); `data/job_page.rs`: the job
 //!   page, with the audit's verdict on its record.
 //! - `chart.rs`: jobs by state over the last hour, and the completion rate
-//!   (`mcjs_client::completion`) against its 80% line, as inline SVG.
+//!   (`mcjs_ledger::completion`) against its 80% line, as inline SVG.
 //! - `templates/`: the pages (minijinja); `tests.rs`: the pages rendered
 //!   from fixed data. docs/dashboard.md is the page for people.
 

@@ -147,7 +147,7 @@ fn the_node_page_shows_its_reliability_record_or_no_history() {
     use mcjs::state::FailureCause;
     use mcjs_client::Pubkey;
     use mcjs_client::history::{HistoryEntry, McjsEvent};
-    use mcjs_client::reliability::{Reliability, node_reliability};
+    use mcjs_ledger::reliability::{Reliability, node_reliability};
     let key = |n: u8| Pubkey::new_from_array([n; 32]);
     let node = key(2);
     let entry = |slot, event| HistoryEntry {
@@ -296,7 +296,7 @@ fn the_node_page_shows_its_reliability_record_or_no_history() {
 /// side of the 80% line it is on; "no job has ended" with no rate.
 #[test]
 fn the_overview_shows_the_completion_rate_against_its_line() {
-    use mcjs_client::completion::{CompletionRate, JobEnd};
+    use mcjs_ledger::completion::{CompletionRate, JobEnd};
     const DAY: i64 = 86_400;
     let now = 1_800_000_000;
     let overview = |ends: &[(JobEnd, i64)]| data::Overview {

@@ -6,13 +6,12 @@
 //!   (never another program's lines); [`history`] names
 //!   every event of the program and orders them into an account's history.
 //! * [`errors`] names a program error from its code.
-//! * [`audit`] rebuilds a job's history and verifies its checkpoint chain.
-//! * [`reliability`] computes a node's and a provider's reliability record
-//!   from chain history.
-//! * [`completion`] computes the network's completion rate over a window
-//!   from job accounts and chain history.
 //! * [`rpc`] (feature `rpc`) talks to a node: sends and confirms
 //!   transactions, finds accounts, reads histories, watches accounts.
+//!
+//! What the chain's history says about a job, a node or the network (a
+//! job's audit, reliability records, the completion rate) is computed from
+//! these histories by the `mcjs-ledger` crate.
 //!
 //! # Map
 //!
@@ -39,9 +38,6 @@
 //!   `--max-compute-unit-price`).
 //! - `decode.rs`, `events.rs`, `history.rs`, `errors.rs`: accounts, events
 //!   and error names, as listed above.
-//! - `audit.rs`: a job's history replayed and its hash chain recomputed.
-//! - `reliability.rs`, `completion.rs`: a node's and a provider's record,
-//!   and the network's completion rate, from chain history alone.
 //! - `challenge.rs`: the hardware challenge between the chain and
 //!   `mcjs_challenge`: a Node's record to the challenge's parameters,
 //!   seeds, draws and answers (read from the SlotHashes data as the program
@@ -81,9 +77,7 @@
 //! - `rpc/local.rs`: the local chain's cheat codes, feature `local-chain`,
 //!   which only tests enable.
 
-pub mod audit;
 pub mod challenge;
-pub mod completion;
 pub mod compute;
 pub mod decode;
 pub mod errors;
@@ -93,7 +87,6 @@ pub mod ix;
 mod job_accounts;
 #[cfg(feature = "rpc")]
 pub mod keyfile;
-pub mod reliability;
 #[cfg(feature = "rpc")]
 pub mod rpc;
 

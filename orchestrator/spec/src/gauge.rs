@@ -5,7 +5,7 @@
 //! line is 80%.
 //!
 //! One owner of the definition: the dashboard's overview (over the chain, through
-//! `mcjs_client::completion`), the fleet simulator and the fault suite's soak all count here.
+//! `mcjs_ledger::completion`), the fleet simulator and the fault suite's soak all count here.
 
 use serde::Serialize;
 

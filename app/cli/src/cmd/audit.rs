@@ -4,8 +4,8 @@ use std::fmt;
 
 use anyhow::anyhow;
 use mcjs_client::ChainError;
-use mcjs_client::audit::{JobAudit, ProviderAudit, audit_job, audit_provider};
-use mcjs_client::reliability::Reliability;
+use mcjs_ledger::audit::{JobAudit, ProviderAudit, audit_job, audit_provider};
+use mcjs_ledger::reliability::Reliability;
 use serde::Serialize;
 
 use crate::chain::{Ctx, parse_pubkey, usdc};

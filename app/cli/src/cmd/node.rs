@@ -7,9 +7,9 @@ use anyhow::{anyhow, bail};
 use mcjs::instructions::{RegisterNodeArgs, UpdateNodeArgs};
 use mcjs::state::{HardwareProfile, Node};
 use mcjs_client::history::{HistoryEntry, node_status};
-use mcjs_client::reliability::{self, Reliability};
 use mcjs_client::{ChainClient, Keypair, Pubkey, Signer, ix, pda};
 use mcjs_hal::NodeProfile;
+use mcjs_ledger::reliability::{self, Reliability};
 use serde::Serialize;
 
 use crate::chain::{Ctx, parse_pubkey, parse_usdc, require_funds, usdc};
@@ -375,7 +375,7 @@ struct NodeView {
     /// challenge proves this profile, the last verdict, and whether one is
     /// being answered now.
     hardware: HardwareProofView,
-    /// From the chain's history (`mcjs_client::reliability`); shown by `node status`.
+    /// From the chain's history (`mcjs_ledger::reliability`); shown by `node status`.
     #[serde(skip_serializing_if = "Option::is_none")]
     reliability: Option<Reliability>,
 }

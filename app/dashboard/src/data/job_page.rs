@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use mcjs::state::Job;
-use mcjs_client::audit::{AuditStep, Divergence, audit_job};
 use mcjs_client::history::{HistoryEntry, McjsEvent, failure_cause};
 use mcjs_client::{ChainClient, ChainError, Pubkey};
+use mcjs_ledger::audit::{AuditStep, Divergence, audit_job};
 use serde::Serialize;
 
 use super::{DashError, HISTORY_CAP};
@@ -24,7 +24,7 @@ pub struct JobView {
     pub placements: Vec<Placement>,
     pub failures: Vec<FailureRow>,
     /// The intervals drawn for verification, their checkers and outcomes.
-    pub verifications: Vec<mcjs_client::audit::VerificationRecord>,
+    pub verifications: Vec<mcjs_ledger::audit::VerificationRecord>,
     pub output_hash: Option<String>,
 }
 

@@ -63,12 +63,9 @@ impl CompleteJob<'_> {
         }
         let until = job.billed_until(now);
         job.accrue(until, accounts.on_node.bond.config.params.liveness_factor)?;
-        let refund = take_off_node(
-            accounts.on_node.off_node(),
-            true,
-            now,
-            |job| job.complete(args.output_hash, now),
-        )?;
+        let refund = take_off_node(accounts.on_node.off_node(), true, now, |job| {
+            job.complete(args.output_hash, now)
+        })?;
         let provider = &mut accounts.on_node.provider;
         provider.jobs_completed = provider
             .jobs_completed

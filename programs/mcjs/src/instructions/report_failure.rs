@@ -135,12 +135,9 @@ impl ReportFailure<'_> {
             0
         };
 
-        let refund = take_off_node(
-            accounts.on_node.off_node(),
-            !infrastructure,
-            now,
-            |job| job.on_report(args.cause, now),
-        )?;
+        let refund = take_off_node(accounts.on_node.off_node(), !infrastructure, now, |job| {
+            job.on_report(args.cause, now)
+        })?;
         let job = &accounts.on_node.bond.job;
         let job_failed = matches!(job.state, JobState::Failed { .. });
         emit_event(FailureReported {

@@ -21,7 +21,7 @@ use mcjs::state::JobState;
 pub use mcjs_spec::gauge::{COMPLETION_LINE_PERCENT, EndCounts, JobEnd};
 use serde::Serialize;
 
-use crate::history::{HistoryEntry, McjsEvent};
+use mcjs_client::history::{HistoryEntry, McjsEvent};
 
 /// The end a job's state records, and when it was entered; `None` while the job has not ended.
 pub fn end_of(state: &JobState) -> Option<(JobEnd, i64)> {

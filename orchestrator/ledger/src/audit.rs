@@ -12,8 +12,8 @@ use mcjs::state::Job;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::history::{HistoryEntry, McjsEvent};
 use crate::reliability::{ProviderReliability, provider_reliability};
+use mcjs_client::history::{HistoryEntry, McjsEvent};
 
 /// A check's answer when its checker could not restore the interval's start.
 pub const START_UNAVAILABLE: &str = "start-unavailable";
@@ -293,7 +293,7 @@ pub fn audit_job(job_key: &Pubkey, job: Option<&Job>, history: &[HistoryEntry]) 
             }
             McjsEvent::VerificationResolved(e) => {
                 if let Some(v) = verifications.iter_mut().find(|v| v.interval == e.interval) {
-                    v.outcome = Some(crate::history::verification_outcome(e.outcome));
+                    v.outcome = Some(mcjs_client::history::verification_outcome(e.outcome));
                     v.slashed_provider = e.slashed_provider.map(|p| p.to_string());
                     v.slashed = e.slashed;
                     v.refund = e.refund;
@@ -468,7 +468,7 @@ pub fn audit_provider(
                 job: e.job.to_string(),
                 node: e.node.to_string(),
                 generation: e.failed_generation,
-                cause: crate::history::failure_cause(e.cause),
+                cause: mcjs_client::history::failure_cause(e.cause),
                 slashed: e.slashed,
                 slashed_to: e.slashed_to.to_string(),
                 reported_by: e.by.to_string(),

@@ -54,7 +54,7 @@ use anchor_lang::prelude::Pubkey;
 use mcjs::state::{FailureCause, VerificationOutcome};
 use serde::Serialize;
 
-use crate::history::{HistoryEntry, McjsEvent, cause_name};
+use mcjs_client::history::{HistoryEntry, McjsEvent, cause_name};
 
 const SECONDS_PER_HOUR: f64 = 3_600.0;
 
