@@ -411,7 +411,7 @@ async fn the_container_killed_mid_epoch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_strangers_forged_heartbeats_leave_the_provider_and_the_job_alone() {
     use mcjs_protocol::{
-        ExitReport, HEARTBEAT_PATH, Heartbeat, JobPhase, JobReport, SignedRequest, StopReason,
+        HEARTBEAT_PATH, Heartbeat, JobPhase, JobReport, SignedRequest, StopReason, StopReport,
     };
     let s = scenario(30, 3).await;
     let before = s.running_with_checkpoints(1).await;
@@ -458,7 +458,7 @@ async fn a_strangers_forged_heartbeats_leave_the_provider_and_the_job_alone() {
                 phase: JobPhase::Exited,
                 last_checkpoint: None,
                 checkpoint_overdue: false,
-                exit: Some(ExitReport {
+                exit: Some(StopReport {
                     stop: StopReason::EngineFailure,
                     last_logs: vec!["container died".into()],
                 }),

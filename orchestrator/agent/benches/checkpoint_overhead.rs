@@ -7,7 +7,7 @@
 
 mod common;
 
-use mcjs_runtime::deadline::CheckpointPolicy;
+use mcjs_runtime::deadline::CheckpointDeadline;
 use mcjs_runtime::docker::DockerEngine;
 use mcjs_runtime::engine::{ContainerEngine, ContainerSpec, JobMounts};
 use mcjs_runtime::launch::CheckpointMonitor;
@@ -68,7 +68,7 @@ async fn run(
         tokio::spawn(async move {
             let mut m = CheckpointMonitor::new(
                 pipeline,
-                CheckpointPolicy::with_default_grace(Duration::from_secs(3600)),
+                CheckpointDeadline::with_default_grace(Duration::from_secs(3600)),
                 SystemTime::now(),
             );
             let (mut stored, mut bytes) = (0u64, 0u64);

@@ -2,7 +2,7 @@
 //! written against it, and [`crate::rpc`] implements it on the MCJS chain
 //! client.
 
-use crate::core::{Attested, ChainJob, ChainState, Keep};
+use crate::core::{AttestedCheckpoint, ChainJob, ChainState, Keep};
 use anchor_lang::solana_program::instruction::Instruction;
 use mcjs_client::Pubkey;
 use mcjs_client::errors::{code_of, describe};
@@ -77,7 +77,7 @@ pub trait AgentChain: Send + Sync + 'static {
     fn attested(
         &self,
         job: Pubkey,
-    ) -> impl Future<Output = Result<Vec<Attested>, ChainFailure>> + Send;
+    ) -> impl Future<Output = Result<Vec<AttestedCheckpoint>, ChainFailure>> + Send;
 
     fn node(&self, node: Pubkey)
     -> impl Future<Output = Result<Option<Node>, ChainFailure>> + Send;
@@ -161,7 +161,7 @@ pub fn chain_job(key: Pubkey, job: &Job, me: &NodeIdentity) -> Option<ChainJob> 
         generation: job.generation,
         state,
         spec_hash: job.spec_hash,
-        last_checkpoint: job.last_checkpoint.map(|c| Attested {
+        last_checkpoint: job.last_checkpoint.map(|c| AttestedCheckpoint {
             epoch: c.epoch,
             step: c.step,
             hash: Sha256Digest(c.hash),

@@ -7,9 +7,9 @@
 
 use mcjs_client::Pubkey;
 use mcjs_hal::probe::ups::PowerState;
-use mcjs_protocol::{ExitReport as WireExit, JobPhase, JobReport, StopReason};
+use mcjs_protocol::{JobPhase, JobReport, StopReason, StopReport};
 use mcjs_runtime::checkpoint::Sha256Digest;
-use mcjs_runtime::deadline::{CheckpointPolicy, DeadlineStatus, checkpoint_status};
+use mcjs_runtime::deadline::{CheckpointDeadline, DeadlineStatus, checkpoint_status};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, SystemTime};
@@ -31,9 +31,11 @@ pub const MAX_RETRY: Duration = Duration::from_secs(10);
 pub const FIRST_COLLECT_RETRY: Duration = Duration::from_secs(1);
 pub const MAX_COLLECT_RETRY: Duration = Duration::from_secs(60);
 
+/// Where one of this node's jobs is, as the agent runs it (its heartbeat
+/// reports it as a `mcjs_protocol::JobPhase`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "phase", rename_all = "snake_case")]
-pub enum Phase {
+pub enum RunPhase {
     /// Launch requested: staging, restoring, starting the container.
     Launching,
     /// Container running.
@@ -60,25 +62,25 @@ pub enum Phase {
     Fenced,
 }
 
-impl Phase {
+impl RunPhase {
     fn container(&self) -> Option<&str> {
         match self {
-            Phase::Running { container, .. } | Phase::Completing { container, .. } => {
+            RunPhase::Running { container, .. } | RunPhase::Completing { container, .. } => {
                 Some(container)
             }
-            Phase::Exited { container, .. } => container.as_deref(),
+            RunPhase::Exited { container, .. } => container.as_deref(),
             _ => None,
         }
     }
 
     pub fn wire(&self) -> JobPhase {
         match self {
-            Phase::Launching => JobPhase::Staging,
-            Phase::Running { .. } => JobPhase::Running,
-            Phase::Completing { .. } | Phase::Done => JobPhase::Completing,
-            Phase::Exited { .. } => JobPhase::Exited,
-            Phase::DataRejected { .. } => JobPhase::DataRejected,
-            Phase::Fenced => JobPhase::Fenced,
+            RunPhase::Launching => JobPhase::Staging,
+            RunPhase::Running { .. } => JobPhase::Running,
+            RunPhase::Completing { .. } | RunPhase::Done => JobPhase::Completing,
+            RunPhase::Exited { .. } => JobPhase::Exited,
+            RunPhase::DataRejected { .. } => JobPhase::DataRejected,
+            RunPhase::Fenced => JobPhase::Fenced,
         }
     }
 }
@@ -88,11 +90,11 @@ impl Phase {
 pub struct Assignment {
     pub job: Pubkey,
     pub generation: u32,
-    pub phase: Phase,
+    pub phase: RunPhase,
     /// `start_job` confirmed (or the chain already says Running).
     pub started: bool,
     /// Checkpoint enforcement; the interval is the job's, capped by the agent's.
-    pub policy: CheckpointPolicy,
+    pub policy: CheckpointDeadline,
     /// Never signalled to checkpoint ([`ChainJob::verified`]).
     pub fixed_steps: bool,
     /// What an attestation lets go of, as the chain last said.
@@ -129,8 +131,8 @@ impl Assignment {
     /// Nothing changes for a job already completing or stopped.
     fn stop_at_cap(&mut self, job: Pubkey, actions: &mut Vec<Action>) {
         let container = match &self.phase {
-            Phase::Running { container } => Some(container.clone()),
-            Phase::Launching => None,
+            RunPhase::Running { container } => Some(container.clone()),
+            RunPhase::Launching => None,
             _ => return,
         };
         tracing::info!(%job, generation = self.generation, "the job has been billed its whole maximum duration: stopping it at its cap");
@@ -143,7 +145,7 @@ impl Assignment {
             ],
         };
         self.exit = Some(exit.clone());
-        self.phase = Phase::Exited {
+        self.phase = RunPhase::Exited {
             exit,
             container: container.clone(),
         };
@@ -157,7 +159,7 @@ impl Assignment {
         }
     }
 
-    fn new(job: &ChainJob, policy: CheckpointPolicy, phase: Phase) -> Self {
+    fn new(job: &ChainJob, policy: CheckpointDeadline, phase: RunPhase) -> Self {
         Self {
             job: job.key,
             generation: job.generation,
@@ -186,7 +188,9 @@ impl Assignment {
     /// Whether the deadline is being watched: the container runs and has not exited.
     pub fn deadline(&self, now: SystemTime) -> Option<DeadlineStatus> {
         match (&self.phase, self.last_checkpoint_at) {
-            (Phase::Running { .. }, Some(last)) => Some(checkpoint_status(last, self.policy, now)),
+            (RunPhase::Running { .. }, Some(last)) => {
+                Some(checkpoint_status(last, self.policy, now))
+            }
             _ => None,
         }
     }
@@ -198,7 +202,7 @@ impl Assignment {
             phase: self.phase.wire(),
             last_checkpoint: self.last_attested,
             checkpoint_overdue: self.overdue_flagged,
-            exit: self.exit.as_ref().map(|e| WireExit {
+            exit: self.exit.as_ref().map(|e| StopReport {
                 stop: e.stop,
                 last_logs: e.last_logs.clone(),
             }),
@@ -251,8 +255,8 @@ impl Core {
         self.found = found;
     }
 
-    fn checkpoint_policy(&self, job: &ChainJob) -> CheckpointPolicy {
-        CheckpointPolicy::with_default_grace(self.effective_interval(job))
+    fn checkpoint_policy(&self, job: &ChainJob) -> CheckpointDeadline {
+        CheckpointDeadline::with_default_grace(self.effective_interval(job))
     }
 
     /// The interval the container is told to checkpoint at
@@ -274,9 +278,9 @@ impl Core {
                 continue;
             }
             match &a.phase {
-                Phase::Fenced | Phase::Done => {}
-                Phase::DataRejected { .. }
-                | Phase::Exited {
+                RunPhase::Fenced | RunPhase::Done => {}
+                RunPhase::DataRejected { .. }
+                | RunPhase::Exited {
                     container: None, ..
                 } => {}
                 _ => {
@@ -316,11 +320,11 @@ impl Core {
             let adopted = found
                 .iter()
                 .find(|c| c.job == job.key && c.generation == job.generation);
-            let mut a = Assignment::new(job, policy, Phase::Launching);
+            let mut a = Assignment::new(job, policy, RunPhase::Launching);
             match adopted {
                 Some(c) => {
                     tracing::info!(job = %job.key, generation = job.generation, container = %c.id, "adopting the running container");
-                    a.phase = Phase::Running {
+                    a.phase = RunPhase::Running {
                         container: c.id.clone(),
                     };
                     a.last_checkpoint_at = Some(now);
@@ -387,7 +391,7 @@ impl Core {
         };
         match event {
             // Stopped while it launched (at its cap): removed at once.
-            Event::Launched { container } if matches!(a.phase, Phase::Exited { .. }) => {
+            Event::Launched { container } if matches!(a.phase, RunPhase::Exited { .. }) => {
                 actions.push(Action::Remove {
                     job,
                     generation,
@@ -395,7 +399,7 @@ impl Core {
                 });
             }
             Event::Launched { container } => {
-                a.phase = Phase::Running { container };
+                a.phase = RunPhase::Running { container };
                 a.last_checkpoint_at = Some(now);
                 if !a.started {
                     a.queue.push_front(Tx::Start);
@@ -406,7 +410,7 @@ impl Core {
                     stop: StopReason::InputRejected,
                     last_logs: vec![reason.clone()],
                 });
-                a.phase = Phase::DataRejected { reason };
+                a.phase = RunPhase::DataRejected { reason };
             }
             Event::LaunchFailed { stop, reason } => {
                 tracing::warn!(%job, generation, stop = %stop.label(), fault = ?stop.fault(), %reason, "the job did not start");
@@ -415,7 +419,7 @@ impl Core {
                     last_logs: vec![reason],
                 };
                 a.exit = Some(exit.clone());
-                a.phase = Phase::Exited {
+                a.phase = RunPhase::Exited {
                     exit,
                     container: None,
                 };
@@ -451,7 +455,8 @@ impl Core {
             }
             Event::JobFault { reason } => {
                 a.collecting = false;
-                if let Phase::Running { container } | Phase::Completing { container, .. } = &a.phase
+                if let RunPhase::Running { container } | RunPhase::Completing { container, .. } =
+                    &a.phase
                 {
                     let container = container.clone();
                     tracing::warn!(%job, generation, %reason, "stopping the job: its own fault");
@@ -460,7 +465,7 @@ impl Core {
                         last_logs: vec![reason],
                     };
                     a.exit = Some(exit.clone());
-                    a.phase = Phase::Exited {
+                    a.phase = RunPhase::Exited {
                         exit,
                         container: Some(container.clone()),
                     };
@@ -477,21 +482,21 @@ impl Core {
                 let stop = seen.stop_reason();
                 match (&a.phase, stop.fault()) {
                     // No one's fault: the job finished; its output decides.
-                    (Phase::Running { container }, None) => {
-                        a.phase = Phase::Completing {
+                    (RunPhase::Running { container }, None) => {
+                        a.phase = RunPhase::Completing {
                             container: container.clone(),
                             output: None,
                         };
                         actions.push(Action::CollectOutput { job, generation });
                     }
-                    (Phase::Running { .. }, Some(fault)) => {
+                    (RunPhase::Running { .. }, Some(fault)) => {
                         tracing::info!(%job, generation, stop = %stop.label(), ?fault, "the job stopped");
                         let exit = Exit {
                             stop,
                             last_logs: seen.last_logs,
                         };
                         a.exit = Some(exit.clone());
-                        a.phase = Phase::Exited {
+                        a.phase = RunPhase::Exited {
                             exit,
                             container: container.clone(),
                         };
@@ -507,7 +512,7 @@ impl Core {
                 }
             }
             Event::OutputStored { hash } => {
-                if let Phase::Completing { output, .. } = &mut a.phase {
+                if let RunPhase::Completing { output, .. } = &mut a.phase {
                     *output = Some(hash);
                     a.queue.push_back(Tx::Complete { output_hash: hash });
                 }
@@ -519,7 +524,7 @@ impl Core {
                 };
                 a.exit = Some(exit.clone());
                 let container = a.phase.container().map(str::to_string);
-                a.phase = Phase::Exited {
+                a.phase = RunPhase::Exited {
                     exit,
                     container: container.clone(),
                 };
@@ -569,7 +574,7 @@ impl Core {
                                 container: container.to_string(),
                             });
                         }
-                        a.phase = Phase::Done;
+                        a.phase = RunPhase::Done;
                     }
                 }
             }
@@ -586,7 +591,7 @@ impl Core {
                 }
             }
             Event::Removed => {
-                if let Phase::Exited { container, .. } = &mut a.phase {
+                if let RunPhase::Exited { container, .. } = &mut a.phase {
                     *container = None;
                 }
             }
@@ -605,7 +610,7 @@ impl Core {
             }) {
                 power::stop_for_power(a, "no checkpoint attested in time", &mut actions);
             }
-            if let Phase::Running { container, .. } = &a.phase {
+            if let RunPhase::Running { container, .. } = &a.phase {
                 if !a.collecting && a.collect_after.is_none_or(|t| now >= t) {
                     a.collecting = true;
                     actions.push(Action::Collect { job, generation });
@@ -646,8 +651,10 @@ impl Core {
                         // A container that died before its start was
                         // confirmed is never started on chain: nothing billed.
                         Tx::Start => {
-                            if !matches!(a.phase, Phase::Running { .. } | Phase::Completing { .. })
-                            {
+                            if !matches!(
+                                a.phase,
+                                RunPhase::Running { .. } | RunPhase::Completing { .. }
+                            ) {
                                 continue;
                             }
                             true

@@ -2,7 +2,7 @@
 //! (never the provider's wallet).
 
 use crate::chain::{AgentChain, ChainFailure, Check};
-use crate::core::Attested;
+use crate::core::AttestedCheckpoint;
 use anchor_lang::solana_program::instruction::Instruction;
 use mcjs_client::history::McjsEvent;
 use mcjs_client::ix::Deployment;
@@ -84,12 +84,12 @@ impl AgentChain for RpcChain {
         Ok(job.into_iter().collect())
     }
 
-    async fn attested(&self, job: Pubkey) -> Result<Vec<Attested>, ChainFailure> {
+    async fn attested(&self, job: Pubkey) -> Result<Vec<AttestedCheckpoint>, ChainFailure> {
         let history = self.client.job_history(&job).await.map_err(failure)?;
-        let mut out: Vec<Attested> = history
+        let mut out: Vec<AttestedCheckpoint> = history
             .into_iter()
             .filter_map(|e| match e.event {
-                McjsEvent::CheckpointAttested(a) => Some(Attested {
+                McjsEvent::CheckpointAttested(a) => Some(AttestedCheckpoint {
                     epoch: a.epoch,
                     step: a.step,
                     hash: Sha256Digest(a.checkpoint_hash),

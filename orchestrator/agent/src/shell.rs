@@ -414,7 +414,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         tracker: &TaskTracker,
     ) {
         for a in core.jobs.values() {
-            if let crate::core::Phase::Running { container } = &a.phase
+            if let crate::core::RunPhase::Running { container } = &a.phase
                 && waiters.waiting.insert(container.clone())
             {
                 let this = self.clone();

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use mcjs_agent::core::Attested;
+use mcjs_agent::core::AttestedCheckpoint;
 use mcjs_agent::metrics::AgentMetrics;
 use mcjs_agent::register::adopt_node;
 use mcjs_agent::rpc::RpcChain;
@@ -73,10 +73,10 @@ async fn a_job_runs_is_attested_completes_and_pays_the_provider() {
     assert_eq!(hash_checkpoint(&restored.dir, 1).unwrap().hash.0, last.hash);
     // Every attestation in the job's history names a checkpoint hash the agent stored.
     let history = w.client.job_history(&job).await.unwrap();
-    let attested: Vec<Attested> = history
+    let attested: Vec<AttestedCheckpoint> = history
         .iter()
         .filter_map(|e| match &e.event {
-            mcjs_client::history::McjsEvent::CheckpointAttested(a) => Some(Attested {
+            mcjs_client::history::McjsEvent::CheckpointAttested(a) => Some(AttestedCheckpoint {
                 epoch: a.epoch,
                 step: a.step,
                 hash: Sha256Digest(a.checkpoint_hash),

@@ -2,8 +2,8 @@
 //! the chain and its containers tell it.
 
 use mcjs_agent::core::{
-    Action, Attested, ChainJob, ChainState, ContainerExit, Core, CorePolicy, Event, FoundContainer,
-    Keep, OUTPUT_ATTESTED, Phase, StoredCheckpoint, Tx, TxFailure,
+    Action, AttestedCheckpoint, ChainJob, ChainState, ContainerExit, Core, CorePolicy, Event,
+    FoundContainer, Keep, OUTPUT_ATTESTED, RunPhase, Tx, TxFailure, UploadedCheckpoint,
 };
 use mcjs_client::Pubkey;
 use mcjs_client::ix::{Deployment, JobAccounts};
@@ -91,7 +91,7 @@ fn checkpoints(steps: &[u64]) -> Event {
     Event::CheckpointsCollected {
         stored: steps
             .iter()
-            .map(|&s| StoredCheckpoint {
+            .map(|&s| UploadedCheckpoint {
                 epoch: 1,
                 step: s,
                 hash: hash(s as u8),
@@ -136,7 +136,7 @@ fn an_assigned_job_is_launched_and_then_started_on_chain() {
 fn a_job_with_a_checkpoint_is_launched_to_restore_it() {
     let mut c = core();
     let mut j = job(1, 4, ChainState::Assigned);
-    let last = Attested {
+    let last = AttestedCheckpoint {
         epoch: 2,
         step: 40,
         hash: hash(9),
@@ -340,7 +340,7 @@ fn a_clean_exit_completes_after_the_last_attestation() {
         generation: 3,
         container: "c1".into()
     }));
-    assert_eq!(c.jobs[&key(1)].phase, Phase::Done);
+    assert_eq!(c.jobs[&key(1)].phase, RunPhase::Done);
     // The job leaves the node: nothing to stop.
     let actions = c.on_chain(&[], at(15));
     assert!(!actions.iter().any(|a| matches!(a, Action::Stop { .. })));
@@ -711,7 +711,7 @@ fn a_transient_failure_is_retried_with_backoff_and_a_refusal_is_not() {
 fn checkpoints_the_chain_already_has_are_not_attested_again() {
     let mut c = running();
     let mut j = job(1, 3, ChainState::Running);
-    j.last_checkpoint = Some(Attested {
+    j.last_checkpoint = Some(AttestedCheckpoint {
         epoch: 1,
         step: 20,
         hash: hash(20),
@@ -737,7 +737,7 @@ fn checkpoints_the_chain_already_has_are_not_attested_again() {
 fn an_earlier_assignments_made_up_label_holds_back_no_attestation() {
     let mut c = running();
     let mut j = job(1, 3, ChainState::Running);
-    j.last_checkpoint = Some(Attested {
+    j.last_checkpoint = Some(AttestedCheckpoint {
         epoch: u32::MAX,
         step: u64::MAX,
         hash: hash(99),
@@ -823,7 +823,7 @@ fn after_a_restart_containers_are_adopted_or_removed() {
     );
     assert_eq!(
         c.jobs[&key(1)].phase,
-        Phase::Running {
+        RunPhase::Running {
             container: "mine".into()
         }
     );
@@ -958,7 +958,7 @@ fn a_failed_checkpoint_collection_is_retried_with_backoff_and_the_job_runs_on() 
     assert_eq!(collects(&c.on_event(key(1), 3, failed(), at(12))), 0);
     assert_eq!(collects(&c.on_tick(at(13) + ms(999))), 0, "not before 2 s");
     assert_eq!(collects(&c.on_tick(at(14))), 1, "again after 2 s");
-    assert!(matches!(c.jobs[&key(1)].phase, Phase::Running { .. }));
+    assert!(matches!(c.jobs[&key(1)].phase, RunPhase::Running { .. }));
 
     // The retried upload went through: attested, and looks every tick again.
     let actions = c.on_event(key(1), 3, checkpoints(&[10]), at(15));
@@ -1113,7 +1113,7 @@ fn mains_power_back_before_the_checkpoint_calls_the_stop_off() {
         );
         assert!(removed(&c.on_tick(at(200))).is_empty(), "{back:?}");
         assert!(
-            matches!(c.jobs[&key(1)].phase, Phase::Running { .. }),
+            matches!(c.jobs[&key(1)].phase, RunPhase::Running { .. }),
             "{back:?}"
         );
     }

@@ -5,7 +5,7 @@
 
 use anchor_lang::solana_program::instruction::Instruction;
 use mcjs_agent::chain::{AgentChain, ChainFailure, Check, NodeIdentity, chain_job};
-use mcjs_agent::core::Attested;
+use mcjs_agent::core::AttestedCheckpoint;
 use mcjs_agent::metrics::AgentMetrics;
 use mcjs_agent::{Agent, AgentConfig, StagingPolicy, put_spec};
 use mcjs_client::ix::Deployment;
@@ -57,7 +57,7 @@ impl AgentChain for FakeChain {
         Ok(self.checks.lock().unwrap().clone())
     }
 
-    async fn attested(&self, _job: Pubkey) -> Result<Vec<Attested>, ChainFailure> {
+    async fn attested(&self, _job: Pubkey) -> Result<Vec<AttestedCheckpoint>, ChainFailure> {
         Ok(Vec::new())
     }
 

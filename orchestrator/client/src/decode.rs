@@ -73,7 +73,10 @@ pub fn discriminator_of(kind: AccountKind) -> &'static [u8] {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A kind of the program's accounts: what the index reads and what a
+/// reader could not use (the scheduler's skipped accounts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AccountKind {
     Config,
     Provider,
@@ -81,4 +84,41 @@ pub enum AccountKind {
     Job,
     Segment,
     Verification,
+}
+
+impl AccountKind {
+    pub const ALL: [AccountKind; 6] = [
+        AccountKind::Config,
+        AccountKind::Provider,
+        AccountKind::Node,
+        AccountKind::Job,
+        AccountKind::Segment,
+        AccountKind::Verification,
+    ];
+
+    /// The label in logs and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Config => "config",
+            Self::Provider => "provider",
+            Self::Node => "node",
+            Self::Job => "job",
+            Self::Segment => "segment",
+            Self::Verification => "verification",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_is_labelled_as_it_serialises_and_has_its_own_discriminator() {
+        let mut discriminators = std::collections::HashSet::new();
+        for kind in AccountKind::ALL {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.name());
+            assert!(discriminators.insert(discriminator_of(kind)), "{kind:?}");
+        }
+    }
 }

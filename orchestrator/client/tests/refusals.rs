@@ -11,7 +11,7 @@ mod common;
 
 use backon::ExponentialBuilder;
 use common::{node, ok_json, serve};
-use mcjs_client::rpc::{ChainClient, RETRIES, Refusal, RetryingSender, refusal};
+use mcjs_client::rpc::{ChainClient, RETRIES, RetryingSender, RpcRefusal, refusal};
 use solana_rpc_client::nonblocking::rpc_client::RpcClient;
 use solana_rpc_client::rpc_client::RpcClientConfig;
 use tokio::net::TcpListener;
@@ -66,7 +66,7 @@ async fn a_call_rate_limited_past_the_senders_own_pauses_is_asked_again_until_an
 async fn an_overloaded_endpoint_is_asked_again_up_to_the_retries_then_the_refusal_is_returned() {
     let (url, seen) = endpoint(usize::MAX, OVERLOADED, SLOT).await;
     let err = quick_client(&url).get_slot().await.unwrap_err();
-    assert_eq!(refusal(err.kind()), Refusal::Load, "{err}");
+    assert_eq!(refusal(err.kind()), RpcRefusal::Load, "{err}");
     assert!(err.to_string().contains("503"), "{err}");
     assert_eq!(seen.load(Ordering::SeqCst), RETRIES + 1);
 
@@ -81,7 +81,7 @@ async fn an_answer_is_never_asked_again_even_an_error() {
         r#"{"jsonrpc":"2.0","error":{"code":-32602,"message":"Invalid params"},"id":1}"#;
     let (url, seen) = endpoint(0, "", INVALID).await;
     let err = quick_client(&url).get_slot().await.unwrap_err();
-    assert_eq!(refusal(err.kind()), Refusal::Final, "{err}");
+    assert_eq!(refusal(err.kind()), RpcRefusal::Final, "{err}");
     assert_eq!(seen.load(Ordering::SeqCst), 1);
 
     // A 4xx other than 429 is an answer too.
@@ -98,7 +98,7 @@ async fn a_refused_connection_is_reported_as_one() {
         format!("http://{}", listener.local_addr().unwrap())
     };
     let err = quick_client(&url).get_slot().await.unwrap_err();
-    assert_eq!(refusal(err.kind()), Refusal::Connection, "{err}");
+    assert_eq!(refusal(err.kind()), RpcRefusal::Connection, "{err}");
 }
 
 /// A node that silently drops the first `sendTransaction` (as a congested

@@ -70,7 +70,7 @@ pub enum AssignmentEnd {
 
 /// One assignment, from its `JobAssigned` to what ended it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Assignment {
+pub struct AssignmentRecord {
     pub job: Pubkey,
     pub node: Pubkey,
     pub provider: Pubkey,
@@ -80,7 +80,7 @@ pub struct Assignment {
     pub end: Option<(i64, AssignmentEnd)>,
 }
 
-impl Assignment {
+impl AssignmentRecord {
     /// From assignment to its end, or to `now` while open; never negative.
     pub fn seconds_in_service(&self, now: i64) -> u64 {
         let until = self.end.map_or(now, |(at, _)| at);
@@ -89,10 +89,10 @@ impl Assignment {
 }
 
 /// Every assignment in a history (oldest first), in the order assigned.
-pub fn assignments(history: &[HistoryEntry]) -> Vec<Assignment> {
+pub fn assignments(history: &[HistoryEntry]) -> Vec<AssignmentRecord> {
     /// Ends the job's open assignment, if it is of `generation` (any, for `None`).
     fn end(
-        all: &mut [Assignment],
+        all: &mut [AssignmentRecord],
         open: &mut HashMap<Pubkey, usize>,
         job: &Pubkey,
         generation: Option<u32>,
@@ -107,7 +107,7 @@ pub fn assignments(history: &[HistoryEntry]) -> Vec<Assignment> {
         }
     }
 
-    let mut all: Vec<Assignment> = Vec::new();
+    let mut all: Vec<AssignmentRecord> = Vec::new();
     // The job's assignment not yet ended, by index into `all`.
     let mut open: HashMap<Pubkey, usize> = HashMap::new();
     for entry in history {
@@ -122,7 +122,7 @@ pub fn assignments(history: &[HistoryEntry]) -> Vec<Assignment> {
                     AssignmentEnd::TakenOff,
                 );
                 open.insert(e.job, all.len());
-                all.push(Assignment {
+                all.push(AssignmentRecord {
                     job: e.job,
                     node: e.node,
                     provider: e.provider,
@@ -193,7 +193,7 @@ pub struct Reliability {
 
 impl Reliability {
     /// The record of `assignments`, open ones counted up to `now`.
-    pub fn of<'a>(assignments: impl IntoIterator<Item = &'a Assignment>, now: i64) -> Self {
+    pub fn of<'a>(assignments: impl IntoIterator<Item = &'a AssignmentRecord>, now: i64) -> Self {
         let mut r = Reliability::default();
         for a in assignments {
             r.assignments += 1;

@@ -17,7 +17,7 @@ use std::time::Instant;
 use ed25519_dalek::{Signer, SigningKey};
 use mcjs_protocol::auth::{check_fresh, check_sequence};
 use mcjs_protocol::{
-    ExitReport, HEARTBEAT_PATH, Heartbeat, JobPhase, JobReport, SignedRequest, StopReason,
+    HEARTBEAT_PATH, Heartbeat, JobPhase, JobReport, SignedRequest, StopReason, StopReport,
 };
 
 const PER_ROUND: usize = 200;
@@ -46,7 +46,7 @@ fn heartbeat(seq: u64) -> Heartbeat {
                 generation: 1,
                 phase: JobPhase::Exited,
                 last_checkpoint: Some((0, 40)),
-                exit: Some(ExitReport {
+                exit: Some(StopReport {
                     stop: StopReason::Exited { code: 86 },
                     last_logs: vec!["step 45: halting".into(); 5],
                 }),

@@ -223,7 +223,7 @@ pub struct JobReport {
     /// Epoch and step of the last checkpoint the agent attested.
     pub last_checkpoint: Option<(u32, u64)>,
     /// Set once the container has exited.
-    pub exit: Option<ExitReport>,
+    pub exit: Option<StopReport>,
     /// The job went past its checkpoint interval and grace without a checkpoint.
     #[serde(default)]
     pub checkpoint_overdue: bool,
@@ -248,9 +248,12 @@ pub enum JobPhase {
     Fenced,
 }
 
+/// How a job stopped on its node, as the agent reports it (a
+/// [`JobReport`]'s `exit`); the container's own exit, as the engine saw it,
+/// is `mcjs_runtime::engine::ExitReport`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExitReport {
+pub struct StopReport {
     /// What the agent saw; the scheduler decides who pays with
     /// [`StopReason::fault`].
     pub stop: StopReason,
@@ -298,7 +301,7 @@ mod tests {
                 phase: JobPhase::Exited,
                 last_checkpoint: Some((1, 20)),
                 checkpoint_overdue: false,
-                exit: Some(ExitReport {
+                exit: Some(StopReport {
                     stop: StopReason::Exited { code: 137 },
                     last_logs: vec!["killed".into()],
                 }),

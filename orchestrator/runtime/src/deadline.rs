@@ -5,14 +5,14 @@ use std::time::{Duration, SystemTime};
 
 /// How late a checkpoint may be before the job is reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CheckpointPolicy {
+pub struct CheckpointDeadline {
     pub interval: Duration,
     /// Slack after `interval` before a missing checkpoint counts as overdue
     /// (writing a large checkpoint takes time).
     pub grace: Duration,
 }
 
-impl CheckpointPolicy {
+impl CheckpointDeadline {
     /// Grace of a quarter of the interval: the checkpoint capability rule
     /// allows writing to take up to 20% of it.
     pub fn with_default_grace(interval: Duration) -> Self {
@@ -45,7 +45,7 @@ impl DeadlineStatus {
 /// step backwards) counts as no time elapsed rather than an error.
 pub fn checkpoint_status(
     last: SystemTime,
-    policy: CheckpointPolicy,
+    policy: CheckpointDeadline,
     now: SystemTime,
 ) -> DeadlineStatus {
     let elapsed = now.duration_since(last).unwrap_or(Duration::ZERO);
@@ -76,8 +76,8 @@ mod tests {
         Duration::from_secs(s)
     }
 
-    fn policy() -> CheckpointPolicy {
-        CheckpointPolicy {
+    fn policy() -> CheckpointDeadline {
+        CheckpointDeadline {
             interval: secs(600),
             grace: secs(120),
         }

@@ -197,14 +197,14 @@ mod tests {
     use super::*;
     use crate::engine::JobMounts;
     use crate::launch::{LaunchError, launch};
-    use crate::staging::{DataCache, DataInput, StagingPolicy};
+    use crate::staging::{DataCache, InputToStage, StagingPolicy};
     use sha2::{Digest, Sha256};
 
-    fn setup() -> (tempfile::TempDir, ContainerSpec, DataInput) {
+    fn setup() -> (tempfile::TempDir, ContainerSpec, InputToStage) {
         let t = tempfile::tempdir().unwrap();
         let src = t.path().join("src");
         std::fs::write(&src, b"1,0\n").unwrap();
-        let input = DataInput {
+        let input = InputToStage {
             name: "train.csv".into(),
             uri: url::Url::from_file_path(&src).unwrap().to_string(),
             sha256: hex::encode(Sha256::digest(b"1,0\n")),

@@ -1,9 +1,9 @@
 //! Starting a job the contract's way (data verified first, then the
 //! container) and watching its checkpoints against the schedule.
 
-use crate::deadline::{CheckpointPolicy, DeadlineStatus, checkpoint_status};
+use crate::deadline::{CheckpointDeadline, DeadlineStatus, checkpoint_status};
 use crate::engine::{ContainerEngine, ContainerId, ContainerSpec, EngineError};
-use crate::staging::{DataCache, DataInput, StagedInput, StagingError};
+use crate::staging::{DataCache, InputToStage, StagedInput, StagingError};
 use crate::store::{CheckpointPipeline, StoreError, StoredCheckpoint};
 use std::time::SystemTime;
 
@@ -30,7 +30,7 @@ pub enum LaunchError {
 pub async fn launch<E: ContainerEngine>(
     engine: &E,
     cache: &DataCache,
-    inputs: &[DataInput],
+    inputs: &[InputToStage],
     spec: &ContainerSpec,
 ) -> Result<(ContainerId, Vec<StagedInput>), LaunchError> {
     let engine_err = |source| LaunchError::Engine {
@@ -62,7 +62,7 @@ pub struct MonitorReport {
 /// [`CheckpointMonitor::poll`] periodically with the current time.
 pub struct CheckpointMonitor {
     pub pipeline: CheckpointPipeline,
-    pub policy: CheckpointPolicy,
+    pub policy: CheckpointDeadline,
     /// The last checkpoint picked up, or when the job (re)started.
     pub last_checkpoint: SystemTime,
 }
@@ -70,7 +70,7 @@ pub struct CheckpointMonitor {
 impl CheckpointMonitor {
     pub fn new(
         pipeline: CheckpointPipeline,
-        policy: CheckpointPolicy,
+        policy: CheckpointDeadline,
         started: SystemTime,
     ) -> Self {
         Self {

@@ -121,9 +121,10 @@ impl Default for StagingPolicy {
     }
 }
 
-/// One declared input of a job spec.
+/// One declared input of a job spec (`mcjs_spec::DataInput`) as staging
+/// takes it: strings, as the spec wrote them, and the most bytes to stage.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DataInput {
+pub struct InputToStage {
     /// The file name under the job's data directory.
     pub name: String,
     pub uri: String,
@@ -133,6 +134,18 @@ pub struct DataInput {
     /// job's declared disk); `None`: the policy's `max_input_bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<u64>,
+}
+
+impl InputToStage {
+    /// A spec's input, staged up to `max_bytes`.
+    pub fn declared(input: &mcjs_spec::DataInput, max_bytes: u64) -> Self {
+        Self {
+            name: input.name.as_str().to_string(),
+            uri: input.uri.as_str().to_string(),
+            sha256: input.sha256.to_string(),
+            max_bytes: Some(max_bytes),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -184,7 +197,7 @@ impl DataCache {
     #[tracing::instrument(skip_all, fields(data_dir = %data_dir.display()))]
     pub async fn stage(
         &self,
-        inputs: &[DataInput],
+        inputs: &[InputToStage],
         data_dir: &Path,
     ) -> Result<Vec<StagedInput>, StagingError> {
         let io = |action, path: &Path| {
@@ -256,7 +269,7 @@ impl DataCache {
         Ok(staged)
     }
 
-    fn limit(&self, input: &DataInput) -> u64 {
+    fn limit(&self, input: &InputToStage) -> u64 {
         input.max_bytes.unwrap_or(self.policy.max_input_bytes)
     }
 
@@ -283,7 +296,7 @@ impl DataCache {
     async fn fetch(
         &self,
         index: usize,
-        input: &DataInput,
+        input: &InputToStage,
         expected: Sha256Digest,
         blob: &Path,
     ) -> Result<(), StagingError> {
@@ -459,7 +472,7 @@ impl DataCache {
         Ok(())
     }
 
-    fn validate(&self, index: usize, input: &DataInput) -> Result<Sha256Digest, StagingError> {
+    fn validate(&self, index: usize, input: &InputToStage) -> Result<Sha256Digest, StagingError> {
         let hash = validate(input)?;
         if input.uri.starts_with("file:") && self.policy.data_roots.is_empty() {
             return Err(StagingError::Refused {
@@ -473,7 +486,7 @@ impl DataCache {
     }
 }
 
-fn validate(input: &DataInput) -> Result<Sha256Digest, StagingError> {
+fn validate(input: &InputToStage) -> Result<Sha256Digest, StagingError> {
     let bad = |reason: String| StagingError::BadInput {
         name: input.name.clone(),
         reason,

@@ -143,7 +143,7 @@ impl StoredCheckpoint {
 /// and those whose descriptor is not (skipped, never fatal: a node may write
 /// anything under its own generation).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Listing {
+pub struct CheckpointListing {
     /// Oldest first, by step, then key.
     pub checkpoints: Vec<StoredCheckpoint>,
     pub skipped: Vec<SkippedDescriptor>,
@@ -279,7 +279,7 @@ impl CheckpointStore {
     /// [`MAX_DESCRIPTOR_BYTES`], or one that does not check out where it
     /// lives (`StoredCheckpoint::from_descriptor`), is skipped, logged and
     /// reported.
-    pub async fn list(&self, job_id: &str) -> Result<Listing, StoreError> {
+    pub async fn list(&self, job_id: &str) -> Result<CheckpointListing, StoreError> {
         valid_job_id(job_id)?;
         let prefix = ObjectPath::from(checkpoints_prefix(job_id));
         let listing = self
@@ -287,7 +287,7 @@ impl CheckpointStore {
             .list_with_delimiter(Some(&prefix))
             .await
             .map_err(Self::object("list", &prefix))?;
-        let mut found = Listing::default();
+        let mut found = CheckpointListing::default();
         for dir in listing.common_prefixes {
             let path = dir.child(DESCRIPTOR);
             let read = match read_small(&self.store, &path, MAX_DESCRIPTOR_BYTES).await? {

@@ -3,11 +3,11 @@
 
 use bollard::query_parameters::{InspectContainerOptions, ListContainersOptionsBuilder};
 use mcjs_runtime::contract::ExitMeaning;
-use mcjs_runtime::deadline::CheckpointPolicy;
+use mcjs_runtime::deadline::CheckpointDeadline;
 use mcjs_runtime::docker::{DockerEngine, JOB_LABEL};
 use mcjs_runtime::engine::{ContainerEngine, ContainerId, ContainerSpec, JobMounts, JobSignal};
 use mcjs_runtime::launch::{CheckpointMonitor, LaunchError, launch};
-use mcjs_runtime::staging::{DataCache, DataInput, StagingError, StagingPolicy};
+use mcjs_runtime::staging::{DataCache, InputToStage, StagingError, StagingPolicy};
 use mcjs_runtime::store::{CheckpointPipeline, CheckpointStore};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -64,7 +64,7 @@ fn training_csv(rows: usize) -> String {
 struct Job {
     t: tempfile::TempDir,
     id: String,
-    input: DataInput,
+    input: InputToStage,
     cache: DataCache,
 }
 
@@ -74,7 +74,7 @@ impl Job {
         let csv = training_csv(512);
         let src = t.path().join("source.csv");
         std::fs::write(&src, &csv).unwrap();
-        let input = DataInput {
+        let input = InputToStage {
             name: "train.csv".into(),
             uri: url::Url::from_file_path(&src).unwrap().to_string(),
             sha256: hex::encode(Sha256::digest(csv.as_bytes())),
@@ -246,7 +246,7 @@ async fn a_job_killed_mid_run_resumes_from_the_store_to_the_same_model_bytes() {
     engine.signal(&id, JobSignal::Checkpoint).await.unwrap();
     let mut monitor = CheckpointMonitor::new(
         job.pipeline("first"),
-        CheckpointPolicy::with_default_grace(Duration::from_secs(3600)),
+        CheckpointDeadline::with_default_grace(Duration::from_secs(3600)),
         SystemTime::now(),
     );
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -367,7 +367,7 @@ async fn a_job_that_never_checkpoints_is_flagged_overdue() {
     let (id, _) = launch(&engine, &job.cache, std::slice::from_ref(&job.input), &spec)
         .await
         .unwrap();
-    let policy = CheckpointPolicy {
+    let policy = CheckpointDeadline {
         interval: Duration::from_secs(1),
         grace: Duration::from_millis(500),
     };

@@ -8,7 +8,7 @@ use mcjs_runtime::confined::{ConfinedDir, Limits};
 use mcjs_runtime::docker::{DockerEngine, LOG_LINE_MAX};
 use mcjs_runtime::engine::{ContainerEngine, ContainerId, ContainerSpec, JobMounts, JobSignal};
 use mcjs_runtime::launch::{LaunchError, launch};
-use mcjs_runtime::staging::{DataCache, DataInput, StagingError, StagingPolicy};
+use mcjs_runtime::staging::{DataCache, InputToStage, StagingError, StagingPolicy};
 use mcjs_runtime::store::{CheckpointPipeline, CheckpointStore};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -159,7 +159,7 @@ impl Node {
             .collect();
         let src = self.t.path().join("datasets/train.csv");
         std::fs::write(&src, &csv).unwrap();
-        let input = DataInput {
+        let input = InputToStage {
             name: "train.csv".into(),
             uri: url::Url::from_file_path(&src).unwrap().to_string(),
             sha256: hex::encode(Sha256::digest(csv.as_bytes())),
@@ -437,7 +437,7 @@ async fn data_uris_to_the_hosts_files_and_network_are_refused_before_any_contain
             canary_sha.clone(),
         ),
     ] {
-        let input = DataInput {
+        let input = InputToStage {
             name: "x".into(),
             uri: uri.clone(),
             sha256: sha,

@@ -5,6 +5,8 @@ use std::fmt;
 
 use mcjs::state::{FailureCause, Job, JobState, Node};
 use mcjs_client::Pubkey;
+/// What kind of account a round could not use (a node or a job).
+pub use mcjs_client::decode::AccountKind;
 use mcjs_protocol::{ChainCause, JobPhase, StopReason};
 use mcjs_scheduler::PlacementConfig;
 use serde::Serialize;
@@ -166,24 +168,6 @@ pub struct Waiting {
     #[serde(with = "b58")]
     pub job: Pubkey,
     pub reason: String,
-}
-
-/// What kind of account a round could not use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AccountKind {
-    Node,
-    Job,
-}
-
-impl AccountKind {
-    /// The label in logs and metrics.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Node => "node",
-            Self::Job => "job",
-        }
-    }
 }
 
 /// An account left out of placement because its contents cannot be scheduled (a malformed
@@ -499,6 +483,8 @@ pub fn failure_cause(cause: ChainCause) -> FailureCause {
 
 mod b58 {
     use mcjs_client::Pubkey;
+    /// What kind of account a round could not use (a node or a job).
+    pub use mcjs_client::decode::AccountKind;
     use serde::Serializer;
 
     pub fn serialize<S: Serializer>(key: &Pubkey, s: S) -> Result<S::Ok, S::Error> {
@@ -508,6 +494,8 @@ mod b58 {
 
 mod b58_vec {
     use mcjs_client::Pubkey;
+    /// What kind of account a round could not use (a node or a job).
+    pub use mcjs_client::decode::AccountKind;
     use serde::Serializer;
     use serde::ser::SerializeSeq as _;
 

@@ -13,13 +13,13 @@ use mcjs_client::rpc::due_roles;
 
 /// Per checker node, the verifications in which it must act now.
 #[derive(Clone, Debug, Default)]
-pub struct CheckDuties {
+pub struct CheckRoster {
     by_node: HashMap<Pubkey, Vec<Pubkey>>,
     /// The chain time of the read they come from (0 before the first).
     read_at: i64,
 }
 
-impl CheckDuties {
+impl CheckRoster {
     /// From one read of every Verification account, at chain time `now`.
     pub fn from_verifications(verifications: &[(Pubkey, Verification)], now: i64) -> Self {
         let mut ordered: Vec<&(Pubkey, Verification)> = verifications.iter().collect();
@@ -132,7 +132,7 @@ mod tests {
             (keys[3], revealing),
             (Pubkey::new_unique(), resolved),
         ];
-        let duties = CheckDuties::from_verifications(&read, 42);
+        let duties = CheckRoster::from_verifications(&read, 42);
         let owed = |n: &Pubkey| duties.of(n).verifications;
         let s = |k: &Pubkey| k.to_string();
         assert_eq!(owed(&a), vec![s(&keys[3]), s(&keys[1]), s(&keys[0])]);

@@ -72,7 +72,7 @@ pub fn lease_step(view: &LeaseView, me: &Pubkey) -> LeaseStep {
 
 /// This scheduler's part, as the last read of the lease showed it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
+pub enum LeaseRole {
     /// It holds the lease in `term` (0: not read yet, as a lone scheduler
     /// that has always held it).
     Leader { term: u64 },
@@ -82,46 +82,46 @@ pub enum Role {
     Outsider,
 }
 
-impl Role {
+impl LeaseRole {
     pub fn leads(&self) -> bool {
-        matches!(self, Role::Leader { .. })
+        matches!(self, LeaseRole::Leader { .. })
     }
 
     /// The role after a read showed `step` (a renewal or a takeover that
     /// landed leads in the term it renewed or started).
     pub fn after(step: LeaseStep, landed: bool) -> Self {
         match step {
-            LeaseStep::Lead { term } | LeaseStep::Renew { term } => Role::Leader { term },
-            LeaseStep::Take { term, .. } if landed => Role::Leader { term: term + 1 },
-            LeaseStep::Take { from, term } => Role::Standby { holder: from, term },
-            LeaseStep::Follow { holder, term } => Role::Standby { holder, term },
-            LeaseStep::Outsider => Role::Outsider,
+            LeaseStep::Lead { term } | LeaseStep::Renew { term } => LeaseRole::Leader { term },
+            LeaseStep::Take { term, .. } if landed => LeaseRole::Leader { term: term + 1 },
+            LeaseStep::Take { from, term } => LeaseRole::Standby { holder: from, term },
+            LeaseStep::Follow { holder, term } => LeaseRole::Standby { holder, term },
+            LeaseStep::Outsider => LeaseRole::Outsider,
         }
     }
 }
 
 /// The role the rounds act on, shared with the task that holds the lease.
 #[derive(Debug)]
-pub struct Leading(Mutex<Role>);
+pub struct Leading(Mutex<LeaseRole>);
 
 impl Default for Leading {
     /// A scheduler leads until a read of the lease says otherwise.
     fn default() -> Self {
-        Self(Mutex::new(Role::Leader { term: 0 }))
+        Self(Mutex::new(LeaseRole::Leader { term: 0 }))
     }
 }
 
 impl Leading {
-    pub fn new(role: Role) -> Self {
+    pub fn new(role: LeaseRole) -> Self {
         Self(Mutex::new(role))
     }
 
-    pub fn role(&self) -> Role {
+    pub fn role(&self) -> LeaseRole {
         *self.0.lock().expect("leading")
     }
 
     /// Records `role`; returns the one it replaced.
-    pub fn set(&self, role: Role) -> Role {
+    pub fn set(&self, role: LeaseRole) -> LeaseRole {
         std::mem::replace(&mut *self.0.lock().expect("leading"), role)
     }
 }

@@ -47,7 +47,7 @@ pub struct ServerState {
     /// This process's heartbeat session ([`new_session`]).
     pub session: Arc<str>,
     /// What each node owes as a checker, from the last verification read.
-    pub duties: Arc<RwLock<crate::duties::CheckDuties>>,
+    pub duties: Arc<RwLock<crate::duties::CheckRoster>>,
     /// The warm standbys of the last round ([`STANDBY_PATH`]).
     pub standbys: Arc<RwLock<crate::standby::StandbyBook>>,
     /// The hardware challenges in flight (node → the slot of its request), from the last

@@ -23,9 +23,9 @@ mod duties;
 mod standby;
 use crate::challenges::{ChallengeObservation, ChallengePolicy, Openings};
 use crate::core::{AccountKind, Action, DetectorConfig, Observation, cause_name, reconcile};
-use crate::duties::CheckDuties;
+use crate::duties::CheckRoster;
 use crate::gateway::{self, GatewayState, S3Error, S3Store};
-use crate::lease::{Leading, LeaseStep, Role, lease_step};
+use crate::lease::{Leading, LeaseRole, LeaseStep, lease_step};
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::server::{Clock, ServerState, router};
@@ -245,7 +245,7 @@ pub struct Daemon<C = LiveChain> {
     pub s3: Option<Arc<S3Store>>,
     /// What each node owes as a checker, from the last verification read:
     /// served to agents so that none scans the program for its checks.
-    pub duties: Arc<RwLock<CheckDuties>>,
+    pub duties: Arc<RwLock<CheckRoster>>,
     /// Whether the store answers the scheduler's probes ([`probe_store`]),
     /// and its outages: the failure detector excuses them as it does the
     /// chain's.
@@ -303,7 +303,7 @@ impl Daemon {
             s3,
             duties: Arc::default(),
             store_sight: Arc::default(),
-            leading: Arc::new(Leading::new(Role::after(step, false))),
+            leading: Arc::new(Leading::new(LeaseRole::after(step, false))),
             challenged: Arc::default(),
             openings: Arc::default(),
             standbys: Arc::default(),

@@ -12,7 +12,7 @@ use tracing::{debug, info, warn};
 
 use crate::funds::{FUNDS_EVERY, Funds};
 use crate::gateway::S3Store;
-use crate::lease::{LEASE_CHECK_EVERY, Leading, LeaseStep, Role, lease_step};
+use crate::lease::{LEASE_CHECK_EVERY, Leading, LeaseRole, LeaseStep, lease_step};
 use crate::metrics::Metrics;
 use crate::server::Clock;
 use crate::sight::Sight;
@@ -146,27 +146,27 @@ pub async fn hold_lease(
                     }
                     _ => false,
                 };
-                let role = Role::after(step, landed);
+                let role = LeaseRole::after(step, landed);
                 let was = leading.set(role);
                 if was != role {
                     match role {
-                        Role::Leader { term } => info!(
+                        LeaseRole::Leader { term } => info!(
                             term,
                             "this scheduler holds the lease: it places, reports and checks"
                         ),
-                        Role::Standby { holder, term } => info!(
+                        LeaseRole::Standby { holder, term } => info!(
                             %holder,
                             term,
                             "another scheduler holds the lease: this one follows, serving heartbeats and the store"
                         ),
-                        Role::Outsider => warn!(
+                        LeaseRole::Outsider => warn!(
                             scheduler = %me,
                             "this key is neither the Config's scheduler nor a standby: it will never act (mcjs admin set-schedulers names standbys)"
                         ),
                     }
                 }
                 metrics.leader.set(i64::from(role.leads()));
-                if let Role::Leader { term } | Role::Standby { term, .. } = role {
+                if let LeaseRole::Leader { term } | LeaseRole::Standby { term, .. } = role {
                     metrics
                         .lease_term
                         .set(i64::try_from(term).unwrap_or(i64::MAX));

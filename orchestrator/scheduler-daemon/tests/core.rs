@@ -7,7 +7,7 @@ use common::*;
 
 use mcjs::state::*;
 use mcjs_client::Pubkey;
-use mcjs_protocol::{ExitReport, Fault, JobOutcome, JobPhase, JobReport, StopReason};
+use mcjs_protocol::{Fault, JobOutcome, JobPhase, JobReport, StopReason, StopReport};
 use mcjs_scheduler_daemon::{
     AccountKind, Action, DetectorConfig, Liveness, Observation, reconcile,
 };
@@ -466,7 +466,7 @@ fn the_agents_stop_report_is_judged_by_the_failure_table() {
         phase,
         last_checkpoint: None,
         checkpoint_overdue: false,
-        exit: Some(ExitReport {
+        exit: Some(StopReport {
             stop,
             last_logs: vec!["boom".into()],
         }),

@@ -3,7 +3,7 @@
 use mcjs::state::{Config, ConfigParams, SchedulerLease};
 use mcjs_client::Pubkey;
 use mcjs_client::rpc::LeaseView;
-use mcjs_scheduler_daemon::lease::{LeaseStep, Role, lease_step};
+use mcjs_scheduler_daemon::lease::{LeaseRole, LeaseStep, lease_step};
 
 fn key(n: u8) -> Pubkey {
     Pubkey::new_from_array([n; 32])
@@ -148,16 +148,16 @@ fn a_takeover_leads_only_once_it_landed() {
         from: key(SCHEDULER),
         term: 7,
     };
-    assert_eq!(Role::after(take, true), Role::Leader { term: 8 });
+    assert_eq!(LeaseRole::after(take, true), LeaseRole::Leader { term: 8 });
     assert_eq!(
-        Role::after(take, false),
-        Role::Standby {
+        LeaseRole::after(take, false),
+        LeaseRole::Standby {
             holder: key(SCHEDULER),
             term: 7
         }
     );
     // A renewal that failed still leads: the chain names this holder
     // until another member's takeover lands.
-    assert!(Role::after(LeaseStep::Renew { term: 7 }, false).leads());
-    assert!(!Role::after(LeaseStep::Outsider, true).leads());
+    assert!(LeaseRole::after(LeaseStep::Renew { term: 7 }, false).leads());
+    assert!(!LeaseRole::after(LeaseStep::Outsider, true).leads());
 }

@@ -617,9 +617,9 @@ async fn a_restarted_scheduler_judges_lateness_only_from_its_start() {
 /// scheduler that led all along reports it.
 #[tokio::test]
 async fn a_follower_sends_nothing_and_a_new_leader_restarts_every_nodes_timer() {
-    use mcjs_scheduler_daemon::lease::Role;
+    use mcjs_scheduler_daemon::lease::LeaseRole;
     let d = daemon(lost_node(false), Refuse::Nothing);
-    d.leading.set(Role::Standby {
+    d.leading.set(LeaseRole::Standby {
         holder: key(251),
         term: 3,
     });
@@ -631,7 +631,7 @@ async fn a_follower_sends_nothing_and_a_new_leader_restarts_every_nodes_timer() 
         "a follower sends nothing"
     );
 
-    d.leading.set(Role::Leader { term: 4 });
+    d.leading.set(LeaseRole::Leader { term: 4 });
     let report = d.round(&deployment(), &mut memory).await.unwrap();
     assert!(
         report

@@ -8,8 +8,8 @@ mod common;
 
 use mcjs_client::{Keypair, Pubkey, Signer};
 use mcjs_protocol::{
-    ExitReport, HEARTBEAT_PATH, HEARTBEAT_SESSION_PATH, HEARTBEAT_STREAM_PATH, Heartbeat,
-    HeartbeatSession, JobPhase, JobReport, SignedRequest, StopReason,
+    HEARTBEAT_PATH, HEARTBEAT_SESSION_PATH, HEARTBEAT_STREAM_PATH, Heartbeat, HeartbeatSession,
+    JobPhase, JobReport, SignedRequest, StopReason, StopReport,
 };
 use mcjs_scheduler_daemon::Liveness;
 use mcjs_scheduler_daemon::auth::Directory;
@@ -90,7 +90,7 @@ fn damning(node: Pubkey, sent_at: i64, seq: u64) -> Heartbeat {
             phase: JobPhase::Exited,
             last_checkpoint: None,
             checkpoint_overdue: false,
-            exit: Some(ExitReport {
+            exit: Some(StopReport {
                 stop: StopReason::EngineFailure,
                 last_logs: vec!["the engine lost it".into()],
             }),

@@ -19,7 +19,7 @@ pub enum ChainState {
 
 /// The chain's record of an attested checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Attested {
+pub struct AttestedCheckpoint {
     pub epoch: u32,
     pub step: u64,
     pub hash: Sha256Digest,
@@ -33,7 +33,7 @@ pub struct ChainJob {
     pub generation: u32,
     pub state: ChainState,
     pub spec_hash: [u8; 32],
-    pub last_checkpoint: Option<Attested>,
+    pub last_checkpoint: Option<AttestedCheckpoint>,
     pub checkpoint_interval: Duration,
     /// The GPUs the job asks for (its paid run holds them on this node).
     pub gpus: u32,
@@ -186,7 +186,7 @@ pub struct Exit {
 
 /// A checkpoint stored in the checkpoint store, ready to attest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct StoredCheckpoint {
+pub struct UploadedCheckpoint {
     pub epoch: u32,
     pub step: u64,
     pub hash: Sha256Digest,
@@ -256,7 +256,7 @@ pub enum Event {
     },
     /// A look at the checkpoint directory finished; these were stored.
     CheckpointsCollected {
-        stored: Vec<StoredCheckpoint>,
+        stored: Vec<UploadedCheckpoint>,
     },
     /// A look at the checkpoint directory failed (an invalid checkpoint).
     CollectFailed {
@@ -295,7 +295,7 @@ pub enum Action {
     Launch {
         job: Pubkey,
         generation: u32,
-        restore: Option<Attested>,
+        restore: Option<AttestedCheckpoint>,
     },
     /// Look for complete checkpoints: hash, store, report.
     Collect { job: Pubkey, generation: u32 },

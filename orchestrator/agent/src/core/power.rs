@@ -71,7 +71,7 @@ impl Core {
         }
         if state == PowerState::LowBattery && was != PowerState::LowBattery {
             for a in self.jobs.values_mut() {
-                if !matches!(a.phase, Phase::Running { .. }) || a.power_stop.is_some() {
+                if !matches!(a.phase, RunPhase::Running { .. }) || a.power_stop.is_some() {
                     continue;
                 }
                 if a.fixed_steps {
@@ -97,7 +97,7 @@ impl Core {
 
 /// Tells a running job whose steps are not fixed to checkpoint now.
 fn signal(a: &mut Assignment, now: SystemTime, actions: &mut Vec<Action>) {
-    if let Phase::Running { container } = &a.phase
+    if let RunPhase::Running { container } = &a.phase
         && !a.fixed_steps
     {
         a.last_signal_at = Some(now);
@@ -115,7 +115,7 @@ fn signal(a: &mut Assignment, now: SystemTime, actions: &mut Vec<Action>) {
 /// scheduler reports as a yield.
 pub(super) fn stop_for_power(a: &mut Assignment, why: &str, actions: &mut Vec<Action>) {
     a.power_stop = None;
-    let Phase::Running { container } = &a.phase else {
+    let RunPhase::Running { container } = &a.phase else {
         return;
     };
     let container = container.clone();
@@ -125,7 +125,7 @@ pub(super) fn stop_for_power(a: &mut Assignment, why: &str, actions: &mut Vec<Ac
         last_logs: vec![format!("the node's battery is low: stopped ({why})")],
     };
     a.exit = Some(exit.clone());
-    a.phase = Phase::Exited {
+    a.phase = RunPhase::Exited {
         exit,
         container: Some(container.clone()),
     };

@@ -6,7 +6,7 @@
 use super::run_dirs::writable;
 use super::{Agent, AgentError, EventTx, GENERATION_LABEL, NODE_LABEL};
 use crate::chain::AgentChain;
-use crate::core::{Attested, ContainerExit, Event, FoundContainer, StoredCheckpoint};
+use crate::core::{AttestedCheckpoint, ContainerExit, Event, FoundContainer, UploadedCheckpoint};
 use crate::fault::{Found, classify};
 use crate::spec_store::{SpecStoreError, get_spec};
 use mcjs_client::Pubkey;
@@ -15,7 +15,7 @@ use mcjs_protocol::fault::EXIT_DONE;
 use mcjs_runtime::docker::JOB_LABEL;
 use mcjs_runtime::engine::{ContainerEngine, ContainerId, ContainerSpec, GpuRequest, JobMounts};
 use mcjs_runtime::launch::{LaunchError, launch};
-use mcjs_runtime::staging::DataInput;
+use mcjs_runtime::staging::InputToStage;
 use mcjs_runtime::store::{CheckpointPipeline, CheckpointStore, ExpectedCheckpoint, StoreError};
 use mcjs_spec::JobSpec;
 use std::path::PathBuf;
@@ -140,7 +140,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         &self,
         job: Pubkey,
         generation: u32,
-        restore: Option<Attested>,
+        restore: Option<AttestedCheckpoint>,
     ) -> Event {
         let s = &self.shared;
         let started = Instant::now();
@@ -250,7 +250,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         &self,
         job: Pubkey,
         ctx: &RunCtx,
-        last: Attested,
+        last: AttestedCheckpoint,
         restore_root: PathBuf,
         started: Instant,
     ) -> Result<PathBuf, String> {
@@ -337,7 +337,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         dir: &std::path::Path,
         restore: Option<PathBuf>,
         checkpoint_interval: Duration,
-    ) -> (ContainerSpec, Vec<DataInput>) {
+    ) -> (ContainerSpec, Vec<InputToStage>) {
         let image = self.resolve_image(&spec.work.image).await;
         let mut cspec = ContainerSpec::new(
             job.to_string(),
@@ -369,14 +369,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             None => checkpoint_interval,
         };
         cspec.checkpoint_every_steps = spec.checkpoint.every_steps;
-        let inputs: Vec<DataInput> = spec
+        let inputs: Vec<InputToStage> = spec
             .data
             .iter()
-            .map(|d| DataInput {
-                name: d.name.as_str().to_string(),
-                uri: d.uri.as_str().to_string(),
-                sha256: d.sha256.to_string(),
-                max_bytes: Some(crate::fault::input_limit(spec, d.size.map(|b| b.0))),
+            .map(|d| {
+                let limit = crate::fault::input_limit(spec, d.size.map(|b| b.0));
+                InputToStage::declared(d, limit)
             })
             .collect();
         (cspec, inputs)
@@ -459,7 +457,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                         .lock()
                         .expect("lock")
                         .insert((job, c.step), Instant::now());
-                    out.push(StoredCheckpoint {
+                    out.push(UploadedCheckpoint {
                         epoch,
                         step: c.step,
                         hash: c.hash,

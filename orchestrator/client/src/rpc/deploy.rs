@@ -49,7 +49,7 @@ pub struct Deployed {
 }
 
 /// Progress of the buffer's writes: chunks known written, of all.
-pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Send + Sync);
+pub type WriteProgress<'a> = &'a (dyn Fn(usize, usize) + Send + Sync);
 
 impl ChainClient {
     /// Deploys `elf` as a new program at `program`'s address, paid by
@@ -62,7 +62,7 @@ impl ChainClient {
         program: &Keypair,
         elf: &[u8],
         upgrade_authority: &Pubkey,
-        progress: Progress<'_>,
+        progress: WriteProgress<'_>,
     ) -> Result<Deployed, ChainError> {
         let program_key = program.pubkey();
         if self.account(&program_key).await?.is_some() {
@@ -113,7 +113,7 @@ impl ChainClient {
         authority: &Keypair,
         program: &Pubkey,
         elf: &[u8],
-        progress: Progress<'_>,
+        progress: WriteProgress<'_>,
     ) -> Result<Deployed, ChainError> {
         let (buffer, writes, rewritten) = self.write_buffer(authority, elf, progress).await?;
         let upgrade = loader::upgrade(program, &buffer, &authority.pubkey(), &authority.pubkey());
@@ -160,7 +160,7 @@ impl ChainClient {
         &self,
         authority: &Keypair,
         elf: &[u8],
-        progress: Progress<'_>,
+        progress: WriteProgress<'_>,
     ) -> Result<(Pubkey, usize, usize), ChainError> {
         let buffer = Keypair::new();
         let key = buffer.pubkey();

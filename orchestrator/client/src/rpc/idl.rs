@@ -81,7 +81,7 @@ impl ChainClient {
         &self,
         authority: &Keypair,
         compressed: &[u8],
-        progress: super::Progress<'_>,
+        progress: super::WriteProgress<'_>,
     ) -> Result<usize, ChainError> {
         let wanted = Some((authority.pubkey(), compressed.to_vec()));
         if self.published_idl().await? == wanted {

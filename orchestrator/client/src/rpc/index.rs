@@ -26,15 +26,8 @@ use super::*;
 /// How often a live index backfills again to drop what the stream missed.
 pub const RECONCILE_EVERY: Duration = Duration::from_secs(300);
 
-/// The kinds the index backfills, one scan each.
-const KINDS: [AccountKind; 6] = [
-    AccountKind::Config,
-    AccountKind::Provider,
-    AccountKind::Node,
-    AccountKind::Job,
-    AccountKind::Segment,
-    AccountKind::Verification,
-];
+/// The kinds the index backfills, one scan each: every kind.
+const KINDS: [AccountKind; 6] = AccountKind::ALL;
 
 /// One account of the program as the index holds it: decoded once, when it
 /// arrives.

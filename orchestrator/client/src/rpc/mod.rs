@@ -68,7 +68,7 @@ pub mod yellowstone;
 
 pub use accounts::{DueCheck, JobFilter, LeaseView, MAX_NAMED_CHECKS, due_roles};
 pub use blockhash::BLOCKHASH_REUSE;
-pub use deploy::{Deployed, Progress, WRITE_ROUNDS, chunk_len};
+pub use deploy::{Deployed, WRITE_ROUNDS, WriteProgress, chunk_len};
 pub use error::{ChainError, classify};
 pub use idl::{compress_idl, decompress_idl, idl_chunk_len};
 pub use index::{
@@ -77,7 +77,7 @@ pub use index::{
 };
 pub use notices::{NOTICE_WAIT, PUSH_RETRY};
 pub use send::FEE_READ_TIMEOUT;
-pub use sender::{CONNECTION_RETRIES, RETRIES, Refusal, RetryingSender, refusal};
+pub use sender::{CONNECTION_RETRIES, RETRIES, RetryingSender, RpcRefusal, refusal};
 pub use watch::{RESUBSCRIBE_FIRST, RESUBSCRIBE_MOST};
 
 /// The JSON-RPC client of the MCJS program.

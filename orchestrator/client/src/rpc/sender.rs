@@ -30,7 +30,7 @@ const NODE_UNHEALTHY: i64 = -32005;
 
 /// Why a call failed, as far as retrying it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum RpcRefusal {
     /// The endpoint is overloaded or rate-limiting: wait and ask again.
     Load,
     /// No connection: the endpoint may be restarting, or down.
@@ -39,20 +39,20 @@ pub enum Refusal {
     Final,
 }
 
-pub fn refusal(kind: &ErrorKind) -> Refusal {
+pub fn refusal(kind: &ErrorKind) -> RpcRefusal {
     match kind {
-        ErrorKind::Reqwest(e) if e.is_timeout() => Refusal::Final,
+        ErrorKind::Reqwest(e) if e.is_timeout() => RpcRefusal::Final,
         ErrorKind::Reqwest(e) => match e.status().map(|s| s.as_u16()) {
-            Some(429 | 502 | 503 | 504) => Refusal::Load,
-            Some(_) => Refusal::Final,
-            None if e.is_connect() || e.is_request() => Refusal::Connection,
-            None => Refusal::Final,
+            Some(429 | 502 | 503 | 504) => RpcRefusal::Load,
+            Some(_) => RpcRefusal::Final,
+            None if e.is_connect() || e.is_request() => RpcRefusal::Connection,
+            None => RpcRefusal::Final,
         },
-        ErrorKind::Io(_) => Refusal::Connection,
+        ErrorKind::Io(_) => RpcRefusal::Connection,
         ErrorKind::RpcError(RpcError::RpcResponseError { code, .. }) if *code == NODE_UNHEALTHY => {
-            Refusal::Load
+            RpcRefusal::Load
         }
-        _ => Refusal::Final,
+        _ => RpcRefusal::Final,
     }
 }
 
@@ -95,11 +95,11 @@ impl RpcSender for RetryingSender {
             .retry(self.backoff)
             .sleep(tokio::time::sleep)
             .when(|e| match refusal(e.kind()) {
-                Refusal::Load => true,
-                Refusal::Connection => {
+                RpcRefusal::Load => true,
+                RpcRefusal::Connection => {
                     connection_failures.fetch_add(1, Ordering::Relaxed) < CONNECTION_RETRIES
                 }
-                Refusal::Final => false,
+                RpcRefusal::Final => false,
             })
             .notify(|e, after| {
                 tracing::debug!(%request, error = %e, ?after, "JSON-RPC call refused; asking again")

@@ -8,8 +8,8 @@ fn sha(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-fn file_input(name: &str, path: &Path, sha256: String) -> DataInput {
-    DataInput {
+fn file_input(name: &str, path: &Path, sha256: String) -> InputToStage {
+    InputToStage {
         name: name.into(),
         uri: url::Url::from_file_path(path).unwrap().to_string(),
         sha256,
@@ -28,8 +28,8 @@ fn cache_with_root(t: &Path, root: &Path) -> DataCache {
     )
 }
 
-fn http_input(uri: String, body: &[u8]) -> DataInput {
-    DataInput {
+fn http_input(uri: String, body: &[u8]) -> InputToStage {
+    InputToStage {
         name: "train.csv".into(),
         uri,
         sha256: sha(body),
@@ -319,4 +319,25 @@ fn internal_addresses_are_recognised() {
     for ip in ["1.1.1.1", "8.8.8.8", "2606:4700::1111", "100.128.0.1"] {
         assert!(!is_internal(ip.parse().unwrap()), "{ip}");
     }
+}
+
+#[test]
+fn a_spec_input_is_staged_by_its_name_uri_and_hash_as_the_spec_writes_them() {
+    let sha256 = "0123456789abcdef".repeat(4);
+    let input = mcjs_spec::DataInput {
+        name: "train.csv".parse().unwrap(),
+        role: mcjs_spec::DataRole::Dataset,
+        uri: "https://data.example.org/train.csv".parse().unwrap(),
+        sha256: sha256.parse().unwrap(),
+        size: None,
+    };
+    assert_eq!(
+        InputToStage::declared(&input, 4096),
+        InputToStage {
+            name: "train.csv".into(),
+            uri: "https://data.example.org/train.csv".into(),
+            sha256,
+            max_bytes: Some(4096),
+        }
+    );
 }

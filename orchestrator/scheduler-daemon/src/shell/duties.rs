@@ -53,7 +53,7 @@ impl<C: DaemonChain> Daemon<C> {
                 memory.passed_over.contains(&(*key, j.checkpoint_count)),
             )
         }) {
-            *self.duties.write().expect("duties lock") = CheckDuties::default();
+            *self.duties.write().expect("duties lock") = CheckRoster::default();
             return Ok(());
         }
         // The checker pools of the GPU models the nodes have: the draw's.
@@ -65,7 +65,7 @@ impl<C: DaemonChain> Daemon<C> {
         pools.dedup();
         let v = self.chain.verify_snapshot(&pools).await?;
         *self.duties.write().expect("duties lock") =
-            CheckDuties::from_verifications(&v.verifications, v.now);
+            CheckRoster::from_verifications(&v.verifications, v.now);
         let observation = VerifyObservation {
             pools: &v.pools,
             now: v.now,
