@@ -122,6 +122,28 @@ fn a_token_account_of_someone_else_is_refused() {
     s.env.assert_invariants();
 }
 
+#[test]
+fn a_completion_without_the_owners_refund_account_is_refused() {
+    let mut s = scene();
+    let before = s.env.snapshot();
+    // The refund account is optional where leaving cannot end the job
+    // (`pause_job`); a completion ends it, so omitting it (the program's
+    // id in its place, as for any omitted account) changes nothing.
+    let mut complete = s.complete_ix();
+    assert_eq!(
+        ix::tamper::substitute_account(&mut complete, &s.owner.token, &mcjs::ID),
+        1
+    );
+    expect_error(
+        s.env.send(&[complete], &[&s.operator()]),
+        McjsError::WrongTokenAccount,
+    );
+    s.env.assert_unchanged(&before);
+    s.env.assert_invariants();
+    // With it, the same completion goes through.
+    s.env.send(&[s.complete_ix()], &[&s.operator()]).unwrap();
+}
+
 /// Writes `data` into a new account owned by `owner` at a fresh address.
 fn plant(env: &mut Env, owner: Pubkey, data: Vec<u8>) -> Pubkey {
     let key = Keypair::new().pubkey();
