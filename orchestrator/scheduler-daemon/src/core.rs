@@ -483,8 +483,6 @@ pub fn failure_cause(cause: ChainCause) -> FailureCause {
 
 mod b58 {
     use mcjs_client::Pubkey;
-    /// What kind of account a round could not use (a node or a job).
-    pub use mcjs_client::decode::AccountKind;
     use serde::Serializer;
 
     pub fn serialize<S: Serializer>(key: &Pubkey, s: S) -> Result<S::Ok, S::Error> {
@@ -494,8 +492,6 @@ mod b58 {
 
 mod b58_vec {
     use mcjs_client::Pubkey;
-    /// What kind of account a round could not use (a node or a job).
-    pub use mcjs_client::decode::AccountKind;
     use serde::Serializer;
     use serde::ser::SerializeSeq as _;
 

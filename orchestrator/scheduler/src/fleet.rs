@@ -4,7 +4,7 @@
 //! the classes it can use instead of every node.
 
 use crate::requirements::HardwareClass;
-use crate::types::{Node, NodeId, NodeStatus};
+use crate::types::{FleetNode, NodeAvailability, NodeId};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -59,7 +59,7 @@ pub(crate) struct ClassEntry {
 /// Nodes grouped by hardware class. Planning borrows it immutably.
 #[derive(Clone, Debug, Default)]
 pub struct FleetIndex {
-    pub(crate) nodes: Vec<Node>,
+    pub(crate) nodes: Vec<FleetNode>,
     pub(crate) node_class: Vec<u32>,
     /// Where each node sits in its class's `members`, so that moving it is O(1).
     member_pos: Vec<u32>,
@@ -69,7 +69,7 @@ pub struct FleetIndex {
     group_of: HashMap<HardwareClass, u32>,
 }
 
-fn order_key(n: &Node) -> (Reverse<u8>, u64, NodeId) {
+fn order_key(n: &FleetNode) -> (Reverse<u8>, u64, NodeId) {
     (Reverse(n.readiness), n.price_per_gpu_hour, n.id)
 }
 
@@ -77,7 +77,7 @@ fn order_key(n: &Node) -> (Reverse<u8>, u64, NodeId) {
 /// (`mcjs_spec::node_limits`), at least one gpu, readiness a score, the model name normalised.
 /// The one check behind [`FleetIndex::new`], [`FleetIndex::build`] and [`FleetIndex::upsert`];
 /// callers that convert nodes from elsewhere use it to skip a node rather than a fleet.
-pub fn validate_node(node: &Node) -> Result<(), FleetError> {
+pub fn validate_node(node: &FleetNode) -> Result<(), FleetError> {
     let sizes = mcjs_spec::node_limits::NodeSizes {
         gpu_count: node.gpu_count,
         vram_per_gpu_mib: node.vram_per_gpu_mib,
@@ -103,7 +103,7 @@ pub fn validate_node(node: &Node) -> Result<(), FleetError> {
 impl FleetIndex {
     /// The whole fleet, or the first node that cannot be indexed. For fleets that must be
     /// whole (the simulator, tests); the daemon uses [`FleetIndex::build`].
-    pub fn new(nodes: impl IntoIterator<Item = Node>) -> Result<Self, FleetError> {
+    pub fn new(nodes: impl IntoIterator<Item = FleetNode>) -> Result<Self, FleetError> {
         let (fleet, rejected) = Self::build(nodes);
         match rejected.into_iter().next() {
             None => Ok(fleet),
@@ -114,7 +114,7 @@ impl FleetIndex {
     /// Indexes every valid node and returns the others with the reason, in input order: one
     /// malformed or duplicated node never keeps the rest of the fleet from being scheduled.
     /// Of two nodes with one id, the first is kept.
-    pub fn build(nodes: impl IntoIterator<Item = Node>) -> (Self, Vec<FleetError>) {
+    pub fn build(nodes: impl IntoIterator<Item = FleetNode>) -> (Self, Vec<FleetError>) {
         let mut fleet = Self::default();
         let mut rejected = Vec::new();
         for node in nodes {
@@ -161,16 +161,16 @@ impl FleetIndex {
         self.group_of.len()
     }
 
-    pub fn node(&self, id: NodeId) -> Option<&Node> {
+    pub fn node(&self, id: NodeId) -> Option<&FleetNode> {
         self.slot_of.get(&id).map(|&s| &self.nodes[s as usize])
     }
 
-    pub fn nodes(&self) -> &[Node] {
+    pub fn nodes(&self) -> &[FleetNode] {
         &self.nodes
     }
 
     /// Adds a node or replaces its previous state (status, profile, price, failures).
-    pub fn upsert(&mut self, node: Node) -> Result<(), FleetError> {
+    pub fn upsert(&mut self, node: FleetNode) -> Result<(), FleetError> {
         validate_node(&node)?;
         let slot = match self.slot_of.get(&node.id) {
             Some(&slot) => {
@@ -192,7 +192,7 @@ impl FleetIndex {
     }
 
     /// Changes only a node's status, the common update.
-    pub fn set_status(&mut self, id: NodeId, status: NodeStatus) -> Result<(), FleetError> {
+    pub fn set_status(&mut self, id: NodeId, status: NodeAvailability) -> Result<(), FleetError> {
         let mut node = self.node(id).ok_or(FleetError::UnknownNode(id.0))?.clone();
         node.status = status;
         self.upsert(node)
@@ -237,12 +237,12 @@ impl FleetIndex {
         self.member_pos[slot as usize] = entry.members.len() as u32;
         entry.members.push(slot);
         match status {
-            NodeStatus::Offline => entry.offline += 1,
-            NodeStatus::Busy => {
+            NodeAvailability::Offline => entry.offline += 1,
+            NodeAvailability::Busy => {
                 entry.online += 1;
                 entry.busy += 1;
             }
-            NodeStatus::Available => {
+            NodeAvailability::Available => {
                 entry.online += 1;
                 let nodes = &self.nodes;
                 let pos = if keep_sorted {
@@ -272,12 +272,12 @@ impl FleetIndex {
             self.member_pos[moved as usize] = i as u32;
         }
         match node.status {
-            NodeStatus::Offline => entry.offline -= 1,
-            NodeStatus::Busy => {
+            NodeAvailability::Offline => entry.offline -= 1,
+            NodeAvailability::Busy => {
                 entry.online -= 1;
                 entry.busy -= 1;
             }
-            NodeStatus::Available => {
+            NodeAvailability::Available => {
                 entry.online -= 1;
                 let nodes = &self.nodes;
                 let pos = entry

@@ -6,7 +6,7 @@ pub mod reliability;
 use crate::fleet::FleetIndex;
 use crate::plan::reliability::{FailurePrior, ServiceRecord, survival_probability};
 use crate::requirements::{InvalidJob, Needs, Requirement};
-use crate::types::{ExpectedDemand, Job, JobId, NodeId, PlacementConfig};
+use crate::types::{ExpectedDemand, JobId, NodeId, PlacementConfig, QueuedJob};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
@@ -16,7 +16,7 @@ use std::fmt;
 /// placement reads: each node's record and each job's expected duration.
 #[derive(Clone, Copy, Debug)]
 pub struct PlanRequest<'a> {
-    pub jobs: &'a [Job],
+    pub jobs: &'a [QueuedJob],
     pub now_unix: i64,
     pub expected: &'a [ExpectedDemand],
     /// What the chain records of the nodes; a node not listed has no history.
@@ -27,7 +27,7 @@ pub struct PlanRequest<'a> {
 }
 
 impl<'a> PlanRequest<'a> {
-    pub fn new(jobs: &'a [Job], now_unix: i64) -> Self {
+    pub fn new(jobs: &'a [QueuedJob], now_unix: i64) -> Self {
         Self {
             jobs,
             now_unix,
@@ -481,7 +481,7 @@ impl<'a> Planner<'a> {
         held.ceil() as u32
     }
 
-    fn ignores_holds(&self, job: &Job) -> bool {
+    fn ignores_holds(&self, job: &QueuedJob) -> bool {
         self.strategy != Strategy::ScarcityAware
             || self
                 .request
@@ -625,7 +625,7 @@ impl<'a> Planner<'a> {
             != 0
     }
 
-    fn node_at(&self, class: u32, pos: usize) -> &'a crate::types::Node {
+    fn node_at(&self, class: u32, pos: usize) -> &'a crate::types::FleetNode {
         let slot = self.fleet.classes[class as usize].available[pos];
         &self.fleet.nodes[slot as usize]
     }

@@ -1,6 +1,6 @@
 //! Hard requirements, reduced to what a node's hardware class must offer.
 
-use crate::types::{CheckpointPolicy, HardwareRequirements, Node};
+use crate::types::{CheckpointPolicy, FleetNode, HardwareRequirements};
 use mcjs_spec::checkpoint::{required_free_bytes, required_write_mibps};
 use mcjs_spec::gpu::{allow_list_admits, is_normalized, normalize_model};
 use serde::{Deserialize, Serialize};
@@ -68,7 +68,7 @@ pub fn bucket_ceiling(floor: u32) -> u32 {
 
 impl HardwareClass {
     /// The node's class: its discrete properties and the bucket floors of its measured ones.
-    pub fn of(node: &Node) -> Self {
+    pub fn of(node: &FleetNode) -> Self {
         Self {
             ram_mib: bucket_floor(node.ram_mib),
             disk_free_gib: bucket_floor(node.disk_free_gib),
@@ -89,7 +89,7 @@ impl HardwareClass {
     }
 
     /// The node's own values, unbucketed.
-    pub fn exact(node: &Node) -> Self {
+    pub fn exact(node: &FleetNode) -> Self {
         Self {
             gpu_count: node.gpu_count,
             vram_per_gpu_mib: node.vram_per_gpu_mib,
@@ -147,8 +147,8 @@ struct Profile<'a> {
     attested: bool,
 }
 
-impl<'a> From<&'a Node> for Profile<'a> {
-    fn from(node: &'a Node) -> Self {
+impl<'a> From<&'a FleetNode> for Profile<'a> {
+    fn from(node: &'a FleetNode) -> Self {
         Self {
             gpu_count: node.gpu_count,
             vram_per_gpu_mib: node.vram_per_gpu_mib,
@@ -264,7 +264,7 @@ impl Needs {
 
     /// Whether the node's own measured values, not its class's floors, meet every
     /// requirement: the last check before a placement is final.
-    pub fn admits(&self, node: &Node) -> bool {
+    pub fn admits(&self, node: &FleetNode) -> bool {
         self.unmet_by(&Profile::from(node)) == 0
     }
 

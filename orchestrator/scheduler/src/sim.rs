@@ -393,7 +393,7 @@ impl Sim<'_> {
         }
     }
 
-    fn node_mut(&mut self, node: usize, f: impl FnOnce(&mut Node)) {
+    fn node_mut(&mut self, node: usize, f: impl FnOnce(&mut FleetNode)) {
         let mut n = self
             .fleet
             .node(NodeId(node as u64))
@@ -417,7 +417,7 @@ impl Sim<'_> {
                 self.completed_at[job] = Some(at);
                 self.node_job[node] = None;
                 self.node_mut(node, |n| {
-                    n.status = NodeStatus::Available;
+                    n.status = NodeAvailability::Available;
                     n.consecutive_failures = 0;
                 });
             }
@@ -426,7 +426,7 @@ impl Sim<'_> {
                     return;
                 }
                 self.node_online_since[node] = Some(at);
-                self.node_mut(node, |n| n.status = NodeStatus::Available);
+                self.node_mut(node, |n| n.status = NodeAvailability::Available);
             }
             Event::FailureDetected {
                 job,
@@ -542,7 +542,7 @@ impl Sim<'_> {
             .node(NodeId(node as u64))
             .expect("known node")
             .status;
-        if status == NodeStatus::Offline {
+        if status == NodeAvailability::Offline {
             return;
         }
         let ups = self.world.node_ups[node];
@@ -587,7 +587,7 @@ impl Sim<'_> {
         self.node_generation[node] += 1;
         let generation = self.node_generation[node];
         self.node_mut(node, |n| {
-            n.status = NodeStatus::Offline;
+            n.status = NodeAvailability::Offline;
             n.consecutive_failures += 1;
             n.last_failure_unix = Some(at);
         });
@@ -626,7 +626,7 @@ impl Sim<'_> {
 
     fn plan(&mut self, policy: &dyn PlacementPolicy, now: i64) {
         let expected = self.forecast(now);
-        let jobs: Vec<Job> = self
+        let jobs: Vec<QueuedJob> = self
             .queue
             .iter()
             .map(|&j| {
@@ -678,7 +678,7 @@ impl Sim<'_> {
             self.state[job] = JobState::Running { node, compute_from };
             self.first_start[job].get_or_insert(now);
             self.node_job[node] = Some(job);
-            self.node_mut(node, |n| n.status = NodeStatus::Busy);
+            self.node_mut(node, |n| n.status = NodeAvailability::Busy);
             let finish = compute_from + (spec.work_secs - self.progress[job]);
             let generation = self.generation[job];
             self.events

@@ -61,25 +61,28 @@ pub struct Terms {
     pub recovering_from: Option<NodeId>,
 }
 
-/// A queued job.
+/// A queued job, as placement sees it (the program's `Job` is its account).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Job {
+pub struct QueuedJob {
     pub id: JobId,
     pub hardware: HardwareRequirements,
     pub checkpoint: CheckpointPolicy,
     pub terms: Terms,
 }
 
+/// Whether a fleet node can take a job now (the placement's view; the
+/// program's `NodeStatus` is what its provider declared on chain).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum NodeStatus {
+pub enum NodeAvailability {
     Available,
     Busy,
     Offline,
 }
 
-/// A node with its measured profile, readiness and current state.
+/// A node with its measured profile, readiness and current state, as
+/// placement sees it (the program's `Node` is its account).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Node {
+pub struct FleetNode {
     pub id: NodeId,
     /// Normalised model name.
     pub gpu_model: String,
@@ -99,7 +102,7 @@ pub struct Node {
     /// HAL readiness score, 0..=100.
     pub readiness: u8,
     pub price_per_gpu_hour: u64,
-    pub status: NodeStatus,
+    pub status: NodeAvailability,
     pub last_failure_unix: Option<i64>,
     pub consecutive_failures: u32,
 }
@@ -177,7 +180,7 @@ impl Default for PlacementConfig {
 
 impl PlacementConfig {
     /// When a node that failed may take work again, or `None` when it is not backing off.
-    pub fn retry_at(&self, node: &Node) -> Option<i64> {
+    pub fn retry_at(&self, node: &FleetNode) -> Option<i64> {
         let last = node.last_failure_unix?;
         if node.consecutive_failures == 0 {
             return None;
@@ -190,7 +193,7 @@ impl PlacementConfig {
         Some(last.saturating_add(backoff))
     }
 
-    pub fn backing_off(&self, node: &Node, now_unix: i64) -> bool {
+    pub fn backing_off(&self, node: &FleetNode, now_unix: i64) -> bool {
         self.retry_at(node).is_some_and(|t| now_unix < t)
     }
 }

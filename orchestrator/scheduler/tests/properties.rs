@@ -21,7 +21,7 @@ const ALLOW: [&str; 6] = [
     "h100",
 ];
 
-fn arb_node(id: u64) -> impl Strategy<Value = Node> {
+fn arb_node(id: u64) -> impl Strategy<Value = FleetNode> {
     (
         (
             0..MODELS.len(),
@@ -50,7 +50,7 @@ fn arb_node(id: u64) -> impl Strategy<Value = Node> {
                 (driver, cpu, ram),
                 (disk, bw, stable, readiness, price, attested),
                 (status, failed, failures),
-            )| Node {
+            )| FleetNode {
                 id: NodeId(id),
                 gpu_model: MODELS[m].into(),
                 gpu_count: gpus,
@@ -65,15 +65,18 @@ fn arb_node(id: u64) -> impl Strategy<Value = Node> {
                 attested,
                 readiness,
                 price_per_gpu_hour: price * USDC / 4,
-                status: [NodeStatus::Available, NodeStatus::Busy, NodeStatus::Offline]
-                    [status as usize],
+                status: [
+                    NodeAvailability::Available,
+                    NodeAvailability::Busy,
+                    NodeAvailability::Offline,
+                ][status as usize],
                 last_failure_unix: failed.map(|d| NOW + d),
                 consecutive_failures: failures,
             },
         )
 }
 
-fn arb_job(id: u64) -> impl Strategy<Value = Job> {
+fn arb_job(id: u64) -> impl Strategy<Value = QueuedJob> {
     (
         (
             1u8..=8,
@@ -106,7 +109,7 @@ fn arb_job(id: u64) -> impl Strategy<Value = Job> {
                 (driver, cpu, ram, disk, min_bw),
                 (size_gib, interval, keep, attested),
                 (price, deadline, age, recovering),
-            )| Job {
+            )| QueuedJob {
                 id: JobId(id),
                 hardware: HardwareRequirements {
                     gpu_count: gpus,
@@ -135,7 +138,7 @@ fn arb_job(id: u64) -> impl Strategy<Value = Job> {
         )
 }
 
-fn arb_case() -> impl Strategy<Value = (Vec<Node>, Vec<Job>)> {
+fn arb_case() -> impl Strategy<Value = (Vec<FleetNode>, Vec<QueuedJob>)> {
     (1usize..14, 1usize..12).prop_flat_map(|(n, j)| {
         (
             (0..n as u64).map(arb_node).collect::<Vec<_>>(),
@@ -146,7 +149,7 @@ fn arb_case() -> impl Strategy<Value = (Vec<Node>, Vec<Job>)> {
 
 /// A node of a real fleet: one of a few kinds, with its own measured bandwidth (±30%), free
 /// disk (30-100%) and RAM (up to 600 MiB under nominal), as the HAL reports them.
-fn arb_measured_node(id: u64) -> impl Strategy<Value = Node> {
+fn arb_measured_node(id: u64) -> impl Strategy<Value = FleetNode> {
     (
         0usize..3,
         (0.7f64..=1.3, 0.3f64..=1.0, 0u32..=600),
@@ -165,7 +168,7 @@ fn arb_measured_node(id: u64) -> impl Strategy<Value = Node> {
                     ("a100-sxm4-80gb", 8, 80, 80, (550, 0), 512, 8000, 4000),
                     ("k80", 4, 12, 37, (470, 0), 256, 1000, 300),
                 ][kind];
-                Node {
+                FleetNode {
                     id: NodeId(id),
                     gpu_model: model.into(),
                     gpu_count: gpus,
@@ -180,8 +183,11 @@ fn arb_measured_node(id: u64) -> impl Strategy<Value = Node> {
                     attested,
                     readiness,
                     price_per_gpu_hour: price * USDC / 4,
-                    status: [NodeStatus::Available, NodeStatus::Busy, NodeStatus::Offline]
-                        [status as usize],
+                    status: [
+                        NodeAvailability::Available,
+                        NodeAvailability::Busy,
+                        NodeAvailability::Offline,
+                    ][status as usize],
                     last_failure_unix: failed.map(|d| NOW + d),
                     consecutive_failures: failures,
                 }
@@ -191,7 +197,7 @@ fn arb_measured_node(id: u64) -> impl Strategy<Value = Node> {
 
 /// A job whose measured needs land in the same ranges as the nodes' values, so that needs
 /// fall inside the index's buckets as well as between them.
-fn arb_measured_job(id: u64) -> impl Strategy<Value = Job> {
+fn arb_measured_job(id: u64) -> impl Strategy<Value = QueuedJob> {
     (
         arb_job(id),
         prop::sample::select(vec![0u32, 30_000, 60_000, 65_000, 65_536, 262_000, 524_000]),
@@ -215,7 +221,7 @@ fn arb_measured_job(id: u64) -> impl Strategy<Value = Job> {
         })
 }
 
-fn arb_measured_case() -> impl Strategy<Value = (Vec<Node>, Vec<Job>)> {
+fn arb_measured_case() -> impl Strategy<Value = (Vec<FleetNode>, Vec<QueuedJob>)> {
     (1usize..40, 1usize..12).prop_flat_map(|(n, j)| {
         (
             (0..n as u64).map(arb_measured_node).collect::<Vec<_>>(),
@@ -226,12 +232,12 @@ fn arb_measured_case() -> impl Strategy<Value = (Vec<Node>, Vec<Job>)> {
 
 /// Small random fleets with independent values, and real-looking fleets with per-node
 /// measured values.
-fn arb_any_case() -> impl Strategy<Value = (Vec<Node>, Vec<Job>)> {
+fn arb_any_case() -> impl Strategy<Value = (Vec<FleetNode>, Vec<QueuedJob>)> {
     prop_oneof![arb_case(), arb_measured_case()]
 }
 
 /// The hard requirements, written out independently of the placement code.
-fn violations(job: &Job, node: &Node, config: &PlacementConfig) -> Vec<&'static str> {
+fn violations(job: &QueuedJob, node: &FleetNode, config: &PlacementConfig) -> Vec<&'static str> {
     let hw = &job.hardware;
     let ck = &job.checkpoint;
     let mut v = Vec::new();
@@ -240,7 +246,7 @@ fn violations(job: &Job, node: &Node, config: &PlacementConfig) -> Vec<&'static 
             v.push(what)
         }
     };
-    check(node.status == NodeStatus::Available, "status");
+    check(node.status == NodeAvailability::Available, "status");
     if let (Some(at), n) = (node.last_failure_unix, node.consecutive_failures)
         && n > 0
     {
@@ -372,7 +378,7 @@ proptest! {
         let mut fleet = FleetIndex::new(nodes.clone()).unwrap();
         let mut updated = nodes.clone();
         for ((node, flip), shrink) in updated.iter_mut().zip(&flips).zip(&shrink) {
-            node.status = [NodeStatus::Available, NodeStatus::Busy, NodeStatus::Offline][*flip as usize];
+            node.status = [NodeAvailability::Available, NodeAvailability::Busy, NodeAvailability::Offline][*flip as usize];
             fleet.set_status(node.id, node.status).unwrap();
             if *shrink {
                 // A new measurement moves the node to another bucket.

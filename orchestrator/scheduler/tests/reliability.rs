@@ -28,8 +28,8 @@ fn record(node: u64, failures: u32, hours_in_service: f64) -> ServiceRecord {
 
 fn plan_for(
     config: PlacementConfig,
-    nodes: Vec<Node>,
-    jobs: &[Job],
+    nodes: Vec<FleetNode>,
+    jobs: &[QueuedJob],
     history: &[ServiceRecord],
     expected_secs: &[i64],
 ) -> Plan {
@@ -41,7 +41,7 @@ fn plan_for(
 }
 
 /// Node 1 has the better readiness but failed 30 times in 60 days; node 2 failed once.
-fn flaky_and_steady() -> (Vec<Node>, Vec<ServiceRecord>) {
+fn flaky_and_steady() -> (Vec<FleetNode>, Vec<ServiceRecord>) {
     let nodes = vec![node(1).readiness(95), node(2).readiness(70)];
     let history = vec![record(1, 30, 1440.0), record(2, 1, 1440.0)];
     (nodes, history)

@@ -154,7 +154,7 @@ pub(super) fn place(
         })
         .collect();
     // Job by job, with the planner's own check.
-    let mut jobs: Vec<mcjs_scheduler::Job> = Vec::with_capacity(queued.len());
+    let mut jobs: Vec<mcjs_scheduler::QueuedJob> = Vec::with_capacity(queued.len());
     // What each job may still run: its limit less the progress billed.
     let mut expected_secs: Vec<i64> = Vec::with_capacity(queued.len());
     for (i, (key, job)) in queued.iter().enumerate() {
@@ -240,7 +240,7 @@ fn proven_class_admits(node: &Node, job: &Job) -> bool {
         .is_some_and(|p| p.vram_per_gpu_mib >= req.min_vram_mib && p.gpu_count >= req.gpu_count)
 }
 
-fn to_fleet_node(id: u64, node: &Node, require_proven: bool) -> mcjs_scheduler::Node {
+fn to_fleet_node(id: u64, node: &Node, require_proven: bool) -> mcjs_scheduler::FleetNode {
     let hw = &node.hardware;
     let unproven = require_proven && node.challenge.proven.is_none();
     let (gpu_model, vram_per_gpu_mib) = if unproven {
@@ -248,7 +248,7 @@ fn to_fleet_node(id: u64, node: &Node, require_proven: bool) -> mcjs_scheduler::
     } else {
         (hw.gpu_model.clone(), hw.vram_per_gpu_mib)
     };
-    mcjs_scheduler::Node {
+    mcjs_scheduler::FleetNode {
         id: NodeId(id),
         gpu_model,
         gpu_count: hw.gpu_count,
@@ -265,7 +265,7 @@ fn to_fleet_node(id: u64, node: &Node, require_proven: bool) -> mcjs_scheduler::
         attested: node.all_gpus_attested(),
         readiness: node.readiness,
         price_per_gpu_hour: node.price_per_gpu_hour,
-        status: mcjs_scheduler::NodeStatus::Available,
+        status: mcjs_scheduler::NodeAvailability::Available,
         last_failure_unix: None,
         consecutive_failures: 0,
     }
@@ -273,13 +273,13 @@ fn to_fleet_node(id: u64, node: &Node, require_proven: bool) -> mcjs_scheduler::
 
 /// The job as the placement core sees it, or why the core could never place it (checked
 /// with the core's own [`Needs::of`], so the daemon and the planner cannot disagree).
-fn to_queued_job(id: u64, job: &Job) -> Result<mcjs_scheduler::Job, InvalidJob> {
+fn to_queued_job(id: u64, job: &Job) -> Result<mcjs_scheduler::QueuedJob, InvalidJob> {
     let req = &job.requirements;
     let interval = job.terms.checkpoint_interval_secs;
     // The chain keeps the bandwidth the job needs (already through the checkpoint rule), not
     // the checkpoint size: the need travels as the minimum bandwidth, and no size is invented
     // (an invented one would add a disk requirement the owner never made).
-    let queued = mcjs_scheduler::Job {
+    let queued = mcjs_scheduler::QueuedJob {
         id: JobId(id),
         hardware: HardwareRequirements {
             gpu_count: req.gpu_count,

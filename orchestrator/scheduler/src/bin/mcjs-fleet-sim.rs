@@ -271,14 +271,14 @@ fn loaded_fleet(nodes: usize, busy: f64, seed: u64, measured_variation: bool) ->
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xb0b);
     let nodes = world.nodes.into_iter().map(|mut n| {
         if rng.random::<f64>() < busy {
-            n.status = NodeStatus::Busy;
+            n.status = NodeAvailability::Busy;
         }
         n
     });
     FleetIndex::new(nodes).expect("generated fleet is valid")
 }
 
-fn queued_jobs(count: usize, seed: u64) -> (Vec<Job>, Vec<ExpectedDemand>) {
+fn queued_jobs(count: usize, seed: u64) -> (Vec<QueuedJob>, Vec<ExpectedDemand>) {
     let kinds = standard_job_kinds();
     let weights = Workload::balanced().mix;
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x10b);
@@ -297,7 +297,7 @@ fn queued_jobs(count: usize, seed: u64) -> (Vec<Job>, Vec<ExpectedDemand>) {
     let jobs = (0..count)
         .map(|i| {
             let kind = pick(&mut rng);
-            Job {
+            QueuedJob {
                 id: JobId(i as u64),
                 hardware: kind.hardware.clone(),
                 checkpoint: CheckpointPolicy {
@@ -333,7 +333,7 @@ fn queued_jobs(count: usize, seed: u64) -> (Vec<Job>, Vec<ExpectedDemand>) {
 fn time_plan(
     policy: &dyn PlacementPolicy,
     fleet: &FleetIndex,
-    jobs: &[Job],
+    jobs: &[QueuedJob],
     expected: &[ExpectedDemand],
     runs: usize,
 ) -> (Duration, usize) {

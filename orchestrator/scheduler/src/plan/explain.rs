@@ -135,9 +135,9 @@ impl Planner<'_> {
             }
             a.capable += 1;
             match node.status {
-                crate::types::NodeStatus::Offline => a.offline += 1,
-                crate::types::NodeStatus::Busy => a.busy += 1,
-                crate::types::NodeStatus::Available => {}
+                crate::types::NodeAvailability::Offline => a.offline += 1,
+                crate::types::NodeAvailability::Busy => a.busy += 1,
+                crate::types::NodeAvailability::Available => {}
             }
         }
         for (pos, &slot) in entry.available.iter().enumerate() {

@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 /// The drawn world: nodes, arrivals and node incidents, shared by every policy.
 #[derive(Clone, Debug)]
 pub struct World {
-    pub nodes: Vec<Node>,
+    pub nodes: Vec<FleetNode>,
     /// Each node's mean time between crashes: its kind's, divided by its failure scale.
     pub node_mtbf_days: Vec<f64>,
     /// How much more often than its kind's average each node fails (crashes, partitions and
@@ -31,7 +31,7 @@ pub struct World {
 
 #[derive(Clone, Debug)]
 pub struct SimJobSpec {
-    pub job: Job,
+    pub job: QueuedJob,
     pub kind: usize,
     pub work_secs: i64,
     pub scarce: bool,
@@ -101,7 +101,7 @@ fn poisson(rng: &mut ChaCha8Rng, mean: f64) -> u32 {
 ///
 /// Drawn from a stream of its own, so that the rest of the world (arrivals, crashes, prices)
 /// is the same with or without variation and quality can be compared on one seed.
-pub fn measure(nodes: &mut [Node], seed: u64) {
+pub fn measure(nodes: &mut [FleetNode], seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6d65_6173_7572_6564);
     for node in nodes {
         node.checkpoint_write_mibps =
@@ -147,12 +147,12 @@ impl World {
             let j = rng.random_range(0..=i);
             kind_of_node.swap(i, j);
         }
-        let nodes: Vec<Node> = kind_of_node
+        let nodes: Vec<FleetNode> = kind_of_node
             .iter()
             .enumerate()
             .map(|(i, &k)| {
                 let kind = &kinds[k];
-                Node {
+                FleetNode {
                     id: NodeId(i as u64),
                     gpu_model: kind.model.to_string(),
                     gpu_count: kind.gpu_count,
@@ -169,7 +169,7 @@ impl World {
                     // Providers price around the going rate of their hardware.
                     price_per_gpu_hour: kind.price_per_gpu_hour
                         + rng.random_range(0..=kind.price_per_gpu_hour / 5),
-                    status: NodeStatus::Available,
+                    status: NodeAvailability::Available,
                     last_failure_unix: None,
                     consecutive_failures: 0,
                 }
@@ -334,7 +334,7 @@ impl World {
                 } else {
                     4 * USDC
                 };
-                let job = Job {
+                let job = QueuedJob {
                     id: JobId(i as u64),
                     hardware: kind.hardware.clone(),
                     checkpoint: CheckpointPolicy {
@@ -372,7 +372,7 @@ impl World {
     }
 }
 
-fn capable_nodes(nodes: &[Node], kind: &JobKind) -> u64 {
+fn capable_nodes(nodes: &[FleetNode], kind: &JobKind) -> u64 {
     let checkpoint = CheckpointPolicy {
         size_bytes: kind.checkpoint_gib << 30,
         interval_secs: kind.interval_secs,

@@ -6,8 +6,8 @@ use mcjs_scheduler::*;
 pub const USDC: u64 = 1_000_000;
 pub const NOW: i64 = 1_700_000_000;
 
-pub fn node(id: u64) -> Node {
-    Node {
+pub fn node(id: u64) -> FleetNode {
+    FleetNode {
         id: NodeId(id),
         gpu_model: "geforce-rtx-4090".into(),
         gpu_count: 1,
@@ -22,7 +22,7 @@ pub fn node(id: u64) -> Node {
         attested: false,
         readiness: 80,
         price_per_gpu_hour: USDC / 2,
-        status: NodeStatus::Available,
+        status: NodeAvailability::Available,
         last_failure_unix: None,
         consecutive_failures: 0,
     }
@@ -37,7 +37,7 @@ pub trait NodeExt: Sized {
     fn failed(self, at: i64, times: u32) -> Self;
 }
 
-impl NodeExt for Node {
+impl NodeExt for FleetNode {
     fn a100_80(mut self) -> Self {
         self.gpu_model = "a100-sxm4-80gb".into();
         self.vram_per_gpu_mib = 80 * 1024;
@@ -54,11 +54,11 @@ impl NodeExt for Node {
         self
     }
     fn busy(mut self) -> Self {
-        self.status = NodeStatus::Busy;
+        self.status = NodeAvailability::Busy;
         self
     }
     fn offline(mut self) -> Self {
-        self.status = NodeStatus::Offline;
+        self.status = NodeAvailability::Offline;
         self
     }
     fn failed(mut self, at: i64, times: u32) -> Self {
@@ -68,8 +68,8 @@ impl NodeExt for Node {
     }
 }
 
-pub fn job(id: u64) -> Job {
-    Job {
+pub fn job(id: u64) -> QueuedJob {
+    QueuedJob {
         id: JobId(id),
         hardware: HardwareRequirements {
             gpu_count: 1,
@@ -99,7 +99,7 @@ pub trait JobExt: Sized {
     fn recovering_from(self, node: u64) -> Self;
 }
 
-impl JobExt for Job {
+impl JobExt for QueuedJob {
     fn needs_vram_gib(mut self, gib: u32) -> Self {
         self.hardware.min_vram_mib = gib * 1024;
         self
@@ -126,12 +126,12 @@ impl JobExt for Job {
     }
 }
 
-pub fn plan_with(policy: &dyn PlacementPolicy, nodes: Vec<Node>, jobs: &[Job]) -> Plan {
+pub fn plan_with(policy: &dyn PlacementPolicy, nodes: Vec<FleetNode>, jobs: &[QueuedJob]) -> Plan {
     let fleet = FleetIndex::new(nodes).expect("valid fleet");
     policy.plan(&fleet, &PlanRequest::new(jobs, NOW))
 }
 
-pub fn plan(nodes: Vec<Node>, jobs: &[Job]) -> Plan {
+pub fn plan(nodes: Vec<FleetNode>, jobs: &[QueuedJob]) -> Plan {
     plan_with(&ScarcityAware::default(), nodes, jobs)
 }
 
