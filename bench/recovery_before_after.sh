@@ -24,7 +24,7 @@ fi
 # Each side's `mcjs` is copied out of the (shared) target directory before
 # the other side builds over it.
 bin="$(mktemp -d)"
-(cd "$before_dir" && CARGO_TARGET_DIR="$before_target" cargo build --locked -q -p mcjs-cli &&
+(cd "$before_dir" && CARGO_TARGET_DIR="$before_target" cargo build --locked -q -p mcjs-cli --features localnet &&
     cp "$before_target/debug/mcjs" "$bin/mcjs-before" &&
     CARGO_TARGET_DIR="$before_target" cargo build --locked -q -p mcjs-cluster --example recovery_bench &&
     cp "$before_target/debug/examples/recovery_bench" "$bin/bench-before")
