@@ -7,9 +7,11 @@
 #   bench/recovery_before_after.sh [BEFORE] [RUNS]   (default 7ec467f, 10 runs)
 #
 # The earlier commit is checked out in BEFORE_DIR (default
-# ~/.cache/mcjs/before-<commit>). It builds in the shared target directory
-# by default (BEFORE_TARGET): its dependencies are this checkout's, so only
-# the workspace's own crates are built again. About 5 minutes of runs per
+# ~/.cache/mcjs/before-<commit>). It builds in a target directory of its own
+# (BEFORE_TARGET, default ~/.cache/mcjs/target-before; the first build there
+# takes as long as a fresh one): cargo names a workspace crate's build by its
+# path inside the workspace, not by the checkout, so two checkouts sharing a
+# target directory can link each other's crates. About 5 minutes of runs per
 # side after the builds; no partitions (they measure the heartbeat timeout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,7 @@ before="${1:-7ec467f}"
 runs="${2:-10}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/mcjs/target}"
 before_dir="${BEFORE_DIR:-$HOME/.cache/mcjs/before-$before}"
-before_target="${BEFORE_TARGET:-$CARGO_TARGET_DIR}"
+before_target="${BEFORE_TARGET:-$HOME/.cache/mcjs/target-before}"
 if [ ! -d "$before_dir" ]; then
     git worktree add -f --detach "$before_dir" "$before" >/dev/null
 fi
