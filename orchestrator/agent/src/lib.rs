@@ -36,9 +36,13 @@
 //! - `fault.rs`: whose fault each thing the work ran into is
 //!   (`classify`), as a stop reason the failure table prices.
 //!
-//! The shell (`shell.rs`: `Agent`, the reconcile loop `run`, in named
-//! steps: the tasks beside it, the chain read, the node put back in
-//! service, a waiter per container). It reads the job its Node account
+//! The shell: actors that share only the node and channels. `Agent`
+//! (`shell.rs`) is the handle; `Agent::run` starts the job runner
+//! (`JobRunner`, the reconcile loop `run` in named steps: the actors beside
+//! it, the chain read, the node put back in service, a waiter per
+//! container; its own state in `RunnerState`), which starts the checker,
+//! the challenger, the heartbeats (fed its reports and the node's power on
+//! `watch` channels) and the warm standby. The job runner reads the job its Node account
 //! names, by address (`AgentChain::jobs_on_node`, one
 //! `getMultipleAccounts`), when either account changes (an
 //! `accountSubscribe`, `AgentChain::changes`) and every 30 s besides
@@ -62,10 +66,16 @@
 //!   the node's power where a UPS is named. Each sender (`Heart`) holds the
 //!   node's identity, the chain client to sign with, and the job reports and
 //!   power the reconcile loop publishes on `watch` channels.
+//! - `shell/node.rs`: `NodeEnv`, what every actor shares, read-only (the
+//!   node's identity, chain, engine, store, data cache, configuration,
+//!   metrics), and the container of a paid run or a check, built alike.
+//! - `shell/gpu_desk.rs`: the node's GPUs, owned by one task that keeps
+//!   the `GpuLedger`; the job runner and the checker ask it on a channel
+//!   (`GpuDesk`), and a check's `CheckGpus` gives them back when dropped.
 //! - `shell/run_dirs.rs`: every run's directories under `runs/`, named by
 //!   a keyed hash, so a job cannot tell a check from a paid run by its
 //!   mounts; the volume that bounds them.
-//! - `shell/checks.rs`: verification checks (restore the interval's start,
+//! - `shell/checks.rs`: the `Checker`, verification checks (restore the interval's start,
 //!   run the job as a paid run is run, hash with the possession digest,
 //!   seal, then reveal); entering the node in its GPU model's checker pool
 //!   and renewing it every 6 hours. `shell/check_finder.rs`: learning of

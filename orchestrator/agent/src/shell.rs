@@ -4,8 +4,8 @@
 
 use crate::chain::{AgentChain, ChainFailure, NodeIdentity};
 use crate::core::{Action, ChainJob, Core, CorePolicy, Event};
-use crate::gpus::GpuLedger;
 use crate::metrics::AgentMetrics;
+use gpu_desk::GpuDesk;
 use launch::RunCtx;
 use mcjs_client::Pubkey;
 use mcjs_protocol::fault::{EXIT_BAD_INPUT, EXIT_DONE, EXIT_PREEMPTED};
@@ -14,6 +14,7 @@ use mcjs_runtime::docker::DockerEngine;
 use mcjs_runtime::engine::ContainerEngine;
 use mcjs_runtime::staging::{DataCache, StagingPolicy};
 use mcjs_runtime::volume::{self, DiskBound};
+use node::NodeEnv;
 use object_store::ObjectStore;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -29,8 +30,10 @@ mod api;
 mod challenge;
 mod check_finder;
 mod checks;
+mod gpu_desk;
 mod heartbeat;
 mod launch;
+mod node;
 mod output;
 mod power;
 mod run_dirs;
@@ -108,16 +111,9 @@ pub enum AgentError {
     DiskBound(#[source] mcjs_runtime::volume::VolumeError),
 }
 
-struct Shared<C, E = DockerEngine> {
-    chain: Arc<C>,
-    engine: E,
-    config: AgentConfig,
-    /// This node's accounts, as every instruction of its assignments names them.
-    me: NodeIdentity,
-    store: Arc<dyn ObjectStore>,
-    store_root: Arc<dyn ObjectStore>,
-    cache: DataCache,
-    metrics: AgentMetrics,
+/// What the job runner keeps of the jobs on this node, beside its
+/// [`Core`]: owned by the runner and the tasks its actions run.
+struct RunnerState {
     /// Each job on this node as last seen on chain.
     known: Mutex<HashMap<Pubkey, ChainJob>>,
     runs: Mutex<HashMap<(Pubkey, u32), Arc<RunCtx>>>,
@@ -125,31 +121,59 @@ struct Shared<C, E = DockerEngine> {
     stored_at: Mutex<HashMap<(Pubkey, u64), Instant>>,
     /// Each running assignment's log shipper, flushed before an attestation.
     log_flushers: Mutex<HashMap<(Pubkey, u32), mcjs_runtime::logs::LogFlusher>>,
+    /// The job reports, for the heartbeats and the agent's API.
     reports: watch::Sender<Vec<JobReport>>,
     /// The node's power for the heartbeat (`None`: no UPS, or unread).
     power: watch::Sender<Option<mcjs_protocol::NodePower>>,
-    /// Whether this host can give containers GPUs.
-    host_gpus: bool,
-    /// Which of the node's GPUs the paid job and checks hold
-    /// ([`crate::gpus`]): kept whether or not the host has GPUs, so a check
-    /// waits for the node's declared GPUs either way.
-    gpus: Mutex<GpuLedger>,
-    /// The checkpoints this node keeps as a warm standby ([`standby`]).
-    standby: standby::StandbyCopies,
+    /// The jobs on this node, for the warm standby (which fetches no copy
+    /// of a job this node runs).
+    on_node: watch::Sender<HashSet<Pubkey>>,
+    /// The checkpoints this node keeps as a warm standby ([`standby`]):
+    /// fetched by the standby task, taken by a launch.
+    standby: Arc<standby::StandbyCopies>,
+}
+
+/// The job runner: the reconcile loop around [`Core`] and the tasks its
+/// actions run. It shares with the agent's other actors (the checker, the
+/// challenger, the heartbeats) only the node ([`NodeEnv`]) and channels:
+/// the GPUs through a [`GpuDesk`], its reports and the node's power
+/// through watch channels.
+struct JobRunner<C, E> {
+    node: Arc<NodeEnv<C, E>>,
+    gpus: GpuDesk,
+    jobs: Arc<RunnerState>,
+}
+
+impl<C, E> Clone for JobRunner<C, E> {
+    fn clone(&self) -> Self {
+        Self {
+            node: Arc::clone(&self.node),
+            gpus: self.gpus.clone(),
+            jobs: Arc::clone(&self.jobs),
+        }
+    }
 }
 
 type EventTx = mpsc::UnboundedSender<(Pubkey, u32, Event)>;
 
 /// The node agent, on Docker by default; any [`ContainerEngine`] (the
-/// runtime's fake one in tests) through [`Agent::with_engine`].
+/// runtime's fake one in tests) through [`Agent::with_engine`]. [`Agent::run`]
+/// starts its actors: the job runner, the checker, the challenger and the
+/// heartbeats.
 pub struct Agent<C: AgentChain, E: ContainerEngine + 'static = DockerEngine> {
-    shared: Arc<Shared<C, E>>,
+    node: Arc<NodeEnv<C, E>>,
+    /// The node's GPUs (its profile on chain).
+    gpu_count: u32,
+    /// The job runner's latest reports.
+    reports: watch::Sender<Vec<JobReport>>,
 }
 
 impl<C: AgentChain, E: ContainerEngine + 'static> Clone for Agent<C, E> {
     fn clone(&self) -> Self {
         Self {
-            shared: Arc::clone(&self.shared),
+            node: Arc::clone(&self.node),
+            gpu_count: self.gpu_count,
+            reports: self.reports.clone(),
         }
     }
 }
@@ -205,7 +229,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         .map_err(AgentError::DiskBound)?;
         tracing::info!(disk_bound = ?config.disk, "jobs' disks");
         Ok(Self {
-            shared: Arc::new(Shared {
+            node: Arc::new(NodeEnv {
                 chain: Arc::new(chain),
                 engine,
                 me: NodeIdentity {
@@ -214,47 +238,68 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     payout: provider_account.payout,
                     deployment,
                 },
-                store_root: Arc::clone(&store),
                 store,
                 cache,
                 metrics,
-                known: Mutex::default(),
-                runs: Mutex::default(),
-                stored_at: Mutex::default(),
-                log_flushers: Mutex::default(),
-                reports: watch::Sender::default(),
-                power: watch::Sender::default(),
                 host_gpus: std::path::Path::new("/dev/nvidiactl").exists(),
-                gpus: Mutex::new(GpuLedger::new(u32::from(node_account.hardware.gpu_count))),
-                standby: Default::default(),
                 config,
             }),
+            gpu_count: u32::from(node_account.hardware.gpu_count),
+            reports: watch::Sender::default(),
         })
     }
 
     pub fn node(&self) -> Pubkey {
-        self.shared.me.node
+        self.node.me.node
+    }
+
+    /// Where an assignment's directories are (`data`, `checkpoints`,
+    /// `output`, `restore`).
+    pub fn job_dir(&self, job: Pubkey, generation: u32) -> PathBuf {
+        self.node.job_dir(job, generation)
     }
 
     /// How this agent holds jobs to their declared disk (never
     /// [`DiskBound::Auto`]: resolved when the agent started).
     pub fn disk_bound(&self) -> DiskBound {
-        self.shared.config.disk
+        self.node.config.disk
     }
 
     pub fn metrics(&self) -> &AgentMetrics {
-        &self.shared.metrics
+        &self.node.metrics
     }
 
     /// The latest job reports (what the heartbeat carries).
     pub fn reports(&self) -> Vec<JobReport> {
-        self.shared.reports.borrow().clone()
+        self.reports.borrow().clone()
     }
 
     /// Runs until `cancel` fires. Containers keep running when the agent
     /// stops: the next start adopts them.
     pub async fn run(&self, cancel: CancellationToken) -> Result<(), AgentError> {
-        let s = &self.shared;
+        let runner = JobRunner {
+            node: Arc::clone(&self.node),
+            gpus: GpuDesk::open(self.gpu_count),
+            jobs: Arc::new(RunnerState {
+                known: Mutex::default(),
+                runs: Mutex::default(),
+                stored_at: Mutex::default(),
+                log_flushers: Mutex::default(),
+                reports: self.reports.clone(),
+                power: watch::Sender::default(),
+                on_node: watch::Sender::default(),
+                standby: Arc::default(),
+            }),
+        };
+        runner.run(cancel).await
+    }
+}
+
+impl<C: AgentChain, E: ContainerEngine + 'static> JobRunner<C, E> {
+    /// The reconcile loop, until `cancel` fires; the agent's other actors
+    /// run beside it ([`JobRunner::spawn_companions`]).
+    async fn run(&self, cancel: CancellationToken) -> Result<(), AgentError> {
+        let s = &self.node;
         let tracker = TaskTracker::new();
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut waiters = Waiters::from_now();
@@ -285,7 +330,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     true
                 }
                 Some(state) = power_rx.recv() => {
-                    s.power.send_replace(power::for_heartbeat(state));
+                    self.jobs.power.send_replace(power::for_heartbeat(state));
                     let actions = core.on_power(state, SystemTime::now());
                     if !actions.is_empty() {
                         tracing::warn!(power = %state, actions = actions.len(), "the node's power changed: acting on its running jobs");
@@ -332,26 +377,32 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         cancel: &CancellationToken,
         watched: bool,
     ) -> mpsc::UnboundedReceiver<mcjs_hal::probe::ups::PowerState> {
-        let s = &self.shared;
+        let s = &self.node;
         for url in s.config.schedulers() {
             let heart = heartbeat::Heart {
                 chain: Arc::clone(&s.chain),
                 me: s.me,
                 agent_url: s.config.agent_url.clone(),
                 sequence: s.config.work_dir.join("heartbeat.seq"),
-                reports: s.reports.subscribe(),
-                power: s.power.subscribe(),
+                reports: self.jobs.reports.subscribe(),
+                power: self.jobs.power.subscribe(),
             };
             tracker.spawn(heartbeat::heartbeats(heart, url.clone(), cancel.clone()));
         }
-        tracker.spawn(self.clone().checker(cancel.clone(), watched));
+        let checker = checks::Checker::new(Arc::clone(s), self.gpus.clone(), watched);
+        tracker.spawn(checker.run(cancel.clone()));
         let challenger = challenge::Challenger {
             chain: Arc::clone(&s.chain),
             me: s.me,
             schedulers: s.config.schedulers().cloned().collect(),
         };
         tracker.spawn(challenge::answer_challenges(challenger, cancel.clone()));
-        tracker.spawn(standby::stand_by(Arc::clone(s), cancel.clone()));
+        tracker.spawn(standby::stand_by(
+            Arc::clone(s),
+            Arc::clone(&self.jobs.standby),
+            self.jobs.on_node.subscribe(),
+            cancel.clone(),
+        ));
         let (power_tx, power_rx) = mpsc::unbounded_channel();
         if let Some(ups) = s.config.ups.clone() {
             tracker.spawn(power::watch_power(ups, power_tx, cancel.clone()));
@@ -367,7 +418,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             return;
         }
         reads.status_checked = Instant::now();
-        let (shared, bringing_back) = (Arc::clone(&self.shared), Arc::clone(&reads.bringing_back));
+        let (shared, bringing_back) = (Arc::clone(&self.node), Arc::clone(&reads.bringing_back));
         tracker.spawn(async move {
             if let Ok(Some(node)) = shared.chain.node(shared.me.node).await {
                 match crate::register::bring_back(&*shared.chain, &node).await {
@@ -390,7 +441,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     let held = snapshot.first().map(|j| j.key);
                     if reads.job_watch.as_ref().map(|(k, _)| *k) != held {
                         reads.job_watch =
-                            held.and_then(|key| self.shared.chain.changes(key).map(|w| (key, w)));
+                            held.and_then(|key| self.node.chain.changes(key).map(|w| (key, w)));
                     }
                 }
                 core.on_chain(&snapshot, SystemTime::now())
@@ -435,8 +486,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     }
 
     fn publish(&self, core: &Core) {
-        let s = &self.shared;
-        s.reports.send_replace(core.reports());
+        let s = &self.node;
+        self.jobs.reports.send_replace(core.reports());
         s.metrics.jobs.reset();
         for a in core.jobs.values() {
             let phase = serde_json::to_value(a.phase.wire())
@@ -448,7 +499,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     }
 
     fn observe(&self, event: &Event) {
-        let m = &self.shared.metrics;
+        let m = &self.node.metrics;
         match event {
             Event::DataRejected { .. } => m.data_rejected.inc(),
             Event::Exited(exit) => m
@@ -471,21 +522,25 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     }
 
     async fn snapshot(&self) -> Result<Vec<ChainJob>, ChainFailure> {
-        let s = &self.shared;
+        let s = &self.node;
         let jobs = s.chain.chain_jobs(&s.me).await?;
         let mut paid_gpus = 0u32;
-        let mut known = s.known.lock().expect("known lock");
-        for job in &jobs {
-            paid_gpus = paid_gpus.saturating_add(job.gpus);
-            known.insert(job.key, job.clone());
+        {
+            let mut known = self.jobs.known.lock().expect("known lock");
+            for job in &jobs {
+                paid_gpus = paid_gpus.saturating_add(job.gpus);
+                known.insert(job.key, job.clone());
+            }
         }
-        drop(known);
+        self.jobs
+            .on_node
+            .send_modify(|on_node| on_node.extend(jobs.iter().map(|j| j.key)));
         // The paid job's GPUs come first: a check holding any of them is
         // told to stop (it is tried again when GPUs are free).
-        let stopped = s.gpus.lock().expect("gpus lock").set_paid(paid_gpus);
-        if !stopped.is_empty() {
+        let stopped = self.gpus.set_paid(paid_gpus).await;
+        if stopped > 0 {
             tracing::info!(
-                checks = stopped.len(),
+                checks = stopped,
                 paid_gpus,
                 "a check gives its GPUs back to this node's paid job"
             );
@@ -495,7 +550,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 
     /// The job as last read on chain, when it was.
     pub(super) fn known(&self, job: Pubkey) -> Option<ChainJob> {
-        self.shared
+        self.jobs
             .known
             .lock()
             .expect("known lock")

@@ -1,7 +1,7 @@
 //! What each [`Action`] of the core does: each runs as a tracked task and,
 //! where the core waits on it, reports back as an event.
 
-use super::{Agent, EventTx};
+use super::{EventTx, JobRunner};
 use crate::chain::{AgentChain, ChainFailure};
 use crate::core::{Action, Event, OUTPUT_ATTESTED, Tx, TxFailure};
 use futures_util::FutureExt;
@@ -10,7 +10,7 @@ use mcjs_runtime::engine::{ContainerEngine, ContainerId, EngineError, JobSignal}
 use std::time::{Duration, Instant};
 use tokio_util::task::TaskTracker;
 
-impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
+impl<C: AgentChain, E: ContainerEngine + 'static> JobRunner<C, E> {
     pub(super) fn execute_all(&self, actions: Vec<Action>, tx: &EventTx, tracker: &TaskTracker) {
         for action in actions {
             self.execute(action, tx, tracker);
@@ -36,7 +36,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 restore,
             } => {
                 // `start_job` follows the launch: its blockhash is fetched meanwhile.
-                self.shared.chain.warm();
+                self.node.chain.warm();
                 Some((job, generation, self.launch(job, generation, restore).await))
             }
             Action::Collect { job, generation } => Some((
@@ -90,14 +90,14 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 generation,
                 container,
             } => {
-                if gone(&self.shared.engine.remove(&ContainerId(container)).await) {
+                if gone(&self.node.engine.remove(&ContainerId(container)).await) {
                     self.run_gone(job, generation).await;
                 }
                 Some((job, generation, Event::Removed))
             }
             Action::RemoveStray { container, run } => {
                 tracing::info!(%container, "removing a container of no current assignment");
-                let removed = self.shared.engine.remove(&ContainerId(container)).await;
+                let removed = self.node.engine.remove(&ContainerId(container)).await;
                 if let (true, Some((job, generation))) = (gone(&removed), run) {
                     self.run_gone(job, generation).await;
                 }
@@ -108,7 +108,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 generation,
                 late_by,
             } => {
-                self.shared.metrics.overdue.inc();
+                self.node.metrics.overdue.inc();
                 tracing::warn!(%job, generation, late_by_secs = late_by.as_secs(), "the job missed its checkpoint deadline");
                 None
             }
@@ -138,7 +138,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 
     async fn signal_checkpoint(&self, job: Pubkey, generation: u32, container: String) {
         if let Err(e) = self
-            .shared
+            .node
             .engine
             .signal(&ContainerId(container), JobSignal::Checkpoint)
             .await
@@ -176,7 +176,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         result: &Result<(), ChainFailure>,
         took: Duration,
     ) {
-        let s = &self.shared;
+        let s = &self.node;
         let kind = match tx {
             Tx::Start => "start_job",
             Tx::Attest { .. } => "attest_checkpoint",
@@ -197,7 +197,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             Ok(()) => {
                 tracing::info!(%job, generation, ?tx, ms = took.as_millis() as u64, "transaction confirmed");
                 if let Tx::Attest { step, .. } = tx
-                    && let Some(at) = s.stored_at.lock().expect("lock").remove(&(job, *step))
+                    && let Some(at) = self
+                        .jobs
+                        .stored_at
+                        .lock()
+                        .expect("lock")
+                        .remove(&(job, *step))
                 {
                     s.metrics
                         .attestation_latency_seconds
@@ -215,9 +220,9 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 
     /// Stops the container of an assignment the chain fenced.
     async fn stop_fenced(&self, job: Pubkey, generation: u32, container: String) {
-        self.shared.metrics.fenced.inc();
+        self.node.metrics.fenced.inc();
         let removed = self
-            .shared
+            .node
             .engine
             .remove(&ContainerId(container.clone()))
             .await;
@@ -232,8 +237,11 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// An assignment's container is gone: its GPUs are free and its
     /// directories deleted.
     async fn run_gone(&self, job: Pubkey, generation: u32) {
-        self.paid_gone(job, generation);
-        self.clear_run(self.job_dir(job, generation)).await;
+        // Its GPUs may go to a check.
+        self.gpus.paid_gone((job, generation));
+        self.node
+            .clear_run(self.node.job_dir(job, generation))
+            .await;
     }
 }
 

@@ -3,9 +3,11 @@
 //! steps (docs/verification.md): seal the answer (hash and possession
 //! digest) in a commitment, then reveal it once both checkers have sealed.
 
+use super::NODE_LABEL;
 use super::check_finder::CheckFinder;
+use super::gpu_desk::{CheckGpus, GpuDesk};
+use super::node::NodeEnv;
 use super::run_dirs::writable;
-use super::{Agent, NODE_LABEL};
 use crate::chain::{AgentChain, Check, CheckedJob};
 use crate::checking::{CheckBook, Listed, Next, Step, Tried};
 use crate::spec_store::get_spec;
@@ -58,39 +60,54 @@ enum CheckFailure {
     Other(String),
 }
 
-/// A check's GPUs, given back when the check is done with them (its
-/// container is removed before this drops).
-struct GpuHold<'a> {
-    ledger: &'a Mutex<crate::gpus::GpuLedger>,
-    held: crate::gpus::Held,
+/// The checker: one of the agent's actors. It owns the checks in hand and
+/// the answers sealed ([`CheckBook`], shared only by its own tasks), and
+/// shares with the job runner the node ([`NodeEnv`]) and, through the
+/// [`GpuDesk`], the node's GPUs.
+pub(super) struct Checker<C, E> {
+    node: Arc<NodeEnv<C, E>>,
+    gpus: GpuDesk,
+    /// The chain tells of changes ([`AgentChain::changes`]), so this is a
+    /// deployment where scans of the program are to be avoided: the checks
+    /// are learnt from the scheduler ([`CheckFinder`]).
+    watched: bool,
+    book: Arc<Mutex<CheckBook>>,
+    /// At most [`CHECKS_AT_ONCE`] check runs.
+    runs: Arc<tokio::sync::Semaphore>,
 }
 
-impl Drop for GpuHold<'_> {
-    fn drop(&mut self) {
-        self.ledger.lock().expect("gpus lock").release(self.held.id);
+impl<C, E> Clone for Checker<C, E> {
+    fn clone(&self) -> Self {
+        Self {
+            node: Arc::clone(&self.node),
+            gpus: self.gpus.clone(),
+            watched: self.watched,
+            book: Arc::clone(&self.book),
+            runs: Arc::clone(&self.runs),
+        }
     }
 }
 
-/// The checks in hand and the answers sealed ([`CheckBook`]), shared by the
-/// checker's tasks.
-type Book = Arc<Mutex<CheckBook>>;
+impl<C: AgentChain, E: ContainerEngine + 'static> Checker<C, E> {
+    pub(super) fn new(node: Arc<NodeEnv<C, E>>, gpus: GpuDesk, watched: bool) -> Self {
+        Self {
+            node,
+            gpus,
+            watched,
+            book: Arc::default(),
+            runs: Arc::new(tokio::sync::Semaphore::new(CHECKS_AT_ONCE)),
+        }
+    }
 
-impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// Acts on the verifications this node is named in while the agent
     /// runs: runs the check and seals its answer while the verification is
     /// open, reveals the sealed answer once both checkers have sealed.
-    ///
-    /// `watched`: the chain tells of changes ([`AgentChain::changes`]), so
-    /// this is a deployment where scans of the program are to be avoided:
-    /// the checks are learnt from the scheduler ([`CheckFinder`]).
-    pub(super) async fn checker(self, cancel: CancellationToken, watched: bool) {
-        let s = &self.shared;
-        let book: Book = Arc::default();
-        let runs = Arc::new(tokio::sync::Semaphore::new(CHECKS_AT_ONCE));
+    pub(super) async fn run(self, cancel: CancellationToken) {
+        let s = &self.node;
         let tracker = TaskTracker::new();
         let mut tick = tokio::time::interval(s.config.tick.max(CHECKS_EVERY));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut finder = CheckFinder::new(s.config.scheduler.as_deref(), s.me.node, watched);
+        let mut finder = CheckFinder::new(s.config.scheduler.as_deref(), s.me.node, self.watched);
         let mut renew_at = Instant::now();
         loop {
             tokio::select! {
@@ -116,22 +133,22 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                     interval: c.verification.interval,
                 })
                 .collect();
-            let taken = book.lock().expect("check book").take(&states);
+            let taken = self.book.lock().expect("check book").take(&states);
             for (id, step) in taken {
                 let Some(check) = listed.iter().find(|c| (c.key, c.role) == id).cloned() else {
                     continue;
                 };
-                let (this, book, runs) = (self.clone(), Arc::clone(&book), Arc::clone(&runs));
+                let this = self.clone();
                 let stale = Arc::clone(&finder.stale);
                 tracker.spawn(async move {
                     let done = match step {
-                        Step::Seal => this.seal(&check, &book, &runs).await,
-                        Step::Reveal => this.reveal(&check, &book).await,
+                        Step::Seal => this.seal(&check).await,
+                        Step::Reveal => this.reveal(&check).await,
                     };
                     if !done {
                         tokio::time::sleep(CHECK_RETRY).await;
                     }
-                    book.lock().expect("check book").done(&id);
+                    this.book.lock().expect("check book").done(&id);
                     stale.store(true, std::sync::atomic::Ordering::SeqCst);
                 });
             }
@@ -147,7 +164,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// failure.
     async fn renew_pool_entry(&self) -> Duration {
         use mcjs_client::program::state::{NodeStatus, POOL_RENEW_SECS};
-        let s = &self.shared;
+        let s = &self.node;
         let retry = Duration::from_secs(60);
         let node = match s.chain.node(s.me.node).await {
             Ok(Some(node)) => node,
@@ -179,15 +196,15 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     }
 
     /// Runs the check and seals its answer; `false` to try again later.
-    async fn seal(&self, check: &Check, book: &Book, runs: &tokio::sync::Semaphore) -> bool {
+    async fn seal(&self, check: &Check) -> bool {
         let v = &check.verification;
         let role = role(check.role);
         let id = (check.key, check.role);
-        let known = self.known_answer(check, book);
+        let known = self.known_answer(check);
         let answer = match known {
             Some(answer) => answer,
             None => {
-                let Ok(_run) = runs.acquire().await else {
+                let Ok(_run) = self.runs.acquire().await else {
                     return false;
                 };
                 let tried = match self.check(check).await {
@@ -205,13 +222,13 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                         Tried::Failed
                     }
                 };
-                match book.lock().expect("check book").tried(&id, tried) {
+                match self.book.lock().expect("check book").tried(&id, tried) {
                     Next::Seal(answer) => answer,
                     Next::Retry | Next::WaitForGpus => return false,
                 }
             }
         };
-        book.lock().expect("check book").seal(id, answer);
+        self.book.lock().expect("check book").seal(id, answer);
         // Kept on disk before the seal is sent: an agent restarted after
         // sealing still opens its commitment.
         if let Err(e) = self.keep_answer(check, &answer) {
@@ -219,14 +236,14 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             return false;
         }
         let salt = self.salt(&check.key, check.role);
-        let commitment = check_commitment(&check.key, &self.shared.me.node, &answer, &salt);
+        let commitment = check_commitment(&check.key, &self.node.me.node, &answer, &salt);
         let ix = ix::attest_verification(
-            &self.shared.chain.authority(),
-            &self.shared.me.node,
+            &self.node.chain.authority(),
+            &self.node.me.node,
             &check.key,
             CheckerStep::Seal { commitment },
         );
-        match self.shared.chain.send(ix).await {
+        match self.node.chain.send(ix).await {
             Ok(()) => {
                 tracing::info!(job = %v.job, interval = v.interval, role, answer = %describe(&answer), "interval checked; answer sealed");
                 true
@@ -239,11 +256,11 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     }
 
     /// Reveals the answer this node sealed; `false` to try again later.
-    async fn reveal(&self, check: &Check, book: &Book) -> bool {
+    async fn reveal(&self, check: &Check) -> bool {
         let v = &check.verification;
         let role = role(check.role);
         let id = (check.key, check.role);
-        let known = self.known_answer(check, book);
+        let known = self.known_answer(check);
         let Some(answer) = known else {
             // No other answer opens the commitment.
             tracing::warn!(job = %v.job, interval = v.interval, role, "no sealed answer to reveal (it was lost from this node's work directory)");
@@ -251,15 +268,15 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         };
         let salt = self.salt(&check.key, check.role);
         let ix = ix::attest_verification(
-            &self.shared.chain.authority(),
-            &self.shared.me.node,
+            &self.node.chain.authority(),
+            &self.node.me.node,
             &check.key,
             CheckerStep::Reveal { answer, salt },
         );
-        match self.shared.chain.send(ix).await {
+        match self.node.chain.send(ix).await {
             Ok(()) => {
                 tracing::info!(job = %v.job, interval = v.interval, role, answer = %describe(&answer), "check answer revealed");
-                book.lock().expect("check book").revealed(&id);
+                self.book.lock().expect("check book").revealed(&id);
                 let _ = std::fs::remove_file(self.answer_path(check));
                 true
             }
@@ -272,8 +289,9 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 
     /// The answer sealed for this check: in memory, else kept on disk by an
     /// earlier run of the agent.
-    fn known_answer(&self, check: &Check, book: &Book) -> Option<CheckAnswer> {
-        let sealed = book
+    fn known_answer(&self, check: &Check) -> Option<CheckAnswer> {
+        let sealed = self
+            .book
             .lock()
             .expect("check book")
             .sealed(&(check.key, check.role));
@@ -282,11 +300,11 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
 
     /// Where a sealed answer is kept until it is revealed.
     fn answer_path(&self, check: &Check) -> PathBuf {
-        self.shared.config.work_dir.join("sealed").join(format!(
-            "{}-{}",
-            check.key,
-            role(check.role)
-        ))
+        self.node
+            .config
+            .work_dir
+            .join("sealed")
+            .join(format!("{}-{}", check.key, role(check.role)))
     }
 
     /// Writes the answer (then syncs and renames it into place).
@@ -315,7 +333,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let mut message = b"mcjs-check-salt/1".to_vec();
         message.extend_from_slice(verification.as_ref());
         message.extend_from_slice(self::role(role).as_bytes());
-        Sha256::digest(self.shared.chain.sign(&message)).into()
+        Sha256::digest(self.node.chain.sign(&message)).into()
     }
 
     /// Re-executes a verified interval: restores its start checkpoint (none:
@@ -329,23 +347,22 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     async fn check(&self, check: &Check) -> Result<CheckAnswer, CheckFailure> {
         // GPUs the node's paid job does not hold, or no check yet.
         let checked = CheckedJob::of(check);
-        let ledger = &self.shared.gpus;
-        let held = ledger
-            .lock()
-            .expect("gpus lock")
+        let gpus = self
+            .gpus
             .hold_check(checked.gpus)
+            .await
             .map_err(CheckFailure::Busy)?;
-        let hold = GpuHold { ledger, held };
-        let spec = get_spec(self.shared.store.as_ref(), &checked.spec_hash)
+        let s = &self.node;
+        let spec = get_spec(s.store.as_ref(), &checked.spec_hash)
             .await
             .map_err(|e| CheckFailure::Other(format!("spec: {e}")))?;
         // Laid out and named as a paid run's directory is, on a disk of the
         // declared size as a paid run's is.
-        let dir = self.run_dir(&format!("check/{}/{}", check.key, role(check.role)));
-        self.clear_run(dir.clone()).await;
-        let answer = self.check_in(check, &spec, &dir, &hold.held).await;
-        self.clear_run(dir).await;
-        drop(hold);
+        let dir = s.run_dir(&format!("check/{}/{}", check.key, role(check.role)));
+        s.clear_run(dir.clone()).await;
+        let answer = self.check_in(check, &spec, &dir, &gpus).await;
+        s.clear_run(dir).await;
+        drop(gpus);
         answer
     }
 
@@ -354,9 +371,9 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         check: &Check,
         spec: &JobSpec,
         dir: &std::path::Path,
-        gpus: &crate::gpus::Held,
+        gpus: &CheckGpus,
     ) -> Result<CheckAnswer, CheckFailure> {
-        let s = &self.shared;
+        let s = &self.node;
         let v = &check.verification;
         let job = v.job;
         let restore = match v.from {
@@ -367,12 +384,10 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             CheckedJob::of(check).checkpoint_interval,
             s.config.max_checkpoint_interval,
         );
-        let (mut cspec, inputs) = self.container(job, spec, dir, restore, interval).await;
+        let (mut cspec, inputs) = s.container(job, spec, dir, restore, interval).await;
         cspec.labels = vec![(NODE_LABEL.to_string(), s.me.node.to_string())];
-        cspec.resources.gpus = self.gpu_request(job, gpus.gpus.clone());
-        self.mount_run(dir, spec)
-            .await
-            .map_err(CheckFailure::Other)?;
+        cspec.resources.gpus = s.gpu_request(job, gpus.devices());
+        s.mount_run(dir, spec).await.map_err(CheckFailure::Other)?;
         let started = Instant::now();
         let (id, _) = launch(&s.engine, &s.cache, &inputs, &cspec)
             .await
@@ -389,7 +404,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let reached = tokio::select! {
             reached = tokio::time::timeout(limit, run) => reached,
             // The chain gave the node a paid job that needs these GPUs.
-            _ = gpus.stop.cancelled() => Ok(Err(CheckFailure::Other(
+            _ = gpus.stop().cancelled() => Ok(Err(CheckFailure::Other(
                 "stopped: this node's paid job needs the check's GPUs; tried again when they are free".into(),
             ))),
         };
@@ -422,8 +437,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         spec: &JobSpec,
         dir: &std::path::Path,
     ) -> Result<PathBuf, CheckFailure> {
-        let s = &self.shared;
-        let store = CheckpointStore::new(Arc::clone(&s.store_root), 1);
+        let s = &self.node;
+        let store = CheckpointStore::new(Arc::clone(&s.store), 1);
         let expected = [ExpectedCheckpoint {
             step: from.step,
             hash: Sha256Digest(from.hash),
@@ -464,7 +479,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         reached: &str,
         key: [u8; 32],
     ) -> Result<CheckAnswer, CheckFailure> {
-        let s = &self.shared;
+        let s = &self.node;
         let reached = reached.to_string();
         // The output is read and hashed as the job's node stored it: every
         // file of the output directory, within the output's limits.
@@ -500,7 +515,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         dir: &std::path::Path,
         spec: &JobSpec,
     ) -> Result<String, CheckFailure> {
-        let s = &self.shared;
+        let s = &self.node;
         let exited = s.engine.wait(id);
         tokio::pin!(exited);
         loop {
@@ -547,7 +562,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         spec: &JobSpec,
         target: u64,
     ) -> Result<String, CheckFailure> {
-        let s = &self.shared;
+        let s = &self.node;
         let exited = s.engine.wait(id);
         tokio::pin!(exited);
         let mut measured = Instant::now();

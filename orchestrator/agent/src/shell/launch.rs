@@ -4,7 +4,7 @@
 //! wrote (its output) and how much disk it uses.
 
 use super::run_dirs::writable;
-use super::{Agent, AgentError, EventTx, GENERATION_LABEL, NODE_LABEL};
+use super::{AgentError, EventTx, GENERATION_LABEL, JobRunner, NODE_LABEL};
 use crate::chain::AgentChain;
 use crate::core::{AttestedCheckpoint, ContainerExit, Event, FoundContainer, UploadedCheckpoint};
 use crate::fault::{Found, classify};
@@ -13,9 +13,8 @@ use mcjs_client::Pubkey;
 use mcjs_protocol::StopReason;
 use mcjs_protocol::fault::EXIT_DONE;
 use mcjs_runtime::docker::JOB_LABEL;
-use mcjs_runtime::engine::{ContainerEngine, ContainerId, ContainerSpec, GpuRequest, JobMounts};
+use mcjs_runtime::engine::{ContainerEngine, ContainerId};
 use mcjs_runtime::launch::{LaunchError, launch};
-use mcjs_runtime::staging::InputToStage;
 use mcjs_runtime::store::{CheckpointPipeline, CheckpointStore, ExpectedCheckpoint, StoreError};
 use mcjs_spec::JobSpec;
 use std::path::PathBuf;
@@ -43,12 +42,12 @@ const FOOTPRINT_EVERY: Duration = Duration::from_secs(2);
 /// notices within a poll and removes its container.
 const PAID_GPU_WAIT: Duration = Duration::from_secs(30);
 
-impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
+impl<C: AgentChain, E: ContainerEngine + 'static> JobRunner<C, E> {
     /// The job containers this node's agents left running (found at start,
     /// by their labels), for the core to adopt or remove.
     pub(super) async fn find_containers(&self) -> Result<Vec<FoundContainer>, AgentError> {
         let list = self
-            .shared
+            .node
             .engine
             .list_labelled(GENERATION_LABEL)
             .await
@@ -65,7 +64,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             ) else {
                 continue;
             };
-            if labels.get(NODE_LABEL) != Some(&self.shared.me.node.to_string()) {
+            if labels.get(NODE_LABEL) != Some(&self.node.me.node.to_string()) {
                 continue;
             }
             let running = c.running;
@@ -82,8 +81,14 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// The context of an assignment, rebuilt from the spec store when the
     /// agent adopted its container after a restart.
     pub(super) async fn ctx(&self, job: Pubkey, generation: u32) -> Result<Arc<RunCtx>, String> {
-        let s = &self.shared;
-        if let Some(ctx) = s.runs.lock().expect("runs lock").get(&(job, generation)) {
+        let s = &self.node;
+        if let Some(ctx) = self
+            .jobs
+            .runs
+            .lock()
+            .expect("runs lock")
+            .get(&(job, generation))
+        {
             return Ok(Arc::clone(ctx));
         }
         let spec_hash = self
@@ -98,7 +103,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 .map_err(|e| e.to_string())?,
         );
         // Two looks rebuilding it at once share the first one kept.
-        let kept = s
+        let kept = self
+            .jobs
             .runs
             .lock()
             .expect("runs lock")
@@ -114,9 +120,9 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         generation: u32,
         spec: JobSpec,
     ) -> Result<RunCtx, mcjs_runtime::store::StoreError> {
-        let dir = self.job_dir(job, generation);
+        let dir = self.node.job_dir(job, generation);
         let store = CheckpointStore::new(
-            Arc::clone(&self.shared.store_root),
+            Arc::clone(&self.node.store),
             usize::from(spec.checkpoint.keep),
         );
         Ok(RunCtx {
@@ -125,7 +131,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                 job_id: job.to_string(),
                 generation,
                 local_root: writable(&dir).join("checkpoints"),
-                hash_threads: self.shared.config.hash_threads,
+                hash_threads: self.node.config.hash_threads,
                 limits: crate::fault::checkpoint_limits(&spec),
                 every_steps: spec.checkpoint.every_steps,
             },
@@ -142,7 +148,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         generation: u32,
         restore: Option<AttestedCheckpoint>,
     ) -> Event {
-        let s = &self.shared;
+        let s = &self.node;
         let started = Instant::now();
         let failed = |stop: StopReason, reason: String| {
             tracing::warn!(%job, generation, %reason, "the job cannot be launched");
@@ -166,7 +172,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             Ok(c) => Arc::new(c),
             Err(e) => return failed(StopReason::StoreUnavailable, e.to_string()),
         };
-        let dir = self.job_dir(job, generation);
+        let dir = self.node.job_dir(job, generation);
         let spec = &ctx.spec;
         if spec.output.dir.as_str() != mcjs_spec::DEFAULT_OUTPUT_DIR {
             return failed(
@@ -189,15 +195,15 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         };
         // The run's volume is made while the checkpoint downloads: neither
         // needs the other (the restore goes beside the volume, not on it).
-        let (restored, mounted) = tokio::join!(restoring, self.mount_run(&dir, spec));
+        let (restored, mounted) = tokio::join!(restoring, self.node.mount_run(&dir, spec));
         let restore_dir = match (restored, mounted) {
             (Ok(restore_dir), Ok(())) => restore_dir,
             (Err(event), _) => {
-                self.clear_run(dir).await;
+                self.node.clear_run(dir).await;
                 return event;
             }
             (Ok(_), Err(reason)) => {
-                self.clear_run(dir).await;
+                self.node.clear_run(dir).await;
                 return failed(StopReason::NodeDiskFull, reason);
             }
         };
@@ -205,27 +211,25 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             chain_job.checkpoint_interval,
             s.config.max_checkpoint_interval,
         );
-        let (mut cspec, inputs) = self.container(job, spec, &dir, restore_dir, interval).await;
+        let (mut cspec, inputs) = s.container(job, spec, &dir, restore_dir, interval).await;
         cspec.labels = vec![
             (GENERATION_LABEL.to_string(), generation.to_string()),
             (NODE_LABEL.to_string(), s.me.node.to_string()),
         ];
         let gpus = u32::from(spec.request.hardware.gpu_count);
         self.gpus_cleared_for_paid(job, gpus).await;
-        let devices = s.gpus.lock().expect("gpus lock").paid_devices(gpus);
-        cspec.resources.gpus = self.gpu_request(job, devices);
+        let devices = self.gpus.paid_devices(gpus).await;
+        cspec.resources.gpus = s.gpu_request(job, devices);
         let launched = launch(&s.engine, &s.cache, &inputs, &cspec).await;
         if launched.is_err() {
-            self.clear_run(dir).await;
+            self.node.clear_run(dir).await;
         }
         match launched {
             Ok((id, staged)) => {
                 tracing::info!(%job, generation, container = %id, inputs = staged.len(), ms = started.elapsed().as_millis() as u64, "job container running");
-                s.gpus
-                    .lock()
-                    .expect("gpus lock")
-                    .paid_started((job, generation), gpus);
-                s.runs
+                self.gpus.paid_started((job, generation), gpus);
+                self.jobs
+                    .runs
                     .lock()
                     .expect("runs lock")
                     .insert((job, generation), ctx);
@@ -254,7 +258,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         restore_root: PathBuf,
         started: Instant,
     ) -> Result<PathBuf, String> {
-        let s = &self.shared;
+        let s = &self.node;
         let job_id = job.to_string();
         let restore_from = async |expected: &[ExpectedCheckpoint]| {
             patiently(
@@ -273,7 +277,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         };
         // Kept on this node as the job's warm standby: moved into
         // place, not downloaded.
-        if let Some(copy) = s.standby.take(job, last.step, last.hash).await {
+        if let Some(copy) = self.jobs.standby.take(job, last.step, last.hash).await {
             match super::standby::move_copy(&copy, &restore_root).await {
                 Ok(dir) => {
                     ctx.pipeline.store.adopt(&job_id, &copy.checkpoint);
@@ -328,87 +332,14 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         }
     }
 
-    /// The container a job's spec asks for, with the contract's mounts under
-    /// `dir`, and the inputs to stage into it.
-    pub(super) async fn container(
-        &self,
-        job: Pubkey,
-        spec: &JobSpec,
-        dir: &std::path::Path,
-        restore: Option<PathBuf>,
-        checkpoint_interval: Duration,
-    ) -> (ContainerSpec, Vec<InputToStage>) {
-        let image = self.resolve_image(&spec.work.image).await;
-        let mut cspec = ContainerSpec::new(
-            job.to_string(),
-            image,
-            JobMounts {
-                data: dir.join("data"),
-                checkpoints: writable(dir).join("checkpoints"),
-                output: writable(dir).join("output"),
-                restore,
-                metrics: Some(writable(dir).join("metrics")),
-            },
-        );
-        cspec.entrypoint = Some(spec.work.command.clone());
-        cspec.args = spec.work.args.clone();
-        cspec.env = spec
-            .work
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        cspec.resources.cpus = f64::from(spec.request.hardware.cpu_cores);
-        cspec.resources.memory_mib =
-            u32::try_from(spec.request.hardware.ram.mib_ceil()).unwrap_or(u32::MAX);
-        cspec.checkpoint_interval = match spec.checkpoint.every_steps {
-            // The job does not time its checkpoints: it is told the spec's
-            // interval, the same on every node (a node's own cap would tell
-            // it which node, and so which runs, it is on).
-            Some(_) => Duration::from_secs(spec.checkpoint.interval.secs().max(1)),
-            None => checkpoint_interval,
-        };
-        cspec.checkpoint_every_steps = spec.checkpoint.every_steps;
-        let inputs: Vec<InputToStage> = spec
-            .data
-            .iter()
-            .map(|d| {
-                let limit = crate::fault::input_limit(spec, d.size.map(|b| b.0));
-                InputToStage::declared(d, limit)
-            })
-            .collect();
-        (cspec, inputs)
-    }
-
-    /// The devices a container gets: by index, never a count (Docker's
-    /// `--gpus N` takes the first N, which a check and the paid job would
-    /// share). None on a host without NVIDIA devices.
-    pub(super) fn gpu_request(&self, job: Pubkey, devices: Vec<u32>) -> GpuRequest {
-        if !self.shared.host_gpus {
-            tracing::warn!(%job, "this host has no NVIDIA device: the container runs without GPUs");
-            return GpuRequest::None;
-        }
-        GpuRequest::Devices(devices.iter().map(u32::to_string).collect())
-    }
-
-    /// A paid container is gone: its GPUs may go to a check.
-    pub(super) fn paid_gone(&self, job: Pubkey, generation: u32) {
-        self.shared
-            .gpus
-            .lock()
-            .expect("gpus lock")
-            .paid_gone((job, generation));
-    }
-
     /// Waits until no check holds any of the paid job's first `n` GPUs: a
     /// check told to stop (the snapshot that saw the job did) removes its
     /// container within a poll. Bounded: a check that has not let go by then
     /// is logged, and the paid run starts.
     pub(super) async fn gpus_cleared_for_paid(&self, job: Pubkey, n: u32) {
-        let s = &self.shared;
-        s.gpus.lock().expect("gpus lock").set_paid(n);
+        self.gpus.set_paid(n).await;
         let waited = Instant::now();
-        while !s.gpus.lock().expect("gpus lock").clear_for_paid(n) {
+        while !self.gpus.clear_for_paid(n).await {
             if waited.elapsed() >= PAID_GPU_WAIT {
                 tracing::error!(%job, gpus = n, "a check still holds this node's GPUs; the paid job starts anyway");
                 return;
@@ -417,19 +348,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         }
     }
 
-    /// The spec pins `name@sha256:D`. A registry image carries D as a repo
-    /// digest; an image loaded or built locally has no repo digest, and D is
-    /// then its image id. Either way the digest, not the name, picks the code.
-    pub(super) async fn resolve_image(&self, image: &mcjs_spec::fields::ImageRef) -> String {
-        let id = format!("sha256:{}", image.digest());
-        match self.shared.engine.has_image(&id).await {
-            true => id,
-            false => image.to_string(),
-        }
-    }
-
     pub(super) async fn collect(&self, job: Pubkey, ctx: &RunCtx) -> Event {
-        let s = &self.shared;
+        let s = &self.node;
         let _one_look = ctx.collecting.lock().await;
         let started = Instant::now();
         match ctx.pipeline.collect().await {
@@ -453,7 +373,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
                         };
                     };
                     tracing::info!(%job, step = c.step, hash = %c.hash, bytes, "checkpoint stored");
-                    s.stored_at
+                    self.jobs
+                        .stored_at
                         .lock()
                         .expect("lock")
                         .insert((job, c.step), Instant::now());
@@ -516,7 +437,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         adopted: bool,
     ) -> tokio::task::JoinHandle<mcjs_runtime::logs::ShipReport> {
         use mcjs_runtime::logs;
-        let s = Arc::clone(&self.shared);
+        let s = Arc::clone(&self.node);
         let (sink, source) = logs::channel();
         let started_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -525,7 +446,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         // What the spec lets one run keep (`output.logs_cap`), where the
         // run's context is known (a container adopted after a restart
         // before it is: the default).
-        let cap = s
+        let cap = self
+            .jobs
             .runs
             .lock()
             .expect("runs lock")
@@ -534,14 +456,15 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             .map_or(logs::DEFAULT_CAP_BYTES, |cap| cap.0);
         let chunker = logs::LogChunker::new(&job.to_string(), generation, started_ms, cap);
         let shipper = tokio::spawn(logs::ship(Arc::clone(&s.store), chunker, source));
-        s.log_flushers
+        self.jobs
+            .log_flushers
             .lock()
             .expect("flushers lock")
             .insert((job, generation), sink.flusher());
         // The job's metrics file goes the same way, as `metrics` lines,
         // until its printed lines end (the container ended).
         let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel();
-        let metrics = writable(&self.job_dir(job, generation)).join("metrics");
+        let metrics = writable(&s.job_dir(job, generation)).join("metrics");
         tokio::spawn(logs::tail_metrics(
             metrics,
             sink.clone(),
@@ -566,7 +489,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         tx: EventTx,
         logs: tokio::task::JoinHandle<mcjs_runtime::logs::ShipReport>,
     ) {
-        let s = &self.shared;
+        let s = &self.node;
         let exit = match s.engine.wait(&ContainerId(container.clone())).await {
             Ok(r) => ContainerExit {
                 code: r.code,
@@ -586,7 +509,8 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         };
         // The job's last lines are shipped while the node may still write
         // its logs: before the completion or report that ends that.
-        s.log_flushers
+        self.jobs
+            .log_flushers
             .lock()
             .expect("flushers lock")
             .remove(&(job, generation));
@@ -608,7 +532,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         // failed on its own declaration.
         if exit.code != EXIT_DONE
             && !exit.engine_lost
-            && self.disk_full(&self.job_dir(job, generation))
+            && self.node.disk_full(&self.node.job_dir(job, generation))
         {
             let reason = format!(
                 "filled its declared disk of {} bytes: writes past it were refused",

@@ -2,7 +2,7 @@
 //! and again while the store fails, since a store that fails is not the
 //! job's fault.
 
-use super::Agent;
+use super::JobRunner;
 use crate::chain::AgentChain;
 use crate::core::Event;
 use crate::output::store_output;
@@ -20,7 +20,7 @@ pub const OUTPUT_RETRY_FOR: Duration = Duration::from_secs(600);
 const OUTPUT_RETRY_FIRST_WAIT: Duration = Duration::from_secs(1);
 const OUTPUT_RETRY_MAX_WAIT: Duration = Duration::from_secs(30);
 
-impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
+impl<C: AgentChain, E: ContainerEngine + 'static> JobRunner<C, E> {
     /// Stores the output of the assignment's finished container: its hash,
     /// or why there is none to report. A failing store is tried again, 1 s
     /// to 30 s apart, for up to [`OUTPUT_RETRY_FOR`]; what the job left (a
@@ -34,7 +34,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
         let mut wait = OUTPUT_RETRY_FIRST_WAIT;
         loop {
             match store_output(
-                &self.shared.store_root,
+                &self.node.store,
                 &job.to_string(),
                 generation,
                 &ctx.output_dir,

@@ -1,10 +1,9 @@
 //! Where a container's directories live on the node (named so that a job
 //! learns nothing from them), the volume that bounds them, and their removal.
 
-use super::Agent;
+use super::node::NodeEnv;
 use crate::chain::AgentChain;
 use mcjs_client::Pubkey;
-use mcjs_runtime::engine::ContainerEngine;
 use mcjs_runtime::volume::{self, DiskBound};
 use mcjs_spec::JobSpec;
 use std::path::{Path, PathBuf};
@@ -16,10 +15,10 @@ pub(super) fn writable(dir: &Path) -> PathBuf {
     volume::mount_point(dir)
 }
 
-impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
+impl<C: AgentChain, E> NodeEnv<C, E> {
     /// Where an assignment's directories are (`data`, `checkpoints`,
     /// `output`, `restore`).
-    pub fn job_dir(&self, job: Pubkey, generation: u32) -> PathBuf {
+    pub(super) fn job_dir(&self, job: Pubkey, generation: u32) -> PathBuf {
         self.run_dir(&format!("job/{job}/{generation}"))
     }
 
@@ -30,19 +29,19 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// run is paid or a check.
     pub(super) fn run_dir(&self, label: &str) -> PathBuf {
         use sha2::{Digest, Sha256};
-        let key = Sha256::digest(self.shared.chain.sign(b"mcjs-run-dir/1"));
+        let key = Sha256::digest(self.chain.sign(b"mcjs-run-dir/1"));
         let mut name = Sha256::new();
         name.update(key);
         name.update(label.as_bytes());
         let name = hex::encode(&name.finalize()[..16]);
-        self.shared.config.work_dir.join("runs").join(name)
+        self.config.work_dir.join("runs").join(name)
     }
 
     /// Mounts the run's volume, of the spec's declared disk, under
     /// [`DiskBound::Loop`] (kept if already mounted); nothing under
     /// [`DiskBound::Watch`].
     pub(super) async fn mount_run(&self, dir: &Path, spec: &JobSpec) -> Result<(), String> {
-        if self.shared.config.disk != DiskBound::Loop {
+        if self.config.disk != DiskBound::Loop {
             return Ok(());
         }
         let (dir, declared) = (dir.to_path_buf(), spec.request.hardware.disk.0);
@@ -56,7 +55,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// Unmounts the run's volume and deletes the run's directory: called
     /// once no container uses it (its checkpoints are in the store).
     pub(super) async fn clear_run(&self, dir: PathBuf) {
-        let loop_mounted = self.shared.config.disk == DiskBound::Loop;
+        let loop_mounted = self.config.disk == DiskBound::Loop;
         let _ = tokio::task::spawn_blocking(move || {
             if loop_mounted {
                 if let Err(e) = volume::release(&dir) {
@@ -79,6 +78,6 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// Whether the run's volume is full: a job that exits then ran into
     /// its declared disk (only a loop-mounted volume can say).
     pub(super) fn disk_full(&self, dir: &Path) -> bool {
-        self.shared.config.disk == DiskBound::Loop && volume::is_full(&writable(dir))
+        self.config.disk == DiskBound::Loop && volume::is_full(&writable(dir))
     }
 }

@@ -6,7 +6,7 @@
 //! node, its launch takes the copy instead of downloading it
 //! ([`StandbyCopies::take`]), if the chain's checkpoint is the one copied.
 
-use super::Shared;
+use super::node::NodeEnv;
 use crate::chain::AgentChain;
 use crate::spec_store::get_spec;
 use mcjs_client::Pubkey;
@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// How often the scheduler is asked what this node stands by for.
@@ -154,7 +155,9 @@ async fn ask(
 /// schedulers every [`ASK_EVERY`], fetches a named job's newly attested
 /// checkpoint, and deletes the copies of jobs no longer named.
 pub(super) async fn stand_by<C: AgentChain, E: ContainerEngine>(
-    s: Arc<Shared<C, E>>,
+    s: Arc<NodeEnv<C, E>>,
+    copies: Arc<StandbyCopies>,
+    on_node: watch::Receiver<HashSet<Pubkey>>,
     cancel: CancellationToken,
 ) {
     let urls: Vec<String> = s.config.schedulers().cloned().collect();
@@ -182,24 +185,23 @@ pub(super) async fn stand_by<C: AgentChain, E: ContainerEngine>(
         }
         let now = Instant::now();
         let listed: HashSet<Pubkey> = named.keys().copied().collect();
-        for stale in s.standby.named(&listed, now) {
+        for stale in copies.named(&listed, now) {
             tracing::info!(job_dir = %stale.dir.display(), "standby copy deleted: the job is no longer this node's to stand by for");
             let _ = tokio::fs::remove_dir_all(&stale.dir).await;
         }
         failed.retain(|_, at| now.duration_since(*at) < RETRY_AFTER);
         for (job, (spec, at)) in named {
             let Some((step, hash)) = at else { continue };
-            let on_this_node = s.known.lock().expect("known lock").contains_key(&job);
-            if on_this_node
-                || s.standby.holds(&job, step, &hash)
-                || failed.contains_key(&(job, step))
+            let on_this_node = on_node.borrow().contains(&job);
+            if on_this_node || copies.holds(&job, step, &hash) || failed.contains_key(&(job, step))
             {
                 continue;
             }
             if cancel.is_cancelled() {
                 return;
             }
-            match fetch(&s, job, spec, step, hash, &root.join(job.to_string())).await {
+            let dest = root.join(job.to_string());
+            match fetch(&s, &copies, job, spec, step, hash, &dest).await {
                 Ok(()) => {}
                 Err(e) => {
                     tracing::warn!(%job, step, error = %e, "cannot fetch the checkpoint this node stands by for; trying again later");
@@ -212,8 +214,9 @@ pub(super) async fn stand_by<C: AgentChain, E: ContainerEngine>(
 
 /// Fetches `job`'s checkpoint `step` of `hash` into `dest` (verified, as a
 /// restore is) and keeps it as the job's copy.
-async fn fetch<C: AgentChain, E: ContainerEngine>(
-    s: &Shared<C, E>,
+async fn fetch<C, E>(
+    s: &NodeEnv<C, E>,
+    copies: &StandbyCopies,
     job: Pubkey,
     spec: [u8; 32],
     step: u64,
@@ -224,9 +227,9 @@ async fn fetch<C: AgentChain, E: ContainerEngine>(
     let spec = get_spec(s.store.as_ref(), &spec)
         .await
         .map_err(|e| e.to_string())?;
-    let _fetching = s.standby.fetch.lock().await;
-    *s.standby.in_flight.lock().expect("standby lock") = Some((job, step, hash));
-    let restored = CheckpointStore::new(Arc::clone(&s.store_root), 1)
+    let _fetching = copies.fetch.lock().await;
+    *copies.in_flight.lock().expect("standby lock") = Some((job, step, hash));
+    let restored = CheckpointStore::new(Arc::clone(&s.store), 1)
         .restore(
             &job.to_string(),
             &[ExpectedCheckpoint { step, hash }],
@@ -236,9 +239,9 @@ async fn fetch<C: AgentChain, E: ContainerEngine>(
         .await;
     let kept = restored.map(|r| {
         tracing::info!(%job, step, bytes = r.checkpoint.total_bytes(), ms = started.elapsed().as_millis() as u64, "standby copy ready");
-        s.standby.keep(job, r, Instant::now())
+        copies.keep(job, r, Instant::now())
     });
-    *s.standby.in_flight.lock().expect("standby lock") = None;
+    *copies.in_flight.lock().expect("standby lock") = None;
     match kept {
         Ok(Some(old)) => {
             let _ = tokio::fs::remove_dir_all(&old.dir).await;

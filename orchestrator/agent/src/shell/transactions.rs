@@ -3,7 +3,7 @@
 //! ([`ChainJob::accounts_at`], the Segment holding a verified job's pay
 //! included).
 
-use super::Agent;
+use super::JobRunner;
 use crate::chain::{AgentChain, ChainFailure};
 use crate::core::{OUTPUT_ATTESTED, Tx};
 use mcjs_client::Pubkey;
@@ -15,14 +15,14 @@ use std::time::{Duration, SystemTime};
 /// How long an attestation waits for the job's printed lines to be stored.
 const FLUSH_BEFORE_ATTEST: Duration = Duration::from_secs(3);
 
-impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
+impl<C: AgentChain, E: ContainerEngine + 'static> JobRunner<C, E> {
     pub(super) async fn send(
         &self,
         job: Pubkey,
         generation: u32,
         tx: &Tx,
     ) -> Result<(), ChainFailure> {
-        let s = &self.shared;
+        let s = &self.node;
         let authority = s.chain.authority();
         match tx {
             Tx::Start => {
@@ -84,7 +84,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
     /// [`FLUSH_BEFORE_ATTEST`]: a slow store delays no attestation longer.
     async fn flush_logs(&self, job: Pubkey, generation: u32) {
         let flusher = self
-            .shared
+            .jobs
             .log_flushers
             .lock()
             .expect("flushers lock")

@@ -26,9 +26,6 @@ use super::*;
 /// How often a live index backfills again to drop what the stream missed.
 pub const RECONCILE_EVERY: Duration = Duration::from_secs(300);
 
-/// The kinds the index backfills, one scan each: every kind.
-const KINDS: [AccountKind; 6] = AccountKind::ALL;
-
 /// One account of the program as the index holds it: decoded once, when it
 /// arrives.
 #[derive(Clone, Debug)]
@@ -593,7 +590,8 @@ async fn backfill<S: IndexSource>(
     source: &S,
     state: &RwLock<IndexState>,
 ) -> Result<(), ChainError> {
-    for kind in KINDS {
+    // One scan per kind, every kind.
+    for kind in AccountKind::ALL {
         let (slot, accounts) = source.backfill(kind).await?;
         state
             .write()
