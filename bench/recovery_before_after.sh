@@ -15,6 +15,10 @@
 # side after the builds; no partitions (they measure the heartbeat timeout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if ! command -v s3s-fs >/dev/null && [ ! -x "${CARGO_HOME:-$HOME/.cargo}/bin/s3s-fs" ]; then
+    echo "the clusters need the s3s-fs S3 server: run scripts/setup.sh first" >&2
+    exit 2
+fi
 before="${1:-7ec467f}"
 runs="${2:-10}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/mcjs/target}"
@@ -34,11 +38,21 @@ cargo build --locked -q -p mcjs-cli --features localnet
 cp "$CARGO_TARGET_DIR/debug/mcjs" "$bin/mcjs-now"
 cargo build --locked -q -p mcjs-cluster --example recovery_bench
 cp "$CARGO_TARGET_DIR/debug/examples/recovery_bench" "$bin/bench-now"
+# Each side's progress and errors go to a log, shown when a side fails (a
+# cluster that cannot start: s3s-fs missing, say; scripts/setup.sh installs it).
 measure() {
-    "$bin/bench-$1" --runs "$runs" --partitions 0 --mcjs "$bin/mcjs-$1" 2>/dev/null | grep -E '^\|( measure|---| provisioning| recovery| compute)'
+    local log="$bin/$1.log"
+    if ! "$bin/bench-$1" --runs "$runs" --partitions 0 --mcjs "$bin/mcjs-$1" >"$bin/$1.out" 2>"$log"; then
+        echo "the $1 side failed; its last lines:" >&2
+        grep -v '^  ' "$log" | tail -20 >&2
+        return 1
+    fi
+    grep -E '^\|( measure|---| provisioning| recovery| compute)' "$bin/$1.out"
 }
 echo "before ($before):"
-(cd "$before_dir/orchestrator/cluster" && measure before)
+# The earlier side's cluster builds its trainer image (examples/trainer/build-image.sh) in its own
+# target directory too: built into the shared one, the earlier trainer would be taken as fresh there.
+(cd "$before_dir/orchestrator/cluster" && CARGO_TARGET_DIR="$before_target" measure before)
 echo "now ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', with changes')):"
 (cd orchestrator/cluster && measure now)
 rm -rf "$bin"
