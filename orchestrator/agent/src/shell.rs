@@ -114,8 +114,9 @@ pub enum AgentError {
 /// What the job runner keeps of the jobs on this node, beside its
 /// [`Core`]: owned by the runner and the tasks its actions run.
 struct RunnerState {
-    /// Each job on this node as last seen on chain.
-    known: Mutex<HashMap<Pubkey, ChainJob>>,
+    /// Each job on this node as last seen on chain; the warm standby
+    /// watches it too (it fetches no copy of a job this node runs).
+    known: watch::Sender<HashMap<Pubkey, ChainJob>>,
     runs: Mutex<HashMap<(Pubkey, u32), Arc<RunCtx>>>,
     /// When each checkpoint was stored, for the attestation latency.
     stored_at: Mutex<HashMap<(Pubkey, u64), Instant>>,
@@ -125,9 +126,6 @@ struct RunnerState {
     reports: watch::Sender<Vec<JobReport>>,
     /// The node's power for the heartbeat (`None`: no UPS, or unread).
     power: watch::Sender<Option<mcjs_protocol::NodePower>>,
-    /// The jobs on this node, for the warm standby (which fetches no copy
-    /// of a job this node runs).
-    on_node: watch::Sender<HashSet<Pubkey>>,
     /// The checkpoints this node keeps as a warm standby ([`standby`]):
     /// fetched by the standby task, taken by a launch.
     standby: Arc<standby::StandbyCopies>,
@@ -281,13 +279,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> Agent<C, E> {
             node: Arc::clone(&self.node),
             gpus: GpuDesk::open(self.gpu_count),
             jobs: Arc::new(RunnerState {
-                known: Mutex::default(),
+                known: watch::Sender::default(),
                 runs: Mutex::default(),
                 stored_at: Mutex::default(),
                 log_flushers: Mutex::default(),
                 reports: self.reports.clone(),
                 power: watch::Sender::default(),
-                on_node: watch::Sender::default(),
                 standby: Arc::default(),
             }),
         };
@@ -400,7 +397,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> JobRunner<C, E> {
         tracker.spawn(standby::stand_by(
             Arc::clone(s),
             Arc::clone(&self.jobs.standby),
-            self.jobs.on_node.subscribe(),
+            self.jobs.known.subscribe(),
             cancel.clone(),
         ));
         let (power_tx, power_rx) = mpsc::unbounded_channel();
@@ -525,16 +522,12 @@ impl<C: AgentChain, E: ContainerEngine + 'static> JobRunner<C, E> {
         let s = &self.node;
         let jobs = s.chain.chain_jobs(&s.me).await?;
         let mut paid_gpus = 0u32;
-        {
-            let mut known = self.jobs.known.lock().expect("known lock");
+        self.jobs.known.send_modify(|known| {
             for job in &jobs {
                 paid_gpus = paid_gpus.saturating_add(job.gpus);
                 known.insert(job.key, job.clone());
             }
-        }
-        self.jobs
-            .on_node
-            .send_modify(|on_node| on_node.extend(jobs.iter().map(|j| j.key)));
+        });
         // The paid job's GPUs come first: a check holding any of them is
         // told to stop (it is tried again when GPUs are free).
         let stopped = self.gpus.set_paid(paid_gpus).await;
@@ -550,12 +543,7 @@ impl<C: AgentChain, E: ContainerEngine + 'static> JobRunner<C, E> {
 
     /// The job as last read on chain, when it was.
     pub(super) fn known(&self, job: Pubkey) -> Option<ChainJob> {
-        self.jobs
-            .known
-            .lock()
-            .expect("known lock")
-            .get(&job)
-            .cloned()
+        self.jobs.known.borrow().get(&job).cloned()
     }
 }
 

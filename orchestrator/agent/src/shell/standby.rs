@@ -8,6 +8,7 @@
 
 use super::node::NodeEnv;
 use crate::chain::AgentChain;
+use crate::core::ChainJob;
 use crate::spec_store::get_spec;
 use mcjs_client::Pubkey;
 use mcjs_protocol::{STANDBY_PATH, StandbyDuties};
@@ -157,7 +158,7 @@ async fn ask(
 pub(super) async fn stand_by<C: AgentChain, E: ContainerEngine>(
     s: Arc<NodeEnv<C, E>>,
     copies: Arc<StandbyCopies>,
-    on_node: watch::Receiver<HashSet<Pubkey>>,
+    on_node: watch::Receiver<HashMap<Pubkey, ChainJob>>,
     cancel: CancellationToken,
 ) {
     let urls: Vec<String> = s.config.schedulers().cloned().collect();
@@ -192,7 +193,7 @@ pub(super) async fn stand_by<C: AgentChain, E: ContainerEngine>(
         failed.retain(|_, at| now.duration_since(*at) < RETRY_AFTER);
         for (job, (spec, at)) in named {
             let Some((step, hash)) = at else { continue };
-            let on_this_node = on_node.borrow().contains(&job);
+            let on_this_node = on_node.borrow().contains_key(&job);
             if on_this_node || copies.holds(&job, step, &hash) || failed.contains_key(&(job, step))
             {
                 continue;
